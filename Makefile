@@ -1,0 +1,107 @@
+# gpu-extender: a GPU scheduler extender for Kubernetes, in C.
+#
+#   make            build build/gpu-extender and build/gpu-agent
+#   make run        serve the bundled demo inventory on 127.0.0.1:$(PORT)
+#   make test       unit tests (ASan+UBSan), black-box tests, then e2e
+#   make bench      latency and throughput of filter+prioritize
+#   make sim        regenerate docs/simulation.md from the openb traces
+
+PORT ?= 8888
+CC ?= cc
+BUILD := build
+
+# Reasons and log fields are cut to their buffers on purpose (snprintf), so
+# format-truncation is the one warning left off.
+WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wstrict-prototypes \
+	-Wmissing-prototypes -Wvla -Wimplicit-fallthrough -Wno-format-truncation
+CFLAGS ?= -O2 -g
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -Iinclude -pthread $(CFLAGS)
+LIBS := -lmicrohttpd -lcjson -lcurl -lssl -lcrypto -lyaml -lm -pthread
+SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+
+# Every module but the two programs' entry points goes into one library.
+MAINS := src/main.c src/agent/main.c
+LIB_SRCS := $(filter-out $(MAINS),$(shell find src -name '*.c' | sort))
+HDRS := $(wildcard include/*.h src/*/*.h)
+UNIT_SRCS := $(wildcard test/unit/test_*.c)
+
+OBJ := $(BUILD)/obj
+SOBJ := $(BUILD)/asan
+LIB_OBJS := $(LIB_SRCS:%.c=$(OBJ)/%.o)
+SLIB_OBJS := $(LIB_SRCS:%.c=$(SOBJ)/%.o)
+UNIT_BINS := $(UNIT_SRCS:test/unit/%.c=$(BUILD)/test/%)
+
+# Debian packages the build and the tests need; installed when missing.
+DEB_PKGS := libmicrohttpd-dev libcjson-dev libcurl4-openssl-dev libssl-dev \
+	libyaml-dev libcmocka-dev pkg-config openssl curl python3 wrk
+DEPS_STAMP := $(BUILD)/.deps
+
+.PHONY: all deps run test unit blackbox e2e bench sim clean
+all: $(BUILD)/gpu-extender $(BUILD)/gpu-agent
+
+deps: $(DEPS_STAMP)
+$(DEPS_STAMP):
+	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
+		| grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing: $$missing"; \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+			$$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+	@mkdir -p $(BUILD) && touch $@
+
+$(OBJ)/%.o: %.c $(HDRS) | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(SOBJ)/%.o: %.c $(HDRS) | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -O1 $(SAN) -c $< -o $@
+
+$(BUILD)/libgpu.a: $(LIB_OBJS)
+	ar rcs $@ $^
+
+$(BUILD)/libgpu-asan.a: $(SLIB_OBJS)
+	ar rcs $@ $^
+
+$(BUILD)/gpu-extender: $(OBJ)/src/main.o $(BUILD)/libgpu.a
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/gpu-agent: $(OBJ)/src/agent/main.o $(BUILD)/libgpu.a
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/test/%: test/unit/%.c test/unit/testutil.h $(BUILD)/libgpu-asan.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -O1 $(SAN) -Itest/unit -o $@ $< $(BUILD)/libgpu-asan.a $(LIBS) -lcmocka
+
+run: $(BUILD)/gpu-extender
+	$(BUILD)/gpu-extender serve --inventory config/demo-inventory.json \
+		--config config/extender.conf --listen 127.0.0.1:$(PORT)
+
+# Each phase prints its duration; any failure stops the run.
+test: all $(UNIT_BINS)
+	@test/run-phase.sh unit $(MAKE) --no-print-directory unit
+	@test/run-phase.sh blackbox $(MAKE) --no-print-directory blackbox
+	@test/run-phase.sh e2e $(MAKE) --no-print-directory e2e
+
+unit: $(UNIT_BINS)
+	@test/unit/run.sh $(UNIT_BINS)
+
+blackbox: all
+	@python3 test/blackbox/run.py $(BUILD)/gpu-extender
+
+e2e: all
+	@test/e2e/run.sh
+
+bench: $(BUILD)/gpu-extender $(BUILD)/bench
+	@$(BUILD)/bench --extender $(BUILD)/gpu-extender
+
+$(BUILD)/bench: bench/bench.c $(BUILD)/libgpu.a
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libgpu.a $(LIBS)
+
+sim: $(BUILD)/gpu-extender
+	@bench/simulation-report.sh $(BUILD)/gpu-extender
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,69 @@
+/*
+ * claim: what one pod asks for, whatever way it asked (a GpuClaim object,
+ * extended resources on its containers, or a simulator trace row).
+ */
+#ifndef GPU_CLAIM_H
+#define GPU_CLAIM_H
+
+#include "gpu.h"
+
+enum claim_mode {
+	CLAIM_NONE = 0,      /* no GPU: passes every node */
+	CLAIM_EXCLUSIVE,     /* whole devices */
+	CLAIM_SHARED,        /* memory and compute on each of count devices */
+	CLAIM_MIG,           /* whole MIG instances */
+};
+
+enum claim_placement {
+	PLACE_DEFAULT = 0,   /* the policy decides */
+	PLACE_CONTIGUOUS,    /* consecutive device ids where possible */
+	PLACE_SPREAD,        /* across islands */
+	PLACE_PREFER_IDS,    /* the listed ids first */
+};
+
+enum topo_mode { TOPO_PREFERRED = 0, TOPO_REQUIRED, TOPO_IGNORE };
+
+#define CLAIM_MAX_MATCH 16
+
+struct claim {
+	enum claim_mode mode;
+	int count;
+	uint32_t mem_mib;             /* shared: memory taken on each device */
+	uint32_t core;                /* shared: milli-GPU taken on each device */
+	enum claim_placement placement;
+	int nprefer;
+	int prefer_ids[GPU_MAX_DEVICES];
+	/* Capability selectors; empty or zero means "any". */
+	enum gpu_vendor vendor;
+	char models[160];             /* '|'-separated alternatives */
+	char arch[24];
+	uint32_t min_mem_mib;
+	int nmatch;                   /* node label selector (matchLabels) */
+	struct label match[CLAIM_MAX_MATCH];
+	enum topo_mode topo;
+	double min_bw_gbps;
+	int policy;                   /* enum policy_id, or -1 for the default */
+	/* Host resources; only the simulator checks them (0 = not checked). */
+	int64_t cpu_milli;
+	int64_t mem_mib_host;
+};
+
+/* An empty claim (mode NONE, policy -1). Call before filling one in. */
+void claim_init(struct claim *c);
+/* Frees the label strings of match[]; the claim is empty afterwards. */
+void claim_release(struct claim *c);
+/* Deep copy; 0 or -1 when out of memory (dst is then empty). */
+int claim_copy(struct claim *dst, const struct claim *src);
+/* Adds a matchLabels entry; 0, or -1 (full or no memory). */
+int claim_add_match(struct claim *c, const char *key, const char *value);
+
+bool claim_wants_gpu(const struct claim *c);
+/* TASK_KIND_* bit of this claim. */
+uint32_t claim_task_kind(const struct claim *c);
+/* GPU demand in milli-GPU (count * 1000 for whole devices). */
+int64_t claim_gpu_milli(const struct claim *c);
+
+/* One short human description, e.g. "2 nvidia GPUs >= 24576 MiB". */
+void claim_describe(const struct claim *c, char *out, size_t size);
+
+#endif

@@ -1,0 +1,44 @@
+/*
+ * fit: can a claim run on a node right now, and on which devices.
+ * Pure: reads the node and the claim, writes only *out.
+ */
+#ifndef GPU_FIT_H
+#define GPU_FIT_H
+
+#include "claim.h"
+#include "gpu.h"
+
+/* How to pick among devices that all fit: fullest first or emptiest first. */
+enum gpu_pack { PACK_BINPACK = 0, PACK_SPREAD };
+
+struct fit {
+	bool ok;
+	/* When !ok: true if no amount of preemption could make it fit. */
+	bool unresolvable;
+	int ndev;
+	int dev[GPU_MAX_DEVICES];   /* indices into node->dev, ascending */
+	char reason[224];           /* one line for a person, when !ok */
+};
+
+/*
+ * Decides feasibility and chooses devices. On failure, out->reason says why
+ * in one line, e.g. "5 free GPUs but no island has 4 (nvlink-0: 2, nvlink-1: 3)".
+ * Returns out->ok.
+ */
+bool fit_node(const struct gpu_node *n, const struct claim *c, enum gpu_pack pack,
+	      struct fit *out);
+
+/*
+ * Only the feasibility question, for callers that try many placements (the
+ * simulator, lookahead policies): no device choice, no reason text.
+ */
+bool fit_possible(const struct gpu_node *n, const struct claim *c);
+
+/* Records / removes the claim's usage on n (the devices in f). */
+void fit_apply(struct gpu_node *n, const struct claim *c, const struct fit *f);
+void fit_unapply(struct gpu_node *n, const struct claim *c, const struct fit *f);
+
+/* Device ids of f as "2,3" into out. */
+void fit_ids(const struct gpu_node *n, const struct fit *f, char *out, size_t size);
+
+#endif

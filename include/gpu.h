@@ -1,0 +1,107 @@
+/*
+ * gpu: the device and node model shared by the server, the simulator and
+ * the agent. Plain data plus a few pure helpers; no I/O, no globals.
+ *
+ * Units: memory in MiB; compute in milli-GPU (GPU_CORE_FULL is one whole
+ * GPU, so "30 percent" is 300); host CPU in millicores.
+ */
+#ifndef GPU_GPU_H
+#define GPU_GPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GPU_CORE_FULL 1000
+#define GPU_MAX_DEVICES 64      /* devices (GPUs or MIG instances) per node */
+#define GPU_MAX_ISLANDS 32
+
+enum gpu_vendor { GPU_VENDOR_ANY = 0, GPU_VENDOR_NVIDIA, GPU_VENDOR_AMD, GPU_VENDOR_INTEL };
+enum gpu_health { GPU_HEALTHY = 0, GPU_UNHEALTHY, GPU_HEALTH_UNKNOWN };
+
+struct gpu_device {
+	int id;                  /* the vendor's index, as CUDA/ROCm number it */
+	int island;              /* index into gpu_node.islands, -1 if none */
+	enum gpu_vendor vendor;
+	enum gpu_health health;
+	uint32_t memory_mib;
+	/* Usage, derived from the allocations recorded on the node. */
+	uint32_t used_mib;
+	uint32_t used_core;      /* milli-GPU taken by shared holders */
+	uint16_t exclusive;      /* holders that own the whole device */
+	uint16_t shared;         /* holders that share it */
+	bool external;           /* inUseBy: held by pods we do not track */
+	char uuid[96];
+	char model[64];
+	char arch[24];
+	char driver[32];
+	char mig_profile[24];    /* set for a MIG instance ("1g.10gb"), else "" */
+};
+
+/* A group of devices joined by a fast interconnect (an NVLink/XGMI domain). */
+struct gpu_island {
+	char name[48];
+	double bandwidth_gbps;   /* interconnect bandwidth between members */
+};
+
+struct label {
+	char *key;
+	char *value;
+};
+
+struct gpu_node {
+	char *name;
+	struct label *labels;    /* sorted by key */
+	int nlabels;
+	int ndev;
+	struct gpu_device *dev;  /* sorted by id */
+	int nisland;
+	struct gpu_island *islands;
+	/* Host resources; a capacity of 0 means "not tracked here". */
+	int64_t cpu_cap, cpu_used;       /* millicores */
+	int64_t mem_cap, mem_used;       /* MiB */
+	uint32_t task_kinds;             /* TASK_KIND_* bits of what runs here */
+};
+
+/* Kinds of task for policies that group by type (GPU clustering). */
+#define TASK_KIND_CPU_ONLY 1u
+#define TASK_KIND_SHARED 2u
+#define TASK_KIND_WHOLE(k) (4u << ((k) > 8 ? 8 : (k)))
+
+const char *gpu_vendor_name(enum gpu_vendor v);        /* "nvidia", "" for ANY */
+bool gpu_vendor_parse(const char *s, enum gpu_vendor *out);
+const char *gpu_health_name(enum gpu_health h);
+bool gpu_health_parse(const char *s, enum gpu_health *out);
+
+/* True when the device can take new work at all (healthy, not external). */
+bool gpu_usable(const struct gpu_device *d);
+uint32_t gpu_free_mib(const struct gpu_device *d);
+uint32_t gpu_free_core(const struct gpu_device *d);
+
+/*
+ * Model match: case-insensitive, '|' separates alternatives, and an
+ * alternative matches when it equals the device's model or MIG profile or
+ * appears in the model as whole words ("H100" matches "NVIDIA H100 80GB HBM3").
+ */
+bool gpu_model_matches(const char *want, const struct gpu_device *d);
+
+/* The label's value, or NULL. Binary search; labels must be sorted. */
+const char *gpu_node_label(const struct gpu_node *n, const char *key);
+
+/*
+ * Node lifecycle. A node owns every string and array it points to.
+ * gpu_node_clone() returns NULL when out of memory.
+ */
+struct gpu_node *gpu_node_new(const char *name);
+struct gpu_node *gpu_node_clone(const struct gpu_node *n);
+void gpu_node_free(struct gpu_node *n);
+/* Set or replace a label (keeps the array sorted). 0 or -1 (no memory). */
+int gpu_node_set_label(struct gpu_node *n, const char *key, const char *value);
+/* Appends a device (then keeps dev sorted by id). 0 or -1. */
+int gpu_node_add_device(struct gpu_node *n, const struct gpu_device *d);
+/* Index of the island with that name, adding it if new; -1 on no room. */
+int gpu_node_island(struct gpu_node *n, const char *name, double bandwidth_gbps);
+/* Index of the device with that id, or -1. */
+int gpu_node_find_device(const struct gpu_node *n, int id);
+
+#endif

@@ -1,0 +1,96 @@
+#include "claim.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void claim_init(struct claim *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->policy = -1;
+}
+
+void claim_release(struct claim *c)
+{
+	for (int i = 0; i < c->nmatch; i++) {
+		free(c->match[i].key);
+		free(c->match[i].value);
+	}
+	claim_init(c);
+}
+
+int claim_add_match(struct claim *c, const char *key, const char *value)
+{
+	if (c->nmatch >= CLAIM_MAX_MATCH)
+		return -1;
+	char *k = strdup(key), *v = strdup(value);
+	if (!k || !v) {
+		free(k);
+		free(v);
+		return -1;
+	}
+	c->match[c->nmatch].key = k;
+	c->match[c->nmatch].value = v;
+	c->nmatch++;
+	return 0;
+}
+
+int claim_copy(struct claim *dst, const struct claim *src)
+{
+	*dst = *src;
+	dst->nmatch = 0;
+	for (int i = 0; i < src->nmatch; i++) {
+		if (claim_add_match(dst, src->match[i].key, src->match[i].value)) {
+			claim_release(dst);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+bool claim_wants_gpu(const struct claim *c)
+{
+	return c->mode != CLAIM_NONE && c->count > 0;
+}
+
+uint32_t claim_task_kind(const struct claim *c)
+{
+	if (!claim_wants_gpu(c))
+		return TASK_KIND_CPU_ONLY;
+	if (c->mode == CLAIM_SHARED)
+		return TASK_KIND_SHARED;
+	return TASK_KIND_WHOLE(c->count);
+}
+
+int64_t claim_gpu_milli(const struct claim *c)
+{
+	if (!claim_wants_gpu(c))
+		return 0;
+	if (c->mode == CLAIM_SHARED)
+		return (int64_t)c->count * c->core;
+	return (int64_t)c->count * GPU_CORE_FULL;
+}
+
+void claim_describe(const struct claim *c, char *out, size_t size)
+{
+	if (!claim_wants_gpu(c)) {
+		snprintf(out, size, "no GPU");
+		return;
+	}
+	size_t n = 0;
+#define ADD(...) do { int w_ = snprintf(out + n, size - n, __VA_ARGS__); \
+		if (w_ > 0) n = (size_t)w_ < size - n ? n + (size_t)w_ : size - 1; } while (0)
+	const char *kind = c->mode == CLAIM_MIG ? " MIG instance" : " GPU";
+	ADD("%d%s%s%s", c->count, c->vendor ? " " : "", gpu_vendor_name(c->vendor), kind);
+	if (c->count != 1)
+		ADD("s");
+	if (c->models[0])
+		ADD(" of model %s", c->models);
+	if (c->arch[0])
+		ADD(" arch %s", c->arch);
+	if (c->min_mem_mib)
+		ADD(" >= %u MiB", c->min_mem_mib);
+	if (c->mode == CLAIM_SHARED)
+		ADD(", sharing %u MiB and %u%% compute each", c->mem_mib, (c->core + 9) / 10);
+#undef ADD
+}

@@ -1,0 +1,254 @@
+#include "gpu.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const char *const vendor_names[] = { "", "nvidia", "amd", "intel" };
+static const char *const health_names[] = { "Healthy", "Unhealthy", "Unknown" };
+
+const char *gpu_vendor_name(enum gpu_vendor v)
+{
+	return (unsigned)v < 4 ? vendor_names[v] : "";
+}
+
+bool gpu_vendor_parse(const char *s, enum gpu_vendor *out)
+{
+	for (int i = 1; i < 4; i++) {
+		if (!strcasecmp(s, vendor_names[i])) {
+			*out = (enum gpu_vendor)i;
+			return true;
+		}
+	}
+	return false;
+}
+
+const char *gpu_health_name(enum gpu_health h)
+{
+	return (unsigned)h < 3 ? health_names[h] : "Unknown";
+}
+
+bool gpu_health_parse(const char *s, enum gpu_health *out)
+{
+	for (int i = 0; i < 3; i++) {
+		if (!strcasecmp(s, health_names[i])) {
+			*out = (enum gpu_health)i;
+			return true;
+		}
+	}
+	return false;
+}
+
+bool gpu_usable(const struct gpu_device *d)
+{
+	return d->health == GPU_HEALTHY && !d->external;
+}
+
+uint32_t gpu_free_mib(const struct gpu_device *d)
+{
+	return d->used_mib >= d->memory_mib ? 0 : d->memory_mib - d->used_mib;
+}
+
+uint32_t gpu_free_core(const struct gpu_device *d)
+{
+	return d->used_core >= GPU_CORE_FULL ? 0 : GPU_CORE_FULL - d->used_core;
+}
+
+/* Does alt (len bytes) occur in hay as whole words, case-insensitively? */
+static bool contains_words(const char *hay, const char *alt, size_t len)
+{
+	size_t hl = strlen(hay);
+	for (size_t i = 0; i + len <= hl; i++) {
+		if (strncasecmp(hay + i, alt, len))
+			continue;
+		bool left = i == 0 || !isalnum((unsigned char)hay[i - 1]);
+		bool right = i + len == hl || !isalnum((unsigned char)hay[i + len]);
+		if (left && right)
+			return true;
+	}
+	return false;
+}
+
+bool gpu_model_matches(const char *want, const struct gpu_device *d)
+{
+	if (!want || !*want)
+		return true;
+	const char *p = want;
+	for (;;) {
+		const char *bar = strchr(p, '|');
+		size_t len = bar ? (size_t)(bar - p) : strlen(p);
+		if (len && (contains_words(d->model, p, len) ||
+			    (d->mig_profile[0] && strlen(d->mig_profile) == len &&
+			     !strncasecmp(d->mig_profile, p, len))))
+			return true;
+		if (!bar)
+			return false;
+		p = bar + 1;
+	}
+}
+
+const char *gpu_node_label(const struct gpu_node *n, const char *key)
+{
+	int lo = 0, hi = n->nlabels - 1;
+	while (lo <= hi) {
+		int mid = lo + (hi - lo) / 2;
+		int c = strcmp(n->labels[mid].key, key);
+		if (!c)
+			return n->labels[mid].value;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid - 1;
+	}
+	return NULL;
+}
+
+struct gpu_node *gpu_node_new(const char *name)
+{
+	struct gpu_node *n = calloc(1, sizeof(*n));
+	if (!n)
+		return NULL;
+	n->name = strdup(name);
+	if (!n->name) {
+		free(n);
+		return NULL;
+	}
+	return n;
+}
+
+void gpu_node_free(struct gpu_node *n)
+{
+	if (!n)
+		return;
+	for (int i = 0; i < n->nlabels; i++) {
+		free(n->labels[i].key);
+		free(n->labels[i].value);
+	}
+	free(n->labels);
+	free(n->dev);
+	free(n->islands);
+	free(n->name);
+	free(n);
+}
+
+struct gpu_node *gpu_node_clone(const struct gpu_node *src)
+{
+	struct gpu_node *n = gpu_node_new(src->name);
+	if (!n)
+		return NULL;
+	char *name = n->name;
+	*n = *src;
+	n->name = name;
+	n->labels = NULL;
+	n->dev = NULL;
+	n->islands = NULL;
+	n->nlabels = 0;
+	if (src->nlabels) {
+		n->labels = calloc((size_t)src->nlabels, sizeof(*n->labels));
+		if (!n->labels)
+			goto fail;
+		for (int i = 0; i < src->nlabels; i++) {
+			n->labels[i].key = strdup(src->labels[i].key);
+			n->labels[i].value = strdup(src->labels[i].value);
+			n->nlabels++;
+			if (!n->labels[i].key || !n->labels[i].value)
+				goto fail;
+		}
+	}
+	if (src->ndev) {
+		n->dev = malloc((size_t)src->ndev * sizeof(*n->dev));
+		if (!n->dev)
+			goto fail;
+		memcpy(n->dev, src->dev, (size_t)src->ndev * sizeof(*n->dev));
+	}
+	if (src->nisland) {
+		n->islands = malloc((size_t)src->nisland * sizeof(*n->islands));
+		if (!n->islands)
+			goto fail;
+		memcpy(n->islands, src->islands, (size_t)src->nisland * sizeof(*n->islands));
+	}
+	return n;
+fail:
+	n->ndev = 0;
+	n->nisland = 0;
+	gpu_node_free(n);
+	return NULL;
+}
+
+int gpu_node_set_label(struct gpu_node *n, const char *key, const char *value)
+{
+	int pos = 0;
+	while (pos < n->nlabels && strcmp(n->labels[pos].key, key) < 0)
+		pos++;
+	char *v = strdup(value);
+	if (!v)
+		return -1;
+	if (pos < n->nlabels && !strcmp(n->labels[pos].key, key)) {
+		free(n->labels[pos].value);
+		n->labels[pos].value = v;
+		return 0;
+	}
+	char *k = strdup(key);
+	struct label *l = realloc(n->labels, (size_t)(n->nlabels + 1) * sizeof(*l));
+	if (!k || !l) {
+		free(k);
+		free(v);
+		if (l)
+			n->labels = l;
+		return -1;
+	}
+	n->labels = l;
+	memmove(&l[pos + 1], &l[pos], (size_t)(n->nlabels - pos) * sizeof(*l));
+	l[pos].key = k;
+	l[pos].value = v;
+	n->nlabels++;
+	return 0;
+}
+
+int gpu_node_add_device(struct gpu_node *n, const struct gpu_device *d)
+{
+	if (n->ndev >= GPU_MAX_DEVICES)
+		return -1;
+	struct gpu_device *dev = realloc(n->dev, (size_t)(n->ndev + 1) * sizeof(*dev));
+	if (!dev)
+		return -1;
+	n->dev = dev;
+	int pos = n->ndev;
+	while (pos > 0 && dev[pos - 1].id > d->id) {
+		dev[pos] = dev[pos - 1];
+		pos--;
+	}
+	dev[pos] = *d;
+	n->ndev++;
+	return 0;
+}
+
+int gpu_node_island(struct gpu_node *n, const char *name, double bandwidth_gbps)
+{
+	for (int i = 0; i < n->nisland; i++) {
+		if (!strcmp(n->islands[i].name, name)) {
+			if (bandwidth_gbps > n->islands[i].bandwidth_gbps)
+				n->islands[i].bandwidth_gbps = bandwidth_gbps;
+			return i;
+		}
+	}
+	if (n->nisland >= GPU_MAX_ISLANDS)
+		return -1;
+	struct gpu_island *is = realloc(n->islands, (size_t)(n->nisland + 1) * sizeof(*is));
+	if (!is)
+		return -1;
+	n->islands = is;
+	memset(&is[n->nisland], 0, sizeof(*is));
+	strncpy(is[n->nisland].name, name, sizeof(is->name) - 1);
+	is[n->nisland].bandwidth_gbps = bandwidth_gbps;
+	return n->nisland++;
+}
+
+int gpu_node_find_device(const struct gpu_node *n, int id)
+{
+	for (int i = 0; i < n->ndev; i++)
+		if (n->dev[i].id == id)
+			return i;
+	return -1;
+}

@@ -1,0 +1,33 @@
+/* gpu-extender: entry point; dispatches to the subcommands. */
+#include "sim.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: gpu-extender <command> [options]\n"
+		"\n"
+		"commands:\n"
+		"  serve      run the scheduler extender (see gpu-extender serve --help)\n"
+		"  simulate   replay a cluster trace through the scoring core\n"
+		"  version    print the version\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "simulate"))
+		return sim_main(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	fprintf(stderr, "gpu-extender: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
+}

@@ -1,0 +1,64 @@
+/* Shared helpers for the cmocka unit tests: small node and claim builders. */
+#ifndef GPU_TESTUTIL_H
+#define GPU_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "claim.h"
+#include "gpu.h"
+
+/* A node with ndev identical devices, ids 0..ndev-1, no islands. */
+static inline struct gpu_node *tu_node(const char *name, int ndev, enum gpu_vendor v,
+				       const char *model, uint32_t mib)
+{
+	struct gpu_node *n = gpu_node_new(name);
+	assert_non_null(n);
+	for (int i = 0; i < ndev; i++) {
+		struct gpu_device d;
+		memset(&d, 0, sizeof(d));
+		d.id = i;
+		d.island = -1;
+		d.vendor = v;
+		d.memory_mib = mib;
+		strncpy(d.model, model, sizeof(d.model) - 1);
+		strncpy(d.arch, v == GPU_VENDOR_AMD ? "gfx942" : "hopper", sizeof(d.arch) - 1);
+		assert_int_equal(gpu_node_add_device(n, &d), 0);
+	}
+	return n;
+}
+
+/* Puts devices [from, to] of n on island name. */
+static inline void tu_island(struct gpu_node *n, const char *name, double bw, int from, int to)
+{
+	int is = gpu_node_island(n, name, bw);
+	assert_true(is >= 0);
+	for (int i = from; i <= to; i++)
+		n->dev[gpu_node_find_device(n, i)].island = is;
+}
+
+static inline struct claim tu_whole(int count)
+{
+	struct claim c;
+	claim_init(&c);
+	c.mode = CLAIM_EXCLUSIVE;
+	c.count = count;
+	return c;
+}
+
+static inline struct claim tu_shared(uint32_t mib, uint32_t core)
+{
+	struct claim c;
+	claim_init(&c);
+	c.mode = CLAIM_SHARED;
+	c.count = 1;
+	c.mem_mib = mib;
+	c.core = core;
+	return c;
+}
+
+#endif
