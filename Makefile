@@ -31,12 +31,15 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(OBJ)/%.o)
 SLIB_OBJS := $(LIB_SRCS:%.c=$(SOBJ)/%.o)
 UNIT_BINS := $(UNIT_SRCS:test/unit/%.c=$(BUILD)/test/%)
 
+VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+$(OBJ)/src/serve.o $(OBJ)/src/main.o $(SOBJ)/src/serve.o: ALL_CFLAGS += -DGPU_VERSION='"$(VERSION)"'
+
 # Debian packages the build and the tests need; installed when missing.
 DEB_PKGS := libmicrohttpd-dev libcjson-dev libcurl4-openssl-dev libssl-dev \
 	libyaml-dev libcmocka-dev pkg-config openssl curl python3 wrk
 DEPS_STAMP := $(BUILD)/.deps
 
-.PHONY: all deps run test unit blackbox e2e bench sim clean
+.PHONY: all deps run test unit blackbox e2e bench sim fuzz clean
 all: $(BUILD)/gpu-extender $(BUILD)/gpu-agent
 
 deps: $(DEPS_STAMP)
@@ -53,17 +56,19 @@ $(DEPS_STAMP):
 
 $(OBJ)/%.o: %.c $(HDRS) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	@echo "  CC      $<"
+	@$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 $(SOBJ)/%.o: %.c $(HDRS) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -O1 $(SAN) -c $< -o $@
+	@echo "  CC-SAN  $<"
+	@$(CC) $(ALL_CFLAGS) -O1 $(SAN) -c $< -o $@
 
 $(BUILD)/libgpu.a: $(LIB_OBJS)
-	ar rcs $@ $^
+	@ar rcs $@ $^
 
 $(BUILD)/libgpu-asan.a: $(SLIB_OBJS)
-	ar rcs $@ $^
+	@ar rcs $@ $^
 
 $(BUILD)/gpu-extender: $(OBJ)/src/main.o $(BUILD)/libgpu.a
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS)
@@ -71,13 +76,13 @@ $(BUILD)/gpu-extender: $(OBJ)/src/main.o $(BUILD)/libgpu.a
 $(BUILD)/gpu-agent: $(OBJ)/src/agent/main.o $(BUILD)/libgpu.a
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS)
 
-$(BUILD)/test/%: test/unit/%.c test/unit/testutil.h $(BUILD)/libgpu-asan.a
+$(BUILD)/test/%: test/unit/%.c $(wildcard test/unit/*.h) $(BUILD)/libgpu-asan.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -O1 $(SAN) -Itest/unit -o $@ $< $(BUILD)/libgpu-asan.a $(LIBS) -lcmocka
 
 run: $(BUILD)/gpu-extender
 	$(BUILD)/gpu-extender serve --inventory config/demo-inventory.json \
-		--config config/extender.conf --listen 127.0.0.1:$(PORT)
+		--config config/extender.yaml --listen 127.0.0.1:$(PORT)
 
 # Each phase prints its duration; any failure stops the run.
 test: all $(UNIT_BINS)
@@ -90,6 +95,7 @@ unit: $(UNIT_BINS)
 
 blackbox: all
 	@python3 test/blackbox/run.py $(BUILD)/gpu-extender
+	@test/agent/run.sh $(BUILD)/gpu-agent
 
 e2e: all
 	@test/e2e/run.sh
@@ -102,6 +108,15 @@ $(BUILD)/bench: bench/bench.c $(BUILD)/libgpu.a
 
 sim: $(BUILD)/gpu-extender
 	@bench/simulation-report.sh $(BUILD)/gpu-extender
+
+# libFuzzer targets (clang); not part of `make test`. Run: build/fuzz_agent -max_total_time=60
+FUZZ_AGENT_SRCS := test/fuzz/fuzz_agent.c $(wildcard src/agent/nvsmi.c src/agent/rocm.c src/agent/intel.c \
+	src/agent/arch.c src/agent/islands.c src/agent/node.c src/agent/text.c) src/util/strnum.c src/core/gpu.c
+fuzz: $(BUILD)/fuzz_agent
+$(BUILD)/fuzz_agent: $(FUZZ_AGENT_SRCS) $(HDRS)
+	@command -v clang >/dev/null || apt-get install -y -qq clang libclang-rt-14-dev >/dev/null
+	clang -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc/agent -fsanitize=fuzzer,address,undefined \
+		-o $@ $(FUZZ_AGENT_SRCS) -lcjson -lm
 
 clean:
 	rm -rf $(BUILD)

@@ -46,6 +46,7 @@ struct claim {
 	/* Host resources; only the simulator checks them (0 = not checked). */
 	int64_t cpu_milli;
 	int64_t mem_mib_host;
+	char gpuclaim[254];           /* the GpuClaim it came from, or "" */
 };
 
 /* An empty claim (mode NONE, policy -1). Call before filling one in. */

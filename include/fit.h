@@ -34,6 +34,14 @@ bool fit_node(const struct gpu_node *n, const struct claim *c, enum gpu_pack pac
  */
 bool fit_possible(const struct gpu_node *n, const struct claim *c);
 
+/*
+ * The devices of n that could take one device's worth of c right now
+ * (selectors and room checked, host resources and labels not), as indices
+ * into n->dev, ascending, into idx[GPU_MAX_DEVICES]. Returns how many. For
+ * policies that choose the device themselves.
+ */
+int fit_candidates(const struct gpu_node *n, const struct claim *c, int *idx);
+
 /* Records / removes the claim's usage on n (the devices in f). */
 void fit_apply(struct gpu_node *n, const struct claim *c, const struct fit *f);
 void fit_unapply(struct gpu_node *n, const struct claim *c, const struct fit *f);

@@ -19,6 +19,11 @@
 enum gpu_vendor { GPU_VENDOR_ANY = 0, GPU_VENDOR_NVIDIA, GPU_VENDOR_AMD, GPU_VENDOR_INTEL };
 enum gpu_health { GPU_HEALTHY = 0, GPU_UNHEALTHY, GPU_HEALTH_UNKNOWN };
 
+/*
+ * What the feasibility scan reads about one device: 32 bytes, so a node's
+ * devices share a few cache lines (requests scan every node of a cluster).
+ * The strings live in a parallel array of struct gpu_device_info.
+ */
 struct gpu_device {
 	int id;                  /* the vendor's index, as CUDA/ROCm number it */
 	int island;              /* index into gpu_node.islands, -1 if none */
@@ -27,14 +32,20 @@ struct gpu_device {
 	uint32_t memory_mib;
 	/* Usage, derived from the allocations recorded on the node. */
 	uint32_t used_mib;
-	uint32_t used_core;      /* milli-GPU taken by shared holders */
+	uint16_t used_core;      /* milli-GPU taken by shared holders */
 	uint16_t exclusive;      /* holders that own the whole device */
 	uint16_t shared;         /* holders that share it */
 	bool external;           /* inUseBy: held by pods we do not track */
-	char uuid[96];
+	bool mig;                /* a MIG instance (info.mig_profile is set) */
+};
+
+/* The rest of a device: read for output and when a claim names a model. */
+struct gpu_device_info {
+	int vendor_index;        /* the vendor's own index (ZE_AFFINITY_MASK); = id when unknown */
+	char uuid[80];
 	char model[64];
 	char arch[24];
-	char driver[32];
+	char driver[24];
 	char mig_profile[24];    /* set for a MIG instance ("1g.10gb"), else "" */
 };
 
@@ -55,6 +66,7 @@ struct gpu_node {
 	int nlabels;
 	int ndev;
 	struct gpu_device *dev;  /* sorted by id */
+	struct gpu_device_info *info;   /* info[i] describes dev[i] */
 	int nisland;
 	struct gpu_island *islands;
 	/* Host resources; a capacity of 0 means "not tracked here". */
@@ -74,16 +86,30 @@ const char *gpu_health_name(enum gpu_health h);
 bool gpu_health_parse(const char *s, enum gpu_health *out);
 
 /* True when the device can take new work at all (healthy, not external). */
-bool gpu_usable(const struct gpu_device *d);
-uint32_t gpu_free_mib(const struct gpu_device *d);
-uint32_t gpu_free_core(const struct gpu_device *d);
+static inline bool gpu_usable(const struct gpu_device *d)
+{
+	return d->health == GPU_HEALTHY && !d->external;
+}
+
+static inline uint32_t gpu_free_mib(const struct gpu_device *d)
+{
+	return d->used_mib >= d->memory_mib ? 0 : d->memory_mib - d->used_mib;
+}
+
+/* Inline: the scan calls these for every device of every node of a request. */
+static inline uint32_t gpu_free_core(const struct gpu_device *d)
+{
+	return d->used_core >= GPU_CORE_FULL ? 0 : GPU_CORE_FULL - (uint32_t)d->used_core;
+}
 
 /*
  * Model match: case-insensitive, '|' separates alternatives, and an
  * alternative matches when it equals the device's model or MIG profile or
  * appears in the model as whole words ("H100" matches "NVIDIA H100 80GB HBM3").
  */
-bool gpu_model_matches(const char *want, const struct gpu_device *d);
+bool gpu_model_matches(const char *want, const struct gpu_device_info *d);
+/* Adds milli-GPU to a device's use, saturating instead of wrapping. */
+void gpu_add_core(struct gpu_device *d, int32_t delta);
 
 /* The label's value, or NULL. Binary search; labels must be sorted. */
 const char *gpu_node_label(const struct gpu_node *n, const char *key);
@@ -97,8 +123,9 @@ struct gpu_node *gpu_node_clone(const struct gpu_node *n);
 void gpu_node_free(struct gpu_node *n);
 /* Set or replace a label (keeps the array sorted). 0 or -1 (no memory). */
 int gpu_node_set_label(struct gpu_node *n, const char *key, const char *value);
-/* Appends a device (then keeps dev sorted by id). 0 or -1. */
-int gpu_node_add_device(struct gpu_node *n, const struct gpu_device *d);
+/* Adds a device and its info (NULL: empty), keeping both sorted by id. 0 or -1. */
+int gpu_node_add_device(struct gpu_node *n, const struct gpu_device *d,
+			const struct gpu_device_info *info);
 /* Index of the island with that name, adding it if new; -1 on no room. */
 int gpu_node_island(struct gpu_node *n, const char *name, double bandwidth_gbps);
 /* Index of the device with that id, or -1. */

@@ -17,8 +17,20 @@ enum policy_id {
 	POLICY_BINPACK = 0,  /* fuller nodes and GPUs first */
 	POLICY_SPREAD,       /* emptier nodes and GPUs first */
 	POLICY_TOPOLOGY,     /* best interconnect fit, then binpack */
+	/* The FGD benchmark's baselines (fgd-benchmark.md section 6). */
+	POLICY_RANDOM,       /* a random feasible node and GPU (uses ctx.seed) */
+	POLICY_DOTPROD,      /* Tetris dot product of free and demand */
+	POLICY_CLUSTERING,   /* nodes already running the same kind of task */
+	POLICY_PACKING,      /* partly used GPUs, then used nodes, then idle ones */
+	POLICY_BESTFIT,      /* the node with the least CPU+GPU left after */
+	POLICY_FGD,          /* fragmentation gradient descent (Weng et al., ATC'23) */
+	POLICY_FGDX,         /* ours: FGD, extended (see src/core/policy_fgdx.c) */
 	POLICY_COUNT
 };
+
+/* What a policy's rating reads besides the node and the claim. */
+#define POLICY_USES_SEED 1u      /* ctx.seed: varies per decision */
+#define POLICY_USES_WORKLOAD 2u  /* ctx.wl: changes with wl->version */
 
 #define POLICY_SCORE_MAX 10   /* kube-scheduler's MaxExtenderPriority */
 
@@ -28,9 +40,17 @@ struct policy_ctx {
 	enum policy_id id;
 	const struct workload *wl;  /* may be NULL: policies fall back to a prior */
 	uint64_t seed;              /* varies per decision, for random choices */
+	/*
+	 * The caller wants only the rating (it will ask again for the node it
+	 * picks): a policy may then skip choosing devices, leaving out->dev
+	 * incomplete. The rating and the return value stay the same.
+	 */
+	bool rate_only;
 };
 
 const char *policy_name(enum policy_id id);
+/* POLICY_USES_* bits of the policy. */
+unsigned policy_flags(enum policy_id id);
 bool policy_parse(const char *name, enum policy_id *out);
 
 /*

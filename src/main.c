@@ -1,4 +1,5 @@
 /* gpu-extender: entry point; dispatches to the subcommands. */
+#include "serve.h"
 #include "sim.h"
 
 #include <stdio.h>
@@ -20,6 +21,12 @@ int main(int argc, char **argv)
 	if (argc < 2) {
 		usage(stderr);
 		return 2;
+	}
+	if (!strcmp(argv[1], "serve"))
+		return serve_main(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
+		printf("gpu-extender %s\n", GPU_VERSION);
+		return 0;
 	}
 	if (!strcmp(argv[1], "simulate"))
 		return sim_main(argc - 1, argv + 1);

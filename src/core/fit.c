@@ -7,16 +7,18 @@
 /* Selector checks, in the order a rejection reason names them. */
 enum sel { SEL_KIND, SEL_VENDOR, SEL_MODEL, SEL_ARCH, SEL_MEMORY, SEL_COUNT };
 
-/* The first selector d fails, or SEL_COUNT when it matches the claim. */
-static enum sel dev_mismatch(const struct gpu_device *d, const struct claim *c)
+/* The first selector device i fails, or SEL_COUNT when it matches the claim. */
+static inline enum sel dev_mismatch(const struct gpu_node *n, int i, const struct claim *c)
 {
-	if ((c->mode == CLAIM_MIG) != (d->mig_profile[0] != '\0'))
+	const struct gpu_device *d = &n->dev[i];
+	if ((c->mode == CLAIM_MIG) != d->mig)
 		return SEL_KIND;
 	if (c->vendor && d->vendor != c->vendor)
 		return SEL_VENDOR;
-	if (!gpu_model_matches(c->models, d))
+	/* The strings only when the claim names them: they are off the hot cache lines. */
+	if (c->models[0] && !gpu_model_matches(c->models, &n->info[i]))
 		return SEL_MODEL;
-	if (c->arch[0] && strcasecmp(c->arch, d->arch))
+	if (c->arch[0] && strcasecmp(c->arch, n->info[i].arch))
 		return SEL_ARCH;
 	if (c->min_mem_mib && d->memory_mib < c->min_mem_mib)
 		return SEL_MEMORY;
@@ -26,7 +28,7 @@ static enum sel dev_mismatch(const struct gpu_device *d, const struct claim *c)
 }
 
 /* Could d take the claim's share now (given it matches and is usable)? */
-static bool dev_free_for(const struct gpu_device *d, const struct claim *c)
+static inline bool dev_free_for(const struct gpu_device *d, const struct claim *c)
 {
 	if (!gpu_usable(d) || d->exclusive)
 		return false;
@@ -61,11 +63,25 @@ struct scan {
 
 static void scan_node(const struct gpu_node *n, const struct claim *c, struct scan *s)
 {
-	memset(s, 0, sizeof(*s));
+	/* Only what this node can touch: the scan runs for every node of a request. */
+	s->matching = s->capable = s->nfree = 0;
+	s->max_id = 0;
+	memset(s->by_sel, 0, sizeof(s->by_sel));
+	memset(s->island_cap, 0, (size_t)n->nisland * sizeof(int));
+	memset(s->island_free, 0, (size_t)n->nisland * sizeof(int));
 	s->min_id = -1;
+	/* The claim's plain selectors, read once (the stores to *s could alias c). */
+	const bool want_mig = c->mode == CLAIM_MIG;
+	const enum gpu_vendor vendor = c->vendor;
+	const bool strings = c->models[0] || c->arch[0];
+	uint32_t need_mib = c->min_mem_mib;
+	if (c->mode == CLAIM_SHARED && c->mem_mib > need_mib)
+		need_mib = c->mem_mib;
 	for (int i = 0; i < n->ndev; i++) {
 		const struct gpu_device *d = &n->dev[i];
-		enum sel why = dev_mismatch(d, c);
+		enum sel why = SEL_COUNT;
+		if (d->mig != want_mig || (vendor && d->vendor != vendor) || d->memory_mib < need_mib || strings)
+			why = dev_mismatch(n, i, c);   /* the slow path names the selector */
 		if (why != SEL_COUNT) {
 			if (!s->by_sel[why]++)
 				s->first_at[why] = i;
@@ -133,6 +149,15 @@ bool fit_possible(const struct gpu_node *n, const struct claim *c)
 	return !needs_island(c) || best_island(n, c, s.island_free) >= c->count;
 }
 
+int fit_candidates(const struct gpu_node *n, const struct claim *c, int *idx)
+{
+	int k = 0;
+	for (int i = 0; i < n->ndev && k < GPU_MAX_DEVICES; i++)
+		if (dev_mismatch(n, i, c) == SEL_COUNT && dev_free_for(&n->dev[i], c))
+			idx[k++] = i;
+	return k;
+}
+
 /* ---- reasons ---------------------------------------------------------- */
 
 #define REASON(f, ...) snprintf((f)->reason, sizeof((f)->reason), __VA_ARGS__)
@@ -179,6 +204,7 @@ static void explain_selector(const struct gpu_node *n, const struct claim *c,
 		if (s->by_sel[i])
 			worst = (enum sel)i;
 	const struct gpu_device *d = &n->dev[s->first_at[worst]];
+	const struct gpu_device_info *in = &n->info[s->first_at[worst]];
 	switch (worst) {
 	case SEL_KIND:
 		REASON(f, c->mode == CLAIM_MIG ? "no MIG instances on this node (%d whole GPUs)"
@@ -189,11 +215,11 @@ static void explain_selector(const struct gpu_node *n, const struct claim *c,
 		       gpu_vendor_name(d->vendor)[0] ? gpu_vendor_name(d->vendor) : "unknown-vendor");
 		break;
 	case SEL_MODEL:
-		REASON(f, "no GPU of model %s (node has %d %s)", c->models, n->ndev, d->model);
+		REASON(f, "no GPU of model %s (node has %d %s)", c->models, n->ndev, in->model);
 		break;
 	case SEL_ARCH:
 		REASON(f, "no GPU of architecture %s (node has %s)", c->arch,
-		       d->arch[0] ? d->arch : "unknown");
+		       in->arch[0] ? in->arch : "unknown");
 		break;
 	default:
 		if (c->mode == CLAIM_SHARED && c->mem_mib > c->min_mem_mib)
@@ -221,7 +247,7 @@ static void explain_busy(const struct gpu_node *n, const struct claim *c,
 	int best = -1;
 	for (int i = 0; i < n->ndev; i++) {
 		const struct gpu_device *d = &n->dev[i];
-		if (dev_mismatch(d, c) != SEL_COUNT || !gpu_usable(d) || d->exclusive)
+		if (dev_mismatch(n, i, c) != SEL_COUNT || !gpu_usable(d) || d->exclusive)
 			continue;
 		if (best < 0 || gpu_free_core(d) + gpu_free_mib(d) / 64 >
 		    gpu_free_core(&n->dev[best]) + gpu_free_mib(&n->dev[best]) / 64)
@@ -415,6 +441,11 @@ bool fit_node(const struct gpu_node *n, const struct claim *c, enum gpu_pack pac
 		explain_selector(n, c, &s, f);
 		return false;
 	}
+	if (s.matching < c->count) {
+		f->unresolvable = true;
+		REASON(f, "node has %d matching %s, claim needs %d", s.matching, unit(c, s.matching), c->count);
+		return false;
+	}
 	if (s.capable < c->count) {
 		f->unresolvable = true;
 		REASON(f, "%d of %d matching %s usable (others unhealthy or held outside the scheduler), claim needs %d",
@@ -454,7 +485,7 @@ void fit_apply(struct gpu_node *n, const struct claim *c, const struct fit *f)
 		if (c->mode == CLAIM_SHARED) {
 			d->shared++;
 			d->used_mib += c->mem_mib;
-			d->used_core += c->core;
+			gpu_add_core(d, (int32_t)c->core);
 		} else {
 			d->exclusive++;
 		}
@@ -472,7 +503,7 @@ void fit_unapply(struct gpu_node *n, const struct claim *c, const struct fit *f)
 			if (d->shared)
 				d->shared--;
 			d->used_mib = d->used_mib > c->mem_mib ? d->used_mib - c->mem_mib : 0;
-			d->used_core = d->used_core > c->core ? d->used_core - c->core : 0;
+			gpu_add_core(d, -(int32_t)c->core);
 		} else if (d->exclusive) {
 			d->exclusive--;
 		}

@@ -1,5 +1,6 @@
 #include "gpu.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,19 +41,12 @@ bool gpu_health_parse(const char *s, enum gpu_health *out)
 	return false;
 }
 
-bool gpu_usable(const struct gpu_device *d)
-{
-	return d->health == GPU_HEALTHY && !d->external;
-}
+static_assert(sizeof(struct gpu_device) == 32, "two devices per cache line");
 
-uint32_t gpu_free_mib(const struct gpu_device *d)
+void gpu_add_core(struct gpu_device *d, int32_t delta)
 {
-	return d->used_mib >= d->memory_mib ? 0 : d->memory_mib - d->used_mib;
-}
-
-uint32_t gpu_free_core(const struct gpu_device *d)
-{
-	return d->used_core >= GPU_CORE_FULL ? 0 : GPU_CORE_FULL - d->used_core;
+	int32_t v = (int32_t)d->used_core + delta;
+	d->used_core = (uint16_t)(v < 0 ? 0 : v > UINT16_MAX ? UINT16_MAX : v);
 }
 
 /* Does alt (len bytes) occur in hay as whole words, case-insensitively? */
@@ -70,7 +64,7 @@ static bool contains_words(const char *hay, const char *alt, size_t len)
 	return false;
 }
 
-bool gpu_model_matches(const char *want, const struct gpu_device *d)
+bool gpu_model_matches(const char *want, const struct gpu_device_info *d)
 {
 	if (!want || !*want)
 		return true;
@@ -127,6 +121,7 @@ void gpu_node_free(struct gpu_node *n)
 	}
 	free(n->labels);
 	free(n->dev);
+	free(n->info);
 	free(n->islands);
 	free(n->name);
 	free(n);
@@ -142,6 +137,7 @@ struct gpu_node *gpu_node_clone(const struct gpu_node *src)
 	n->name = name;
 	n->labels = NULL;
 	n->dev = NULL;
+	n->info = NULL;
 	n->islands = NULL;
 	n->nlabels = 0;
 	if (src->nlabels) {
@@ -158,9 +154,11 @@ struct gpu_node *gpu_node_clone(const struct gpu_node *src)
 	}
 	if (src->ndev) {
 		n->dev = malloc((size_t)src->ndev * sizeof(*n->dev));
-		if (!n->dev)
+		n->info = malloc((size_t)src->ndev * sizeof(*n->info));
+		if (!n->dev || !n->info)
 			goto fail;
 		memcpy(n->dev, src->dev, (size_t)src->ndev * sizeof(*n->dev));
+		memcpy(n->info, src->info, (size_t)src->ndev * sizeof(*n->info));
 	}
 	if (src->nisland) {
 		n->islands = malloc((size_t)src->nisland * sizeof(*n->islands));
@@ -206,7 +204,8 @@ int gpu_node_set_label(struct gpu_node *n, const char *key, const char *value)
 	return 0;
 }
 
-int gpu_node_add_device(struct gpu_node *n, const struct gpu_device *d)
+int gpu_node_add_device(struct gpu_node *n, const struct gpu_device *d,
+			const struct gpu_device_info *info)
 {
 	if (n->ndev >= GPU_MAX_DEVICES)
 		return -1;
@@ -214,12 +213,23 @@ int gpu_node_add_device(struct gpu_node *n, const struct gpu_device *d)
 	if (!dev)
 		return -1;
 	n->dev = dev;
+	struct gpu_device_info *inf = realloc(n->info, (size_t)(n->ndev + 1) * sizeof(*inf));
+	if (!inf)
+		return -1;
+	n->info = inf;
 	int pos = n->ndev;
 	while (pos > 0 && dev[pos - 1].id > d->id) {
 		dev[pos] = dev[pos - 1];
+		inf[pos] = inf[pos - 1];
 		pos--;
 	}
 	dev[pos] = *d;
+	if (info)
+		inf[pos] = *info;
+	else
+		memset(&inf[pos], 0, sizeof(inf[pos]));
+	inf[pos].mig_profile[sizeof(inf->mig_profile) - 1] = '\0';
+	dev[pos].mig = inf[pos].mig_profile[0] != '\0';
 	n->ndev++;
 	return 0;
 }

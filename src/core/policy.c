@@ -9,11 +9,34 @@ static const struct policy_def *const policies[POLICY_COUNT] = {
 	[POLICY_BINPACK] = &policy_binpack_def,
 	[POLICY_SPREAD] = &policy_spread_def,
 	[POLICY_TOPOLOGY] = &policy_topology_def,
+	[POLICY_RANDOM] = &policy_random_def,
+	[POLICY_DOTPROD] = &policy_dotprod_def,
+	[POLICY_CLUSTERING] = &policy_clustering_def,
+	[POLICY_PACKING] = &policy_packing_def,
+	[POLICY_BESTFIT] = &policy_bestfit_def,
+	[POLICY_FGD] = &policy_fgd_def,
+	[POLICY_FGDX] = &policy_fgdx_def,
 };
 
 const char *policy_name(enum policy_id id)
 {
 	return (unsigned)id < POLICY_COUNT ? policies[id]->name : "unknown";
+}
+
+unsigned policy_flags(enum policy_id id)
+{
+	return (unsigned)id < POLICY_COUNT ? policies[id]->flags : 0;
+}
+
+int64_t policy_free_milli(const struct gpu_node *n)
+{
+	int64_t sum = 0;
+	for (int i = 0; i < n->ndev; i++) {
+		const struct gpu_device *d = &n->dev[i];
+		if (gpu_usable(d) && !d->mig && !d->exclusive)
+			sum += gpu_free_core(d);
+	}
+	return sum;
 }
 
 bool policy_parse(const char *name, enum policy_id *out)
@@ -137,6 +160,6 @@ static double rate_topology(const struct policy_ctx *ctx, const struct gpu_node 
 	return 100.0 * together + 10.0 * bw + policy_util_after(n, c, f);
 }
 
-const struct policy_def policy_binpack_def = { "binpack", PACK_BINPACK, rate_binpack, NULL };
-const struct policy_def policy_spread_def = { "spread", PACK_SPREAD, rate_spread, NULL };
-const struct policy_def policy_topology_def = { "topology", PACK_BINPACK, rate_topology, NULL };
+const struct policy_def policy_binpack_def = { "binpack", PACK_BINPACK, rate_binpack, NULL, 0 };
+const struct policy_def policy_spread_def = { "spread", PACK_SPREAD, rate_spread, NULL, 0 };
+const struct policy_def policy_topology_def = { "topology", PACK_BINPACK, rate_topology, NULL, 0 };

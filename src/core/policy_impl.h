@@ -20,11 +20,22 @@ struct policy_def {
 	 */
 	bool (*place)(const struct policy_ctx *ctx, const struct gpu_node *n,
 		      const struct claim *c, struct fit *f, double *score);
+	unsigned flags;   /* POLICY_USES_* */
 };
 
 /* Average use of n's usable devices (0..1) once f is placed there. */
 double policy_util_after(const struct gpu_node *n, const struct claim *c, const struct fit *f);
 
+/* Idle milli-GPU on n's usable whole devices. */
+int64_t policy_free_milli(const struct gpu_node *n);
+
 extern const struct policy_def policy_binpack_def, policy_spread_def, policy_topology_def;
+/* policy_baselines.c */
+extern const struct policy_def policy_random_def, policy_dotprod_def, policy_clustering_def,
+	policy_packing_def, policy_bestfit_def;
+/* policy_fgd.c */
+extern const struct policy_def policy_fgd_def;
+/* policy_fgdx.c */
+extern const struct policy_def policy_fgdx_def;
 
 #endif

@@ -98,6 +98,22 @@ int buf_printf(struct buf *b, const char *fmt, ...)
 int buf_add_json_str(struct buf *b, const char *s)
 {
 	static const char hex[] = "0123456789abcdef";
+	/* Most strings (node names) need no escaping: one reservation, one copy. */
+	size_t plain = 0;
+	while (s[plain] && (unsigned char)s[plain] >= 0x20 && s[plain] != '"' && s[plain] != '\\')
+		plain++;
+	if (!s[plain]) {
+		int rc = buf_grow(b, plain + 2);
+		if (rc)
+			return rc;
+		char *p = b->data + b->len;
+		p[0] = '"';
+		memcpy(p + 1, s, plain);
+		p[plain + 1] = '"';
+		b->len += plain + 2;
+		b->data[b->len] = '\0';
+		return 0;
+	}
 	int rc = buf_addc(b, '"');
 	const unsigned char *p = (const unsigned char *)s;
 	while (!rc && *p) {

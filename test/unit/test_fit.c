@@ -108,11 +108,12 @@ static void test_mixed_vendors_pick_the_asked_one(void **state)
 	(void)state;
 	struct gpu_node *n = tu_node("n", 2, GPU_VENDOR_NVIDIA, "L40S", 46068);
 	struct gpu_device d = n->dev[0];
+	struct gpu_device_info in = n->info[0];
 	d.id = 2;
 	d.vendor = GPU_VENDOR_AMD;
-	strcpy(d.model, "AMD Instinct MI210");
-	strcpy(d.arch, "gfx90a");
-	assert_int_equal(gpu_node_add_device(n, &d), 0);
+	strcpy(in.model, "AMD Instinct MI210");
+	strcpy(in.arch, "gfx90a");
+	assert_int_equal(gpu_node_add_device(n, &d, &in), 0);
 	struct claim c = tu_whole(1);
 	c.vendor = GPU_VENDOR_AMD;
 	struct fit f;
@@ -338,8 +339,9 @@ static void test_mig_instances(void **state)
 {
 	(void)state;
 	struct gpu_node *n = tu_node("n", 3, GPU_VENDOR_NVIDIA, "NVIDIA A100-SXM4-40GB", 40960);
-	strcpy(n->dev[1].mig_profile, "3g.20gb");
-	strcpy(n->dev[2].mig_profile, "1g.5gb");
+	strcpy(n->info[1].mig_profile, "3g.20gb");
+	strcpy(n->info[2].mig_profile, "1g.5gb");
+	n->dev[1].mig = n->dev[2].mig = true;
 	struct claim c = tu_whole(1);
 	c.mode = CLAIM_MIG;
 	strcpy(c.models, "1g.5gb");

@@ -20,14 +20,16 @@ static inline struct gpu_node *tu_node(const char *name, int ndev, enum gpu_vend
 	assert_non_null(n);
 	for (int i = 0; i < ndev; i++) {
 		struct gpu_device d;
+		struct gpu_device_info in;
 		memset(&d, 0, sizeof(d));
+		memset(&in, 0, sizeof(in));
 		d.id = i;
 		d.island = -1;
 		d.vendor = v;
 		d.memory_mib = mib;
-		strncpy(d.model, model, sizeof(d.model) - 1);
-		strncpy(d.arch, v == GPU_VENDOR_AMD ? "gfx942" : "hopper", sizeof(d.arch) - 1);
-		assert_int_equal(gpu_node_add_device(n, &d), 0);
+		strncpy(in.model, model, sizeof(in.model) - 1);
+		strncpy(in.arch, v == GPU_VENDOR_AMD ? "gfx942" : "hopper", sizeof(in.arch) - 1);
+		assert_int_equal(gpu_node_add_device(n, &d, &in), 0);
 	}
 	return n;
 }

@@ -1,0 +1,383 @@
+/*
+ * make bench: latency (p50/p99) and throughput of filter+prioritize for
+ * clusters of 100, 1000 and 5000 nodes with 8 GPUs each.
+ *
+ *   in-process  the verb handlers called directly (no HTTP)
+ *   http        a real `gpu-extender serve` process, driven over loopback by
+ *               a separate load-generator process (this binary, forked) with
+ *               libcurl keep-alive connections
+ *
+ * Each row has a baseline measured in the same run, so that noise on a
+ * shared machine shows: in-process, parsing the same request JSON alone;
+ * over HTTP, GET /healthz round trips on the same connection.
+ */
+#include "extender.h"
+#include "inventory.h"
+#include "jsonarena.h"
+
+#include <curl/curl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double pct(double *v, int n, double p)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	int i = (int)ceil(p / 100.0 * n) - 1;
+	return v[i < 0 ? 0 : i];
+}
+
+/* A synthetic cluster: 8 GPUs per node in two NVLink islands, a third of them partly used. */
+static void write_inventory(const char *path, int nodes)
+{
+	FILE *f = fopen(path, "w");
+	if (!f) {
+		perror(path);
+		exit(1);
+	}
+	static const char *const models[] = { "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "NVIDIA L40S" };
+	fprintf(f, "{\"kind\":\"List\",\"items\":[");
+	for (int n = 0; n < nodes; n++) {
+		fprintf(f, "%s{\"kind\":\"Node\",\"metadata\":{\"name\":\"node-%05d\",\"labels\":{\"zone\":\"z%d\"}}},",
+			n ? "," : "", n, n % 4);
+		fprintf(f, "{\"kind\":\"GpuNodeStatus\",\"metadata\":{\"name\":\"node-%05d\"},\"status\":{\"devices\":[", n);
+		for (int d = 0; d < 8; d++) {
+			bool busy = n % 3 == 0 && d < 3;
+			fprintf(f, "%s{\"id\":%d,\"uuid\":\"GPU-%05d-%d\",\"vendor\":\"nvidia\",\"model\":\"%s\","
+				   "\"architecture\":\"hopper\",\"memoryMiB\":81559,\"health\":\"Healthy\","
+				   "\"island\":\"nvlink-%d\",\"bandwidthGBps\":900,\"inUseBy\":[%s]}",
+				d ? "," : "", d, n, d, models[n % 3], d / 4, busy ? "\"other\"" : "");
+		}
+		fprintf(f, "]}}");
+	}
+	fprintf(f, "]}\n");
+	fclose(f);
+}
+
+static char *make_args(int nodes, const char *uid)
+{
+	struct buf b;
+	buf_init(&b, 1 << 26);
+	buf_printf(&b, "{\"Pod\":{\"metadata\":{\"name\":\"bench\",\"namespace\":\"ml\",\"uid\":\"%s\"},"
+		       "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+		       "{\"gpu.scheduling/gpu\":\"2\"}}}]}},\"Nodes\":null,\"NodeNames\":[", uid);
+	for (int n = 0; n < nodes; n++)
+		buf_printf(&b, "%s\"node-%05d\"", n ? "," : "", n);
+	buf_adds(&b, "]}");
+	return buf_detach(&b, NULL);
+}
+
+struct stats {
+	double p50, p99, per_s;
+};
+
+static void summarize(double *lat, int n, double wall, struct stats *s)
+{
+	s->per_s = n / wall;
+	s->p50 = pct(lat, n, 50) * 1e3;
+	s->p99 = pct(lat, n, 99) * 1e3;
+}
+
+/* ---- in-process ---------------------------------------------------------- */
+
+static void call(http_handler h, void *ctx, const char *body, size_t len)
+{
+	struct http_request req = { "POST", "/", body, len, NULL };
+	struct http_response resp = { 200, NULL, { 0 } };
+	buf_init(&resp.body, 1 << 26);
+	struct jsonarena arena;            /* as the HTTP server does */
+	jsonarena_begin(&arena, (size_t)1 << 30);
+	h(ctx, &req, &resp);
+	jsonarena_end(&arena);
+	if (resp.status != 200) {
+		fprintf(stderr, "bench: status %d: %s\n", resp.status, buf_cstr(&resp.body));
+		exit(1);
+	}
+	buf_release(&resp.body);
+}
+
+static void in_process(const char *inv, int nodes, int iters, struct stats *verb, struct stats *base)
+{
+	struct cache *c = cache_new();
+	char err[256];
+	if (inventory_load(c, inv, err, sizeof(err))) {
+		fprintf(stderr, "bench: %s\n", err);
+		exit(1);
+	}
+	struct api_resources res;
+	api_resources_default(&res);
+	struct extender_opts o = { .cache = c, .res = &res, .default_policy = POLICY_BINPACK,
+				   .bind = extender_bind_local, .bind_ctx = c };
+	struct extender *x = extender_new(&o);
+	char *body = make_args(nodes, "uid-bench");
+	size_t len = strlen(body);
+	double *lat = malloc((size_t)iters * sizeof(*lat));
+	for (int pass = 0; pass < 2; pass++) {
+		double t0 = now_s();
+		for (int i = 0; i < iters; i++) {
+			double t = now_s();
+			if (pass == 0) {
+				/* baseline: parse only, twice, as the server parses them */
+				struct jsonarena arena;
+				jsonarena_begin(&arena, (size_t)1 << 30);
+				cJSON_Delete(cJSON_ParseWithLength(body, len));
+				cJSON_Delete(cJSON_ParseWithLength(body, len));
+				jsonarena_end(&arena);
+			} else {
+				call(extender_filter, x, body, len);
+				call(extender_prioritize, x, body, len);
+			}
+			lat[i] = now_s() - t;
+		}
+		summarize(lat, iters, now_s() - t0, pass == 0 ? base : verb);
+	}
+	free(lat);
+	free(body);
+	extender_free(x);
+	cache_free(c);
+}
+
+/* ---- over HTTP ----------------------------------------------------------- */
+
+static size_t discard(char *p, size_t size, size_t n, void *ud)
+{
+	(void)p;
+	(void)ud;
+	return size * n;
+}
+
+static CURL *client(void)
+{
+	CURL *h = curl_easy_init();
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
+	curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+	return h;
+}
+
+static void post(CURL *h, const char *url, const char *body, size_t len)
+{
+	struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
+	hdr = curl_slist_append(hdr, "Expect:");
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)len);
+	long code = 0;
+	if (curl_easy_perform(h) != CURLE_OK ||
+	    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code) != CURLE_OK || code != 200) {
+		fprintf(stderr, "bench: POST %s failed (HTTP %ld)\n", url, code);
+		exit(1);
+	}
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);   /* the list is freed next */
+	curl_slist_free_all(hdr);
+}
+
+static void get(CURL *h, const char *url)
+{
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+	if (curl_easy_perform(h) != CURLE_OK) {
+		fprintf(stderr, "bench: GET %s failed\n", url);
+		exit(1);
+	}
+}
+
+/* The load generator's job: sequential latency, then two connections for throughput. */
+static void loadgen(int port, int nodes, int iters, int out_fd)
+{
+	char base[64], filter[96], prio[96], health[96];
+	snprintf(base, sizeof(base), "http://127.0.0.1:%d", port);
+	snprintf(filter, sizeof(filter), "%s/filter", base);
+	snprintf(prio, sizeof(prio), "%s/prioritize", base);
+	snprintf(health, sizeof(health), "%s/healthz", base);
+	char *body = make_args(nodes, "uid-bench");
+	size_t len = strlen(body);
+	double *lat = malloc((size_t)iters * sizeof(*lat));
+	struct stats st[3];
+	CURL *h = client();
+	for (int i = 0; i < 20; i++)        /* warm up the connection and the caches */
+		post(h, filter, body, len);
+	for (int pass = 0; pass < 2; pass++) {
+		double t0 = now_s();
+		for (int i = 0; i < iters; i++) {
+			double t = now_s();
+			if (pass == 0) {
+				get(h, health);
+				get(h, health);
+			} else {
+				post(h, filter, body, len);
+				post(h, prio, body, len);
+			}
+			lat[i] = now_s() - t;
+		}
+		summarize(lat, iters, now_s() - t0, &st[pass]);
+	}
+	/* Throughput with two clients in parallel (the server has two cores too). */
+	pid_t kid = fork();
+	CURL *mine = kid == 0 ? client() : h;    /* a connection of its own */
+	double t0 = now_s();
+	int share = iters / 2 > 0 ? iters / 2 : 1;
+	for (int i = 0; i < share; i++) {
+		post(mine, filter, body, len);
+		post(mine, prio, body, len);
+	}
+	if (kid == 0)
+		_exit(0);
+	waitpid(kid, NULL, 0);
+	st[2].per_s = 2.0 * share / (now_s() - t0);
+	if (write(out_fd, st, sizeof(st)) != (ssize_t)sizeof(st))
+		_exit(1);
+	curl_easy_cleanup(h);
+	free(lat);
+	free(body);
+}
+
+static int free_port(void)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t l = sizeof(a);
+	if (s < 0 || bind(s, (struct sockaddr *)&a, l) || getsockname(s, (struct sockaddr *)&a, &l)) {
+		perror("socket");
+		exit(1);
+	}
+	close(s);
+	return ntohs(a.sin_port);
+}
+
+static void over_http(const char *extender, const char *inv, int nodes, int iters,
+		      struct stats *verb, struct stats *base, double *two_clients)
+{
+	int port = free_port();
+	char listen[32], url[64];
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
+	snprintf(url, sizeof(url), "http://%s/readyz", listen);
+	pid_t srv = fork();
+	if (srv == 0) {
+		execl(extender, extender, "serve", "--inventory", inv, "--listen", listen, "--log-level", "warn",
+		      (char *)NULL);
+		perror(extender);
+		_exit(127);
+	}
+	CURL *h = client();
+	long code = 0;
+	for (int i = 0; i < 500 && code != 200; i++) {
+		usleep(20000);
+		curl_easy_setopt(h, CURLOPT_URL, url);
+		if (curl_easy_perform(h) == CURLE_OK)
+			curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+	}
+	curl_easy_cleanup(h);
+	if (code != 200) {
+		fprintf(stderr, "bench: the extender did not become ready\n");
+		exit(1);
+	}
+	int fds[2];
+	if (pipe(fds)) {
+		perror("pipe");
+		exit(1);
+	}
+	pid_t gen = fork();
+	if (gen == 0) {
+		close(fds[0]);
+		loadgen(port, nodes, iters, fds[1]);
+		_exit(0);
+	}
+	close(fds[1]);
+	struct stats st[3];
+	ssize_t got = read(fds[0], st, sizeof(st));
+	close(fds[0]);
+	int gen_status = 0;
+	waitpid(gen, &gen_status, 0);
+	kill(srv, SIGTERM);
+	waitpid(srv, NULL, 0);
+	if (got != (ssize_t)sizeof(st)) {
+		fprintf(stderr, "bench: the load generator failed (status %d)\n", gen_status);
+		exit(1);
+	}
+	*base = st[0];
+	*verb = st[1];
+	*two_clients = st[2].per_s;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: bench [--extender PATH] [--nodes N] [--iters N] [--in-process]\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	const char *extender = "build/gpu-extender";
+	int only_nodes = 0, iters_override = 0;
+	bool in_process_only = false;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--in-process"))
+			in_process_only = true;
+		else if (i + 1 >= argc)
+			usage();
+		else if (!strcmp(argv[i], "--extender"))
+			extender = argv[++i];
+		else if (!strcmp(argv[i], "--nodes"))
+			only_nodes = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--iters"))
+			iters_override = atoi(argv[++i]);
+		else
+			usage();
+	}
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	jsonarena_install();
+	static const int sizes[] = { 100, 1000, 5000 };
+	printf("filter+prioritize of one 2-GPU pod, 8 GPUs per node (one request pair per sample)\n\n");
+	printf("%-6s %-11s %7s | %9s %9s %9s | %-26s %9s %9s\n", "nodes", "path", "samples",
+	       "p50 ms", "p99 ms", "pairs/s", "baseline", "p50 ms", "p99 ms");
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		int nodes = only_nodes ? only_nodes : sizes[k];
+		int iters = iters_override ? iters_override : nodes >= 5000 ? 400 : nodes >= 1000 ? 1000 : 3000;
+		char inv[] = "/tmp/gpu-bench-XXXXXX";
+		int fd = mkstemp(inv);
+		if (fd < 0) {
+			perror("mkstemp");
+			return 1;
+		}
+		close(fd);
+		write_inventory(inv, nodes);
+		struct stats v, b;
+		in_process(inv, nodes, iters, &v, &b);
+		printf("%-6d %-11s %7d | %9.3f %9.3f %9.0f | %-26s %9.3f %9.3f\n", nodes, "in-process", iters,
+		       v.p50, v.p99, v.per_s, "JSON parse of the 2 bodies", b.p50, b.p99);
+		if (!in_process_only) {
+			double two;
+			over_http(extender, inv, nodes, iters, &v, &b, &two);
+			printf("%-6d %-11s %7d | %9.3f %9.3f %9.0f | %-26s %9.3f %9.3f\n", nodes, "http", iters,
+			       v.p50, v.p99, v.per_s, "2 x GET /healthz", b.p50, b.p99);
+			printf("%-6d %-11s %7s | %9s %9s %9.0f |\n", nodes, "http 2 conn", "", "", "", two);
+		}
+		unlink(inv);
+		if (only_nodes)
+			break;
+	}
+	printf("\ngoal: 5000 nodes, http p99 under 2 ms\n");
+	curl_global_cleanup();
+	return 0;
+}

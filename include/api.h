@@ -1,0 +1,93 @@
+/*
+ * api: decodes the Kubernetes objects the product reads (Node,
+ * GpuNodeStatus, GpuClaim, Pod) into the core model, and names the
+ * annotations and resources that form the product's API (docs/api.md).
+ * Pure: cJSON in, structs out, errors into a caller buffer.
+ */
+#ifndef GPU_API_H
+#define GPU_API_H
+
+#include "claim.h"
+#include "gpu.h"
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+
+#define API_GROUP "gpu.scheduling"
+#define API_VERSION "gpu.scheduling/v1"
+#define ANN_CLAIM "gpu.scheduling/claim"
+#define ANN_POLICY "gpu.scheduling/policy"
+#define ANN_ALLOCATED "gpu.scheduling/allocated"          /* "node:0,1" */
+#define ANN_UUIDS "gpu.scheduling/device-uuids"           /* "GPU-a,GPU-b" */
+#define ANN_CUDA "gpu.scheduling/cuda-visible-devices"
+#define ANN_NVIDIA "gpu.scheduling/nvidia-visible-devices"
+#define ANN_ROCR "gpu.scheduling/rocr-visible-devices"
+#define ANN_ZE "gpu.scheduling/ze-affinity-mask"
+#define ANN_SHARED_MEMORY "gpu.scheduling/shared-memory-mib"    /* per GPU, for isolation layers */
+#define ANN_SHARED_CORE "gpu.scheduling/shared-core-percent"
+#define LABEL_MANAGED "gpu.scheduling/managed"                   /* set by the webhook on GPU pods */
+
+#define API_MAX_ALIASES 4
+#define API_NAME_MAX 254
+
+/* Extended-resource names mapped onto a claim; each may have aliases. */
+struct api_resources {
+	char gpu[API_MAX_ALIASES][API_NAME_MAX];        /* whole GPUs (count) */
+	char memory[API_MAX_ALIASES][API_NAME_MAX];     /* MiB per GPU, shared */
+	char core[API_MAX_ALIASES][API_NAME_MAX];       /* percent per GPU, shared */
+	int ngpu, nmemory, ncore;
+};
+
+/* The defaults: gpu.scheduling/gpu, gpu.scheduling/gpu-memory, gpu.scheduling/gpu-core. */
+void api_resources_default(struct api_resources *r);
+/* Replaces one list from "a, b, c"; which is "gpu", "memory" or "core". */
+int api_resources_set(struct api_resources *r, const char *which, const char *list,
+		      char *err, size_t errlen);
+/* True if name is one of the configured names. */
+bool api_resources_has(const struct api_resources *r, const char *name);
+
+/* Small accessors that tolerate missing or wrongly typed members. */
+const char *api_str(const cJSON *obj, const char *key);
+const cJSON *api_path(const cJSON *obj, const char *dotted);    /* "metadata.name" */
+const char *api_annotation(const cJSON *obj, const char *key);
+const char *api_label(const cJSON *obj, const char *key);
+
+/* Who a pod is. Strings point into the cJSON tree. */
+struct api_pod_ref {
+	const char *ns, *name, *uid;
+};
+void api_pod_ref(const cJSON *pod, struct api_pod_ref *out);
+
+/*
+ * GpuClaim spec -> claim. Validates every field (enums, ranges); on error
+ * returns -1 with a one-line reason ("spec.devices.count must be 1..64").
+ */
+int api_gpuclaim_decode(const cJSON *gpuclaim, struct claim *out, char *err, size_t errlen);
+
+/* How a pod's GpuClaim is found: the caller's lookup (cache or inventory). */
+typedef const cJSON *(*api_claim_lookup)(void *ctx, const char *ns, const char *name);
+
+/*
+ * A pod -> its claim: the gpu.scheduling/claim annotation (looked up), else
+ * the extended resources on its containers (sum over containers, max with
+ * each init container), else CLAIM_NONE. The gpu.scheduling/policy
+ * annotation sets claim->policy. Returns 0, or -1 with a reason when the
+ * request is invalid (missing GpuClaim, bad quantity, unknown policy).
+ */
+int api_pod_claim(const cJSON *pod, const struct api_resources *res, api_claim_lookup lookup,
+		  void *lookup_ctx, struct claim *out, char *err, size_t errlen);
+
+/* Node object -> fresh gpu_node with name, labels and allocatable cpu/memory. */
+struct gpu_node *api_node_decode(const cJSON *node, char *err, size_t errlen);
+
+/*
+ * GpuNodeStatus -> devices and islands added to n (which keeps its name and
+ * labels). *node_name gets spec.nodeName (or metadata.name); it points into
+ * the tree. Returns 0 or -1 with a reason.
+ */
+int api_gns_decode(const cJSON *gns, struct gpu_node *n, const char **node_name,
+		   char *err, size_t errlen);
+/* spec.nodeName, or metadata.name when that is missing. */
+const char *api_gns_node_name(const cJSON *gns);
+
+#endif

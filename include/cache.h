@@ -1,0 +1,143 @@
+/*
+ * cache: node -> GPU capacity, as immutable snapshots.
+ *
+ * Writers (the inventory loader, reflectors, binds) change the source state
+ * under the cache's writer lock: cache_lock(), any number of cache_set_* /
+ * cache_*_alloc calls, cache_unlock(). Unlocking publishes one new snapshot
+ * in which only the changed nodes were rebuilt.
+ *
+ * Readers (request handlers) call cache_acquire() to get the current
+ * snapshot and snapshot_release() when done. Acquiring takes a lock for a
+ * pointer load and a reference count increment only; a reader never blocks
+ * writers for longer than that, and a writer never changes a published
+ * snapshot or node view. See docs/architecture.md.
+ */
+#ifndef GPU_CACHE_H
+#define GPU_CACHE_H
+
+#include "claim.h"
+#include "fit.h"
+#include "gpu.h"
+
+#include <cjson/cJSON.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* One pod's reservation of devices on one node. */
+struct alloc {
+	char uid[64];
+	char ns[64];
+	char name[254];
+	enum claim_mode mode;
+	uint32_t mem_mib;          /* shared: per device */
+	uint32_t core;             /* shared: milli-GPU per device */
+	int ndev;
+	int ids[GPU_MAX_DEVICES];  /* device ids */
+	int64_t since;             /* unix seconds when reserved */
+};
+
+/* Fills a from a claim and the devices of f on n. */
+void alloc_from_fit(struct alloc *a, const struct gpu_node *n, const struct claim *c,
+		    const struct fit *f);
+/* "0,1" of a's ids. */
+void alloc_ids(const struct alloc *a, char *out, size_t size);
+/* Adds / removes a's usage on the devices of n (ids n lacks are skipped). */
+void alloc_apply(struct gpu_node *n, const struct alloc *a);
+void alloc_unapply(struct gpu_node *n, const struct alloc *a);
+
+/*
+ * A node as readers see it: devices with their usage, and who uses them.
+ * Immutable; laid out by the cache in two blocks (hot and cold): never free
+ * its parts.
+ */
+struct cache_node {
+	atomic_int refs;
+	bool has_node;             /* a Node object was seen */
+	bool has_gns;              /* a GpuNodeStatus was seen */
+	int nallocs;
+	struct gpu_node *node;     /* labels, devices, islands, usage */
+	struct alloc *allocs;
+	void *cold;                /* the block with strings, labels, allocations */
+};
+
+/* Name index of a snapshot: the hash and name kept beside the node, so a lookup misses the cache once. */
+struct snapshot_slot {
+	size_t hash;
+	const char *name;          /* the node's own name; NULL: empty slot */
+	struct cache_node *node;
+};
+
+struct snapshot {
+	atomic_int refs;
+	uint64_t version;          /* increases with every publish */
+	size_t n;
+	struct cache_node **nodes; /* unordered */
+	size_t index_cap;          /* power of two */
+	struct snapshot_slot *index;
+};
+
+struct cache;
+
+struct cache *cache_new(void);
+void cache_free(struct cache *c);
+
+/* ---- readers ---- */
+struct snapshot *cache_acquire(struct cache *c);
+void snapshot_release(struct snapshot *s);
+const struct cache_node *snapshot_find(const struct snapshot *s, const char *name);
+
+/* ---- writers: call between cache_lock() and cache_unlock() ---- */
+void cache_lock(struct cache *c);
+void cache_unlock(struct cache *c);
+
+/* Labels (and name) from a Node object; takes ownership of n. NULL n deletes. */
+int cache_set_node(struct cache *c, const char *name, struct gpu_node *n);
+/* Devices and islands from a GpuNodeStatus; takes ownership. NULL deletes. */
+int cache_set_gpus(struct cache *c, const char *name, struct gpu_node *devices);
+/* Replaces every allocation on a node (from its reservation ledger). */
+int cache_set_allocs(struct cache *c, const char *name, const struct alloc *a, int n);
+/* Adds one allocation (replacing an earlier one of the same pod uid). */
+int cache_add_alloc(struct cache *c, const char *name, const struct alloc *a);
+/* Removes the pod's allocation wherever it is; true if there was one. */
+bool cache_remove_alloc(struct cache *c, const char *uid);
+/* The pod's allocation (copied to *out) and node name; false if none. */
+bool cache_find_alloc(struct cache *c, const char *uid, struct alloc *out, char *node, size_t size);
+/*
+ * The node's current view including unpublished changes, for decisions
+ * taken under the writer lock (binds). Valid until cache_unlock().
+ */
+const struct gpu_node *cache_peek(struct cache *c, const char *name);
+/*
+ * A copy of the node's labels and devices with no usage recorded (for a
+ * caller that applies allocations read elsewhere). NULL when the node has
+ * no GpuNodeStatus. The caller frees it with gpu_node_free(). Takes the
+ * writer lock itself: never call it between cache_lock() and cache_unlock().
+ */
+struct gpu_node *cache_clone_devices(struct cache *c, const char *name);
+/*
+ * Relists: what was set of one kind between cache_relist_begin() and
+ * cache_relist_sweep() stays, the rest of that kind is removed. Each kind
+ * has its own generation, so relists of different resources may overlap.
+ */
+enum cache_kind { CACHE_NODES, CACHE_GPUS, CACHE_ALLOCS, CACHE_GPUCLAIMS, CACHE_KINDS };
+void cache_relist_begin(struct cache *c, enum cache_kind k);
+void cache_relist_sweep(struct cache *c, enum cache_kind k);
+
+/* GpuClaim objects by namespace/name; ownership of obj passes to the cache. NULL deletes. */
+int cache_set_gpuclaim(struct cache *c, const char *ns, const char *name, cJSON *obj);
+/*
+ * The GpuClaim object, or NULL; an api_claim_lookup (include/api.h). The
+ * object stays valid only between cache_claims_rdlock() and
+ * cache_claims_unlock(): claims are read under a shared lock.
+ */
+const cJSON *cache_gpuclaim_lookup(void *cache, const char *ns, const char *name);
+void cache_claims_rdlock(struct cache *c);
+void cache_claims_unlock(struct cache *c);
+
+struct cache_stats {
+	size_t nodes, devices, allocs, gpuclaims;
+	uint64_t version;
+};
+void cache_stats(struct cache *c, struct cache_stats *out);
+
+#endif

@@ -1,0 +1,61 @@
+/*
+ * config: the extender's settings. One table defines every setting once:
+ * its --flag, its key in the config file (YAML or JSON), its default and
+ * its help line, so --help, the file format and docs cannot drift apart.
+ * Precedence: defaults < config file < flags.
+ */
+#ifndef GPU_CONFIG_H
+#define GPU_CONFIG_H
+
+#include "api.h"
+#include "log.h"
+#include "policy.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#define CONFIG_PATH_MAX 512
+
+struct config {
+	char listen[128];             /* host:port */
+	char url_prefix[128];         /* "" or "/gpu-scheduler" */
+	size_t max_body;              /* bytes */
+	int threads;
+	enum policy_id policy;        /* default node policy */
+	struct api_resources res;
+	char inventory[CONFIG_PATH_MAX];   /* standalone mode when set */
+	char tls_cert[CONFIG_PATH_MAX];
+	char tls_key[CONFIG_PATH_MAX];
+	enum log_level log_level;
+	bool log_json;
+	/* cluster mode */
+	char kubeconfig[CONFIG_PATH_MAX];
+	char context[128];
+	char lease_namespace[64];
+	char identity[128];           /* this replica's name in reservations */
+	bool insecure_skip_tls_verify;
+	int reap_interval_s;
+	int bind_timeout_s;           /* a reservation without a bound pod is released after this */
+	char pod_selector[256];       /* label selector of pods that hold GPUs */
+	/* webhook */
+	char webhook_listen[128];     /* host:port of the HTTPS /mutate server, "" = off */
+	char webhook_cert[CONFIG_PATH_MAX];
+	char webhook_key[CONFIG_PATH_MAX];
+	char marker_resource[API_NAME_MAX];
+};
+
+void config_defaults(struct config *cfg);
+/* Applies a YAML/JSON config file; -1 with err on an unknown key or bad value. */
+int config_load_file(struct config *cfg, const char *path, char *err, size_t errlen);
+/*
+ * Applies argv (after the subcommand). --config FILE is applied first
+ * wherever it appears. Returns 0, 1 when --help was asked (usage printed
+ * to out), or -1 with err.
+ */
+int config_parse_args(struct config *cfg, int argc, char **argv, FILE *out, char *err, size_t errlen);
+void config_usage(FILE *out);
+/* Splits listen into host and port; -1 if malformed. */
+int config_listen_split(const char *listen, char *host, size_t hostlen, int *port);
+
+#endif

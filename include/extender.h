@@ -1,0 +1,66 @@
+/*
+ * extender: the kube-scheduler extender verbs (filter, prioritize, bind,
+ * preempt) over HTTP. Request JSON -> claim + candidate nodes -> scoring
+ * core on one cache snapshot -> reply JSON, in the exact wire format of
+ * k8s.io/kube-scheduler/extender/v1 (docs/api.md).
+ *
+ * How a bind is carried out is the caller's choice (struct extender_binder):
+ * in memory in standalone mode, through Leases and the binding subresource
+ * in cluster mode.
+ */
+#ifndef GPU_EXTENDER_H
+#define GPU_EXTENDER_H
+
+#include "api.h"
+#include "cache.h"
+#include "claim.h"
+#include "httpd.h"
+#include "policy.h"
+
+struct bind_request {
+	const char *ns, *name, *uid, *node;
+	const struct claim *claim;
+	struct policy_ctx policy;    /* how to choose the devices on the node */
+};
+
+/* Returns a BIND_* result (metrics.h); on failure err says why in one line. */
+typedef int (*extender_bind_fn)(void *ctx, const struct bind_request *req, char *err, size_t errlen);
+
+/*
+ * Cluster mode: fetch a pod the extender has not seen in filter (after a
+ * restart) and return its claim. 0, or -1 with err.
+ */
+typedef int (*extender_fetch_fn)(void *ctx, const char *ns, const char *name, const char *uid,
+				 struct claim *out, char *err, size_t errlen);
+
+struct extender_opts {
+	struct cache *cache;
+	const struct api_resources *res;
+	enum policy_id default_policy;
+	extender_bind_fn bind;
+	void *bind_ctx;
+	extender_fetch_fn fetch;     /* may be NULL (standalone) */
+	void *fetch_ctx;
+};
+
+struct extender;
+
+struct extender *extender_new(const struct extender_opts *opts);
+void extender_free(struct extender *x);
+
+/* http_handler functions; ctx is the struct extender. */
+void extender_filter(void *ctx, const struct http_request *req, struct http_response *resp);
+void extender_prioritize(void *ctx, const struct http_request *req, struct http_response *resp);
+void extender_bind(void *ctx, const struct http_request *req, struct http_response *resp);
+void extender_preempt(void *ctx, const struct http_request *req, struct http_response *resp);
+/* GET /debug/nodes[?node=NAME]: what the cache believes, per node; ctx is the struct cache. */
+void extender_debug_nodes(void *ctx, const struct http_request *req, struct http_response *resp);
+
+/*
+ * The in-memory binder of standalone mode (ctx: the struct cache): chooses
+ * the devices under the cache's writer lock and records the allocation, so
+ * of two binds that want the last free devices exactly one wins.
+ */
+int extender_bind_local(void *ctx, const struct bind_request *req, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,68 @@
+/*
+ * httpd: the HTTP(S) server under the extender and the webhook, on
+ * libmicrohttpd. Routes are exact paths (after an optional URL prefix);
+ * bodies are capped (413 from the Content-Length alone, before reading);
+ * unknown paths get 404 and wrong methods 405. Handlers run on the server's
+ * worker threads and must be thread-safe. cJSON allocations a handler makes
+ * come from a per-request arena (jsonarena.h) that is dropped when the
+ * handler returns: a handler must not keep a cJSON tree it created.
+ */
+#ifndef GPU_HTTPD_H
+#define GPU_HTTPD_H
+
+#include "buf.h"
+#include "metrics.h"
+
+#include <stddef.h>
+
+struct http_request {
+	const char *method;
+	const char *path;         /* without the URL prefix */
+	const char *body;         /* NUL-terminated; "" when none */
+	size_t body_len;
+	void *conn;               /* for httpd_query() */
+};
+
+struct http_response {
+	int status;               /* 200 unless the handler sets it */
+	const char *content_type; /* default application/json */
+	struct buf body;          /* capped by the server */
+};
+
+typedef void (*http_handler)(void *ctx, const struct http_request *req, struct http_response *resp);
+
+struct http_route {
+	const char *method;       /* "GET" or "POST" */
+	const char *path;         /* "/filter" */
+	http_handler handler;
+	void *ctx;
+	enum metric_verb verb;    /* for request metrics */
+};
+
+struct httpd_config {
+	const char *host;         /* address to bind, e.g. "127.0.0.1" or "0.0.0.0" */
+	int port;                 /* 0: pick a free port (see httpd_port) */
+	const char *url_prefix;   /* "" or "/gpu-scheduler" */
+	size_t max_body;
+	int threads;
+	const char *tls_cert;     /* PEM file paths; both NULL/"" for plain HTTP */
+	const char *tls_key;
+};
+
+struct httpd;
+
+/* Starts serving; NULL with err set when the port or TLS files fail. */
+struct httpd *httpd_start(const struct httpd_config *cfg, const struct http_route *routes,
+			  size_t nroutes, char *err, size_t errlen);
+int httpd_port(const struct httpd *h);
+/* Stops accepting, finishes in-flight requests, frees everything. */
+void httpd_stop(struct httpd *h);
+
+/* A query parameter of the request, or NULL. */
+const char *httpd_query(const struct http_request *req, const char *key);
+
+/* Sets a JSON error reply {"Error":"..."} with the status. */
+void httpd_error(struct http_response *resp, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+#endif

@@ -1,0 +1,94 @@
+/*
+ * kube: a small Kubernetes API client over libcurl. Auth from a kubeconfig
+ * (bearer token, token file, client certificate, CA, current-context or a
+ * named context) or in-cluster (service-account token re-read when it
+ * rotates, CA bundle, KUBERNETES_SERVICE_HOST/PORT). TLS verification is
+ * always on unless insecure is set (which logs a warning).
+ *
+ * A client is thread-safe: each call uses its own curl handle over a shared
+ * connection pool.
+ */
+#ifndef GPU_KUBE_H
+#define GPU_KUBE_H
+
+#include "buf.h"
+
+#include <cjson/cJSON.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define KUBE_PATH_MAX 1024
+
+struct kube_config {
+	char server[512];             /* https://host:port, no trailing slash */
+	char ca_file[KUBE_PATH_MAX];  /* or ca_pem */
+	struct buf ca_pem;
+	char token[4096];             /* static bearer token, or token_file */
+	char token_file[KUBE_PATH_MAX];
+	char cert_file[KUBE_PATH_MAX];   /* client certificate: files or PEM data */
+	char key_file[KUBE_PATH_MAX];
+	struct buf cert_pem, key_pem;
+	char tls_server_name[256];
+	char namespace[64];           /* the context's namespace, or the pod's */
+	bool insecure;
+};
+
+void kube_config_init(struct kube_config *cfg);
+void kube_config_release(struct kube_config *cfg);
+/* From a kubeconfig file; context NULL or "" means current-context. */
+int kube_config_load(struct kube_config *cfg, const char *path, const char *context,
+		     char *err, size_t errlen);
+/* From the pod's service account (/var/run/secrets/kubernetes.io/serviceaccount). */
+int kube_config_in_cluster(struct kube_config *cfg, char *err, size_t errlen);
+
+struct kube_client;
+
+/* Copies what it needs from cfg. NULL with err on failure. */
+struct kube_client *kube_client_new(const struct kube_config *cfg, char *err, size_t errlen);
+void kube_client_free(struct kube_client *c);
+const char *kube_client_namespace(const struct kube_client *c);
+
+struct kube_response {
+	long status;                  /* HTTP status; 0 if no answer came */
+	struct buf body;
+	long retry_after;             /* seconds from Retry-After, or 0 */
+};
+
+void kube_response_init(struct kube_response *r);
+void kube_response_release(struct kube_response *r);
+
+/*
+ * One request. body may be NULL; content_type defaults to application/json.
+ * Returns 0 when the server answered (look at r->status), -1 with err when
+ * it could not be reached. timeout_s 0 means 30 s.
+ */
+int kube_request(struct kube_client *c, const char *method, const char *path, const char *body,
+		 const char *content_type, long timeout_s, struct kube_response *r,
+		 char *err, size_t errlen);
+
+/* The "message" of a Status body, or the body itself, for log lines. */
+const char *kube_status_message(const struct kube_response *r, char *out, size_t size);
+
+/* What a watch stream is handed. */
+struct kube_watch_ops {
+	/* One event {"type":..,"object":..}; return nonzero to end the watch. */
+	int (*event)(void *ctx, const cJSON *event);
+	/* After the events that arrived together (one read): a place to publish. */
+	void (*flush)(void *ctx);
+	void *ctx;
+};
+
+/*
+ * Streams a watch (path includes ?watch=1&...). Returns when the server
+ * ends the stream, an ops.event returns nonzero, *stop becomes true, or the
+ * connection fails. *status gets the HTTP status (a non-200 body is put in
+ * err). Returns 0 on a clean end, -1 otherwise.
+ */
+int kube_watch(struct kube_client *c, const char *path, const struct kube_watch_ops *ops,
+	       atomic_bool *stop, long *status, char *err, size_t errlen);
+
+/* Appends s to out with URL query escaping. */
+int kube_escape(struct buf *out, const char *s);
+
+#endif

@@ -1,0 +1,61 @@
+/*
+ * ledger: the reservation records as they are stored in the API server.
+ *
+ * Every node has one ledger Lease in the extender's namespace,
+ * gpu-ledger.<node>, whose annotation gpu.scheduling/reservations holds all
+ * reservations on that node as a JSON list. It is the single source of
+ * truth: every change is a resourceVersion-checked write of the whole list,
+ * so two extender replicas (or two schedulers) can never both take the last
+ * GPU, shared or not. Each reservation also has a Lease in its pod's
+ * namespace, gpu-reservation.<pod uid>, owned by the pod (ownerReference),
+ * which the garbage collector deletes with the pod.
+ */
+#ifndef GPU_LEDGER_H
+#define GPU_LEDGER_H
+
+#include "buf.h"
+#include "cache.h"
+
+#include <cjson/cJSON.h>
+
+#define LEDGER_LABEL "gpu.scheduling/ledger"
+#define LEDGER_ANN_NODE "gpu.scheduling/node"
+#define LEDGER_ANN_RESERVATIONS "gpu.scheduling/reservations"
+#define RESERVATION_LABEL "gpu.scheduling/reservation"
+#define LEDGER_NAME_MAX 254
+
+/* One reservation in a ledger: the allocation plus the GpuClaim to keep current. */
+struct ledger_entry {
+	struct alloc a;
+	char claim[254];          /* GpuClaim name in a.ns, or "" */
+};
+
+struct ledger {
+	char node[254];
+	char rv[64];              /* resourceVersion of the Lease; "" when it does not exist */
+	int n, cap;
+	struct ledger_entry *e;
+};
+
+void ledger_init(struct ledger *l, const char *node);
+void ledger_release(struct ledger *l);
+int ledger_add(struct ledger *l, const struct ledger_entry *e);
+/* Index of the pod's entry, or -1. */
+int ledger_find(const struct ledger *l, const char *uid);
+void ledger_remove_at(struct ledger *l, int i);
+
+/* Lease names: gpu-ledger.<node> (hashed when too long) and gpu-reservation.<uid>. */
+void ledger_lease_name(const char *node, char *out, size_t size);
+void ledger_reservation_name(const char *uid, char *out, size_t size);
+
+/* A ledger Lease object -> l (node from its annotation). 0, or -1 with err. */
+int ledger_decode(const cJSON *lease, struct ledger *l, char *err, size_t errlen);
+/* The Lease object for l (with metadata.resourceVersion when l->rv is set). */
+int ledger_encode(const struct ledger *l, const char *ns, const char *holder, struct buf *out);
+/* The pod's reservation Lease (owned by the pod). */
+int ledger_encode_reservation(const struct ledger_entry *e, const char *node, struct buf *out);
+
+/* MicroTime as the API server wants it: 2006-01-02T15:04:05.000000Z. */
+void ledger_microtime(char *out, size_t size);
+
+#endif

@@ -1,0 +1,48 @@
+/*
+ * metrics: Prometheus counters, gauges and latency histograms, rendered in
+ * the text exposition format. Updates are lock-free atomics, so the hot path
+ * pays a few nanoseconds per request.
+ */
+#ifndef GPU_METRICS_H
+#define GPU_METRICS_H
+
+#include "buf.h"
+
+#include <stdint.h>
+
+enum metric_verb {
+	VERB_FILTER = 0, VERB_PRIORITIZE, VERB_BIND, VERB_PREEMPT, VERB_MUTATE, VERB_OTHER,
+	VERB_COUNT
+};
+
+/* Counters with one label; the label's values are fixed per family. */
+enum metric_counter {
+	M_BINDS = 0,           /* result: ok, no_fit, conflict, error */
+	M_RESERVE_CONFLICTS,   /* resource: lease */
+	M_WATCH_RESTARTS,      /* resource: nodes, gpunodestatuses, gpuclaims, pods, leases */
+	M_RELISTS,             /* resource */
+	M_WATCH_EVENTS,        /* resource */
+	M_RELEASED,            /* reason: pod_gone, pod_finished, bind_timeout, bind_failed */
+	M_COUNTER_COUNT
+};
+
+enum { BIND_OK = 0, BIND_NO_FIT, BIND_CONFLICT, BIND_ERROR };
+enum { RES_NODES = 0, RES_GNS, RES_GPUCLAIMS, RES_PODS, RES_LEASES, RES_COUNT };
+enum { REL_POD_GONE = 0, REL_POD_FINISHED, REL_BIND_TIMEOUT, REL_BIND_FAILED };
+
+const char *metrics_verb_name(enum metric_verb v);
+/* Records one served request: its verb, HTTP status and duration. */
+void metrics_request(enum metric_verb v, int status, double seconds);
+void metrics_inc(enum metric_counter m, int label);
+/* Unix time of the newest watch event of a resource (for the age gauge). */
+void metrics_event_seen(int resource);
+
+/* Extra gauges supplied by the program at render time. */
+struct metrics_gauges {
+	double cache_nodes, cache_devices, cache_allocations, cache_gpuclaims;
+	double ready;          /* 1 when /readyz would answer 200 */
+};
+
+void metrics_render(struct buf *out, const struct metrics_gauges *g);
+
+#endif

@@ -1,0 +1,50 @@
+/*
+ * reflector: keeps a local copy of one resource in step with the API
+ * server. LIST with limit/continue paging, then WATCH from the list's
+ * resourceVersion with bookmarks. ADDED/MODIFIED/DELETED go to the sink;
+ * BOOKMARK only moves the resourceVersion; a 410 (HTTP or an ERROR event)
+ * relists; any other failure retries with exponential backoff and jitter
+ * (honouring Retry-After). Runs on its own thread.
+ */
+#ifndef GPU_REFLECTOR_H
+#define GPU_REFLECTOR_H
+
+#include "kube.h"
+
+#include <stdbool.h>
+
+/* Where the objects go. lock/unlock bracket every batch of applies. */
+struct reflector_sink {
+	void (*lock)(void *ctx);
+	void (*unlock)(void *ctx);
+	/* A full list starts; objects not applied again before list_end are gone. */
+	void (*list_begin)(void *ctx);
+	void (*apply)(void *ctx, bool deleted, const cJSON *obj);
+	void (*list_end)(void *ctx);
+	void *ctx;
+};
+
+struct reflector_opts {
+	const char *name;           /* for logs: "nodes" */
+	int resource;               /* RES_* of metrics.h */
+	const char *path;           /* "/api/v1/nodes" */
+	const char *label_selector; /* NULL: none */
+	const char *field_selector;
+	int page_limit;             /* 0: 500 */
+	int watch_timeout_s;        /* 0: 300 */
+	struct reflector_sink sink;
+};
+
+struct reflector;
+
+/* Starts the thread; o and its strings are copied. */
+struct reflector *reflector_start(struct kube_client *c, const struct reflector_opts *o,
+				  char *err, size_t errlen);
+/* True once a full list arrived and the API server has not refused us since. */
+bool reflector_ready(const struct reflector *r);
+/* The last problem, for /readyz ("" if none). */
+void reflector_problem(const struct reflector *r, char *out, size_t size);
+/* Stops the thread (interrupts a watch) and frees r. */
+void reflector_stop(struct reflector *r);
+
+#endif

@@ -1,0 +1,56 @@
+/*
+ * reserve: cluster-mode binds through atomic reservations (ledger.h), and
+ * the reaper that releases reservations nobody uses any more.
+ *
+ * Bind: choose devices against the node's ledger as just read, write the
+ * ledger with its resourceVersion (a 409 means another replica won: read
+ * again and decide again, a bounded number of times), create the pod's
+ * reservation Lease, then POST the pod's binding with the allocation
+ * annotations, which the API server stores with spec.nodeName in one
+ * write. Any failure after the ledger write releases the reservation.
+ *
+ * Reaper: every reap interval, releases the reservations of pods that are
+ * deleted (pod watch, or the garbage collector removing the reservation
+ * Lease), finished (Succeeded/Failed), bound elsewhere, or not bound within
+ * the bind timeout; and puts back reservations of bound pods (from their
+ * allocation annotation) that a ledger lost.
+ */
+#ifndef GPU_RESERVE_H
+#define GPU_RESERVE_H
+
+#include "api.h"
+#include "cache.h"
+#include "cluster.h"
+#include "extender.h"
+#include "kube.h"
+
+struct reserve_opts {
+	struct kube_client *client;
+	struct cache *cache;
+	const struct api_resources *res;
+	const char *ns;               /* namespace of the ledger Leases */
+	const char *identity;         /* this replica, in the ledgers' holderIdentity */
+	int bind_timeout_s;
+	int reap_interval_s;
+	const char *pod_selector;     /* label selector of pods that hold GPUs */
+};
+
+struct reserve;
+
+struct reserve *reserve_new(const struct reserve_opts *o);
+/* Starts the ledger, reservation and pod watches (added to cl) and the reaper. */
+int reserve_start(struct reserve *r, struct cluster *cl, char *err, size_t errlen);
+/* True once the reaper reconciled the ledgers with the pods after the first lists. */
+bool reserve_ready(struct reserve *r);
+void reserve_stop(struct reserve *r);
+void reserve_free(struct reserve *r);
+
+/* extender_bind_fn and extender_fetch_fn for cluster mode; ctx is the struct reserve. */
+int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t errlen);
+int reserve_fetch_pod(void *ctx, const char *ns, const char *name, const char *uid,
+		      struct claim *out, char *err, size_t errlen);
+
+/* Runs one reaper pass now (tests and the first reconcile). */
+void reserve_reap(struct reserve *r);
+
+#endif

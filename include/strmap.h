@@ -1,0 +1,37 @@
+/*
+ * strmap: string -> pointer hash map (open addressing, linear probing).
+ * Keys are copied; values are the caller's. Not thread-safe: the owner
+ * serialises access (see each user's locking comment).
+ */
+#ifndef GPU_STRMAP_H
+#define GPU_STRMAP_H
+
+#include <stddef.h>
+
+struct strmap_slot {
+	char *key;        /* NULL: empty; STRMAP_TOMB: deleted */
+	void *value;
+	size_t hash;
+};
+
+struct strmap {
+	struct strmap_slot *slots;
+	size_t cap;       /* power of two, or 0 */
+	size_t len;
+	size_t used;      /* live + deleted slots */
+};
+
+void strmap_init(struct strmap *m);
+/* Frees the keys and the table, not the values. */
+void strmap_release(struct strmap *m);
+void *strmap_get(const struct strmap *m, const char *key);
+/* Inserts or replaces; returns 0 or -1 (no memory). *old gets the replaced value or NULL. */
+int strmap_put(struct strmap *m, const char *key, void *value, void **old);
+/* Removes key; returns its value or NULL. */
+void *strmap_del(struct strmap *m, const char *key);
+size_t strmap_hash(const char *key);
+
+/* Iteration: for (size_t i = 0; strmap_next(m, &i, &k, &v);) */
+int strmap_next(const struct strmap *m, size_t *pos, const char **key, void **value);
+
+#endif

@@ -1,0 +1,204 @@
+/*
+ * AMD detector: rocminfo (the GPU agents, in ROCR_VISIBLE_DEVICES order,
+ * gfx target, UUID, driver) and rocm-smi (product name, VRAM, PCI bus,
+ * JSON form) plus rocm-smi --showtopo (XGMI islands).
+ */
+#include "agent.h"
+#include "agent_parse.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+struct amd_work {
+	struct rocm_info ri;
+	struct rocm_smi smi;
+	bool have_ri, have_smi;
+};
+
+/* Runs a tool; 1 ran OK (out owned by the caller), 0 not installed, -1 failed (err set). */
+static int run_tool(const struct toolrun_opts *opts, const char *const argv[], char **out,
+		    char *err, size_t errlen)
+{
+	struct toolrun_result res;
+	*out = NULL;
+	if (toolrun_run(opts, argv, &res)) {
+		snprintf(err, errlen, "%s: out of memory", argv[0]);
+		return -1;
+	}
+	if (res.status == TOOLRUN_NOT_FOUND) {
+		toolrun_result_release(&res);
+		return 0;
+	}
+	if (res.status != TOOLRUN_OK) {
+		toolrun_describe(&res, argv[0], err, errlen);
+		toolrun_result_release(&res);
+		return -1;
+	}
+	*out = res.out;
+	return 1;
+}
+
+/* rocminfo's "GPU-5012f9bd2c780b" and rocm-smi's "0x5012f9bd2c780b" name the same GPU. */
+static bool same_unique_id(const char *uuid, const char *unique)
+{
+	if (!uuid[0] || !unique[0])
+		return false;
+	const char *a = strncmp(uuid, "GPU-", 4) ? uuid : uuid + 4;
+	const char *b = strncasecmp(unique, "0x", 2) ? unique : unique + 2;
+	while (*a == '0')
+		a++;
+	while (*b == '0')
+		b++;
+	return *a && !strcasecmp(a, b);
+}
+
+static const struct rocm_card *match_card(const struct amd_work *w, int k)
+{
+	const struct rocm_agent *a = &w->ri.gpu[k];
+	for (int i = 0; i < w->smi.n; i++) {
+		if (same_unique_id(a->uuid, w->smi.card[i].unique_id))
+			return &w->smi.card[i];
+	}
+	if (w->smi.n == w->ri.n)
+		return &w->smi.card[k];   /* same count: same order (both follow the KFD nodes) */
+	return NULL;
+}
+
+static void fill_from_card(struct agent_gpu *g, const struct rocm_card *c, const char *driver)
+{
+	if (!g->model[0])
+		snprintf(g->model, sizeof(g->model), "%s", c->series[0] ? c->series : c->device_name);
+	if (!g->arch[0])
+		snprintf(g->arch, sizeof(g->arch), "%s", c->gfx);
+	if (c->vram_bytes)
+		g->memory_mib = (uint32_t)(c->vram_bytes / (1024 * 1024));
+	if (c->pci_bus[0])
+		snprintf(g->pci_bus, sizeof(g->pci_bus), "%s", c->pci_bus);
+	if (!g->uuid[0] && c->unique_id[0]) {
+		const char *hex = strncasecmp(c->unique_id, "0x", 2) ? c->unique_id : c->unique_id + 2;
+		snprintf(g->uuid, sizeof(g->uuid), "GPU-%s", hex);
+		for (char *p = g->uuid + 4; *p; p++)
+			*p = (char)tolower((unsigned char)*p);
+	}
+	if (!g->driver[0] && driver[0])
+		snprintf(g->driver, sizeof(g->driver), "%s", driver);
+}
+
+int agent_detect_amd(const struct toolrun_opts *opts, struct agent_vendor_result *vr,
+		     char *err, size_t errlen)
+{
+	agent_vendor_result_init(vr, GPU_VENDOR_AMD);
+	struct amd_work *w = calloc(1, sizeof(*w));
+	if (!w) {
+		snprintf(err, errlen, "out of memory");
+		return AGENT_DETECT_FAILED;
+	}
+	int rc = AGENT_DETECT_FAILED;
+	char ri_err[300] = "", smi_err[300] = "", perr[256];
+	char *out;
+
+	static const char *const ri_argv[] = { "rocminfo", NULL };
+	int ri_rc = run_tool(opts, ri_argv, &out, ri_err, sizeof(ri_err));
+	if (ri_rc > 0) {
+		if (rocm_parse_rocminfo(out, &w->ri, perr, sizeof(perr)))
+			snprintf(ri_err, sizeof(ri_err), "rocminfo printed output the agent cannot use: %s", perr);
+		else
+			w->have_ri = true;
+	}
+	free(out);
+
+	static const char *const smi_argv[] = { "rocm-smi", "--showproductname", "--showmeminfo", "vram",
+						"--showuniqueid", "--showbus", "--showdriverversion",
+						"--json", NULL };
+	int smi_rc = run_tool(opts, smi_argv, &out, smi_err, sizeof(smi_err));
+	if (smi_rc > 0) {
+		if (rocm_parse_smi(out, &w->smi, perr, sizeof(perr)))
+			snprintf(smi_err, sizeof(smi_err), "rocm-smi printed output the agent cannot use: %s", perr);
+		else
+			w->have_smi = true;
+	}
+	free(out);
+
+	if (ri_rc == 0 && smi_rc == 0) {
+		rc = AGENT_DETECT_ABSENT;
+		goto done;
+	}
+	if (!w->have_ri && !w->have_smi) {
+		snprintf(err, errlen, "%s%s%s", ri_err, ri_err[0] && smi_err[0] ? "; " : "", smi_err);
+		goto done;
+	}
+	if (ri_err[0])
+		agent_note(vr, "%s", ri_err);
+	if (smi_err[0])
+		agent_note(vr, "%s", smi_err);
+
+	if (w->have_ri && !w->ri.n && w->have_smi && w->smi.n) {
+		agent_note(vr, "rocminfo sees no GPU agent, rocm-smi sees %d cards", w->smi.n);
+		w->have_ri = false;
+	}
+	if (w->have_ri) {
+		if (w->have_smi && w->smi.n && w->smi.n != w->ri.n)
+			agent_note(vr, "rocminfo lists %d GPUs, rocm-smi %d", w->ri.n, w->smi.n);
+		for (int k = 0; k < w->ri.n; k++) {
+			const struct rocm_agent *a = &w->ri.gpu[k];
+			struct agent_gpu g;
+			memset(&g, 0, sizeof(g));
+			g.vendor = GPU_VENDOR_AMD;
+			g.index = k;
+			g.mig_index = -1;
+			g.health = GPU_HEALTHY;
+			g.memory_mib = a->vram_mib;
+			snprintf(g.uuid, sizeof(g.uuid), "%s", a->uuid);
+			snprintf(g.model, sizeof(g.model), "%s", a->marketing);
+			snprintf(g.arch, sizeof(g.arch), "%s", a->gfx);
+			snprintf(g.driver, sizeof(g.driver), "%s", w->ri.driver);
+			snprintf(g.pci_bus, sizeof(g.pci_bus), "%s", a->pci_bus);
+			const struct rocm_card *c = w->have_smi ? match_card(w, k) : NULL;
+			if (c)
+				fill_from_card(&g, c, w->smi.driver);
+			if (!g.memory_mib) {
+				g.health = GPU_HEALTH_UNKNOWN;
+				snprintf(g.health_reason, sizeof(g.health_reason), "memory size not reported");
+			}
+			vr->gpu[vr->ngpu++] = g;
+		}
+	} else {
+		for (int k = 0; k < w->smi.n; k++) {
+			struct agent_gpu g;
+			memset(&g, 0, sizeof(g));
+			g.vendor = GPU_VENDOR_AMD;
+			g.index = k;
+			g.mig_index = -1;
+			g.health = GPU_HEALTH_UNKNOWN;
+			snprintf(g.health_reason, sizeof(g.health_reason), "not seen by rocminfo");
+			fill_from_card(&g, &w->smi.card[k], w->smi.driver);
+			vr->gpu[vr->ngpu++] = g;
+		}
+	}
+
+	if (vr->ngpu >= 2 && smi_rc > 0) {
+		static const char *const topo_argv[] = { "rocm-smi", "--showtopo", "--json", NULL };
+		char terr[300];
+		int trc = run_tool(opts, topo_argv, &out, terr, sizeof(terr));
+		if (trc < 0) {
+			agent_note(vr, "topology unknown: %s", terr);
+		} else if (trc > 0) {
+			if (rocm_parse_topo(out, &vr->topo, perr, sizeof(perr)))
+				agent_note(vr, "topology unknown: %s", perr);
+			else if (vr->topo.n != vr->ngpu)
+				agent_note(vr, "topology has %d GPUs, the inventory %d; not used", vr->topo.n,
+					   vr->ngpu);
+			else
+				vr->have_topo = true;
+		}
+		free(out);
+	}
+	agent_compute_islands(vr);
+	rc = AGENT_DETECT_OK;
+done:
+	free(w);
+	return rc;
+}

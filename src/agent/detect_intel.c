@@ -1,0 +1,206 @@
+/*
+ * Intel detector: clinfo (name, memory, driver; the OpenCL devices of the
+ * Intel platforms) and xpu-smi discovery -j where installed (device ids in
+ * Level Zero order, UUIDs, PCI addresses). Integrated graphics are left out.
+ */
+#include "agent.h"
+#include "agent_parse.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+struct intel_work {
+	struct clinfo_out cl;
+	struct xpusmi_out xs;
+	bool have_cl, have_xs;
+};
+
+static int run_tool(const struct toolrun_opts *opts, const char *const argv[], char **out,
+		    char *err, size_t errlen)
+{
+	struct toolrun_result res;
+	*out = NULL;
+	if (toolrun_run(opts, argv, &res)) {
+		snprintf(err, errlen, "%s: out of memory", argv[0]);
+		return -1;
+	}
+	if (res.status == TOOLRUN_NOT_FOUND) {
+		toolrun_result_release(&res);
+		return 0;
+	}
+	if (res.status != TOOLRUN_OK) {
+		toolrun_describe(&res, argv[0], err, errlen);
+		toolrun_result_release(&res);
+		return -1;
+	}
+	*out = res.out;
+	return 1;
+}
+
+/* An Intel GPU among clinfo's devices (any vendor's OpenCL platforms show up). */
+static bool intel_gpu(const struct clinfo_dev *d)
+{
+	bool intel = strstr(d->vendor, "Intel") || strstr(d->name, "Intel") ||
+		     (!d->vendor[0] && strstr(d->platform, "Intel"));
+	if (!intel || d->is_gpu == 0)
+		return false;
+	if (d->is_gpu < 0 && !strstr(d->name, "Graphics") && !strstr(d->name, "GPU"))
+		return false;
+	/* the CPU and FPGA-emulation platforms */
+	if (strstr(d->platform, "FPGA") || strstr(d->name, "Core(TM)") || strstr(d->name, "Xeon"))
+		return false;
+	return true;
+}
+
+/* A PCI address compared without the domain's leading zeros or case. */
+static bool same_bus(const char *a, const char *b)
+{
+	if (!a[0] || !b[0])
+		return false;
+	size_t la = strlen(a), lb = strlen(b);
+	size_t n = la < lb ? la : lb;
+	return n >= 7 && !strcasecmp(a + la - n, b + lb - n);
+}
+
+static const struct clinfo_dev *cl_for(const struct intel_work *w, const struct xpusmi_dev *x, int k,
+				       const int *cl_idx, int ncl)
+{
+	for (int i = 0; i < ncl; i++) {
+		const struct clinfo_dev *d = &w->cl.dev[cl_idx[i]];
+		if (same_bus(d->pci_bus, x->pci_bus))
+			return d;
+	}
+	return k < ncl ? &w->cl.dev[cl_idx[k]] : NULL;
+}
+
+static void finish(struct agent_gpu *g, const struct clinfo_dev *d, bool seen_by_cl, unsigned devid)
+{
+	if (d) {
+		if (!g->model[0] || strstr(g->model, "Graphics ["))
+			snprintf(g->model, sizeof(g->model), "%s", d->name);
+		if (!g->driver[0])
+			snprintf(g->driver, sizeof(g->driver), "%s", d->driver);
+		if (!g->uuid[0])
+			snprintf(g->uuid, sizeof(g->uuid), "%s", d->uuid);
+		if (!g->pci_bus[0])
+			snprintf(g->pci_bus, sizeof(g->pci_bus), "%s", d->pci_bus);
+		if (!g->memory_mib && d->global_mem)
+			g->memory_mib = (uint32_t)(d->global_mem / (1024 * 1024));
+		if (!devid)
+			devid = d->pci_device_id;
+	}
+	snprintf(g->arch, sizeof(g->arch), "%s", agent_intel_arch(g->model, devid));
+	g->health = GPU_HEALTHY;
+	if (d && d->available == 0) {
+		g->health = GPU_UNHEALTHY;
+		snprintf(g->health_reason, sizeof(g->health_reason), "OpenCL reports the device unavailable");
+	} else if (!seen_by_cl) {
+		g->health = GPU_HEALTH_UNKNOWN;
+		snprintf(g->health_reason, sizeof(g->health_reason), "not seen by clinfo");
+	} else if (!g->memory_mib) {
+		g->health = GPU_HEALTH_UNKNOWN;
+		snprintf(g->health_reason, sizeof(g->health_reason), "memory size not reported");
+	}
+}
+
+int agent_detect_intel(const struct toolrun_opts *opts, struct agent_vendor_result *vr,
+		       char *err, size_t errlen)
+{
+	agent_vendor_result_init(vr, GPU_VENDOR_INTEL);
+	struct intel_work *w = calloc(1, sizeof(*w));
+	if (!w) {
+		snprintf(err, errlen, "out of memory");
+		return AGENT_DETECT_FAILED;
+	}
+	int rc = AGENT_DETECT_FAILED;
+	char cl_err[300] = "", xs_err[300] = "", perr[256];
+	char *out;
+
+	static const char *const cl_argv[] = { "clinfo", NULL };
+	int cl_rc = run_tool(opts, cl_argv, &out, cl_err, sizeof(cl_err));
+	if (cl_rc > 0) {
+		if (clinfo_parse(out, &w->cl, perr, sizeof(perr)))
+			snprintf(cl_err, sizeof(cl_err), "clinfo printed output the agent cannot use: %s", perr);
+		else
+			w->have_cl = true;
+	}
+	free(out);
+
+	static const char *const xs_argv[] = { "xpu-smi", "discovery", "-j", NULL };
+	int xs_rc = run_tool(opts, xs_argv, &out, xs_err, sizeof(xs_err));
+	if (xs_rc > 0) {
+		if (xpusmi_parse_discovery(out, &w->xs, perr, sizeof(perr)))
+			snprintf(xs_err, sizeof(xs_err), "xpu-smi printed output the agent cannot use: %s", perr);
+		else
+			w->have_xs = true;
+	}
+	free(out);
+
+	if (cl_rc == 0 && xs_rc == 0) {
+		rc = AGENT_DETECT_ABSENT;
+		goto done;
+	}
+	if (!w->have_cl && !w->have_xs) {
+		snprintf(err, errlen, "%s%s%s", cl_err, cl_err[0] && xs_err[0] ? "; " : "", xs_err);
+		goto done;
+	}
+	if (cl_err[0])
+		agent_note(vr, "%s", cl_err);
+	if (xs_err[0])
+		agent_note(vr, "%s", xs_err);
+
+	/* clinfo's Intel GPUs, integrated ones left out */
+	int cl_idx[AGENT_MAX_GPUS], ncl = 0, skipped = 0;
+	for (int i = 0; w->have_cl && i < w->cl.n; i++) {
+		const struct clinfo_dev *d = &w->cl.dev[i];
+		if (!intel_gpu(d))
+			continue;
+		if (agent_intel_integrated(d->name, agent_intel_arch(d->name, d->pci_device_id)) ||
+		    d->unified_mem == 1) {
+			skipped++;
+			continue;
+		}
+		cl_idx[ncl++] = i;
+	}
+	if (skipped)
+		agent_note(vr, "%d integrated GPU(s) left out", skipped);
+
+	if (w->have_xs && w->xs.n) {
+		for (int k = 0; k < w->xs.n; k++) {
+			const struct xpusmi_dev *x = &w->xs.dev[k];
+			if (agent_intel_integrated(x->name, agent_intel_arch(x->name, x->pci_device_id)))
+				continue;
+			struct agent_gpu g;
+			memset(&g, 0, sizeof(g));
+			g.vendor = GPU_VENDOR_INTEL;
+			g.index = x->id;
+			g.mig_index = -1;
+			snprintf(g.model, sizeof(g.model), "%s", x->name);
+			snprintf(g.uuid, sizeof(g.uuid), "%s", x->uuid);
+			snprintf(g.pci_bus, sizeof(g.pci_bus), "%s", x->pci_bus);
+			snprintf(g.driver, sizeof(g.driver), "%s", x->driver);
+			g.memory_mib = (uint32_t)(x->mem_bytes / (1024 * 1024));
+			const struct clinfo_dev *d = w->have_cl ? cl_for(w, x, k, cl_idx, ncl) : NULL;
+			finish(&g, d, d != NULL, x->pci_device_id);
+			vr->gpu[vr->ngpu++] = g;
+		}
+	} else {
+		for (int k = 0; k < ncl; k++) {
+			const struct clinfo_dev *d = &w->cl.dev[cl_idx[k]];
+			struct agent_gpu g;
+			memset(&g, 0, sizeof(g));
+			g.vendor = GPU_VENDOR_INTEL;
+			g.index = k;
+			g.mig_index = -1;
+			finish(&g, d, true, d->pci_device_id);
+			vr->gpu[vr->ngpu++] = g;
+		}
+	}
+	agent_compute_islands(vr);
+	rc = AGENT_DETECT_OK;
+done:
+	free(w);
+	return rc;
+}

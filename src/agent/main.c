@@ -1,0 +1,247 @@
+/*
+ * gpu-agent: the node agent. Detects this node's GPUs with the vendors'
+ * own tools and prints (detect) or, later, publishes (run) the node's
+ * GpuNodeStatus. See docs/agent.md.
+ */
+#include "agent.h"
+
+#include "log.h"
+#include "strnum.h"
+
+#include <ctype.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EXIT_DETECT_PARTIAL 3
+
+static void usage(FILE *f)
+{
+	fputs("usage: gpu-agent <command> [options]\n"
+	      "\n"
+	      "Detects this node's NVIDIA, AMD and Intel GPUs with the vendors' own tools\n"
+	      "(nvidia-smi; rocminfo and rocm-smi; clinfo and xpu-smi) and describes them as\n"
+	      "the node's GpuNodeStatus (gpu.scheduling/v1).\n"
+	      "\n"
+	      "commands:\n"
+	      "  detect             print the GpuNodeStatus JSON; needs no cluster\n"
+	      "  labels             print the node labels the agent would set, key=value\n"
+	      "  run                publish to the cluster (not wired yet: exits 2)\n"
+	      "\n"
+	      "options:\n"
+	      "  --node NAME        node name (default: $NODE_NAME, else the host name)\n"
+	      "  --tools-dir DIR    run the vendor tools from DIR instead of searching PATH\n"
+	      "  --timeout SECONDS  time limit per tool run (default 10); the tool's whole\n"
+	      "                     process group is killed when it passes\n"
+	      "  --compact          print the JSON on one line\n"
+	      "  --no-timestamp     leave status.lastUpdated out (stable output)\n"
+	      "  --log-level LEVEL  debug, info, warn or error (default info); logs go to stderr\n"
+	      "  --log-json         log lines as JSON objects\n"
+	      "  -h, --help         this text\n"
+	      "  --version          the agent's version\n"
+	      "\n"
+	      "A vendor whose tools are not installed has no GPUs. A tool that fails, hangs\n"
+	      "or prints something the agent cannot read gives one log line, and that\n"
+	      "vendor is reported with state \"failed\" (or \"stale\" with its last good\n"
+	      "devices while running).\n"
+	      "\n"
+	      "exit status of detect and labels: 0 every vendor detected or absent;\n"
+	      "3 some vendor's tools failed (the output is still printed); 1 internal\n"
+	      "error; 2 usage error.\n",
+	      f);
+}
+
+struct opts {
+	const char *node;
+	const char *tools_dir;
+	double timeout_s;
+	bool compact;
+	bool no_timestamp;
+	enum log_level level;
+	bool log_json;
+	const char *cmd;
+};
+
+/* 0 ok, 1 exit 0 (help/version printed), 2 usage error. */
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+	enum { OPT_NODE = 256, OPT_TOOLS, OPT_TIMEOUT, OPT_COMPACT, OPT_NOTS, OPT_LEVEL, OPT_LJSON, OPT_VERSION };
+	static const struct option longopts[] = {
+		{ "node", required_argument, NULL, OPT_NODE },
+		{ "tools-dir", required_argument, NULL, OPT_TOOLS },
+		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+		{ "compact", no_argument, NULL, OPT_COMPACT },
+		{ "no-timestamp", no_argument, NULL, OPT_NOTS },
+		{ "log-level", required_argument, NULL, OPT_LEVEL },
+		{ "log-json", no_argument, NULL, OPT_LJSON },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, OPT_VERSION },
+		{ NULL, 0, NULL, 0 },
+	};
+	memset(o, 0, sizeof(*o));
+	o->timeout_s = 10;
+	o->level = LOG_INFO;
+	int c;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case OPT_NODE:
+			o->node = optarg;
+			break;
+		case OPT_TOOLS:
+			o->tools_dir = optarg;
+			break;
+		case OPT_TIMEOUT:
+			if (!strnum_double(optarg, &o->timeout_s) || o->timeout_s <= 0 || o->timeout_s > 3600) {
+				fprintf(stderr, "gpu-agent: --timeout wants seconds between 0 and 3600, not '%s'\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case OPT_COMPACT:
+			o->compact = true;
+			break;
+		case OPT_NOTS:
+			o->no_timestamp = true;
+			break;
+		case OPT_LEVEL:
+			if (!log_level_parse(optarg, &o->level)) {
+				fprintf(stderr, "gpu-agent: --log-level wants debug, info, warn or error\n");
+				return 2;
+			}
+			break;
+		case OPT_LJSON:
+			o->log_json = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 1;
+		case OPT_VERSION:
+			printf("gpu-agent %s\n", AGENT_VERSION);
+			return 1;
+		default:
+			fprintf(stderr, "gpu-agent: unknown option '%s' (see --help)\n", argv[optind - 1]);
+			return 2;
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return 2;
+	}
+	o->cmd = argv[optind];
+	if (optind + 1 < argc) {
+		fprintf(stderr, "gpu-agent: unexpected argument '%s' after the command\n", argv[optind + 1]);
+		return 2;
+	}
+	return 0;
+}
+
+/* --node, else $NODE_NAME, else the host name (lower case, as the kubelet names nodes). */
+static int node_name(const struct opts *o, char *buf, size_t len)
+{
+	const char *n = o->node;
+	if (!n || !*n)
+		n = getenv("NODE_NAME");
+	if (n && *n) {
+		snprintf(buf, len, "%s", n);
+		return 0;
+	}
+	if (gethostname(buf, len) || !buf[0])
+		return -1;
+	buf[len - 1] = '\0';
+	for (char *p = buf; *p; p++)
+		*p = (char)tolower((unsigned char)*p);
+	return 0;
+}
+
+static void rfc3339_now(char *buf, size_t len)
+{
+	time_t t = time(NULL);
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static int cmd_detect(const struct opts *o, bool labels)
+{
+	char name[254];
+	if (node_name(o, name, sizeof(name))) {
+		fprintf(stderr, "gpu-agent: no node name: pass --node or set NODE_NAME\n");
+		return 2;
+	}
+	struct toolrun_opts run = {
+		.tools_dir = o->tools_dir,
+		.timeout_ms = (int)(o->timeout_s * 1000 + 0.5),
+	};
+	if (run.timeout_ms < 1)
+		run.timeout_ms = 1;
+	struct agent_state st;
+	agent_state_init(&st);
+	struct agent_node *node = malloc(sizeof(*node));
+	if (!node) {
+		fprintf(stderr, "gpu-agent: out of memory\n");
+		return 1;
+	}
+	int rc = agent_detect_round(&run, &st, name, node);
+	int status = rc < 0 ? 1 : rc ? EXIT_DETECT_PARTIAL : 0;
+	if (rc >= 0) {
+		if (labels) {
+			char buf[4096];
+			agent_node_labels(node, buf, sizeof(buf));
+			fputs(buf, stdout);
+		} else {
+			char ts[32];
+			if (!o->no_timestamp)
+				rfc3339_now(ts, sizeof(ts));
+			char *json = agent_gns_json(node, o->no_timestamp ? NULL : ts, !o->compact);
+			if (!json) {
+				fprintf(stderr, "gpu-agent: out of memory\n");
+				status = 1;
+			} else {
+				printf("%s\n", json);
+				free(json);
+			}
+		}
+		if (fflush(stdout)) {
+			perror("gpu-agent: stdout");
+			status = 1;
+		}
+	} else {
+		fprintf(stderr, "gpu-agent: out of memory\n");
+	}
+	free(node);
+	agent_state_release(&st);
+	return status;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+	int prc = parse_args(argc, argv, &o);
+	if (prc == 1)
+		return 0;
+	if (prc)
+		return 2;
+	log_setup(o.level, o.log_json);
+	/* leftovers of a tool killed at its timeout are reparented to us and reaped,
+	   even when the agent is PID 1 of its container */
+	prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+	if (!strcmp(o.cmd, "detect"))
+		return cmd_detect(&o, false);
+	if (!strcmp(o.cmd, "labels"))
+		return cmd_detect(&o, true);
+	if (!strcmp(o.cmd, "run")) {
+		fprintf(stderr, "gpu-agent: publishing is not wired yet (use 'gpu-agent detect')\n");
+		return 2;
+	}
+	if (!strcmp(o.cmd, "help")) {
+		usage(stdout);
+		return 0;
+	}
+	fprintf(stderr, "gpu-agent: unknown command '%s' (see --help)\n", o.cmd);
+	return 2;
+}

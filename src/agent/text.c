@@ -1,0 +1,151 @@
+/* Shared text helpers of the agent's parsers. */
+#include "text.h"
+
+#include "strnum.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+const char *agent_text_line(const char **p, size_t *len)
+{
+	const char *s = *p;
+	if (!s || !*s)
+		return NULL;
+	const char *nl = strchr(s, '\n');
+	size_t n = nl ? (size_t)(nl - s) : strlen(s);
+	*p = nl ? nl + 1 : s + n;
+	if (n > 0 && s[n - 1] == '\r')
+		n--;
+	*len = n;
+	return s;
+}
+
+static bool blank(char c)
+{
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
+}
+
+char *agent_text_copy(char *dst, size_t size, const char *s, size_t n)
+{
+	if (!size)
+		return dst;
+	while (n > 0 && blank(*s)) {
+		s++;
+		n--;
+	}
+	while (n > 0 && blank(s[n - 1]))
+		n--;
+	if (n >= size)
+		n = size - 1;
+	memcpy(dst, s, n);
+	dst[n] = '\0';
+	return dst;
+}
+
+char *agent_text_trim(char *s)
+{
+	size_t n = strlen(s);
+	size_t i = 0;
+	while (i < n && blank(s[i]))
+		i++;
+	while (n > i && blank(s[n - 1]))
+		n--;
+	memmove(s, s + i, n - i);
+	s[n - i] = '\0';
+	return s;
+}
+
+bool agent_text_ieq(const char *a, const char *b)
+{
+	return !strcasecmp(a, b);
+}
+
+bool agent_text_iprefix(const char *s, const char *prefix)
+{
+	return !strncasecmp(s, prefix, strlen(prefix));
+}
+
+const char *agent_text_ifind(const char *s, size_t n, const char *needle)
+{
+	size_t m = strlen(needle);
+	if (!m)
+		return s;
+	for (size_t i = 0; i + m <= n; i++) {
+		if (!strncasecmp(s + i, needle, m))
+			return s + i;
+	}
+	return NULL;
+}
+
+bool agent_text_u64(const char *s, uint64_t *out, const char **end)
+{
+	char digits[24];
+	size_t n = 0;
+	while (isdigit((unsigned char)s[n])) {
+		if (n + 1 >= sizeof(digits))
+			return false;
+		digits[n] = s[n];
+		n++;
+	}
+	if (!n)
+		return false;
+	digits[n] = '\0';
+	int64_t v;
+	if (!strnum_i64(digits, &v) || v < 0)
+		return false;
+	*out = (uint64_t)v;
+	if (end)
+		*end = s + n;
+	return true;
+}
+
+bool agent_text_double(const char *s, double *out, const char **end)
+{
+	char num[48];
+	size_t n = 0;
+	bool dot = false;
+	while (isdigit((unsigned char)s[n]) || (s[n] == '.' && !dot)) {
+		if (s[n] == '.')
+			dot = true;
+		if (n + 1 >= sizeof(num))
+			return false;
+		num[n] = s[n];
+		n++;
+	}
+	if (!n || !isdigit((unsigned char)num[0]) || num[n - 1] == '.')
+		return false;
+	num[n] = '\0';
+	if (!strnum_double(num, out))
+		return false;
+	if (end)
+		*end = s + n;
+	return true;
+}
+
+bool agent_text_complete(const char *text)
+{
+	size_t n = strlen(text);
+	return n == 0 || text[n - 1] == '\n';
+}
+
+bool agent_text_binary(const char *text)
+{
+	for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+		if ((*p < 0x20 && *p != '\n' && *p != '\r' && *p != '\t') || *p == 0x7f)
+			return true;
+	}
+	return false;
+}
+
+void agent_text_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	if (!err || !errlen)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}

@@ -1,0 +1,361 @@
+/* Pod and GpuClaim -> claim, and the extended-resource names. */
+#include "api.h"
+#include "policy.h"
+#include "strnum.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+void api_resources_default(struct api_resources *r)
+{
+	memset(r, 0, sizeof(*r));
+	snprintf(r->gpu[0], API_NAME_MAX, "%s", API_GROUP "/gpu");
+	snprintf(r->memory[0], API_NAME_MAX, "%s", API_GROUP "/gpu-memory");
+	snprintf(r->core[0], API_NAME_MAX, "%s", API_GROUP "/gpu-core");
+	r->ngpu = r->nmemory = r->ncore = 1;
+}
+
+int api_resources_set(struct api_resources *r, const char *which, const char *list,
+		      char *err, size_t errlen)
+{
+	char (*names)[API_NAME_MAX];
+	int *count;
+	if (!strcmp(which, "gpu")) {
+		names = r->gpu;
+		count = &r->ngpu;
+	} else if (!strcmp(which, "memory")) {
+		names = r->memory;
+		count = &r->nmemory;
+	} else if (!strcmp(which, "core")) {
+		names = r->core;
+		count = &r->ncore;
+	} else {
+		snprintf(err, errlen, "unknown resource kind '%s' (gpu, memory, core)", which);
+		return -1;
+	}
+	int n = 0;
+	const char *p = list;
+	while (*p) {
+		while (*p == ' ' || *p == ',')
+			p++;
+		size_t len = strcspn(p, ", ");
+		if (!len)
+			break;
+		if (n == API_MAX_ALIASES || len >= API_NAME_MAX || !memchr(p, '/', len)) {
+			snprintf(err, errlen, "resource names for %s: at most %d domain-prefixed names",
+				 which, API_MAX_ALIASES);
+			return -1;
+		}
+		memcpy(names[n], p, len);
+		names[n][len] = '\0';
+		n++;
+		p += len;
+	}
+	if (!n) {
+		snprintf(err, errlen, "resource names for %s: empty list", which);
+		return -1;
+	}
+	*count = n;
+	return 0;
+}
+
+static bool in_list(char (*names)[API_NAME_MAX], int n, const char *name)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(names[i], name))
+			return true;
+	return false;
+}
+
+bool api_resources_has(const struct api_resources *r, const char *name)
+{
+	struct api_resources *m = (struct api_resources *)r;
+	return in_list(m->gpu, m->ngpu, name) || in_list(m->memory, m->nmemory, name) ||
+	       in_list(m->core, m->ncore, name);
+}
+
+/* ---- GpuClaim ---------------------------------------------------------- */
+
+static int bad(char *err, size_t errlen, const char *what)
+{
+	snprintf(err, errlen, "%s", what);
+	return -1;
+}
+
+/* An optional integer member in [lo, hi]; *out untouched when absent. */
+static int opt_int(const cJSON *obj, const char *key, double lo, double hi, double *out,
+		   const char *path, char *err, size_t errlen)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	if (!cJSON_IsNumber(v) || v->valuedouble < lo || v->valuedouble > hi ||
+	    floor(v->valuedouble) != v->valuedouble) {
+		snprintf(err, errlen, "%s.%s must be an integer in %g..%g", path, key, lo, hi);
+		return -1;
+	}
+	*out = v->valuedouble;
+	return 0;
+}
+
+/* An optional string member that must be one of names[]; index in *out. */
+static int opt_enum(const cJSON *obj, const char *key, const char *const *names, int n, int *out,
+		    const char *path, char *err, size_t errlen)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	for (int i = 0; cJSON_IsString(v) && i < n; i++) {
+		if (!strcmp(v->valuestring, names[i])) {
+			*out = i;
+			return 0;
+		}
+	}
+	char list[128] = "";
+	size_t len = 0;
+	for (int i = 0; i < n; i++)
+		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", i ? ", " : "", names[i]);
+	snprintf(err, errlen, "%s.%s must be one of %s", path, key, list);
+	return -1;
+}
+
+static int opt_string(const cJSON *obj, const char *key, char *dst, size_t size,
+		      const char *path, char *err, size_t errlen)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	if (!cJSON_IsString(v) || strlen(v->valuestring) >= size) {
+		snprintf(err, errlen, "%s.%s must be a string of at most %zu characters", path, key, size - 1);
+		return -1;
+	}
+	memcpy(dst, v->valuestring, strlen(v->valuestring) + 1);
+	return 0;
+}
+
+static int decode_devices(const cJSON *devs, struct claim *c, char *err, size_t errlen)
+{
+	static const char *const excl[] = { "Exclusive", "Shared", "MIG" };
+	static const char *const place[] = { "contiguous", "spread", "preferIds" };
+	const char *P = "spec.devices";
+	double num = 1;
+	if (opt_int(devs, "count", 1, GPU_MAX_DEVICES, &num, P, err, errlen))
+		return -1;
+	c->count = (int)num;
+	int mode = 0;
+	if (opt_enum(devs, "exclusivity", excl, 3, &mode, P, err, errlen))
+		return -1;
+	c->mode = mode == 1 ? CLAIM_SHARED : mode == 2 ? CLAIM_MIG : CLAIM_EXCLUSIVE;
+	int pl = -1;
+	if (opt_enum(devs, "policy", place, 3, &pl, P, err, errlen))
+		return -1;
+	c->placement = pl < 0 ? PLACE_DEFAULT : (enum claim_placement)(PLACE_CONTIGUOUS + pl);
+	const cJSON *ids = cJSON_GetObjectItemCaseSensitive(devs, "preferIds");
+	const cJSON *id;
+	cJSON_ArrayForEach(id, ids) {
+		if (!cJSON_IsNumber(id) || id->valuedouble < 0 || c->nprefer >= GPU_MAX_DEVICES)
+			return bad(err, errlen, "spec.devices.preferIds must be a list of device ids");
+		c->prefer_ids[c->nprefer++] = (int)id->valuedouble;
+	}
+	if (c->placement == PLACE_PREFER_IDS && !c->nprefer)
+		return bad(err, errlen, "spec.devices.policy preferIds needs spec.devices.preferIds");
+	char vendor[16] = "";
+	if (opt_string(devs, "vendor", vendor, sizeof(vendor), P, err, errlen) ||
+	    opt_string(devs, "model", c->models, sizeof(c->models), P, err, errlen) ||
+	    opt_string(devs, "architecture", c->arch, sizeof(c->arch), P, err, errlen))
+		return -1;
+	if (vendor[0] && !gpu_vendor_parse(vendor, &c->vendor))
+		return bad(err, errlen, "spec.devices.vendor must be nvidia, amd or intel");
+	num = 0;
+	if (opt_int(devs, "minMemoryMiB", 0, 4294967295.0, &num, P, err, errlen))
+		return -1;
+	c->min_mem_mib = (uint32_t)num;
+	double mib = 0, pct = 0;
+	if (opt_int(devs, "memoryMiB", 0, 4294967295.0, &mib, P, err, errlen) ||
+	    opt_int(devs, "corePercent", 0, 100, &pct, P, err, errlen))
+		return -1;
+	if (c->mode == CLAIM_SHARED) {
+		if (mib <= 0 && pct <= 0)
+			return bad(err, errlen, "spec.devices.exclusivity Shared needs memoryMiB or corePercent");
+		c->mem_mib = (uint32_t)mib;
+		c->core = (uint32_t)pct * (GPU_CORE_FULL / 100);
+	} else if (mib > 0 || pct > 0) {
+		return bad(err, errlen, "spec.devices.memoryMiB and corePercent apply only to exclusivity Shared");
+	}
+	return 0;
+}
+
+int api_gpuclaim_decode(const cJSON *gc, struct claim *c, char *err, size_t errlen)
+{
+	claim_init(c);
+	const cJSON *spec = api_path(gc, "spec");
+	if (!cJSON_IsObject(spec))
+		return bad(err, errlen, "GpuClaim has no spec");
+	const cJSON *devs = cJSON_GetObjectItemCaseSensitive(spec, "devices");
+	if (!cJSON_IsObject(devs))
+		return bad(err, errlen, "GpuClaim has no spec.devices");
+	if (decode_devices(devs, c, err, errlen))
+		goto fail;
+	const cJSON *ml = api_path(spec, "selector.matchLabels");
+	const cJSON *l;
+	cJSON_ArrayForEach(l, ml) {
+		if (!cJSON_IsString(l)) {
+			snprintf(err, errlen, "spec.selector.matchLabels.%s must be a string", l->string);
+			goto fail;
+		}
+		if (claim_add_match(c, l->string, l->valuestring)) {
+			snprintf(err, errlen, "spec.selector.matchLabels: at most %d labels", CLAIM_MAX_MATCH);
+			goto fail;
+		}
+	}
+	static const char *const topo[] = { "Preferred", "Required", "Ignore" };
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(spec, "topology");
+	int mode = TOPO_PREFERRED;
+	if (opt_enum(t, "mode", topo, 3, &mode, "spec.topology", err, errlen))
+		goto fail;
+	c->topo = (enum topo_mode)mode;
+	const cJSON *bw = cJSON_GetObjectItemCaseSensitive(t, "minBandwidthGBps");
+	if (bw && !cJSON_IsNull(bw)) {
+		if (!cJSON_IsNumber(bw) || bw->valuedouble < 0) {
+			snprintf(err, errlen, "spec.topology.minBandwidthGBps must be a number >= 0");
+			goto fail;
+		}
+		c->min_bw_gbps = bw->valuedouble;
+	}
+	/* spec.gangRef is accepted; gangs are not yet scheduled together (docs/api.md). */
+	return 0;
+fail:
+	claim_release(c);
+	return -1;
+}
+
+/* ---- Pod --------------------------------------------------------------- */
+
+/* The container's value for any of names (limits first, then requests). */
+static int container_amount(const cJSON *ctr, char (*names)[API_NAME_MAX], int n, int64_t *out,
+			    char *err, size_t errlen)
+{
+	*out = 0;
+	const cJSON *lim = api_path(ctr, "resources.limits");
+	const cJSON *req = api_path(ctr, "resources.requests");
+	for (int i = 0; i < n; i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(lim, names[i]);
+		if (!v)
+			v = cJSON_GetObjectItemCaseSensitive(req, names[i]);
+		if (!v)
+			continue;
+		int64_t q;
+		bool ok = cJSON_IsString(v) ? strnum_quantity(v->valuestring, 1, &q)
+			: cJSON_IsNumber(v) && (q = (int64_t)ceil(v->valuedouble)) >= 0;
+		if (!ok || q < 0) {
+			snprintf(err, errlen, "container %s: %s is not a valid quantity",
+				 api_str(ctr, "name") ? api_str(ctr, "name") : "?", names[i]);
+			return -1;
+		}
+		*out += q;
+	}
+	return 0;
+}
+
+struct amounts {
+	int64_t gpu, mem, core;
+};
+
+static int container_amounts(const cJSON *ctr, const struct api_resources *res, struct amounts *a,
+			     char *err, size_t errlen)
+{
+	struct api_resources *r = (struct api_resources *)res;
+	return container_amount(ctr, r->gpu, r->ngpu, &a->gpu, err, errlen) ||
+	       container_amount(ctr, r->memory, r->nmemory, &a->mem, err, errlen) ||
+	       container_amount(ctr, r->core, r->ncore, &a->core, err, errlen) ? -1 : 0;
+}
+
+/* As kube-scheduler does: sum over containers, then max with each init container. */
+static int pod_amounts(const cJSON *pod, const struct api_resources *res, struct amounts *total,
+		       char *err, size_t errlen)
+{
+	memset(total, 0, sizeof(*total));
+	const cJSON *ctr;
+	cJSON_ArrayForEach(ctr, api_path(pod, "spec.containers")) {
+		struct amounts a;
+		if (container_amounts(ctr, res, &a, err, errlen))
+			return -1;
+		total->gpu += a.gpu;
+		total->mem += a.mem;
+		total->core += a.core;
+	}
+	cJSON_ArrayForEach(ctr, api_path(pod, "spec.initContainers")) {
+		struct amounts a;
+		if (container_amounts(ctr, res, &a, err, errlen))
+			return -1;
+		total->gpu = a.gpu > total->gpu ? a.gpu : total->gpu;
+		total->mem = a.mem > total->mem ? a.mem : total->mem;
+		total->core = a.core > total->core ? a.core : total->core;
+	}
+	return 0;
+}
+
+static int claim_from_resources(const cJSON *pod, const struct api_resources *res, struct claim *c,
+				char *err, size_t errlen)
+{
+	struct amounts a;
+	if (pod_amounts(pod, res, &a, err, errlen))
+		return -1;
+	if (a.gpu > GPU_MAX_DEVICES)
+		return bad(err, errlen, "pod asks for more GPUs than any node can have");
+	if (a.core > 100) {
+		snprintf(err, errlen, "%s is percent of one GPU: %lld is over 100", res->core[0], (long long)a.core);
+		return -1;
+	}
+	if (a.mem > UINT32_MAX)
+		return bad(err, errlen, "GPU memory request too large");
+	if (a.mem || a.core) {
+		c->mode = CLAIM_SHARED;
+		c->count = a.gpu ? (int)a.gpu : 1;
+		c->mem_mib = (uint32_t)a.mem;
+		c->core = (uint32_t)a.core * (GPU_CORE_FULL / 100);
+	} else if (a.gpu) {
+		c->mode = CLAIM_EXCLUSIVE;
+		c->count = (int)a.gpu;
+	}
+	return 0;
+}
+
+int api_pod_claim(const cJSON *pod, const struct api_resources *res, api_claim_lookup lookup,
+		  void *lookup_ctx, struct claim *c, char *err, size_t errlen)
+{
+	claim_init(c);
+	if (!cJSON_IsObject(pod) || !cJSON_IsObject(api_path(pod, "spec")))
+		return bad(err, errlen, "Pod has no spec");
+	struct api_pod_ref ref;
+	api_pod_ref(pod, &ref);
+	const char *claim_name = api_annotation(pod, ANN_CLAIM);
+	if (claim_name) {
+		const cJSON *gc = lookup ? lookup(lookup_ctx, ref.ns, claim_name) : NULL;
+		if (!gc) {
+			snprintf(err, errlen, "GpuClaim %s/%s not found", ref.ns, claim_name);
+			return -1;
+		}
+		char why[200];
+		if (api_gpuclaim_decode(gc, c, why, sizeof(why))) {
+			snprintf(err, errlen, "GpuClaim %s/%s is invalid: %s", ref.ns, claim_name, why);
+			return -1;
+		}
+		snprintf(c->gpuclaim, sizeof(c->gpuclaim), "%s", claim_name);
+	} else if (claim_from_resources(pod, res, c, err, errlen)) {
+		return -1;
+	}
+	const char *policy = api_annotation(pod, ANN_POLICY);
+	if (policy) {
+		enum policy_id id;
+		if (!policy_parse(policy, &id)) {
+			snprintf(err, errlen, "annotation %s: unknown policy '%s'", ANN_POLICY, policy);
+			claim_release(c);
+			return -1;
+		}
+		c->policy = (int)id;
+	}
+	return 0;
+}

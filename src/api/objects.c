@@ -1,0 +1,178 @@
+/* Decoding of Node and GpuNodeStatus objects, and small cJSON accessors. */
+#include "api.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *api_str(const cJSON *obj, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+const cJSON *api_path(const cJSON *obj, const char *dotted)
+{
+	char part[128];
+	const char *p = dotted;
+	while (obj && *p) {
+		const char *dot = strchr(p, '.');
+		size_t n = dot ? (size_t)(dot - p) : strlen(p);
+		if (n >= sizeof(part))
+			return NULL;
+		memcpy(part, p, n);
+		part[n] = '\0';
+		obj = cJSON_IsObject(obj) ? cJSON_GetObjectItemCaseSensitive(obj, part) : NULL;
+		p = dot ? dot + 1 : p + n;
+	}
+	return obj;
+}
+
+const char *api_annotation(const cJSON *obj, const char *key)
+{
+	return api_str(api_path(obj, "metadata.annotations"), key);
+}
+
+const char *api_label(const cJSON *obj, const char *key)
+{
+	return api_str(api_path(obj, "metadata.labels"), key);
+}
+
+void api_pod_ref(const cJSON *pod, struct api_pod_ref *out)
+{
+	const cJSON *meta = api_path(pod, "metadata");
+	out->ns = api_str(meta, "namespace");
+	out->name = api_str(meta, "name");
+	out->uid = api_str(meta, "uid");
+	if (!out->ns)
+		out->ns = "default";
+	if (!out->name)
+		out->name = "";
+	if (!out->uid)
+		out->uid = "";
+}
+
+struct gpu_node *api_node_decode(const cJSON *node, char *err, size_t errlen)
+{
+	const char *name = api_str(api_path(node, "metadata"), "name");
+	if (!name || !*name) {
+		snprintf(err, errlen, "Node without metadata.name");
+		return NULL;
+	}
+	struct gpu_node *n = gpu_node_new(name);
+	if (!n) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	const cJSON *labels = api_path(node, "metadata.labels");
+	const cJSON *l;
+	cJSON_ArrayForEach(l, labels) {
+		if (cJSON_IsString(l) && gpu_node_set_label(n, l->string, l->valuestring)) {
+			gpu_node_free(n);
+			snprintf(err, errlen, "out of memory");
+			return NULL;
+		}
+	}
+	return n;
+}
+
+const char *api_gns_node_name(const cJSON *gns)
+{
+	const char *name = api_str(api_path(gns, "spec"), "nodeName");
+	return name && *name ? name : api_str(api_path(gns, "metadata"), "name");
+}
+
+/* A JSON number that is a whole value within [lo, hi]. */
+static bool int_member(const cJSON *obj, const char *key, double lo, double hi, double *out)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+	if (!cJSON_IsNumber(v) || v->valuedouble < lo || v->valuedouble > hi ||
+	    floor(v->valuedouble) != v->valuedouble)
+		return false;
+	*out = v->valuedouble;
+	return true;
+}
+
+static int decode_device(const cJSON *jd, int index, struct gpu_node *n, char *err, size_t errlen)
+{
+	struct gpu_device d;
+	struct gpu_device_info in;
+	memset(&d, 0, sizeof(d));
+	memset(&in, 0, sizeof(in));
+	d.island = -1;
+	double num;
+	if (!int_member(jd, "id", 0, 1e6, &num)) {
+		snprintf(err, errlen, "status.devices[%d].id must be a non-negative integer", index);
+		return -1;
+	}
+	d.id = (int)num;
+	if (gpu_node_find_device(n, d.id) >= 0) {
+		snprintf(err, errlen, "status.devices[%d].id %d is listed twice", index, d.id);
+		return -1;
+	}
+	const char *s;
+	if ((s = api_str(jd, "vendor")) && !gpu_vendor_parse(s, &d.vendor)) {
+		snprintf(err, errlen, "status.devices[%d].vendor '%s' is not nvidia, amd or intel", index, s);
+		return -1;
+	}
+	d.health = GPU_HEALTHY;
+	if ((s = api_str(jd, "health")) && !gpu_health_parse(s, &d.health)) {
+		snprintf(err, errlen, "status.devices[%d].health '%s' is not Healthy, Unhealthy or Unknown",
+			 index, s);
+		return -1;
+	}
+	if (int_member(jd, "memoryMiB", 0, 4294967295.0, &num))
+		d.memory_mib = (uint32_t)num;
+	in.vendor_index = int_member(jd, "index", 0, 1e6, &num) ? (int)num : d.id;
+	if ((s = api_str(jd, "uuid")))
+		snprintf(in.uuid, sizeof(in.uuid), "%s", s);
+	if ((s = api_str(jd, "model")))
+		snprintf(in.model, sizeof(in.model), "%s", s);
+	if ((s = api_str(jd, "architecture")))
+		snprintf(in.arch, sizeof(in.arch), "%s", s);
+	if ((s = api_str(jd, "driverVersion")))
+		snprintf(in.driver, sizeof(in.driver), "%s", s);
+	if ((s = api_str(jd, "migProfile")))
+		snprintf(in.mig_profile, sizeof(in.mig_profile), "%s", s);
+	d.external = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(jd, "inUseBy")) > 0;
+	const char *island = api_str(jd, "island");
+	if (island && *island) {
+		const cJSON *bw = cJSON_GetObjectItemCaseSensitive(jd, "bandwidthGBps");
+		d.island = gpu_node_island(n, island, cJSON_IsNumber(bw) ? bw->valuedouble : 0);
+		if (d.island < 0) {
+			snprintf(err, errlen, "more than %d islands", GPU_MAX_ISLANDS);
+			return -1;
+		}
+	}
+	if (gpu_node_add_device(n, &d, &in)) {
+		snprintf(err, errlen, "more than %d devices", GPU_MAX_DEVICES);
+		return -1;
+	}
+	return 0;
+}
+
+int api_gns_decode(const cJSON *gns, struct gpu_node *n, const char **node_name,
+		   char *err, size_t errlen)
+{
+	*node_name = api_gns_node_name(gns);
+	if (!*node_name || !**node_name) {
+		snprintf(err, errlen, "GpuNodeStatus without spec.nodeName or metadata.name");
+		return -1;
+	}
+	const cJSON *devs = api_path(gns, "status.devices");
+	if (devs && !cJSON_IsArray(devs)) {
+		snprintf(err, errlen, "status.devices must be a list");
+		return -1;
+	}
+	int i = 0;
+	const cJSON *jd;
+	cJSON_ArrayForEach(jd, devs) {
+		if (!cJSON_IsObject(jd)) {
+			snprintf(err, errlen, "status.devices[%d] must be an object", i);
+			return -1;
+		}
+		if (decode_device(jd, i++, n, err, errlen))
+			return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,691 @@
+#include "cache.h"
+#include "strmap.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Writer-side state of one node: the inputs its view is built from. */
+struct node_src {
+	char *name;
+	struct gpu_node *node;     /* from the Node object: labels */
+	struct gpu_node *gpus;     /* from the GpuNodeStatus: devices, islands */
+	struct alloc *allocs;
+	int nallocs, alloc_cap;
+	struct cache_node *view;   /* built from the above; NULL when stale */
+	uint64_t gen[CACHE_KINDS]; /* relist generation each kind was last set in */
+};
+
+/* A GpuClaim object and the relist generation it was last set in. */
+struct claim_entry {
+	cJSON *obj;
+	uint64_t gen;
+};
+
+struct cache {
+	pthread_mutex_t write_lock;   /* serialises writers */
+	pthread_mutex_t snap_lock;    /* guards `current` for acquire/swap only */
+	struct snapshot *current;
+	bool changed;                 /* something to publish at unlock */
+	uint64_t version;
+	struct strmap srcs;           /* name -> node_src; writer lock */
+	struct strmap owners;         /* pod uid -> node_src; writer lock */
+	pthread_rwlock_t claims_lock;
+	struct strmap claims;         /* "ns/name" -> struct claim_entry */
+	uint64_t gen[CACHE_KINDS];    /* current relist generation per kind */
+};
+
+void alloc_from_fit(struct alloc *a, const struct gpu_node *n, const struct claim *c,
+		    const struct fit *f)
+{
+	a->mode = c->mode;
+	a->mem_mib = c->mode == CLAIM_SHARED ? c->mem_mib : 0;
+	a->core = c->mode == CLAIM_SHARED ? c->core : 0;
+	a->ndev = f->ndev;
+	for (int k = 0; k < f->ndev; k++)
+		a->ids[k] = n->dev[f->dev[k]].id;
+}
+
+void alloc_ids(const struct alloc *a, char *out, size_t size)
+{
+	size_t len = 0;
+	out[0] = '\0';
+	for (int k = 0; k < a->ndev && len < size; k++) {
+		int w = snprintf(out + len, size - len, "%s%d", k ? "," : "", a->ids[k]);
+		if (w < 0)
+			break;
+		len += (size_t)w;
+	}
+}
+
+/* ---- node views ---------------------------------------------------------- */
+
+static void view_release(struct cache_node *v)
+{
+	/* A view is two blocks (view_build): the hot one and v->cold. */
+	if (v && atomic_fetch_sub(&v->refs, 1) == 1) {
+		free(v->cold);
+		free(v);
+	}
+}
+
+void alloc_apply(struct gpu_node *n, const struct alloc *a)
+{
+	for (int k = 0; k < a->ndev; k++) {
+		int i = gpu_node_find_device(n, a->ids[k]);
+		if (i < 0)
+			continue;   /* the device is gone from the GpuNodeStatus */
+		struct gpu_device *d = &n->dev[i];
+		if (a->mode == CLAIM_SHARED) {
+			d->shared++;
+			d->used_mib += a->mem_mib;
+			gpu_add_core(d, (int32_t)a->core);
+		} else {
+			d->exclusive++;
+		}
+	}
+}
+
+void alloc_unapply(struct gpu_node *n, const struct alloc *a)
+{
+	for (int k = 0; k < a->ndev; k++) {
+		int i = gpu_node_find_device(n, a->ids[k]);
+		if (i < 0)
+			continue;
+		struct gpu_device *d = &n->dev[i];
+		if (a->mode == CLAIM_SHARED) {
+			d->shared -= d->shared > 0;
+			d->used_mib -= d->used_mib < a->mem_mib ? d->used_mib : a->mem_mib;
+			gpu_add_core(d, -(int32_t)a->core);
+		} else {
+			d->exclusive -= d->exclusive > 0;
+		}
+	}
+}
+
+/* Bump allocator over one block. */
+struct arena {
+	char *base;
+	size_t off;
+};
+
+static void *arena_take(struct arena *a, size_t n, size_t align)
+{
+	a->off = (a->off + align - 1) & ~(align - 1);
+	void *p = a->base ? a->base + a->off : NULL;
+	a->off += n;
+	return p;
+}
+
+static char *arena_str(struct arena *a, const char *str)
+{
+	size_t n = strlen(str) + 1;
+	char *p = arena_take(a, n, 1);
+	if (p)
+		memcpy(p, str, n);
+	return p;
+}
+
+/*
+ * Lays a node's view out in two blocks. The hot one holds what every
+ * request reads, in the order it reads it: header and name (the lookup),
+ * node, islands, devices. The cold one holds the devices' strings, labels
+ * and allocations. Requests read every node of a big cluster; a few
+ * hundred hot bytes per node keep that scan in cache and off the TLB's
+ * limits. Run once to measure (bases NULL), once to fill.
+ */
+static struct cache_node *view_layout(struct arena *hot, struct arena *cold, const struct node_src *s)
+{
+	const struct gpu_node *g = s->gpus;
+	const struct gpu_node *l = s->node;
+	int ndev = g ? g->ndev : 0, nisland = g ? g->nisland : 0, nlabels = l ? l->nlabels : 0;
+	struct cache_node *v = arena_take(hot, sizeof(*v), 64);
+	char *name = arena_str(hot, s->name);
+	struct gpu_node *n = arena_take(hot, sizeof(*n), 8);
+	struct gpu_island *islands = arena_take(hot, (size_t)nisland * sizeof(*islands), 8);
+	struct gpu_device *dev = arena_take(hot, (size_t)ndev * sizeof(*dev), 32);
+	struct gpu_device_info *info = arena_take(cold, (size_t)ndev * sizeof(*info), 8);
+	struct label *labels = arena_take(cold, (size_t)nlabels * sizeof(*labels), 8);
+	struct alloc *allocs = arena_take(cold, (size_t)s->nallocs * sizeof(*allocs), 8);
+	for (int i = 0; i < nlabels; i++) {
+		char *k = arena_str(cold, l->labels[i].key), *val = arena_str(cold, l->labels[i].value);
+		if (labels) {
+			labels[i].key = k;
+			labels[i].value = val;
+		}
+	}
+	if (!hot->base)
+		return NULL;
+	memset(v, 0, sizeof(*v));
+	atomic_init(&v->refs, 1);
+	v->cold = cold->base;
+	v->has_node = l != NULL;
+	v->has_gns = g != NULL;
+	if (g)
+		*n = *g;
+	else
+		memset(n, 0, sizeof(*n));
+	n->name = name;
+	n->ndev = ndev;
+	n->dev = dev;
+	n->info = info;
+	n->nisland = nisland;
+	n->islands = islands;
+	n->nlabels = nlabels;
+	n->labels = labels;
+	if (ndev) {
+		memcpy(dev, g->dev, (size_t)ndev * sizeof(*dev));
+		memcpy(info, g->info, (size_t)ndev * sizeof(*info));
+	}
+	if (nisland)
+		memcpy(islands, g->islands, (size_t)nisland * sizeof(*islands));
+	if (s->nallocs)
+		memcpy(allocs, s->allocs, (size_t)s->nallocs * sizeof(*allocs));
+	v->node = n;
+	v->allocs = allocs;
+	v->nallocs = s->nallocs;
+	for (int i = 0; i < s->nallocs; i++)
+		alloc_apply(n, &s->allocs[i]);
+	return v;
+}
+
+static struct cache_node *view_build(const struct node_src *s)
+{
+	struct arena hot = { NULL, 0 }, cold = { NULL, 0 };
+	view_layout(&hot, &cold, s);
+	void *h = NULL;
+	void *c = malloc(cold.off ? cold.off : 1);
+	if (!c || posix_memalign(&h, 64, hot.off)) {
+		free(c);
+		return NULL;
+	}
+	hot = (struct arena){ h, 0 };
+	cold = (struct arena){ c, 0 };
+	return view_layout(&hot, &cold, s);
+}
+
+/* ---- snapshots ----------------------------------------------------------- */
+
+void snapshot_release(struct snapshot *s)
+{
+	if (!s || atomic_fetch_sub(&s->refs, 1) != 1)
+		return;
+	for (size_t i = 0; i < s->n; i++)
+		view_release(s->nodes[i]);
+	free(s->nodes);
+	free(s->index);
+	free(s);
+}
+
+const struct cache_node *snapshot_find(const struct snapshot *s, const char *name)
+{
+	if (!s->index_cap)
+		return NULL;
+	size_t mask = s->index_cap - 1, h = strmap_hash(name);
+	for (size_t i = h & mask;; i = (i + 1) & mask) {
+		const struct snapshot_slot *slot = &s->index[i];
+		if (!slot->name)
+			return NULL;
+		if (slot->hash == h && !strcmp(slot->name, name))
+			return slot->node;
+	}
+}
+
+static bool src_visible(const struct node_src *s)
+{
+	return s->node || s->gpus;
+}
+
+/* Builds a snapshot of every visible node; NULL when out of memory. */
+static struct snapshot *snapshot_build(struct cache *c)
+{
+	struct snapshot *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	atomic_init(&s->refs, 1);
+	s->version = ++c->version;
+	s->nodes = malloc((c->srcs.len ? c->srcs.len : 1) * sizeof(*s->nodes));
+	size_t cap = 16;
+	while (cap < c->srcs.len * 2)
+		cap *= 2;
+	s->index = calloc(cap, sizeof(*s->index));
+	if (!s->nodes || !s->index)
+		goto fail;
+	s->index_cap = cap;
+	const char *key;
+	void *val;
+	for (size_t pos = 0; strmap_next(&c->srcs, &pos, &key, &val);) {
+		struct node_src *src = val;
+		if (!src_visible(src))
+			continue;
+		if (!src->view && !(src->view = view_build(src)))
+			goto fail;
+		atomic_fetch_add(&src->view->refs, 1);
+		s->nodes[s->n++] = src->view;
+		size_t h = strmap_hash(key), i = h & (cap - 1);
+		while (s->index[i].name)
+			i = (i + 1) & (cap - 1);
+		s->index[i] = (struct snapshot_slot){ h, src->view->node->name, src->view };
+	}
+	return s;
+fail:
+	snapshot_release(s);
+	return NULL;
+}
+
+struct snapshot *cache_acquire(struct cache *c)
+{
+	pthread_mutex_lock(&c->snap_lock);
+	struct snapshot *s = c->current;
+	atomic_fetch_add(&s->refs, 1);
+	pthread_mutex_unlock(&c->snap_lock);
+	return s;
+}
+
+/* ---- lifecycle ----------------------------------------------------------- */
+
+struct cache *cache_new(void)
+{
+	struct cache *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	pthread_mutex_init(&c->write_lock, NULL);
+	pthread_mutex_init(&c->snap_lock, NULL);
+	pthread_rwlock_init(&c->claims_lock, NULL);
+	strmap_init(&c->srcs);
+	strmap_init(&c->owners);
+	strmap_init(&c->claims);
+	c->current = snapshot_build(c);
+	if (!c->current) {
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+static void src_free(struct node_src *s)
+{
+	gpu_node_free(s->node);
+	gpu_node_free(s->gpus);
+	free(s->allocs);
+	view_release(s->view);
+	free(s->name);
+	free(s);
+}
+
+void cache_free(struct cache *c)
+{
+	if (!c)
+		return;
+	const char *key;
+	void *val;
+	for (size_t pos = 0; strmap_next(&c->srcs, &pos, &key, &val);)
+		src_free(val);
+	for (size_t pos = 0; strmap_next(&c->claims, &pos, &key, &val);) {
+		cJSON_Delete(((struct claim_entry *)val)->obj);
+		free(val);
+	}
+	strmap_release(&c->srcs);
+	strmap_release(&c->owners);
+	strmap_release(&c->claims);
+	snapshot_release(c->current);
+	pthread_mutex_destroy(&c->write_lock);
+	pthread_mutex_destroy(&c->snap_lock);
+	pthread_rwlock_destroy(&c->claims_lock);
+	free(c);
+}
+
+/* ---- writers ------------------------------------------------------------- */
+
+void cache_lock(struct cache *c)
+{
+	pthread_mutex_lock(&c->write_lock);
+}
+
+void cache_unlock(struct cache *c)
+{
+	if (c->changed) {
+		struct snapshot *s = snapshot_build(c);
+		if (s) {
+			pthread_mutex_lock(&c->snap_lock);
+			struct snapshot *old = c->current;
+			c->current = s;
+			pthread_mutex_unlock(&c->snap_lock);
+			snapshot_release(old);
+			c->changed = false;
+		}
+		/* Out of memory: keep the old snapshot and retry at the next unlock. */
+	}
+	pthread_mutex_unlock(&c->write_lock);
+}
+
+static struct node_src *src_get(struct cache *c, const char *name, bool create)
+{
+	struct node_src *s = strmap_get(&c->srcs, name);
+	if (s || !create)
+		return s;
+	s = calloc(1, sizeof(*s));
+	if (!s || !(s->name = strdup(name)) || strmap_put(&c->srcs, name, s, NULL)) {
+		if (s)
+			free(s->name);
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+static void src_touch(struct cache *c, struct node_src *s)
+{
+	view_release(s->view);
+	s->view = NULL;
+	c->changed = true;
+}
+
+/* Forgets a node that has neither objects nor allocations any more. */
+static void src_maybe_drop(struct cache *c, struct node_src *s)
+{
+	if (s->node || s->gpus || s->nallocs)
+		return;
+	strmap_del(&c->srcs, s->name);
+	src_free(s);
+}
+
+int cache_set_node(struct cache *c, const char *name, struct gpu_node *n)
+{
+	struct node_src *s = src_get(c, name, n != NULL);
+	if (!s) {
+		gpu_node_free(n);
+		return n ? -1 : 0;
+	}
+	gpu_node_free(s->node);
+	s->node = n;
+	s->gen[CACHE_NODES] = c->gen[CACHE_NODES];
+	src_touch(c, s);
+	src_maybe_drop(c, s);
+	return 0;
+}
+
+int cache_set_gpus(struct cache *c, const char *name, struct gpu_node *devices)
+{
+	struct node_src *s = src_get(c, name, devices != NULL);
+	if (!s) {
+		gpu_node_free(devices);
+		return devices ? -1 : 0;
+	}
+	gpu_node_free(s->gpus);
+	s->gpus = devices;
+	s->gen[CACHE_GPUS] = c->gen[CACHE_GPUS];
+	src_touch(c, s);
+	src_maybe_drop(c, s);
+	return 0;
+}
+
+static int src_reserve(struct node_src *s, int n)
+{
+	if (n <= s->alloc_cap)
+		return 0;
+	int cap = s->alloc_cap ? s->alloc_cap : 4;
+	while (cap < n)
+		cap *= 2;
+	struct alloc *a = realloc(s->allocs, (size_t)cap * sizeof(*a));
+	if (!a)
+		return -1;
+	s->allocs = a;
+	s->alloc_cap = cap;
+	return 0;
+}
+
+static void src_remove_alloc_at(struct cache *c, struct node_src *s, int i)
+{
+	strmap_del(&c->owners, s->allocs[i].uid);
+	s->allocs[i] = s->allocs[--s->nallocs];
+	src_touch(c, s);
+}
+
+bool cache_remove_alloc(struct cache *c, const char *uid)
+{
+	struct node_src *s = strmap_get(&c->owners, uid);
+	if (!s)
+		return false;
+	for (int i = 0; i < s->nallocs; i++) {
+		if (!strcmp(s->allocs[i].uid, uid)) {
+			src_remove_alloc_at(c, s, i);
+			src_maybe_drop(c, s);
+			return true;
+		}
+	}
+	strmap_del(&c->owners, uid);
+	return false;
+}
+
+int cache_add_alloc(struct cache *c, const char *name, const struct alloc *a)
+{
+	cache_remove_alloc(c, a->uid);
+	struct node_src *s = src_get(c, name, true);
+	if (!s || src_reserve(s, s->nallocs + 1) || strmap_put(&c->owners, a->uid, s, NULL))
+		return -1;
+	s->allocs[s->nallocs++] = *a;
+	src_touch(c, s);
+	return 0;
+}
+
+int cache_set_allocs(struct cache *c, const char *name, const struct alloc *a, int n)
+{
+	struct node_src *s = src_get(c, name, n > 0);
+	if (!s)
+		return n > 0 ? -1 : 0;
+	while (s->nallocs)
+		src_remove_alloc_at(c, s, s->nallocs - 1);
+	int rc = 0;
+	for (int i = 0; i < n && !rc; i++) {
+		/* A pod lives on one node: a newer record elsewhere moves it here. */
+		cache_remove_alloc(c, a[i].uid);
+		if (src_reserve(s, s->nallocs + 1) || strmap_put(&c->owners, a[i].uid, s, NULL))
+			rc = -1;
+		else
+			s->allocs[s->nallocs++] = a[i];
+	}
+	s->gen[CACHE_ALLOCS] = c->gen[CACHE_ALLOCS];
+	src_touch(c, s);
+	src_maybe_drop(c, s);
+	return rc;
+}
+
+bool cache_find_alloc(struct cache *c, const char *uid, struct alloc *out, char *node, size_t size)
+{
+	struct node_src *s = strmap_get(&c->owners, uid);
+	for (int i = 0; s && i < s->nallocs; i++) {
+		if (!strcmp(s->allocs[i].uid, uid)) {
+			*out = s->allocs[i];
+			snprintf(node, size, "%s", s->name);
+			return true;
+		}
+	}
+	return false;
+}
+
+const struct gpu_node *cache_peek(struct cache *c, const char *name)
+{
+	struct node_src *s = strmap_get(&c->srcs, name);
+	if (!s || !src_visible(s))
+		return NULL;
+	if (!s->view && !(s->view = view_build(s)))
+		return NULL;
+	return s->view->node;
+}
+
+struct gpu_node *cache_clone_devices(struct cache *c, const char *name)
+{
+	cache_lock(c);
+	struct node_src *s = strmap_get(&c->srcs, name);
+	struct gpu_node *n = s && s->gpus ? gpu_node_clone(s->gpus) : NULL;
+	for (int i = 0; n && s->node && i < s->node->nlabels; i++) {
+		if (gpu_node_set_label(n, s->node->labels[i].key, s->node->labels[i].value)) {
+			gpu_node_free(n);
+			n = NULL;
+		}
+	}
+	cache_unlock(c);
+	return n;
+}
+
+void cache_relist_begin(struct cache *c, enum cache_kind k)
+{
+	if (k == CACHE_GPUCLAIMS) {
+		pthread_rwlock_wrlock(&c->claims_lock);
+		c->gen[k]++;
+		pthread_rwlock_unlock(&c->claims_lock);
+		return;
+	}
+	c->gen[k]++;
+}
+
+/* Drops kind k's data of s when it was not set in this relist. */
+static void sweep_src(struct cache *c, struct node_src *s, enum cache_kind k)
+{
+	if (s->gen[k] == c->gen[k])
+		return;
+	if (k == CACHE_NODES && s->node) {
+		gpu_node_free(s->node);
+		s->node = NULL;
+	} else if (k == CACHE_GPUS && s->gpus) {
+		gpu_node_free(s->gpus);
+		s->gpus = NULL;
+	} else if (k == CACHE_ALLOCS && s->nallocs) {
+		while (s->nallocs)
+			src_remove_alloc_at(c, s, s->nallocs - 1);
+	} else {
+		return;
+	}
+	src_touch(c, s);
+}
+
+static void sweep_claims(struct cache *c)
+{
+	pthread_rwlock_wrlock(&c->claims_lock);
+	bool more = true;
+	while (more) {
+		/* Collect, then delete: the map must not change while iterated. */
+		char *drop[64];
+		int n = 0;
+		const char *key;
+		void *val;
+		for (size_t pos = 0; n < 64 && strmap_next(&c->claims, &pos, &key, &val);) {
+			if (((struct claim_entry *)val)->gen == c->gen[CACHE_GPUCLAIMS])
+				continue;
+			if (!(drop[n] = strdup(key)))
+				break;
+			n++;
+		}
+		more = n == 64;
+		for (int i = 0; i < n; i++) {
+			struct claim_entry *e = strmap_del(&c->claims, drop[i]);
+			cJSON_Delete(e->obj);
+			free(e);
+			free(drop[i]);
+		}
+	}
+	pthread_rwlock_unlock(&c->claims_lock);
+}
+
+void cache_relist_sweep(struct cache *c, enum cache_kind k)
+{
+	if (k == CACHE_GPUCLAIMS) {
+		sweep_claims(c);
+		return;
+	}
+	for (;;) {
+		/* Collect, then change: dropping a node changes the map. */
+		struct node_src *stale[64];
+		int n = 0;
+		const char *key;
+		void *val;
+		for (size_t pos = 0; n < 64 && strmap_next(&c->srcs, &pos, &key, &val);) {
+			struct node_src *s = val;
+			bool has = k == CACHE_NODES ? s->node != NULL : k == CACHE_GPUS ? s->gpus != NULL
+											 : s->nallocs > 0;
+			if (has && s->gen[k] != c->gen[k])
+				stale[n++] = s;
+		}
+		for (int i = 0; i < n; i++) {
+			sweep_src(c, stale[i], k);
+			src_maybe_drop(c, stale[i]);
+		}
+		if (n < 64)
+			return;
+	}
+}
+
+/* ---- GpuClaims ----------------------------------------------------------- */
+
+static void claim_key(char *out, size_t size, const char *ns, const char *name)
+{
+	snprintf(out, size, "%s/%s", ns, name);
+}
+
+int cache_set_gpuclaim(struct cache *c, const char *ns, const char *name, cJSON *obj)
+{
+	char key[512];
+	claim_key(key, sizeof(key), ns, name);
+	struct claim_entry *e = NULL;
+	if (obj && !(e = malloc(sizeof(*e)))) {
+		cJSON_Delete(obj);
+		return -1;
+	}
+	void *old = NULL;
+	int rc = 0;
+	pthread_rwlock_wrlock(&c->claims_lock);
+	if (e) {
+		e->obj = obj;
+		e->gen = c->gen[CACHE_GPUCLAIMS];
+		rc = strmap_put(&c->claims, key, e, &old);
+	} else {
+		old = strmap_del(&c->claims, key);
+	}
+	pthread_rwlock_unlock(&c->claims_lock);
+	if (old) {
+		cJSON_Delete(((struct claim_entry *)old)->obj);
+		free(old);
+	}
+	if (rc) {
+		cJSON_Delete(obj);
+		free(e);
+	}
+	return rc;
+}
+
+const cJSON *cache_gpuclaim_lookup(void *cache, const char *ns, const char *name)
+{
+	struct cache *c = cache;
+	char key[512];
+	claim_key(key, sizeof(key), ns, name);
+	struct claim_entry *e = strmap_get(&c->claims, key);
+	return e ? e->obj : NULL;
+}
+
+void cache_claims_rdlock(struct cache *c)
+{
+	pthread_rwlock_rdlock(&c->claims_lock);
+}
+
+void cache_claims_unlock(struct cache *c)
+{
+	pthread_rwlock_unlock(&c->claims_lock);
+}
+
+void cache_stats(struct cache *c, struct cache_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	struct snapshot *s = cache_acquire(c);
+	out->nodes = s->n;
+	out->version = s->version;
+	for (size_t i = 0; i < s->n; i++) {
+		out->devices += (size_t)s->nodes[i]->node->ndev;
+		out->allocs += (size_t)s->nodes[i]->nallocs;
+	}
+	snapshot_release(s);
+	pthread_rwlock_rdlock(&c->claims_lock);
+	out->gpuclaims = c->claims.len;
+	pthread_rwlock_unlock(&c->claims_lock);
+}

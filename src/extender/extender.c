@@ -1,0 +1,588 @@
+/* The extender verbs: request decoding, the core on one snapshot, replies. */
+#include "extender.h"
+#include "jsonarena.h"
+#include "log.h"
+#include "metrics.h"
+#include "pending.h"
+#include "workload.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define PENDING_CAP 65536
+
+/* An immutable copy of the learned workload that requests read. */
+struct wl_copy {
+	atomic_int refs;
+	struct workload wl;
+};
+
+struct extender {
+	struct extender_opts o;
+	struct api_resources res;
+	struct pending pending;
+	pthread_mutex_t wl_lock;      /* guards wl_master and wl_current */
+	struct workload wl_master;
+	struct wl_copy *wl_current;
+};
+
+/* ---- the learned workload ------------------------------------------------ */
+
+static void wl_copy_release(struct wl_copy *w)
+{
+	if (w && atomic_fetch_sub(&w->refs, 1) == 1)
+		free(w);
+}
+
+static struct wl_copy *wl_acquire(struct extender *x)
+{
+	pthread_mutex_lock(&x->wl_lock);
+	struct wl_copy *w = x->wl_current;
+	if (w)
+		atomic_fetch_add(&w->refs, 1);
+	pthread_mutex_unlock(&x->wl_lock);
+	return w;
+}
+
+/* Learns a scheduled pod's shape; publishes a new copy when the mix moved. */
+static void wl_observe(struct extender *x, const struct claim *c)
+{
+	pthread_mutex_lock(&x->wl_lock);
+	uint32_t before = x->wl_master.version;
+	workload_observe(&x->wl_master, c);
+	struct wl_copy *old = NULL;
+	if (x->wl_master.version != before || !x->wl_current) {
+		struct wl_copy *w = malloc(sizeof(*w));
+		if (w) {
+			atomic_init(&w->refs, 1);
+			memcpy(&w->wl, &x->wl_master, sizeof(w->wl));
+			old = x->wl_current;
+			x->wl_current = w;
+		}
+	}
+	pthread_mutex_unlock(&x->wl_lock);
+	wl_copy_release(old);
+}
+
+/* ---- lifecycle ----------------------------------------------------------- */
+
+struct extender *extender_new(const struct extender_opts *opts)
+{
+	struct extender *x = calloc(1, sizeof(*x));
+	if (!x)
+		return NULL;
+	x->o = *opts;
+	x->res = *opts->res;
+	x->o.res = &x->res;
+	if (pending_init(&x->pending, PENDING_CAP)) {
+		free(x);
+		return NULL;
+	}
+	pthread_mutex_init(&x->wl_lock, NULL);
+	workload_init(&x->wl_master, true);
+	x->wl_current = malloc(sizeof(*x->wl_current));
+	if (x->wl_current) {
+		atomic_init(&x->wl_current->refs, 1);
+		memcpy(&x->wl_current->wl, &x->wl_master, sizeof(x->wl_master));
+	}
+	return x;
+}
+
+void extender_free(struct extender *x)
+{
+	if (!x)
+		return;
+	pending_release(&x->pending);
+	wl_copy_release(x->wl_current);
+	pthread_mutex_destroy(&x->wl_lock);
+	free(x);
+}
+
+/* ---- request decoding ---------------------------------------------------- */
+
+/* What filter, prioritize and preempt share: the pod, its claim, the nodes. */
+struct verb_args {
+	cJSON *root;
+	const cJSON *pod;
+	struct api_pod_ref ref;
+	struct claim claim;
+	bool claim_ok;
+	char claim_err[256];
+	bool by_name;           /* NodeNames (nodeCacheCapable) vs Nodes */
+	int n;
+	const char **names;
+	cJSON **items;          /* Nodes form: the node objects, to echo back */
+};
+
+static void args_release(struct verb_args *a)
+{
+	claim_release(&a->claim);
+	free(a->names);
+	free(a->items);
+	jsonarena_delete(a->root);
+}
+
+static int parse_pod(struct extender *x, struct verb_args *a, struct http_response *resp)
+{
+	a->pod = cJSON_GetObjectItem(a->root, "Pod");
+	if (!cJSON_IsObject(a->pod)) {
+		httpd_error(resp, 400, "request has no Pod object");
+		return -1;
+	}
+	api_pod_ref(a->pod, &a->ref);
+	cache_claims_rdlock(x->o.cache);
+	a->claim_ok = !api_pod_claim(a->pod, x->o.res, cache_gpuclaim_lookup, x->o.cache,
+				     &a->claim, a->claim_err, sizeof(a->claim_err));
+	cache_claims_unlock(x->o.cache);
+	if (a->claim_ok && a->ref.uid[0])
+		pending_put(&x->pending, a->ref.uid, &a->claim);
+	return 0;
+}
+
+/* Decodes ExtenderArgs; on a malformed request sets a 400 reply. */
+static int parse_args(struct extender *x, const struct http_request *req, struct verb_args *a,
+		      struct http_response *resp)
+{
+	memset(a, 0, sizeof(*a));
+	claim_init(&a->claim);
+	a->root = cJSON_ParseWithLength(req->body, req->body_len);
+	if (!cJSON_IsObject(a->root)) {
+		httpd_error(resp, 400, "request body is not a JSON object");
+		return -1;
+	}
+	if (parse_pod(x, a, resp))
+		return -1;
+	const cJSON *names = cJSON_GetObjectItem(a->root, "NodeNames");
+	const cJSON *nodes = cJSON_GetObjectItem(a->root, "Nodes");
+	if (names && !cJSON_IsNull(names)) {
+		if (!cJSON_IsArray(names)) {
+			httpd_error(resp, 400, "NodeNames must be a list of strings");
+			return -1;
+		}
+		a->by_name = true;
+		a->n = cJSON_GetArraySize(names);
+		a->names = calloc((size_t)a->n + 1, sizeof(*a->names));
+		int i = 0;
+		const cJSON *it;
+		cJSON_ArrayForEach(it, names) {
+			if (!cJSON_IsString(it)) {
+				httpd_error(resp, 400, "NodeNames[%d] is not a string", i);
+				return -1;
+			}
+			a->names[i++] = it->valuestring;
+		}
+		return a->names ? 0 : -1;
+	}
+	const cJSON *items = cJSON_GetObjectItem(nodes, "items");
+	if (!cJSON_IsObject(nodes) || (items && !cJSON_IsNull(items) && !cJSON_IsArray(items))) {
+		httpd_error(resp, 400, "request has neither NodeNames nor a Nodes list");
+		return -1;
+	}
+	a->n = cJSON_GetArraySize(items);
+	a->names = calloc((size_t)a->n + 1, sizeof(*a->names));
+	a->items = calloc((size_t)a->n + 1, sizeof(*a->items));
+	if (!a->names || !a->items) {
+		httpd_error(resp, 500, "out of memory");
+		return -1;
+	}
+	int i = 0;
+	cJSON *it;
+	cJSON_ArrayForEach(it, items) {
+		const char *name = api_str(api_path(it, "metadata"), "name");
+		if (!name) {
+			httpd_error(resp, 400, "Nodes.items[%d] has no metadata.name", i);
+			return -1;
+		}
+		a->items[i] = it;
+		a->names[i++] = name;
+	}
+	return 0;
+}
+
+static enum policy_id claim_policy(const struct extender *x, const struct claim *c)
+{
+	return c->policy >= 0 ? (enum policy_id)c->policy : x->o.default_policy;
+}
+
+/* A per-pod seed, so random choices are stable across filter and bind. */
+static uint64_t pod_seed(const char *uid)
+{
+	uint64_t h = 1469598103934665603ULL;
+	for (const unsigned char *p = (const unsigned char *)uid; *p; p++)
+		h = (h ^ *p) * 1099511628211ULL;
+	return h;
+}
+
+/* ---- filter -------------------------------------------------------------- */
+
+/* Decides one node; returns true if it passes, else fills reason/unresolvable. */
+static bool filter_node(const struct verb_args *a, const struct cache_node *cn, enum gpu_pack pack,
+			struct fit *f)
+{
+	if (!claim_wants_gpu(&a->claim)) {
+		f->ok = true;
+		return true;
+	}
+	if (!cn || !cn->has_gns) {
+		f->ok = false;
+		f->unresolvable = true;
+		snprintf(f->reason, sizeof(f->reason),
+			 "no GpuNodeStatus for this node (no GPUs reported; is gpu-agent running there?)");
+		return false;
+	}
+	/* Filter needs no device choice: the cheap check first, the reason only on failure. */
+	if (fit_possible(cn->node, &a->claim))
+		return true;
+	return fit_node(cn->node, &a->claim, pack, f);
+}
+
+/* A node's filter outcome; reasons of rejected nodes share one buffer. */
+struct verdict {
+	int32_t reason;        /* offset into the reasons buffer; -1: the node passes */
+	bool unresolvable;
+};
+
+static void add_failed_map(struct buf *out, const char *key, const struct verb_args *a,
+			   const struct verdict *v, const char *reasons, bool unresolvable)
+{
+	buf_printf(out, ",\"%s\":{", key);
+	bool first = true;
+	for (int i = 0; i < a->n; i++) {
+		if (v[i].reason < 0 || v[i].unresolvable != unresolvable)
+			continue;
+		if (!first)
+			buf_addc(out, ',');
+		first = false;
+		buf_add_json_str(out, a->names[i]);
+		buf_addc(out, ':');
+		buf_add_json_str(out, reasons + v[i].reason);
+	}
+	buf_addc(out, '}');
+}
+
+void extender_filter(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	struct extender *x = ctx;
+	struct verb_args a;
+	struct buf reasons;
+	buf_init(&reasons, (size_t)1 << 30);
+	struct verdict *v = NULL;
+	if (parse_args(x, req, &a, resp))
+		goto out;
+	v = malloc(((size_t)a.n + 1) * sizeof(*v));
+	if (!v) {
+		httpd_error(resp, 500, "out of memory");
+		goto out;
+	}
+	enum gpu_pack pack = claim_policy(x, &a.claim) == POLICY_SPREAD ? PACK_SPREAD : PACK_BINPACK;
+	struct snapshot *snap = cache_acquire(x->o.cache);
+	struct fit f;
+	for (int i = 0; i < a.n; i++) {
+		if (a.claim_ok && filter_node(&a, snapshot_find(snap, a.names[i]), pack, &f)) {
+			v[i].reason = -1;
+			continue;
+		}
+		if (!a.claim_ok) {
+			f.unresolvable = true;
+			snprintf(f.reason, sizeof(f.reason), "pod's GPU request is invalid: %s", a.claim_err);
+		}
+		v[i].reason = (int32_t)reasons.len;
+		v[i].unresolvable = f.unresolvable;
+		if (buf_add(&reasons, f.reason, strlen(f.reason) + 1)) {
+			snapshot_release(snap);
+			httpd_error(resp, 500, "out of memory");
+			goto out;
+		}
+	}
+	snapshot_release(snap);
+
+	struct buf *out = &resp->body;
+	if (a.by_name) {
+		buf_adds(out, "{\"NodeNames\":[");
+		bool first = true;
+		for (int i = 0; i < a.n; i++) {
+			if (v[i].reason >= 0)
+				continue;
+			if (!first)
+				buf_addc(out, ',');
+			first = false;
+			buf_add_json_str(out, a.names[i]);
+		}
+		buf_adds(out, "],\"Nodes\":null");
+	} else {
+		/* Not cache-capable: the survivors go back as whole Node objects. */
+		buf_adds(out, "{\"NodeNames\":null,\"Nodes\":{\"metadata\":{},\"items\":[");
+		bool first = true;
+		for (int i = 0; i < a.n; i++) {
+			if (v[i].reason >= 0)
+				continue;
+			char *js = cJSON_PrintUnformatted(a.items[i]);
+			if (!js)
+				continue;
+			if (!first)
+				buf_addc(out, ',');
+			first = false;
+			buf_adds(out, js);
+			cJSON_free(js);
+		}
+		buf_adds(out, "]}");
+	}
+	add_failed_map(out, "FailedNodes", &a, v, buf_cstr(&reasons), false);
+	add_failed_map(out, "FailedAndUnresolvableNodes", &a, v, buf_cstr(&reasons), true);
+	if (buf_adds(out, ",\"Error\":\"\"}\n"))
+		httpd_error(resp, 500, "reply too large");
+out:
+	free(v);
+	buf_release(&reasons);
+	args_release(&a);
+}
+
+/* ---- prioritize ---------------------------------------------------------- */
+
+void extender_prioritize(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	struct extender *x = ctx;
+	struct verb_args a;
+	if (parse_args(x, req, &a, resp))
+		goto out;
+	double *raw = calloc((size_t)a.n + 1, sizeof(*raw));
+	bool *ok = calloc((size_t)a.n + 1, sizeof(*ok));
+	int64_t *score = calloc((size_t)a.n + 1, sizeof(*score));
+	if (!raw || !ok || !score) {
+		httpd_error(resp, 500, "out of memory");
+		goto done;
+	}
+	struct wl_copy *w = wl_acquire(x);
+	struct policy_ctx pctx = {
+		.id = claim_policy(x, &a.claim), .wl = w ? &w->wl : NULL, .seed = pod_seed(a.ref.uid),
+	};
+	struct snapshot *snap = cache_acquire(x->o.cache);
+	for (int i = 0; i < a.n && a.claim_ok; i++) {
+		const struct cache_node *cn = snapshot_find(snap, a.names[i]);
+		if (!claim_wants_gpu(&a.claim)) {
+			/* Pods without GPUs: prefer nodes that have none, keep GPUs for GPU pods. */
+			ok[i] = true;
+			raw[i] = !cn || cn->node->ndev == 0;
+			continue;
+		}
+		struct fit f;
+		if (!cn || !cn->has_gns)
+			continue;
+		ok[i] = policy_place(&pctx, cn->node, &a.claim, &f, &raw[i]);
+	}
+	snapshot_release(snap);
+	wl_copy_release(w);
+	policy_scale(raw, ok, (size_t)a.n, score);
+	struct buf *out = &resp->body;
+	buf_addc(out, '[');
+	for (int i = 0; i < a.n; i++) {
+		/* Scores are 0..10: two digits by hand, not printf for every node. */
+		char tail[16] = ",\"Score\":";
+		size_t t = strlen(tail);
+		if (score[i] >= 10)
+			tail[t++] = (char)('0' + score[i] / 10);
+		tail[t++] = (char)('0' + score[i] % 10);
+		tail[t++] = '}';
+		buf_adds(out, i ? ",{\"Host\":" : "{\"Host\":");
+		buf_add_json_str(out, a.names[i]);
+		buf_add(out, tail, t);
+	}
+	if (buf_adds(out, "]\n"))
+		httpd_error(resp, 500, "reply too large");
+done:
+	free(raw);
+	free(ok);
+	free(score);
+out:
+	args_release(&a);
+}
+
+/* ---- bind ---------------------------------------------------------------- */
+
+static void bind_reply(struct http_response *resp, const char *err)
+{
+	buf_clear(&resp->body);
+	buf_adds(&resp->body, "{\"Error\":");
+	buf_add_json_str(&resp->body, err);
+	buf_adds(&resp->body, "}\n");
+}
+
+void extender_bind(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	struct extender *x = ctx;
+	cJSON *root = cJSON_ParseWithLength(req->body, req->body_len);
+	/* Any casing of the keys, as kube-scheduler's own decoder accepts. */
+	const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(root, "PodName"));
+	const char *ns = cJSON_GetStringValue(cJSON_GetObjectItem(root, "PodNamespace"));
+	const char *uid = cJSON_GetStringValue(cJSON_GetObjectItem(root, "PodUID"));
+	const char *node = cJSON_GetStringValue(cJSON_GetObjectItem(root, "Node"));
+	if (!cJSON_IsObject(root) || !name || !ns || !uid || !node || !*name || !*node) {
+		httpd_error(resp, 400, "bind needs PodName, PodNamespace, PodUID and Node");
+		jsonarena_delete(root);
+		return;
+	}
+	char err[512] = "";
+	struct claim c;
+	claim_init(&c);
+	int result = BIND_ERROR;
+	if (!pending_get(&x->pending, uid, &c)) {
+		if (!x->o.fetch) {
+			snprintf(err, sizeof(err), "pod %s/%s (uid %s) was not seen in filter; its GPU request is unknown",
+				 ns, name, uid);
+			goto done;
+		}
+		if (x->o.fetch(x->o.fetch_ctx, ns, name, uid, &c, err, sizeof(err)))
+			goto done;
+	}
+	struct wl_copy *w = wl_acquire(x);
+	struct bind_request br = {
+		.ns = ns, .name = name, .uid = uid, .node = node, .claim = &c,
+		.policy = { .id = claim_policy(x, &c), .wl = w ? &w->wl : NULL, .seed = pod_seed(uid) },
+	};
+	result = x->o.bind(x->o.bind_ctx, &br, err, sizeof(err));
+	wl_copy_release(w);
+	if (result == BIND_OK) {
+		/* The pending entry stays (it ages out): a retried bind must succeed again. */
+		wl_observe(x, &c);
+		err[0] = '\0';
+	}
+done:
+	metrics_inc(M_BINDS, result);
+	if (result == BIND_OK)
+		log_info("bound", "pod=%s/%s node=%s", ns, name, node);
+	else
+		log_warn("bind refused", "pod=%s/%s node=%s reason=\"%s\"", ns, name, node, err);
+	bind_reply(resp, err);
+	claim_release(&c);
+	jsonarena_delete(root);
+}
+
+int extender_bind_local(void *ctx, const struct bind_request *req, char *err, size_t errlen)
+{
+	struct cache *c = ctx;
+	if (!claim_wants_gpu(req->claim))
+		return BIND_OK;      /* nothing to reserve, and no API server to tell */
+	int rc = BIND_OK;
+	cache_lock(c);
+	struct alloc a;
+	char where[256];
+	if (cache_find_alloc(c, req->uid, &a, where, sizeof(where))) {
+		if (strcmp(where, req->node)) {
+			snprintf(err, errlen, "pod already holds GPUs on node %s", where);
+			rc = BIND_CONFLICT;
+		}
+		goto out;   /* the same bind again: already done */
+	}
+	const struct gpu_node *n = cache_peek(c, req->node);
+	struct fit f;
+	double score;
+	if (!n) {
+		snprintf(err, errlen, "node %s is not in the inventory", req->node);
+		rc = BIND_NO_FIT;
+	} else if (!policy_place(&req->policy, n, req->claim, &f, &score)) {
+		snprintf(err, errlen, "node %s no longer fits: %s", req->node, f.reason);
+		rc = BIND_NO_FIT;
+	} else {
+		memset(&a, 0, sizeof(a));
+		snprintf(a.uid, sizeof(a.uid), "%s", req->uid);
+		snprintf(a.ns, sizeof(a.ns), "%s", req->ns);
+		snprintf(a.name, sizeof(a.name), "%s", req->name);
+		a.since = (int64_t)time(NULL);
+		alloc_from_fit(&a, n, req->claim, &f);
+		if (cache_add_alloc(c, req->node, &a)) {
+			snprintf(err, errlen, "out of memory");
+			rc = BIND_ERROR;
+		}
+	}
+out:
+	cache_unlock(c);
+	return rc;
+}
+
+/* ---- preempt ------------------------------------------------------------- */
+
+/* The victims' UIDs of one node entry (meta form or full pods). */
+static int victim_uids(const cJSON *entry, const char **uids, int max)
+{
+	int n = 0;
+	const cJSON *p;
+	cJSON_ArrayForEach(p, cJSON_GetObjectItem(entry, "Pods")) {
+		const char *uid = cJSON_GetStringValue(cJSON_GetObjectItem(p, "UID"));
+		if (!uid)
+			uid = api_str(api_path(p, "metadata"), "uid");
+		if (uid && n < max)
+			uids[n++] = uid;
+	}
+	return n;
+}
+
+/* Would the claim fit on the node once the victims' GPUs are free? */
+static bool fits_without(const struct cache_node *cn, const struct claim *c, const char **uids, int nv)
+{
+	if (!claim_wants_gpu(c))
+		return true;
+	if (!cn || !cn->has_gns)
+		return false;
+	struct gpu_node *n = gpu_node_clone(cn->node);
+	if (!n)
+		return false;
+	for (int i = 0; i < cn->nallocs; i++)
+		for (int k = 0; k < nv; k++)
+			if (!strcmp(cn->allocs[i].uid, uids[k]))
+				alloc_unapply(n, &cn->allocs[i]);
+	struct fit f;
+	bool ok = fit_node(n, c, PACK_BINPACK, &f);
+	gpu_node_free(n);
+	return ok;
+}
+
+void extender_preempt(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	struct extender *x = ctx;
+	struct verb_args a;
+	memset(&a, 0, sizeof(a));
+	claim_init(&a.claim);
+	a.root = cJSON_ParseWithLength(req->body, req->body_len);
+	if (!cJSON_IsObject(a.root)) {
+		httpd_error(resp, 400, "request body is not a JSON object");
+		goto out;
+	}
+	if (parse_pod(x, &a, resp))
+		goto out;
+	const cJSON *map = cJSON_GetObjectItem(a.root, "NodeNameToMetaVictims");
+	if (!cJSON_IsObject(map))
+		map = cJSON_GetObjectItem(a.root, "NodeNameToVictims");
+	struct buf *out = &resp->body;
+	buf_adds(out, "{\"NodeNameToMetaVictims\":{");
+	bool first = true;
+	struct snapshot *snap = cache_acquire(x->o.cache);
+	const cJSON *entry;
+	cJSON_ArrayForEach(entry, map) {
+		const char *uids[512];
+		int nv = victim_uids(entry, uids, 512);
+		if (!a.claim_ok || !nv || !fits_without(snapshot_find(snap, entry->string), &a.claim, uids, nv))
+			continue;
+		if (!first)
+			buf_addc(out, ',');
+		first = false;
+		buf_add_json_str(out, entry->string);
+		buf_adds(out, ":{\"Pods\":[");
+		for (int k = 0; k < nv; k++) {
+			buf_adds(out, k ? ",{\"UID\":" : "{\"UID\":");
+			buf_add_json_str(out, uids[k]);
+			buf_addc(out, '}');
+		}
+		const cJSON *pdb = cJSON_GetObjectItem(entry, "NumPDBViolations");
+		buf_printf(out, "],\"NumPDBViolations\":%lld}",
+			   cJSON_IsNumber(pdb) ? (long long)pdb->valuedouble : 0LL);
+	}
+	snapshot_release(snap);
+	if (buf_adds(out, "}}\n"))
+		httpd_error(resp, 500, "reply too large");
+out:
+	args_release(&a);
+}

@@ -1,0 +1,94 @@
+#include "pending.h"
+#include "strmap.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct pending_entry {
+	char uid[64];
+	struct claim claim;
+	bool live;      /* false once forgotten; the ring slot is reused later */
+};
+
+int pending_init(struct pending *p, size_t cap)
+{
+	memset(p, 0, sizeof(*p));
+	p->ring = calloc(cap, sizeof(*p->ring));
+	p->map = calloc(1, sizeof(struct strmap));
+	if (!p->ring || !p->map) {
+		free(p->ring);
+		free(p->map);
+		return -1;
+	}
+	strmap_init(p->map);
+	p->cap = cap;
+	pthread_mutex_init(&p->lock, NULL);
+	return 0;
+}
+
+static void entry_free(struct pending_entry *e)
+{
+	claim_release(&e->claim);
+	free(e);
+}
+
+void pending_release(struct pending *p)
+{
+	for (size_t i = 0; i < p->len; i++)
+		entry_free(p->ring[(p->head + i) % p->cap]);
+	strmap_release(p->map);
+	free(p->map);
+	free(p->ring);
+	pthread_mutex_destroy(&p->lock);
+}
+
+/* Drops the oldest ring slot (its entry may already be forgotten). */
+static void drop_oldest(struct pending *p)
+{
+	struct pending_entry *e = p->ring[p->head];
+	if (e->live)
+		strmap_del(p->map, e->uid);
+	entry_free(e);
+	p->head = (p->head + 1) % p->cap;
+	p->len--;
+}
+
+int pending_put(struct pending *p, const char *uid, const struct claim *c)
+{
+	struct pending_entry *e = calloc(1, sizeof(*e));
+	if (!e)
+		return -1;
+	snprintf(e->uid, sizeof(e->uid), "%s", uid);
+	e->live = true;
+	if (claim_copy(&e->claim, c)) {
+		free(e);
+		return -1;
+	}
+	pthread_mutex_lock(&p->lock);
+	struct pending_entry *old = strmap_get(p->map, uid);
+	if (old)
+		old->live = false;      /* superseded; its slot ages out */
+	if (p->len == p->cap)
+		drop_oldest(p);
+	int rc = strmap_put(p->map, uid, e, NULL);
+	if (!rc) {
+		p->ring[(p->head + p->len) % p->cap] = e;
+		p->len++;
+	} else if (old) {
+		old->live = true;
+	}
+	pthread_mutex_unlock(&p->lock);
+	if (rc)
+		entry_free(e);
+	return rc;
+}
+
+bool pending_get(struct pending *p, const char *uid, struct claim *out)
+{
+	pthread_mutex_lock(&p->lock);
+	struct pending_entry *e = strmap_get(p->map, uid);
+	bool ok = e && !claim_copy(out, &e->claim);
+	pthread_mutex_unlock(&p->lock);
+	return ok;
+}

@@ -1,0 +1,331 @@
+#include "httpd.h"
+#include "jsonarena.h"
+#include "log.h"
+#include "strnum.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <stdatomic.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Past this multiple of the cap, a chunked body is cut off mid-upload. */
+#define DISCARD_FACTOR 4
+/* How long a stopping server waits for requests in flight. */
+#define DRAIN_SECONDS 10
+
+struct httpd {
+	struct MHD_Daemon *daemon;
+	struct http_route *routes;
+	size_t nroutes;
+	char prefix[128];
+	size_t max_body;
+	char *tls_cert, *tls_key;
+	int port;
+	atomic_int inflight;      /* requests between their first byte and completion */
+};
+
+/* Per-connection request state, kept in MHD's con_cls. */
+struct conn_state {
+	struct buf body;
+	size_t received;
+	struct timespec start;
+	bool too_big;
+};
+
+static double since(const struct timespec *t0)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+void httpd_error(struct http_response *resp, int status, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	resp->status = status;
+	resp->content_type = "application/json";
+	buf_clear(&resp->body);
+	buf_adds(&resp->body, "{\"Error\":");
+	buf_add_json_str(&resp->body, msg);
+	buf_adds(&resp->body, "}\n");
+}
+
+const char *httpd_query(const struct http_request *req, const char *key)
+{
+	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+static enum MHD_Result reply(struct MHD_Connection *conn, struct http_response *r, const char *allow)
+{
+	size_t len;
+	char *data = buf_detach(&r->body, &len);
+	struct MHD_Response *resp = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(data);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, "Content-Type", r->content_type ? r->content_type : "application/json");
+	if (allow)
+		MHD_add_response_header(resp, "Allow", allow);
+	enum MHD_Result ok = MHD_queue_response(conn, (unsigned)r->status, resp);
+	MHD_destroy_response(resp);
+	return ok;
+}
+
+/* The path without the URL prefix, when it carries it. */
+static const char *strip_prefix(const struct httpd *h, const char *url)
+{
+	size_t n = strlen(h->prefix);
+	if (n && !strncmp(url, h->prefix, n) && (url[n] == '/' || !url[n]))
+		return url[n] ? url + n : "/";
+	return url;
+}
+
+static void route(struct httpd *h, struct MHD_Connection *conn, const char *method, const char *url,
+		  struct conn_state *st, struct http_response *r, enum metric_verb *verb,
+		  char *allow, size_t allow_len)
+{
+	const char *path = strip_prefix(h, url);
+	const struct http_route *match = NULL;
+	bool path_known = false;
+	for (size_t i = 0; i < h->nroutes; i++) {
+		if (strcmp(h->routes[i].path, path))
+			continue;
+		path_known = true;
+		*verb = h->routes[i].verb;
+		if (!strcmp(h->routes[i].method, method)) {
+			match = &h->routes[i];
+			break;
+		}
+	}
+	if (!match) {
+		if (path_known) {
+			/* Each path is served by one method in this product. */
+			for (size_t i = 0; i < h->nroutes; i++)
+				if (!strcmp(h->routes[i].path, path))
+					snprintf(allow, allow_len, "%s", h->routes[i].method);
+			httpd_error(r, 405, "%s does not accept %s", path, method);
+		} else {
+			httpd_error(r, 404, "no such endpoint: %s", path);
+		}
+		return;
+	}
+	struct http_request req = {
+		.method = method, .path = path, .body = buf_cstr(&st->body),
+		.body_len = st->body.len, .conn = conn,
+	};
+	/* The handler's JSON trees come from one arena, dropped when it returns. */
+	struct jsonarena arena;
+	jsonarena_begin(&arena, h->max_body * 32 + (1u << 20));
+	match->handler(match->ctx, &req, r);
+	jsonarena_end(&arena);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+				  const char *method, const char *version, const char *upload,
+				  size_t *upload_size, void **con_cls)
+{
+	(void)version;
+	struct httpd *h = cls;
+	struct conn_state *st = *con_cls;
+	if (!st) {
+		st = calloc(1, sizeof(*st));
+		if (!st)
+			return MHD_NO;
+		buf_init(&st->body, h->max_body);
+		clock_gettime(CLOCK_MONOTONIC, &st->start);
+		*con_cls = st;
+		atomic_fetch_add(&h->inflight, 1);
+		/* Refuse an announced oversized body before reading any of it. */
+		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+		int64_t len;
+		if (cl && strnum_i64(cl, &len) && len > (int64_t)h->max_body) {
+			struct http_response r = { 413, NULL, { 0 } };
+			buf_init(&r.body, 4096);
+			httpd_error(&r, 413, "request body of %lld bytes is over the limit of %zu",
+				    (long long)len, h->max_body);
+			metrics_request(VERB_OTHER, 413, since(&st->start));
+			return reply(conn, &r, NULL);
+		}
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		st->received += *upload_size;
+		if (!st->too_big && buf_add(&st->body, upload, *upload_size))
+			st->too_big = true;
+		*upload_size = 0;
+		/* A chunked body that goes on and on: drop the connection. */
+		return st->received > h->max_body * DISCARD_FACTOR ? MHD_NO : MHD_YES;
+	}
+	struct http_response r = { 200, NULL, { 0 } };
+	buf_init(&r.body, (size_t)1 << 30);
+	enum metric_verb verb = VERB_OTHER;
+	char allow[16] = "";
+	if (st->too_big)
+		httpd_error(&r, 413, "request body is over the limit of %zu bytes", h->max_body);
+	else
+		route(h, conn, method, url, st, &r, &verb, allow, sizeof(allow));
+	metrics_request(verb, r.status, since(&st->start));
+	if (r.status >= 500)
+		log_warn("request failed", "method=%s path=%s status=%d", method, url, r.status);
+	else
+		log_debug("request", "method=%s path=%s status=%d", method, url, r.status);
+	return reply(conn, &r, allow[0] ? allow : NULL);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	(void)conn;
+	(void)toe;
+	struct httpd *h = cls;
+	struct conn_state *st = *con_cls;
+	if (st) {
+		buf_release(&st->body);
+		free(st);
+		*con_cls = NULL;
+		atomic_fetch_sub(&h->inflight, 1);
+	}
+}
+
+static char *read_pem(const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	struct buf b;
+	buf_init(&b, 1 << 20);
+	char chunk[4096];
+	size_t n;
+	int rc = 0;
+	while (!rc && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+		rc = buf_add(&b, chunk, n);
+	fclose(f);
+	if (rc || !b.len) {
+		snprintf(err, errlen, "%s: unreadable or empty", path);
+		buf_release(&b);
+		return NULL;
+	}
+	return buf_detach(&b, NULL);
+}
+
+static void free_httpd(struct httpd *h)
+{
+	free(h->routes);
+	free(h->tls_cert);
+	free(h->tls_key);
+	free(h);
+}
+
+struct httpd *httpd_start(const struct httpd_config *cfg, const struct http_route *routes,
+			  size_t nroutes, char *err, size_t errlen)
+{
+	struct httpd *h = calloc(1, sizeof(*h));
+	if (!h || !(h->routes = malloc(nroutes * sizeof(*routes)))) {
+		snprintf(err, errlen, "out of memory");
+		if (h)
+			free_httpd(h);
+		return NULL;
+	}
+	memcpy(h->routes, routes, nroutes * sizeof(*routes));
+	h->nroutes = nroutes;
+	h->max_body = cfg->max_body;
+	snprintf(h->prefix, sizeof(h->prefix), "%s", cfg->url_prefix ? cfg->url_prefix : "");
+	size_t pl = strlen(h->prefix);
+	while (pl && h->prefix[pl - 1] == '/')
+		h->prefix[--pl] = '\0';
+
+	bool tls = cfg->tls_cert && *cfg->tls_cert;
+	if (tls && (!(h->tls_cert = read_pem(cfg->tls_cert, err, errlen)) ||
+		    !(h->tls_key = read_pem(cfg->tls_key ? cfg->tls_key : "", err, errlen)))) {
+		free_httpd(h);
+		return NULL;
+	}
+
+	struct sockaddr_in6 a6;
+	struct sockaddr_in a4;
+	struct sockaddr *addr;
+	/* ITC lets httpd_stop() quiesce the listening socket of a thread pool. */
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_USE_ITC;
+	memset(&a4, 0, sizeof(a4));
+	memset(&a6, 0, sizeof(a6));
+	if (inet_pton(AF_INET, cfg->host, &a4.sin_addr) == 1) {
+		a4.sin_family = AF_INET;
+		a4.sin_port = htons((uint16_t)cfg->port);
+		addr = (struct sockaddr *)&a4;
+	} else if (inet_pton(AF_INET6, cfg->host, &a6.sin6_addr) == 1) {
+		a6.sin6_family = AF_INET6;
+		a6.sin6_port = htons((uint16_t)cfg->port);
+		addr = (struct sockaddr *)&a6;
+		flags |= MHD_USE_IPv6;
+	} else {
+		snprintf(err, errlen, "listen address '%s' is not an IP address", cfg->host);
+		free_httpd(h);
+		return NULL;
+	}
+	if (tls)
+		flags |= MHD_USE_TLS;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned threads = (unsigned)(cfg->threads > 0 ? cfg->threads : ncpu > 0 ? ncpu : 2);
+	struct MHD_OptionItem opts[] = {
+		{ MHD_OPTION_SOCK_ADDR, 0, addr },
+		{ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, h },
+		{ MHD_OPTION_CONNECTION_TIMEOUT, 30, NULL },
+		{ MHD_OPTION_CONNECTION_LIMIT, 1024, NULL },
+		{ MHD_OPTION_LISTEN_BACKLOG_SIZE, 512, NULL },
+		{ threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, threads, NULL },
+		{ tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, h->tls_cert },
+		{ tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, h->tls_key },
+		{ MHD_OPTION_END, 0, NULL },
+	};
+	/* Options after the first END are ignored: move the used ones to the front. */
+	struct MHD_OptionItem used[sizeof(opts) / sizeof(opts[0])];
+	size_t nu = 0;
+	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
+		if (opts[i].option != MHD_OPTION_END)
+			used[nu++] = opts[i];
+	used[nu] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
+	h->daemon = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, h,
+				     MHD_OPTION_ARRAY, used, MHD_OPTION_END);
+	if (!h->daemon) {
+		snprintf(err, errlen, "cannot serve on %s:%d (address in use, or bad TLS files?)",
+			 cfg->host, cfg->port);
+		free_httpd(h);
+		return NULL;
+	}
+	const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
+	h->port = info ? info->port : cfg->port;
+	return h;
+}
+
+int httpd_port(const struct httpd *h)
+{
+	return h->port;
+}
+
+void httpd_stop(struct httpd *h)
+{
+	if (!h)
+		return;
+	/* Stop accepting, let the requests in flight finish (bounded), then stop. */
+	MHD_socket fd = MHD_quiesce_daemon(h->daemon);
+	if (fd != MHD_INVALID_SOCKET)
+		close(fd);
+	for (int i = 0; i < DRAIN_SECONDS * 100 && atomic_load(&h->inflight) > 0; i++)
+		usleep(10000);
+	MHD_stop_daemon(h->daemon);
+	free_httpd(h);
+}

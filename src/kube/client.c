@@ -1,0 +1,405 @@
+/* Requests and watch streams to the API server, over libcurl. */
+#include "kube.h"
+#include "log.h"
+#include "strnum.h"
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define MAX_BODY ((size_t)256 << 20)    /* a full LIST page of a big cluster fits */
+#define MAX_EVENT ((size_t)16 << 20)     /* one watch event */
+
+struct kube_client {
+	struct kube_config cfg;
+	CURLSH *share;                       /* connection pool, DNS and TLS sessions */
+	pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
+	pthread_mutex_t token_lock;          /* guards token and token_mtime */
+	char token[4096];
+	struct timespec token_mtime;
+	time_t token_checked;
+};
+
+static void share_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *ud)
+{
+	(void)h;
+	(void)access;
+	struct kube_client *c = ud;
+	pthread_mutex_lock(&c->share_locks[data]);
+}
+
+static void share_unlock(CURL *h, curl_lock_data data, void *ud)
+{
+	(void)h;
+	struct kube_client *c = ud;
+	pthread_mutex_unlock(&c->share_locks[data]);
+}
+
+static void copy_buf(struct buf *dst, const struct buf *src)
+{
+	buf_init(dst, src->cap);
+	if (src->len)
+		buf_add(dst, src->data, src->len);
+}
+
+static void global_init(void)
+{
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+struct kube_client *kube_client_new(const struct kube_config *cfg, char *err, size_t errlen)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, global_init);
+	struct kube_client *c = calloc(1, sizeof(*c));
+	if (!c) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	c->cfg = *cfg;
+	copy_buf(&c->cfg.ca_pem, &cfg->ca_pem);
+	copy_buf(&c->cfg.cert_pem, &cfg->cert_pem);
+	copy_buf(&c->cfg.key_pem, &cfg->key_pem);
+	snprintf(c->token, sizeof(c->token), "%s", cfg->token);
+	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+		pthread_mutex_init(&c->share_locks[i], NULL);
+	pthread_mutex_init(&c->token_lock, NULL);
+	c->share = curl_share_init();
+	if (!c->share) {
+		snprintf(err, errlen, "curl_share_init failed");
+		kube_client_free(c);
+		return NULL;
+	}
+	curl_share_setopt(c->share, CURLSHOPT_LOCKFUNC, share_lock);
+	curl_share_setopt(c->share, CURLSHOPT_UNLOCKFUNC, share_unlock);
+	curl_share_setopt(c->share, CURLSHOPT_USERDATA, c);
+	curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
+	curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+	curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+	if (cfg->insecure)
+		log_warn("TLS verification of the API server is OFF (insecure); never do this in production",
+			 "server=%s", cfg->server);
+	return c;
+}
+
+void kube_client_free(struct kube_client *c)
+{
+	if (!c)
+		return;
+	if (c->share)
+		curl_share_cleanup(c->share);
+	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+		pthread_mutex_destroy(&c->share_locks[i]);
+	pthread_mutex_destroy(&c->token_lock);
+	kube_config_release(&c->cfg);
+	free(c);
+}
+
+const char *kube_client_namespace(const struct kube_client *c)
+{
+	return c->cfg.namespace;
+}
+
+/* The bearer token, re-read from its file when the file changed (rotation). */
+static void current_token(struct kube_client *c, char *out, size_t size)
+{
+	pthread_mutex_lock(&c->token_lock);
+	time_t now = time(NULL);
+	if (c->cfg.token_file[0] && now != c->token_checked) {
+		c->token_checked = now;
+		struct stat st;
+		if (!stat(c->cfg.token_file, &st) &&
+		    (st.st_mtim.tv_sec != c->token_mtime.tv_sec || st.st_mtim.tv_nsec != c->token_mtime.tv_nsec)) {
+			FILE *f = fopen(c->cfg.token_file, "r");
+			if (f) {
+				size_t n = fread(c->token, 1, sizeof(c->token) - 1, f);
+				fclose(f);
+				while (n && (c->token[n - 1] == '\n' || c->token[n - 1] == '\r'))
+					n--;
+				c->token[n] = '\0';
+				c->token_mtime = st.st_mtim;
+			}
+		}
+	}
+	snprintf(out, size, "%s", c->token);
+	pthread_mutex_unlock(&c->token_lock);
+}
+
+static void set_blob(CURL *h, CURLoption opt, const struct buf *b)
+{
+	struct curl_blob blob = { b->data, b->len, CURL_BLOB_COPY };
+	curl_easy_setopt(h, opt, &blob);
+}
+
+/* A curl handle set up for one call to path; the caller frees hdrs too. */
+static CURL *easy_for(struct kube_client *c, const char *method, const char *path,
+		      const char *content_type, struct curl_slist **hdrs, char *err, size_t errlen)
+{
+	CURL *h = curl_easy_init();
+	if (!h) {
+		snprintf(err, errlen, "curl_easy_init failed");
+		return NULL;
+	}
+	char url[2048];
+	if (snprintf(url, sizeof(url), "%s%s", c->cfg.server, path) >= (int)sizeof(url)) {
+		snprintf(err, errlen, "URL too long");
+		curl_easy_cleanup(h);
+		return NULL;
+	}
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_SHARE, c->share);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
+	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https,http");
+	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+	if (c->cfg.insecure) {
+		curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+		curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+	}
+	if (c->cfg.ca_pem.len)
+		set_blob(h, CURLOPT_CAINFO_BLOB, &c->cfg.ca_pem);
+	else if (c->cfg.ca_file[0])
+		curl_easy_setopt(h, CURLOPT_CAINFO, c->cfg.ca_file);
+	if (c->cfg.cert_pem.len) {
+		set_blob(h, CURLOPT_SSLCERT_BLOB, &c->cfg.cert_pem);
+		curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+	} else if (c->cfg.cert_file[0]) {
+		curl_easy_setopt(h, CURLOPT_SSLCERT, c->cfg.cert_file);
+	}
+	if (c->cfg.key_pem.len) {
+		set_blob(h, CURLOPT_SSLKEY_BLOB, &c->cfg.key_pem);
+		curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+	} else if (c->cfg.key_file[0]) {
+		curl_easy_setopt(h, CURLOPT_SSLKEY, c->cfg.key_file);
+	}
+	struct curl_slist *l = curl_slist_append(NULL, "Accept: application/json");
+	char line[4200];
+	snprintf(line, sizeof(line), "Content-Type: %s", content_type ? content_type : "application/json");
+	l = curl_slist_append(l, line);
+	l = curl_slist_append(l, "Expect:");
+	l = curl_slist_append(l, "User-Agent: gpu-extender");
+	char token[4096];
+	current_token(c, token, sizeof(token));
+	if (token[0]) {
+		snprintf(line, sizeof(line), "Authorization: Bearer %s", token);
+		l = curl_slist_append(l, line);
+	}
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, l);
+	*hdrs = l;
+	return h;
+}
+
+void kube_response_init(struct kube_response *r)
+{
+	r->status = 0;
+	r->retry_after = 0;
+	buf_init(&r->body, MAX_BODY);
+}
+
+void kube_response_release(struct kube_response *r)
+{
+	buf_release(&r->body);
+}
+
+static size_t collect(char *p, size_t size, size_t n, void *ud)
+{
+	struct buf *b = ud;
+	return buf_add(b, p, size * n) ? 0 : size * n;
+}
+
+struct header_ctx {
+	long *retry_after;
+};
+
+static size_t on_header(char *p, size_t size, size_t n, void *ud)
+{
+	struct header_ctx *hc = ud;
+	size_t len = size * n;
+	if (len > 12 && !strncasecmp(p, "Retry-After:", 12)) {
+		char v[32];
+		size_t vl = len - 12 < sizeof(v) - 1 ? len - 12 : sizeof(v) - 1;
+		memcpy(v, p + 12, vl);
+		v[vl] = '\0';
+		char *s = v;
+		while (*s == ' ')
+			s++;
+		s[strcspn(s, "\r\n ")] = '\0';
+		int64_t secs;
+		if (strnum_i64(s, &secs) && secs >= 0 && secs < 3600)
+			*hc->retry_after = (long)secs;
+	}
+	return len;
+}
+
+int kube_request(struct kube_client *c, const char *method, const char *path, const char *body,
+		 const char *content_type, long timeout_s, struct kube_response *r,
+		 char *err, size_t errlen)
+{
+	buf_clear(&r->body);
+	r->status = 0;
+	r->retry_after = 0;
+	struct curl_slist *hdrs = NULL;
+	CURL *h = easy_for(c, method, path, content_type, &hdrs, err, errlen);
+	if (!h)
+		return -1;
+	struct header_ctx hc = { &r->retry_after };
+	curl_easy_setopt(h, CURLOPT_TIMEOUT, timeout_s > 0 ? timeout_s : 30L);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &r->body);
+	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, &hc);
+	if (body) {
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+	}
+	CURLcode rc = curl_easy_perform(h);
+	if (rc == CURLE_OK)
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+	else
+		snprintf(err, errlen, "%s %s: %s", method, path, curl_easy_strerror(rc));
+	curl_easy_cleanup(h);
+	curl_slist_free_all(hdrs);
+	return rc == CURLE_OK ? 0 : -1;
+}
+
+const char *kube_status_message(const struct kube_response *r, char *out, size_t size)
+{
+	cJSON *j = cJSON_ParseWithLength(buf_cstr((struct buf *)&r->body), r->body.len);
+	const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "message");
+	if (cJSON_IsString(m))
+		snprintf(out, size, "%s", m->valuestring);
+	else
+		snprintf(out, size, "%.*s", (int)(r->body.len < 300 ? r->body.len : 300), buf_cstr((struct buf *)&r->body));
+	cJSON_Delete(j);
+	return out;
+}
+
+/* ---- watch streams ----------------------------------------------------- */
+
+struct stream {
+	const struct kube_watch_ops *ops;
+	struct buf line;          /* bytes of the event being received */
+	atomic_bool *stop;
+	bool ended_by_consumer;
+	bool overflow;
+	CURL *h;
+	long status;
+};
+
+/* Hands every complete line of the stream to ops->event. */
+static size_t on_stream(char *p, size_t size, size_t n, void *ud)
+{
+	struct stream *s = ud;
+	size_t len = size * n;
+	if (!s->status)
+		curl_easy_getinfo(s->h, CURLINFO_RESPONSE_CODE, &s->status);
+	if (s->status != 200)
+		return buf_add(&s->line, p, len) ? 0 : len;   /* an error body: keep it */
+	size_t start = 0;
+	bool any = false;
+	for (size_t i = 0; i < len; i++) {
+		if (p[i] != '\n')
+			continue;
+		if (buf_add(&s->line, p + start, i - start)) {
+			s->overflow = true;
+			return 0;
+		}
+		start = i + 1;
+		if (!s->line.len)
+			continue;
+		cJSON *ev = cJSON_ParseWithLength(s->line.data, s->line.len);
+		buf_clear(&s->line);
+		if (!ev) {
+			log_warn("watch: skipping an event that is not JSON", "%s", "");
+			continue;
+		}
+		int stop = s->ops->event(s->ops->ctx, ev);
+		cJSON_Delete(ev);
+		any = true;
+		if (stop) {
+			s->ended_by_consumer = true;
+			if (s->ops->flush)
+				s->ops->flush(s->ops->ctx);
+			return 0;
+		}
+	}
+	if (buf_add(&s->line, p + start, len - start)) {
+		s->overflow = true;
+		return 0;
+	}
+	if (any && s->ops->flush)
+		s->ops->flush(s->ops->ctx);
+	return len;
+}
+
+static int on_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
+{
+	(void)a;
+	(void)b;
+	(void)c;
+	(void)d;
+	struct stream *s = ud;
+	return s->stop && atomic_load(s->stop) ? 1 : 0;
+}
+
+int kube_watch(struct kube_client *c, const char *path, const struct kube_watch_ops *ops,
+	       atomic_bool *stop, long *status, char *err, size_t errlen)
+{
+	*status = 0;
+	struct curl_slist *hdrs = NULL;
+	CURL *h = easy_for(c, "GET", path, NULL, &hdrs, err, errlen);
+	if (!h)
+		return -1;
+	struct stream s = { .ops = ops, .stop = stop, .h = h };
+	buf_init(&s.line, MAX_EVENT);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_stream);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &s);
+	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+	curl_easy_setopt(h, CURLOPT_XFERINFODATA, &s);
+	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+	/* The server ends the stream at timeoutSeconds; this is only a backstop. */
+	curl_easy_setopt(h, CURLOPT_TIMEOUT, 900L);
+	CURLcode rc = curl_easy_perform(h);
+	if (!s.status)
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &s.status);
+	*status = s.status;
+	int ret = 0;
+	if (s.status && s.status != 200) {
+		struct kube_response r = { s.status, s.line, 0 };
+		char msg[300];
+		snprintf(err, errlen, "HTTP %ld: %s", s.status, kube_status_message(&r, msg, sizeof(msg)));
+		ret = -1;
+	} else if (s.overflow) {
+		snprintf(err, errlen, "a watch event was larger than %zu bytes", MAX_EVENT);
+		ret = -1;
+	} else if (rc != CURLE_OK && !s.ended_by_consumer && !(stop && atomic_load(stop))) {
+		snprintf(err, errlen, "%s", curl_easy_strerror(rc));
+		ret = -1;
+	}
+	buf_release(&s.line);
+	curl_easy_cleanup(h);
+	curl_slist_free_all(hdrs);
+	return ret;
+}
+
+int kube_escape(struct buf *out, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	int rc = 0;
+	for (const unsigned char *p = (const unsigned char *)s; *p && !rc; p++) {
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+		    *p == '-' || *p == '_' || *p == '.' || *p == '~')
+			rc = buf_addc(out, (char)*p);
+		else {
+			char e[3] = { '%', hex[*p >> 4], hex[*p & 15] };
+			rc = buf_add(out, e, 3);
+		}
+	}
+	return rc;
+}

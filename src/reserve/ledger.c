@@ -1,0 +1,235 @@
+#include "ledger.h"
+#include "api.h"
+#include "strnum.h"
+
+#include <openssl/sha.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+void ledger_init(struct ledger *l, const char *node)
+{
+	memset(l, 0, sizeof(*l));
+	snprintf(l->node, sizeof(l->node), "%s", node);
+}
+
+void ledger_release(struct ledger *l)
+{
+	free(l->e);
+	l->e = NULL;
+	l->n = l->cap = 0;
+}
+
+int ledger_add(struct ledger *l, const struct ledger_entry *e)
+{
+	if (l->n == l->cap) {
+		int cap = l->cap ? l->cap * 2 : 8;
+		struct ledger_entry *ne = realloc(l->e, (size_t)cap * sizeof(*ne));
+		if (!ne)
+			return -1;
+		l->e = ne;
+		l->cap = cap;
+	}
+	l->e[l->n++] = *e;
+	return 0;
+}
+
+int ledger_find(const struct ledger *l, const char *uid)
+{
+	for (int i = 0; i < l->n; i++)
+		if (!strcmp(l->e[i].a.uid, uid))
+			return i;
+	return -1;
+}
+
+void ledger_remove_at(struct ledger *l, int i)
+{
+	l->e[i] = l->e[--l->n];
+}
+
+void ledger_lease_name(const char *node, char *out, size_t size)
+{
+	/* Node names are DNS subdomains, so the prefix keeps the name valid; a
+	 * name that would pass 253 characters is cut and made unique by a hash. */
+	if (strlen(node) + 11 <= 253) {
+		snprintf(out, size, "gpu-ledger.%s", node);
+		return;
+	}
+	unsigned char md[SHA256_DIGEST_LENGTH];
+	SHA256((const unsigned char *)node, strlen(node), md);
+	snprintf(out, size, "gpu-ledger.%.200s-%02x%02x%02x%02x%02x%02x%02x%02x", node, md[0], md[1], md[2],
+		 md[3], md[4], md[5], md[6], md[7]);
+}
+
+void ledger_reservation_name(const char *uid, char *out, size_t size)
+{
+	snprintf(out, size, "gpu-reservation.%s", uid);
+}
+
+void ledger_microtime(char *out, size_t size)
+{
+	struct timeval tv;
+	gettimeofday(&tv, NULL);
+	struct tm tm;
+	gmtime_r(&tv.tv_sec, &tm);
+	char base[32];
+	strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(out, size, "%s.%06ldZ", base, (long)tv.tv_usec);
+}
+
+static const char *mode_name(enum claim_mode m)
+{
+	return m == CLAIM_SHARED ? "Shared" : m == CLAIM_MIG ? "MIG" : "Exclusive";
+}
+
+static int decode_entry(const cJSON *j, struct ledger_entry *e, char *err, size_t errlen)
+{
+	memset(e, 0, sizeof(*e));
+	const char *uid = api_str(j, "uid"), *ns = api_str(j, "namespace"), *pod = api_str(j, "pod");
+	const char *mode = api_str(j, "mode"), *claim = api_str(j, "claim");
+	const cJSON *devs = cJSON_GetObjectItemCaseSensitive(j, "devices");
+	if (!uid || !ns || !pod || !cJSON_IsArray(devs) || cJSON_GetArraySize(devs) > GPU_MAX_DEVICES) {
+		snprintf(err, errlen, "a reservation lacks uid, namespace, pod or devices");
+		return -1;
+	}
+	snprintf(e->a.uid, sizeof(e->a.uid), "%s", uid);
+	snprintf(e->a.ns, sizeof(e->a.ns), "%s", ns);
+	snprintf(e->a.name, sizeof(e->a.name), "%s", pod);
+	if (claim)
+		snprintf(e->claim, sizeof(e->claim), "%s", claim);
+	e->a.mode = mode && !strcmp(mode, "Shared") ? CLAIM_SHARED : mode && !strcmp(mode, "MIG") ? CLAIM_MIG
+											    : CLAIM_EXCLUSIVE;
+	const cJSON *d;
+	cJSON_ArrayForEach(d, devs) {
+		if (!cJSON_IsNumber(d) || d->valuedouble < 0) {
+			snprintf(err, errlen, "reservation %s: devices must be ids", uid);
+			return -1;
+		}
+		e->a.ids[e->a.ndev++] = (int)d->valuedouble;
+	}
+	const cJSON *v;
+	if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(j, "memoryMiB")) && v->valuedouble >= 0)
+		e->a.mem_mib = (uint32_t)v->valuedouble;
+	if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(j, "coreMilli")) && v->valuedouble >= 0)
+		e->a.core = (uint32_t)v->valuedouble;
+	if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(j, "since")))
+		e->a.since = (int64_t)v->valuedouble;
+	return 0;
+}
+
+int ledger_decode(const cJSON *lease, struct ledger *l, char *err, size_t errlen)
+{
+	const char *node = api_annotation(lease, LEDGER_ANN_NODE);
+	if (!node) {
+		snprintf(err, errlen, "ledger Lease without the %s annotation", LEDGER_ANN_NODE);
+		return -1;
+	}
+	ledger_init(l, node);
+	const char *rv = api_str(api_path(lease, "metadata"), "resourceVersion");
+	snprintf(l->rv, sizeof(l->rv), "%s", rv ? rv : "");
+	const char *text = api_annotation(lease, LEDGER_ANN_RESERVATIONS);
+	if (!text || !*text)
+		return 0;
+	cJSON *list = cJSON_Parse(text);
+	if (!cJSON_IsArray(list)) {
+		cJSON_Delete(list);
+		snprintf(err, errlen, "ledger of %s: %s is not a JSON list", node, LEDGER_ANN_RESERVATIONS);
+		return -1;
+	}
+	const cJSON *it;
+	int rc = 0;
+	cJSON_ArrayForEach(it, list) {
+		struct ledger_entry e;
+		if ((rc = decode_entry(it, &e, err, errlen)) || (rc = ledger_add(l, &e)))
+			break;
+	}
+	cJSON_Delete(list);
+	if (rc)
+		ledger_release(l);
+	return rc;
+}
+
+/* The reservations list as the annotation's value (a JSON text). */
+static int encode_list(const struct ledger *l, struct buf *out)
+{
+	buf_addc(out, '[');
+	for (int i = 0; i < l->n; i++) {
+		const struct ledger_entry *e = &l->e[i];
+		buf_adds(out, i ? ",{\"uid\":" : "{\"uid\":");
+		buf_add_json_str(out, e->a.uid);
+		buf_adds(out, ",\"namespace\":");
+		buf_add_json_str(out, e->a.ns);
+		buf_adds(out, ",\"pod\":");
+		buf_add_json_str(out, e->a.name);
+		if (e->claim[0]) {
+			buf_adds(out, ",\"claim\":");
+			buf_add_json_str(out, e->claim);
+		}
+		buf_printf(out, ",\"mode\":\"%s\",\"devices\":[", mode_name(e->a.mode));
+		for (int k = 0; k < e->a.ndev; k++)
+			buf_printf(out, "%s%d", k ? "," : "", e->a.ids[k]);
+		buf_printf(out, "],\"memoryMiB\":%u,\"coreMilli\":%u,\"since\":%lld}", e->a.mem_mib, e->a.core,
+			   (long long)e->a.since);
+	}
+	return buf_addc(out, ']');
+}
+
+int ledger_encode(const struct ledger *l, const char *ns, const char *holder, struct buf *out)
+{
+	char name[LEDGER_NAME_MAX + 20], now[40];
+	ledger_lease_name(l->node, name, sizeof(name));
+	ledger_microtime(now, sizeof(now));
+	struct buf list;
+	buf_init(&list, (size_t)1 << 20);   /* the API server allows 256 KiB of annotations */
+	if (encode_list(l, &list)) {
+		buf_release(&list);
+		return -1;
+	}
+	buf_adds(out, "{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\",\"metadata\":{\"name\":");
+	buf_add_json_str(out, name);
+	buf_adds(out, ",\"namespace\":");
+	buf_add_json_str(out, ns);
+	if (l->rv[0]) {
+		buf_adds(out, ",\"resourceVersion\":");
+		buf_add_json_str(out, l->rv);
+	}
+	buf_adds(out, ",\"labels\":{\"" LEDGER_LABEL "\":\"true\"},\"annotations\":{\"" LEDGER_ANN_NODE "\":");
+	buf_add_json_str(out, l->node);
+	buf_adds(out, ",\"" LEDGER_ANN_RESERVATIONS "\":");
+	buf_add_json_str(out, buf_cstr(&list));
+	buf_adds(out, "}},\"spec\":{\"holderIdentity\":");
+	buf_add_json_str(out, holder);
+	buf_printf(out, ",\"renewTime\":\"%s\"}}", now);
+	buf_release(&list);
+	return out->len ? 0 : -1;
+}
+
+int ledger_encode_reservation(const struct ledger_entry *e, const char *node, struct buf *out)
+{
+	char name[128], now[40], ids[256];
+	ledger_reservation_name(e->a.uid, name, sizeof(name));
+	ledger_microtime(now, sizeof(now));
+	alloc_ids(&e->a, ids, sizeof(ids));
+	buf_adds(out, "{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\",\"metadata\":{\"name\":");
+	buf_add_json_str(out, name);
+	buf_adds(out, ",\"namespace\":");
+	buf_add_json_str(out, e->a.ns);
+	buf_adds(out, ",\"labels\":{\"" RESERVATION_LABEL "\":\"true\"},\"annotations\":{\"" LEDGER_ANN_NODE "\":");
+	buf_add_json_str(out, node);
+	buf_adds(out, ",\"" ANN_ALLOCATED "\":");
+	char alloc[512];
+	snprintf(alloc, sizeof(alloc), "%s:%s", node, ids);
+	buf_add_json_str(out, alloc);
+	buf_adds(out, "},\"ownerReferences\":[{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"name\":");
+	buf_add_json_str(out, e->a.name);
+	buf_adds(out, ",\"uid\":");
+	buf_add_json_str(out, e->a.uid);
+	buf_adds(out, "}]},\"spec\":{\"holderIdentity\":");
+	char who[320];
+	snprintf(who, sizeof(who), "%s/%s", e->a.ns, e->a.name);
+	buf_add_json_str(out, who);
+	buf_printf(out, ",\"acquireTime\":\"%s\",\"renewTime\":\"%s\"}}", now, now);
+	return out->len ? 0 : -1;
+}

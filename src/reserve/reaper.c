@@ -1,0 +1,424 @@
+/* The reaper, and the reservation module's lifecycle. */
+#include "api.h"
+#include "log.h"
+#include "metrics.h"
+#include "reserve_impl.h"
+#include "strnum.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define GONE_MEMORY_S 600     /* how long a deleted pod's uid is remembered */
+#define MAX_GETS_PER_PASS 200 /* pods outside the watch are looked up at most this often */
+
+/* A reservation to look at: which pod, on which node. */
+struct lookup {
+	char node[254], uid[64], ns[64], pod[254], claim[254];
+};
+
+/* A reservation to release: a lookup plus the reason (its first member). */
+struct release {
+	struct lookup at;
+	int reason;
+};
+
+struct repair {
+	char node[254], uid[64], ns[64], pod[254], allocated[512];
+	struct claim claim;
+};
+
+/* A new zeroed slot at the end of a growable array, or NULL when out of memory. */
+static void *push(void *arrp, size_t *n, size_t *cap, size_t elem)
+{
+	void **arr = arrp;
+	if (*n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 16;
+		void *p = realloc(*arr, nc * elem);
+		if (!p)
+			return NULL;
+		*arr = p;
+		*cap = nc;
+	}
+	void *slot = (char *)*arr + (*n)++ * elem;
+	memset(slot, 0, elem);
+	return slot;
+}
+
+static const char *const reason_names[] = { "pod deleted", "pod finished", "not bound in time", "bind failed" };
+
+/* Why a reservation should go, from what the watches tell; -1: keep, -2: look the pod up. */
+static int classify(struct reserve *r, const char *node, const struct ledger_entry *e, time_t now)
+{
+	if (strmap_get(&r->gone, e->a.uid))
+		return REL_POD_GONE;
+	const struct pod_state *p = strmap_get(&r->pods, e->a.uid);
+	bool late = now - e->a.since > r->o.bind_timeout_s;
+	if (!p)
+		return late ? -2 : -1;
+	if (p->finished)
+		return REL_POD_FINISHED;
+	if (p->node[0] && strcmp(p->node, node))
+		return REL_POD_GONE;    /* bound elsewhere */
+	if (!p->node[0] && late)
+		return REL_BIND_TIMEOUT;
+	return -1;
+}
+
+/* Looks a pod outside the watch up; the same answers as classify(). */
+static int classify_by_get(struct reserve *r, const struct lookup *l)
+{
+	char path[768], err[256];
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", l->ns, l->pod);
+	struct kube_response resp;
+	kube_response_init(&resp);
+	int reason = -1;
+	if (kube_request(r->o.client, "GET", path, NULL, NULL, 10, &resp, err, sizeof(err))) {
+		log_warn("reaper: cannot look a pod up; trying later", "pod=%s/%s error=\"%s\"", l->ns, l->pod, err);
+	} else if (resp.status == 404) {
+		reason = REL_POD_GONE;
+	} else if (resp.status == 200) {
+		cJSON *pod = cJSON_ParseWithLength(resp.body.data, resp.body.len);
+		struct api_pod_ref ref;
+		api_pod_ref(pod, &ref);
+		const char *node = api_str(api_path(pod, "spec"), "nodeName");
+		const char *phase = api_str(api_path(pod, "status"), "phase");
+		if (!pod || strcmp(ref.uid, l->uid))
+			reason = REL_POD_GONE;          /* a new pod of the same name */
+		else if (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed")))
+			reason = REL_POD_FINISHED;
+		else if (!node || !*node)
+			reason = REL_BIND_TIMEOUT;
+		else if (strcmp(node, l->node))
+			reason = REL_POD_GONE;
+		cJSON_Delete(pod);
+	}
+	kube_response_release(&resp);
+	return reason;
+}
+
+/* ---- putting back a reservation a ledger lost ---- */
+
+struct repair_ctx {
+	struct reserve *r;
+	const struct repair *p;
+	struct gpu_node *devices;
+	bool clash;
+};
+
+static int edit_repair(void *ctx, struct ledger *l, char *err, size_t errlen)
+{
+	struct repair_ctx *rc = ctx;
+	const struct repair *p = rc->p;
+	if (ledger_find(l, p->uid) >= 0)
+		return LEDGER_UNCHANGED;
+	struct ledger_entry e;
+	memset(&e, 0, sizeof(e));
+	snprintf(e.a.uid, sizeof(e.a.uid), "%s", p->uid);
+	snprintf(e.a.ns, sizeof(e.a.ns), "%s", p->ns);
+	snprintf(e.a.name, sizeof(e.a.name), "%s", p->pod);
+	snprintf(e.claim, sizeof(e.claim), "%s", p->claim.gpuclaim);
+	e.a.mode = p->claim.mode;
+	e.a.mem_mib = p->claim.mode == CLAIM_SHARED ? p->claim.mem_mib : 0;
+	e.a.core = p->claim.mode == CLAIM_SHARED ? p->claim.core : 0;
+	e.a.since = (int64_t)time(NULL);
+	/* "node:0,1" -> the ids. */
+	const char *ids = strchr(p->allocated, ':');
+	char num[16];
+	for (const char *s = ids ? ids + 1 : ""; *s && e.a.ndev < GPU_MAX_DEVICES;) {
+		size_t len = strcspn(s, ",");
+		int id;
+		snprintf(num, sizeof(num), "%.*s", (int)(len < sizeof(num) - 1 ? len : sizeof(num) - 1), s);
+		if (!strnum_int(num, 0, 1000000, &id)) {
+			snprintf(err, errlen, "pod %s/%s: bad %s annotation '%s'", p->ns, p->pod, ANN_ALLOCATED, p->allocated);
+			return LEDGER_UNCHANGED;
+		}
+		e.a.ids[e.a.ndev++] = id;
+		s += len + (s[len] == ',');
+	}
+	/* Only when the devices are still free in this ledger version. */
+	struct gpu_node *n = gpu_node_clone(rc->devices);
+	for (int k = 0; n && k < l->n; k++)
+		alloc_apply(n, &l->e[k].a);
+	for (int k = 0; n && k < e.a.ndev; k++) {
+		int i = gpu_node_find_device(n, e.a.ids[k]);
+		const struct gpu_device *d = i >= 0 ? &n->dev[i] : NULL;
+		bool ok = d && !d->exclusive && (e.a.mode == CLAIM_SHARED
+			? gpu_free_mib(d) >= e.a.mem_mib && gpu_free_core(d) >= e.a.core : !d->shared);
+		if (!ok)
+			rc->clash = true;
+	}
+	gpu_node_free(n);
+	if (rc->clash || !n) {
+		snprintf(err, errlen, "devices %s of node %s are reserved by another pod", p->allocated, p->node);
+		return LEDGER_UNCHANGED;
+	}
+	return ledger_add(l, &e) ? -BIND_ERROR : LEDGER_WRITE;
+}
+
+static void repair(struct reserve *r, const struct repair *p)
+{
+	struct repair_ctx rc = { r, p, cache_clone_devices(r->o.cache, p->node), false };
+	char err[256] = "";
+	if (!rc.devices)
+		return;
+	int res = reserve_ledger_update(r, p->node, edit_repair, &rc, err, sizeof(err));
+	if (res == 0)
+		log_warn("put back a reservation the ledger had lost", "pod=%s/%s node=%s allocated=%s", p->ns, p->pod,
+			 p->node, p->allocated);
+	else if (rc.clash)
+		log_error("a bound pod's GPUs are reserved by another pod; check the ledger", "pod=%s/%s allocated=%s",
+			  p->ns, p->pod, p->allocated);
+	else if (res < 0 || err[0])
+		log_warn("cannot put back a lost reservation", "pod=%s/%s error=\"%s\"", p->ns, p->pod, err);
+	gpu_node_free(rc.devices);
+}
+
+/* ---- one pass ---- */
+
+void reserve_reap(struct reserve *r)
+{
+	time_t now = time(NULL);
+	struct release *rel = NULL;
+	struct lookup *look = NULL;
+	struct repair *rep = NULL;
+	size_t nrel = 0, crel = 0, nlook = 0, clook = 0, nrep = 0, crep = 0;
+	struct strmap reserved;
+	strmap_init(&reserved);
+
+	pthread_mutex_lock(&r->lock);
+	const char *key;
+	void *val;
+	for (size_t pos = 0; strmap_next(&r->ledgers, &pos, &key, &val);) {
+		const struct ledger *l = &((struct ledger_box *)val)->l;
+		for (int i = 0; i < l->n; i++) {
+			const struct ledger_entry *e = &l->e[i];
+			strmap_put(&reserved, e->a.uid, (void *)1, NULL);
+			int why = classify(r, key, e, now);
+			struct lookup *x = NULL;
+			if (why >= 0) {
+				struct release *y = push(&rel, &nrel, &crel, sizeof(*rel));
+				if (y)
+					y->reason = why;
+				x = y ? &y->at : NULL;
+			} else if (why == -2 && nlook < MAX_GETS_PER_PASS) {
+				x = push(&look, &nlook, &clook, sizeof(*look));
+			}
+			if (x) {
+				snprintf(x->node, sizeof(x->node), "%s", key);
+				snprintf(x->uid, sizeof(x->uid), "%s", e->a.uid);
+				snprintf(x->ns, sizeof(x->ns), "%s", e->a.ns);
+				snprintf(x->pod, sizeof(x->pod), "%s", e->a.name);
+				snprintf(x->claim, sizeof(x->claim), "%s", e->claim);
+			}
+		}
+	}
+	/* Bound pods whose annotation says they hold GPUs that no ledger records. */
+	for (size_t pos = 0; strmap_next(&r->pods, &pos, &key, &val);) {
+		const struct pod_state *p = val;
+		size_t nl = strlen(p->node);
+		if (p->finished || !p->wants_gpu || !nl || strncmp(p->allocated, p->node, nl) ||
+		    p->allocated[nl] != ':' || strmap_get(&reserved, key))
+			continue;
+		struct repair *x = push(&rep, &nrep, &crep, sizeof(*rep));
+		if (!x)
+			break;
+		snprintf(x->node, sizeof(x->node), "%s", p->node);
+		snprintf(x->uid, sizeof(x->uid), "%s", key);
+		snprintf(x->ns, sizeof(x->ns), "%s", p->ns);
+		snprintf(x->pod, sizeof(x->pod), "%s", p->name);
+		snprintf(x->allocated, sizeof(x->allocated), "%s", p->allocated);
+		if (claim_copy(&x->claim, &p->claim))
+			nrep--;
+	}
+	/* Forget deleted pods after a while. */
+	for (;;) {
+		char *old = NULL;
+		for (size_t pos = 0; !old && strmap_next(&r->gone, &pos, &key, &val);)
+			if (now - (time_t)(intptr_t)val > GONE_MEMORY_S)
+				old = strdup(key);
+		if (!old)
+			break;
+		strmap_del(&r->gone, old);
+		free(old);
+	}
+	pthread_mutex_unlock(&r->lock);
+	strmap_release(&reserved);
+
+	for (size_t i = 0; i < nlook; i++) {
+		int why = classify_by_get(r, &look[i]);
+		struct release *y = why >= 0 ? push(&rel, &nrel, &crel, sizeof(*rel)) : NULL;
+		if (!y)
+			continue;
+		y->at = look[i];
+		y->reason = why;
+	}
+	/* One ledger write per node for (up to 64 of) its releases; the rest next round. */
+	for (size_t i = 0; i < nrel; i++) {
+		if (!rel[i].at.node[0])
+			continue;
+		const char *uids[64];
+		size_t idx[64];
+		int n = 0;
+		for (size_t j = i; j < nrel && n < 64; j++) {
+			if (rel[j].at.node[0] && !strcmp(rel[j].at.node, rel[i].at.node)) {
+				idx[n] = j;
+				uids[n++] = rel[j].at.uid;
+			}
+		}
+		char err[256];
+		bool ok = !reserve_release(r, rel[i].at.node, uids, n, err, sizeof(err));
+		if (!ok)
+			log_warn("reaper: cannot release now; retrying next pass", "node=%s error=\"%s\"", rel[i].at.node, err);
+		for (int k = 0; k < n; k++) {
+			struct release *x = &rel[idx[k]];
+			if (ok) {
+				metrics_inc(M_RELEASED, x->reason);
+				log_info("released a reservation", "pod=%s/%s node=%s reason=\"%s\"", x->at.ns, x->at.pod,
+					 x->at.node, reason_names[x->reason]);
+				char msg[128];
+				snprintf(msg, sizeof(msg), "released: %s", reason_names[x->reason]);
+				reserve_claim_status(r, x->at.ns, x->at.claim, "Pending", "", "", "", msg);
+			}
+			x->at.node[0] = '\0';
+		}
+	}
+	for (size_t i = 0; i < nrep; i++) {
+		repair(r, &rep[i]);
+		claim_release(&rep[i].claim);
+	}
+	free(rel);
+	free(look);
+	free(rep);
+}
+
+/* ---- lifecycle ---- */
+
+static bool lists_ready(struct reserve *r)
+{
+	for (int i = 0; i < 3; i++)
+		if (!r->watch[i] || !reflector_ready(r->watch[i]))
+			return false;
+	return true;
+}
+
+static void *reaper_main(void *arg)
+{
+	struct reserve *r = arg;
+	while (!atomic_load(&r->stop)) {
+		if (lists_ready(r)) {
+			reserve_reap(r);
+			if (!atomic_exchange(&r->reconciled, true))
+				log_info("reservations rebuilt from the ledgers and the pods", "%s", "");
+		}
+		/* Sleep a reap interval, or less when a pod went away or finished. */
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += atomic_load(&r->reconciled) ? r->o.reap_interval_s : 1;
+		pthread_mutex_lock(&r->lock);
+		int rc = 0;
+		while (!atomic_load(&r->stop) && rc == 0)
+			rc = pthread_cond_timedwait(&r->wake, &r->lock, &until);
+		pthread_mutex_unlock(&r->lock);
+		if (rc == 0 && !atomic_load(&r->stop)) {
+			struct timespec pause = { 1, 0 };   /* let a burst of deletions gather */
+			nanosleep(&pause, NULL);
+		}
+	}
+	return NULL;
+}
+
+struct reserve *reserve_new(const struct reserve_opts *o)
+{
+	struct reserve *r = calloc(1, sizeof(*r));
+	if (!r)
+		return NULL;
+	r->o = *o;
+	snprintf(r->ns, sizeof(r->ns), "%s", o->ns);
+	snprintf(r->identity, sizeof(r->identity), "%s", o->identity);
+	snprintf(r->selector, sizeof(r->selector), "%s", o->pod_selector ? o->pod_selector : "");
+	r->o.ns = r->ns;
+	r->o.identity = r->identity;
+	r->o.pod_selector = r->selector;
+	if (r->o.bind_timeout_s <= 0)
+		r->o.bind_timeout_s = 60;
+	if (r->o.reap_interval_s <= 0)
+		r->o.reap_interval_s = 10;
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->wake, NULL);
+	strmap_init(&r->ledgers);
+	strmap_init(&r->pods);
+	strmap_init(&r->reservations);
+	strmap_init(&r->gone);
+	return r;
+}
+
+int reserve_start(struct reserve *r, struct cluster *cl, char *err, size_t errlen)
+{
+	char ledgers[256];
+	snprintf(ledgers, sizeof(ledgers), "/apis/coordination.k8s.io/v1/namespaces/%s/leases", r->ns);
+	struct reflector_opts o[3] = {
+		{ .name = "ledgers", .resource = RES_LEASES, .path = ledgers, .label_selector = LEDGER_LABEL "=true" },
+		{ .name = "reservations", .resource = RES_LEASES, .path = "/apis/coordination.k8s.io/v1/leases",
+		  .label_selector = RESERVATION_LABEL "=true" },
+		{ .name = "pods", .resource = RES_PODS, .path = "/api/v1/pods", .label_selector = r->selector },
+	};
+	reserve_ledger_sink(r, &o[0].sink);
+	reserve_reservation_sink(r, &o[1].sink);
+	reserve_pod_sink(r, &o[2].sink);
+	for (int i = 0; i < 3; i++) {
+		r->watch[i] = reflector_start(r->o.client, &o[i], err, errlen);
+		if (!r->watch[i] || cluster_add(cl, r->watch[i]))
+			return -1;
+	}
+	if (pthread_create(&r->reaper, NULL, reaper_main, r)) {
+		snprintf(err, errlen, "cannot start the reaper thread");
+		return -1;
+	}
+	r->reaper_started = true;
+	return 0;
+}
+
+bool reserve_ready(struct reserve *r)
+{
+	return atomic_load(&r->reconciled);
+}
+
+void reserve_stop(struct reserve *r)
+{
+	if (!r || !r->reaper_started)
+		return;
+	atomic_store(&r->stop, true);
+	pthread_mutex_lock(&r->lock);
+	pthread_cond_broadcast(&r->wake);
+	pthread_mutex_unlock(&r->lock);
+	pthread_join(r->reaper, NULL);
+	r->reaper_started = false;
+}
+
+void reserve_free(struct reserve *r)
+{
+	if (!r)
+		return;
+	reserve_stop(r);
+	const char *key;
+	void *val;
+	for (size_t pos = 0; strmap_next(&r->ledgers, &pos, &key, &val);) {
+		ledger_release(&((struct ledger_box *)val)->l);
+		free(val);
+	}
+	for (size_t pos = 0; strmap_next(&r->pods, &pos, &key, &val);) {
+		claim_release(&((struct pod_state *)val)->claim);
+		free(val);
+	}
+	for (size_t pos = 0; strmap_next(&r->reservations, &pos, &key, &val);)
+		free(val);
+	strmap_release(&r->ledgers);
+	strmap_release(&r->pods);
+	strmap_release(&r->reservations);
+	strmap_release(&r->gone);
+	pthread_mutex_destroy(&r->lock);
+	pthread_cond_destroy(&r->wake);
+	free(r);
+}

@@ -1,0 +1,470 @@
+/* Cluster-mode reservation: the ledger writes, the bind, the watches it needs. */
+#include "reserve.h"
+#include "jsonarena.h"
+#include "ledger.h"
+#include "log.h"
+#include "metrics.h"
+#include "reserve_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_ATTEMPTS 8
+
+/* ---- ledger writes -------------------------------------------------------- */
+
+static void ledger_path(const struct reserve *r, const char *node, char *out, size_t size)
+{
+	char name[LEDGER_NAME_MAX + 20];
+	ledger_lease_name(node, name, sizeof(name));
+	snprintf(out, size, "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", r->o.ns, name);
+}
+
+/* A short random pause between conflicting writes, so racing replicas spread out. */
+static void conflict_pause(int attempt)
+{
+	unsigned seed = (unsigned)time(NULL) ^ (unsigned)(uintptr_t)&attempt ^ (unsigned)attempt;
+	usleep((useconds_t)(1000 + rand_r(&seed) % (2000 << (attempt < 5 ? attempt : 5))));
+}
+
+int reserve_ledger_update(struct reserve *r, const char *node, ledger_edit_fn edit, void *ctx,
+			  char *err, size_t errlen)
+{
+	char path[1200], msg[256];
+	ledger_path(r, node, path, sizeof(path));
+	struct kube_response resp;
+	kube_response_init(&resp);
+	struct buf body;
+	buf_init(&body, (size_t)2 << 20);
+	int rc = -BIND_ERROR;
+	for (int attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+		if (attempt)
+			conflict_pause(attempt);
+		if (kube_request(r->o.client, "GET", path, NULL, NULL, 10, &resp, err, errlen))
+			goto out;
+		struct ledger l;
+		if (resp.status == 404) {
+			ledger_init(&l, node);
+		} else if (resp.status == 200) {
+			cJSON *obj = cJSON_ParseWithLength(resp.body.data, resp.body.len);
+			int bad = !obj || ledger_decode(obj, &l, err, errlen);
+			cJSON_Delete(obj);
+			if (bad) {
+				if (!obj)
+					snprintf(err, errlen, "the ledger of %s is not JSON", node);
+				goto out;
+			}
+		} else {
+			snprintf(err, errlen, "reading the ledger of %s: HTTP %ld: %s", node, resp.status,
+				 kube_status_message(&resp, msg, sizeof(msg)));
+			goto out;
+		}
+		int decision = edit(ctx, &l, err, errlen);
+		if (decision != LEDGER_WRITE) {
+			ledger_release(&l);
+			rc = decision;
+			goto out;
+		}
+		buf_clear(&body);
+		ledger_encode(&l, r->o.ns, r->o.identity, &body);
+		bool create = !l.rv[0];
+		ledger_release(&l);
+		char url[1200];
+		if (create)
+			snprintf(url, sizeof(url), "/apis/coordination.k8s.io/v1/namespaces/%s/leases", r->o.ns);
+		if (kube_request(r->o.client, create ? "POST" : "PUT", create ? url : path, buf_cstr(&body), NULL,
+				 10, &resp, err, errlen))
+			goto out;
+		if (resp.status == 200 || resp.status == 201) {
+			rc = 0;
+			goto out;
+		}
+		if (resp.status == 409) {
+			/* Someone else wrote first (or created it): read again, decide again. */
+			metrics_inc(M_RESERVE_CONFLICTS, 0);
+			continue;
+		}
+		snprintf(err, errlen, "writing the ledger of %s: HTTP %ld: %s", node, resp.status,
+			 kube_status_message(&resp, msg, sizeof(msg)));
+		goto out;
+	}
+	snprintf(err, errlen, "gave up after %d conflicting writes to the ledger of %s", MAX_ATTEMPTS, node);
+	rc = -BIND_CONFLICT;
+out:
+	buf_release(&body);
+	kube_response_release(&resp);
+	return rc;
+}
+
+/* Removes the pods' entries from a ledger. */
+struct remove_ctx {
+	const char *const *uids;
+	int n;
+	int removed;
+};
+
+static int edit_remove(void *ctx, struct ledger *l, char *err, size_t errlen)
+{
+	(void)err;
+	(void)errlen;
+	struct remove_ctx *rc = ctx;
+	rc->removed = 0;
+	for (int k = 0; k < rc->n; k++) {
+		int i = ledger_find(l, rc->uids[k]);
+		if (i >= 0) {
+			ledger_remove_at(l, i);
+			rc->removed++;
+		}
+	}
+	return rc->removed ? LEDGER_WRITE : LEDGER_UNCHANGED;
+}
+
+int reserve_release(struct reserve *r, const char *node, const char *const *uids, int n,
+		    char *err, size_t errlen)
+{
+	struct remove_ctx rc = { uids, n, 0 };
+	int res = reserve_ledger_update(r, node, edit_remove, &rc, err, errlen);
+	if (res < 0)
+		return -1;
+	cache_lock(r->o.cache);
+	for (int k = 0; k < n; k++)
+		cache_remove_alloc(r->o.cache, uids[k]);
+	cache_unlock(r->o.cache);
+	for (int k = 0; k < n; k++)
+		reserve_delete_reservation(r, uids[k]);
+	return 0;
+}
+
+/* ---- reservation Leases and GpuClaim status -------------------------------- */
+
+void reserve_delete_reservation(struct reserve *r, const char *uid)
+{
+	char ns[64] = "";
+	pthread_mutex_lock(&r->lock);
+	const char *where = strmap_get(&r->reservations, uid);
+	if (where)
+		snprintf(ns, sizeof(ns), "%s", where);
+	pthread_mutex_unlock(&r->lock);
+	if (!ns[0])
+		return;
+	char name[128], path[512], err[256];
+	ledger_reservation_name(uid, name, sizeof(name));
+	snprintf(path, sizeof(path), "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", ns, name);
+	struct kube_response resp;
+	kube_response_init(&resp);
+	if (kube_request(r->o.client, "DELETE", path, NULL, NULL, 10, &resp, err, sizeof(err)) ||
+	    (resp.status >= 300 && resp.status != 404))
+		log_warn("cannot delete a reservation Lease (the garbage collector will, with the pod)",
+			 "lease=%s/%s status=%ld", ns, name, resp.status);
+	kube_response_release(&resp);
+}
+
+static int create_reservation(struct reserve *r, const struct ledger_entry *e, const char *node,
+			      char *err, size_t errlen)
+{
+	struct buf body;
+	buf_init(&body, 1 << 16);
+	ledger_encode_reservation(e, node, &body);
+	char path[512], msg[256];
+	snprintf(path, sizeof(path), "/apis/coordination.k8s.io/v1/namespaces/%s/leases", e->a.ns);
+	struct kube_response resp;
+	kube_response_init(&resp);
+	int rc = kube_request(r->o.client, "POST", path, buf_cstr(&body), NULL, 10, &resp, err, errlen);
+	if (!rc && resp.status != 201 && resp.status != 200 && resp.status != 409) {
+		snprintf(err, errlen, "creating the reservation Lease: HTTP %ld: %s", resp.status,
+			 kube_status_message(&resp, msg, sizeof(msg)));
+		rc = -1;
+	}
+	if (!rc) {
+		/* Known now, so a release deletes it even before the watch reports it. */
+		pthread_mutex_lock(&r->lock);
+		char *ns = strdup(e->a.ns);
+		void *old = NULL;
+		if (ns && strmap_put(&r->reservations, e->a.uid, ns, &old))
+			free(ns);
+		free(old);
+		pthread_mutex_unlock(&r->lock);
+	}
+	kube_response_release(&resp);
+	buf_release(&body);
+	return rc;
+}
+
+void reserve_claim_status(struct reserve *r, const char *ns, const char *claim, const char *phase,
+			  const char *node, const char *ids, const char *pod, const char *message)
+{
+	if (!claim || !claim[0])
+		return;
+	char path[768], now[40], err[256];
+	snprintf(path, sizeof(path), "/apis/gpu.scheduling/v1/namespaces/%s/gpuclaims/%s/status", ns, claim);
+	ledger_microtime(now, sizeof(now));
+	now[19] = 'Z';             /* date-time, whole seconds */
+	now[20] = '\0';
+	struct buf body;
+	buf_init(&body, 1 << 16);
+	buf_printf(&body, "{\"status\":{\"phase\":\"%s\",\"nodeName\":", phase);
+	buf_add_json_str(&body, node ? node : "");
+	buf_adds(&body, ",\"gpuIds\":");
+	buf_add_json_str(&body, ids ? ids : "");
+	buf_adds(&body, ",\"pod\":");
+	buf_add_json_str(&body, pod ? pod : "");
+	buf_adds(&body, ",\"message\":");
+	buf_add_json_str(&body, message ? message : "");
+	buf_printf(&body, ",\"lastTransitionTime\":\"%s\"}}", now);
+	struct kube_response resp;
+	kube_response_init(&resp);
+	if (kube_request(r->o.client, "PATCH", path, buf_cstr(&body), "application/merge-patch+json", 10, &resp,
+			 err, sizeof(err)) || resp.status >= 300)
+		log_warn("cannot update GpuClaim status", "claim=%s/%s status=%ld error=\"%s\"", ns, claim,
+			 resp.status, err);
+	kube_response_release(&resp);
+	buf_release(&body);
+}
+
+/* ---- bind ----------------------------------------------------------------- */
+
+struct bind_ctx {
+	struct reserve *r;
+	const struct bind_request *req;
+	struct ledger_entry entry;    /* what was (or already is) reserved */
+	struct gpu_node *node;        /* devices of the node, for the annotations */
+	bool existed;
+};
+
+static int edit_reserve(void *ctx, struct ledger *l, char *err, size_t errlen)
+{
+	struct bind_ctx *b = ctx;
+	int i = ledger_find(l, b->req->uid);
+	if (i >= 0) {
+		b->entry = l->e[i];           /* a retried bind: keep what was reserved */
+		b->existed = true;
+		return LEDGER_UNCHANGED;
+	}
+	/* The node as this ledger version says it is used, then the policy's choice. */
+	struct gpu_node *n = gpu_node_clone(b->node);
+	if (!n) {
+		snprintf(err, errlen, "out of memory");
+		return -BIND_ERROR;
+	}
+	for (int k = 0; k < l->n; k++)
+		alloc_apply(n, &l->e[k].a);
+	struct fit f;
+	double score;
+	bool ok = policy_place(&b->req->policy, n, b->req->claim, &f, &score);
+	if (!ok) {
+		snprintf(err, errlen, "node %s no longer fits: %s", b->req->node, f.reason);
+		gpu_node_free(n);
+		return -BIND_NO_FIT;
+	}
+	memset(&b->entry, 0, sizeof(b->entry));
+	struct alloc *a = &b->entry.a;
+	snprintf(a->uid, sizeof(a->uid), "%s", b->req->uid);
+	snprintf(a->ns, sizeof(a->ns), "%s", b->req->ns);
+	snprintf(a->name, sizeof(a->name), "%s", b->req->name);
+	snprintf(b->entry.claim, sizeof(b->entry.claim), "%s", b->req->claim->gpuclaim);
+	a->since = (int64_t)time(NULL);
+	alloc_from_fit(a, n, b->req->claim, &f);
+	gpu_node_free(n);
+	if (ledger_add(l, &b->entry)) {
+		snprintf(err, errlen, "out of memory");
+		return -BIND_ERROR;
+	}
+	return LEDGER_WRITE;
+}
+
+/* The binding's annotations: the allocation, the UUIDs, one per visible-devices variable. */
+static void add_annotations(struct buf *out, const struct gpu_node *n, const struct ledger_entry *e,
+			    const char *node)
+{
+	struct buf uuids, cuda, rocr, ze;
+	buf_init(&uuids, 8192);
+	buf_init(&cuda, 8192);
+	buf_init(&rocr, 8192);
+	buf_init(&ze, 8192);
+	char ids[256], alloc[512];
+	alloc_ids(&e->a, ids, sizeof(ids));
+	for (int k = 0; k < e->a.ndev; k++) {
+		int i = gpu_node_find_device(n, e->a.ids[k]);
+		if (i < 0)
+			continue;
+		const struct gpu_device_info *in = &n->info[i];
+		char idx[16];
+		snprintf(idx, sizeof(idx), "%d", in->vendor_index);
+		/* UUIDs when known: valid in CUDA/NVIDIA/ROCR lists and stable across renumbering. */
+		const char *name = in->uuid[0] ? in->uuid : idx;
+		buf_printf(&uuids, "%s%s", uuids.len ? "," : "", in->uuid);
+		switch (n->dev[i].vendor) {
+		case GPU_VENDOR_NVIDIA:
+			buf_printf(&cuda, "%s%s", cuda.len ? "," : "", name);
+			break;
+		case GPU_VENDOR_AMD:
+			buf_printf(&rocr, "%s%s", rocr.len ? "," : "", name);
+			break;
+		case GPU_VENDOR_INTEL:
+			buf_printf(&ze, "%s%s", ze.len ? "," : "", idx);
+			break;
+		default:
+			break;
+		}
+	}
+	snprintf(alloc, sizeof(alloc), "%s:%s", node, ids);
+	struct { const char *key; const char *value; } anns[] = {
+		{ ANN_ALLOCATED, alloc }, { ANN_UUIDS, buf_cstr(&uuids) }, { ANN_CUDA, buf_cstr(&cuda) },
+		{ ANN_NVIDIA, buf_cstr(&cuda) }, { ANN_ROCR, buf_cstr(&rocr) }, { ANN_ZE, buf_cstr(&ze) },
+	};
+	for (size_t i = 0; i < sizeof(anns) / sizeof(anns[0]); i++) {
+		buf_adds(out, i ? "," : "");
+		buf_add_json_str(out, anns[i].key);
+		buf_addc(out, ':');
+		buf_add_json_str(out, anns[i].value);
+	}
+	if (e->a.mode == CLAIM_SHARED)
+		buf_printf(out, ",\"" ANN_SHARED_MEMORY "\":\"%u\",\"" ANN_SHARED_CORE "\":\"%u\"", e->a.mem_mib,
+			   e->a.core / 10);
+	buf_release(&uuids);
+	buf_release(&cuda);
+	buf_release(&rocr);
+	buf_release(&ze);
+}
+
+/* POST pods/binding; 0 when the pod is (now, or already) on the node. */
+static int post_binding(struct reserve *r, const struct bind_request *req, const struct gpu_node *n,
+			const struct ledger_entry *e, char *err, size_t errlen)
+{
+	struct buf body;
+	buf_init(&body, 1 << 16);
+	buf_adds(&body, "{\"apiVersion\":\"v1\",\"kind\":\"Binding\",\"metadata\":{\"name\":");
+	buf_add_json_str(&body, req->name);
+	buf_adds(&body, ",\"namespace\":");
+	buf_add_json_str(&body, req->ns);
+	if (req->uid[0]) {
+		buf_adds(&body, ",\"uid\":");
+		buf_add_json_str(&body, req->uid);
+	}
+	if (e) {
+		buf_adds(&body, ",\"annotations\":{");
+		add_annotations(&body, n, e, req->node);
+		buf_addc(&body, '}');
+	}
+	buf_adds(&body, "},\"target\":{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"name\":");
+	buf_add_json_str(&body, req->node);
+	buf_adds(&body, "}}");
+	char path[768], msg[512];
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s/binding", req->ns, req->name);
+	struct kube_response resp;
+	kube_response_init(&resp);
+	int rc = kube_request(r->o.client, "POST", path, buf_cstr(&body), NULL, 10, &resp, err, errlen);
+	if (!rc && resp.status != 201 && resp.status != 200) {
+		kube_status_message(&resp, msg, sizeof(msg));
+		/* A retried bind finds the pod already on our node: that is success. */
+		char want[300];
+		snprintf(want, sizeof(want), "already assigned to node \"%s\"", req->node);
+		if (resp.status == 409 && strstr(msg, want)) {
+			rc = 0;
+		} else {
+			snprintf(err, errlen, "binding the pod: HTTP %ld: %s", resp.status, msg);
+			rc = -1;
+		}
+	}
+	kube_response_release(&resp);
+	buf_release(&body);
+	return rc;
+}
+
+int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t errlen)
+{
+	struct reserve *r = ctx;
+	if (!claim_wants_gpu(req->claim))
+		return post_binding(r, req, NULL, NULL, err, errlen) ? BIND_ERROR : BIND_OK;
+
+	/* A pod holds GPUs on one node only: drop an older reservation elsewhere. */
+	struct alloc old;
+	char where[256];
+	cache_lock(r->o.cache);
+	bool moved = cache_find_alloc(r->o.cache, req->uid, &old, where, sizeof(where)) && strcmp(where, req->node);
+	cache_unlock(r->o.cache);
+	if (moved) {
+		const char *uid = req->uid;
+		if (reserve_release(r, where, &uid, 1, err, errlen))
+			return BIND_ERROR;
+		metrics_inc(M_RELEASED, REL_BIND_FAILED);
+	}
+
+	struct bind_ctx b = { .r = r, .req = req };
+	b.node = cache_clone_devices(r->o.cache, req->node);
+	if (!b.node) {
+		snprintf(err, errlen, "node %s has no GpuNodeStatus", req->node);
+		return BIND_NO_FIT;
+	}
+	int rc = reserve_ledger_update(r, req->node, edit_reserve, &b, err, errlen);
+	if (rc < 0) {
+		gpu_node_free(b.node);
+		reserve_claim_status(r, req->ns, req->claim->gpuclaim, "Pending", "", "", "", err);
+		return -rc;
+	}
+	/* Seen by this replica's filters at once; the ledger watch confirms it. */
+	cache_lock(r->o.cache);
+	cache_add_alloc(r->o.cache, req->node, &b.entry.a);
+	cache_unlock(r->o.cache);
+
+	char ids[256];
+	alloc_ids(&b.entry.a, ids, sizeof(ids));
+	if (create_reservation(r, &b.entry, req->node, err, errlen) ||
+	    post_binding(r, req, b.node, &b.entry, err, errlen)) {
+		char why[512];
+		snprintf(why, sizeof(why), "%s", err);
+		const char *uid = req->uid;
+		char rel_err[256];
+		if (reserve_release(r, req->node, &uid, 1, rel_err, sizeof(rel_err)))
+			log_warn("cannot release a failed bind's reservation now; the reaper will", "pod=%s/%s error=\"%s\"",
+				 req->ns, req->name, rel_err);
+		else
+			metrics_inc(M_RELEASED, REL_BIND_FAILED);
+		reserve_claim_status(r, req->ns, req->claim->gpuclaim, "Pending", "", "", "", why);
+		snprintf(err, errlen, "%s", why);
+		gpu_node_free(b.node);
+		return BIND_ERROR;
+	}
+	char pod[320];
+	snprintf(pod, sizeof(pod), "%s/%s", req->ns, req->name);
+	reserve_claim_status(r, req->ns, req->claim->gpuclaim, "Bound", req->node, ids, pod, "");
+	log_info("reserved and bound", "pod=%s node=%s gpus=%s retried=%s", pod, req->node, ids,
+		 b.existed ? "yes" : "no");
+	gpu_node_free(b.node);
+	return BIND_OK;
+}
+
+int reserve_fetch_pod(void *ctx, const char *ns, const char *name, const char *uid,
+		      struct claim *out, char *err, size_t errlen)
+{
+	struct reserve *r = ctx;
+	char path[768], msg[256];
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns, name);
+	struct kube_response resp;
+	kube_response_init(&resp);
+	int rc = -1;
+	if (kube_request(r->o.client, "GET", path, NULL, NULL, 10, &resp, err, errlen))
+		goto out;
+	if (resp.status != 200) {
+		snprintf(err, errlen, "reading pod %s/%s: HTTP %ld: %s", ns, name, resp.status,
+			 kube_status_message(&resp, msg, sizeof(msg)));
+		goto out;
+	}
+	cJSON *pod = cJSON_ParseWithLength(resp.body.data, resp.body.len);
+	struct api_pod_ref ref;
+	api_pod_ref(pod, &ref);
+	if (!pod || (uid[0] && strcmp(ref.uid, uid))) {
+		snprintf(err, errlen, "pod %s/%s is not the one to bind (uid changed)", ns, name);
+	} else {
+		cache_claims_rdlock(r->o.cache);
+		rc = api_pod_claim(pod, r->o.res, cache_gpuclaim_lookup, r->o.cache, out, err, errlen);
+		cache_claims_unlock(r->o.cache);
+	}
+	jsonarena_delete(pod);
+out:
+	kube_response_release(&resp);
+	return rc;
+}

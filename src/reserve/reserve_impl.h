@@ -1,0 +1,70 @@
+/* Internal to src/reserve: the reservation state and the helpers its files share. */
+#ifndef GPU_RESERVE_IMPL_H
+#define GPU_RESERVE_IMPL_H
+
+#include "ledger.h"
+#include "reflector.h"
+#include "reserve.h"
+#include "strmap.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+/* What the pod watch tells about one pod that holds (or asks for) GPUs. */
+struct pod_state {
+	char ns[64];
+	char name[254];
+	char node[254];          /* spec.nodeName, "" while unbound */
+	char allocated[512];     /* its gpu.scheduling/allocated annotation */
+	bool finished;           /* Succeeded or Failed */
+	bool wants_gpu;
+	struct claim claim;      /* for putting back a lost reservation */
+	uint64_t gen;
+};
+
+/* A ledger as last watched, with the relist generation it was seen in. */
+struct ledger_box {
+	struct ledger l;
+	uint64_t gen;
+};
+
+struct reserve {
+	struct reserve_opts o;
+	char ns[64], identity[128], selector[256];
+	pthread_mutex_t lock;           /* guards everything below */
+	struct strmap ledgers;          /* node -> struct ledger_box * */
+	struct strmap pods;             /* uid -> struct pod_state * */
+	struct strmap reservations;     /* uid -> namespace (char *) of its reservation Lease */
+	struct strmap gone;             /* uid -> (void *)time: pod deleted, or its Lease collected */
+	uint64_t pods_gen, resv_gen, ledger_gen;
+	struct reflector *watch[3];
+	pthread_t reaper;
+	bool reaper_started;
+	atomic_bool stop;
+	pthread_cond_t wake;
+	atomic_bool reconciled;         /* the first reap after the lists ran */
+};
+
+/* What an edit of a ledger decided. */
+enum { LEDGER_WRITE = 0, LEDGER_UNCHANGED = 1 };
+typedef int (*ledger_edit_fn)(void *ctx, struct ledger *l, char *err, size_t errlen);
+
+/*
+ * Reads the node's ledger, lets edit change it, writes it back with the
+ * resourceVersion read; on a conflict does it all again (bounded). Returns
+ * 0 (written), LEDGER_UNCHANGED, or a negative BIND_* code with err set.
+ */
+int reserve_ledger_update(struct reserve *r, const char *node, ledger_edit_fn edit, void *ctx,
+			  char *err, size_t errlen);
+/* Removes the pods' reservations on the node (ledger, cache, their Leases). */
+int reserve_release(struct reserve *r, const char *node, const char *const *uids, int n,
+		    char *err, size_t errlen);
+void reserve_delete_reservation(struct reserve *r, const char *uid);
+void reserve_claim_status(struct reserve *r, const char *ns, const char *claim, const char *phase,
+			  const char *node, const char *ids, const char *pod, const char *message);
+/* The reflector sinks (watch.c). */
+void reserve_ledger_sink(struct reserve *r, struct reflector_sink *out);
+void reserve_reservation_sink(struct reserve *r, struct reflector_sink *out);
+void reserve_pod_sink(struct reserve *r, struct reflector_sink *out);
+
+#endif

@@ -1,0 +1,269 @@
+/* The reservation module's watches: ledgers, reservation Leases, GPU pods. */
+#include "api.h"
+#include "log.h"
+#include "reserve_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- ledgers: the allocations every replica's cache shows ---- */
+
+static void ledger_lock(void *ctx)
+{
+	struct reserve *r = ctx;
+	pthread_mutex_lock(&r->lock);
+	cache_lock(r->o.cache);
+}
+
+static void ledger_unlock(void *ctx)
+{
+	struct reserve *r = ctx;
+	cache_unlock(r->o.cache);
+	pthread_mutex_unlock(&r->lock);
+}
+
+static void ledger_begin(void *ctx)
+{
+	struct reserve *r = ctx;
+	r->ledger_gen++;
+	cache_relist_begin(r->o.cache, CACHE_ALLOCS);
+}
+
+static void ledger_store(struct reserve *r, const char *node, struct ledger *l)
+{
+	struct alloc *a = malloc(((size_t)l->n + 1) * sizeof(*a));
+	struct ledger_box *box = malloc(sizeof(*box));
+	if (!a || !box) {
+		free(a);
+		free(box);
+		ledger_release(l);
+		log_error("out of memory storing a ledger", "node=%s", node);
+		return;
+	}
+	for (int i = 0; i < l->n; i++)
+		a[i] = l->e[i].a;
+	cache_set_allocs(r->o.cache, node, a, l->n);
+	free(a);
+	box->l = *l;
+	box->gen = r->ledger_gen;
+	void *old = NULL;
+	if (strmap_put(&r->ledgers, node, box, &old)) {
+		ledger_release(&box->l);
+		free(box);
+	}
+	if (old) {
+		ledger_release(&((struct ledger_box *)old)->l);
+		free(old);
+	}
+}
+
+static void ledger_apply(void *ctx, bool deleted, const cJSON *obj)
+{
+	struct reserve *r = ctx;
+	const char *node = api_annotation(obj, LEDGER_ANN_NODE);
+	if (!node)
+		return;
+	if (deleted) {
+		struct ledger_box *box = strmap_del(&r->ledgers, node);
+		if (box) {
+			ledger_release(&box->l);
+			free(box);
+		}
+		cache_set_allocs(r->o.cache, node, NULL, 0);
+		return;
+	}
+	struct ledger l;
+	char err[256];
+	if (ledger_decode(obj, &l, err, sizeof(err))) {
+		/* Keep what we had: an unreadable ledger must not free its GPUs. */
+		log_error("cannot read a ledger; keeping its last good state", "node=%s error=\"%s\"", node, err);
+		struct ledger_box *box = strmap_get(&r->ledgers, node);
+		if (box) {
+			box->gen = r->ledger_gen;
+			struct alloc *a = malloc(((size_t)box->l.n + 1) * sizeof(*a));
+			for (int i = 0; a && i < box->l.n; i++)
+				a[i] = box->l.e[i].a;
+			if (a)
+				cache_set_allocs(r->o.cache, node, a, box->l.n);
+			free(a);
+		}
+		return;
+	}
+	ledger_store(r, node, &l);
+}
+
+static void ledger_end(void *ctx)
+{
+	struct reserve *r = ctx;
+	cache_relist_sweep(r->o.cache, CACHE_ALLOCS);
+	for (;;) {
+		char *stale = NULL;
+		const char *key;
+		void *val;
+		for (size_t pos = 0; !stale && strmap_next(&r->ledgers, &pos, &key, &val);)
+			if (((struct ledger_box *)val)->gen != r->ledger_gen)
+				stale = strdup(key);
+		if (!stale)
+			return;
+		struct ledger_box *box = strmap_del(&r->ledgers, stale);
+		ledger_release(&box->l);
+		free(box);
+		free(stale);
+	}
+}
+
+void reserve_ledger_sink(struct reserve *r, struct reflector_sink *out)
+{
+	*out = (struct reflector_sink){ ledger_lock, ledger_unlock, ledger_begin, ledger_apply, ledger_end, r };
+}
+
+/* ---- common ---- */
+
+static void lock(void *ctx)
+{
+	pthread_mutex_lock(&((struct reserve *)ctx)->lock);
+}
+
+static void unlock(void *ctx)
+{
+	pthread_mutex_unlock(&((struct reserve *)ctx)->lock);
+}
+
+/* Remembers that a pod is gone, and wakes the reaper to release its GPUs. */
+static void mark_gone(struct reserve *r, const char *uid)
+{
+	strmap_put(&r->gone, uid, (void *)(intptr_t)time(NULL), NULL);
+	pthread_cond_signal(&r->wake);
+}
+
+/* ---- reservation Leases: the garbage collector deletes them with their pod ---- */
+
+struct resv_box {
+	char ns[64];
+	uint64_t gen;
+};
+
+static void resv_begin(void *ctx)
+{
+	((struct reserve *)ctx)->resv_gen++;
+}
+
+static const char *owner_uid(const cJSON *obj)
+{
+	const cJSON *refs = api_path(obj, "metadata.ownerReferences");
+	const cJSON *ref;
+	cJSON_ArrayForEach(ref, refs) {
+		const char *kind = api_str(ref, "kind");
+		if (kind && !strcmp(kind, "Pod"))
+			return api_str(ref, "uid");
+	}
+	return NULL;
+}
+
+static void resv_apply(void *ctx, bool deleted, const cJSON *obj)
+{
+	struct reserve *r = ctx;
+	const char *uid = owner_uid(obj);
+	const char *ns = api_str(api_path(obj, "metadata"), "namespace");
+	if (!uid || !ns)
+		return;
+	if (deleted) {
+		free(strmap_del(&r->reservations, uid));
+		mark_gone(r, uid);
+		return;
+	}
+	char *copy = strdup(ns);
+	void *old = NULL;
+	if (copy && strmap_put(&r->reservations, uid, copy, &old))
+		free(copy);
+	free(old);
+}
+
+static void resv_end(void *ctx)
+{
+	(void)ctx;   /* A Lease that vanished unseen is found by the reaper through the pod itself. */
+}
+
+void reserve_reservation_sink(struct reserve *r, struct reflector_sink *out)
+{
+	*out = (struct reflector_sink){ lock, unlock, resv_begin, resv_apply, resv_end, r };
+}
+
+/* ---- pods that hold GPUs ---- */
+
+static void pods_begin(void *ctx)
+{
+	((struct reserve *)ctx)->pods_gen++;
+}
+
+static void pod_apply(void *ctx, bool deleted, const cJSON *obj)
+{
+	struct reserve *r = ctx;
+	struct api_pod_ref ref;
+	api_pod_ref(obj, &ref);
+	if (!ref.uid[0])
+		return;
+	if (deleted) {
+		struct pod_state *p = strmap_del(&r->pods, ref.uid);
+		if (p) {
+			claim_release(&p->claim);
+			free(p);
+		}
+		mark_gone(r, ref.uid);
+		return;
+	}
+	struct pod_state *p = strmap_get(&r->pods, ref.uid);
+	if (!p) {
+		p = calloc(1, sizeof(*p));
+		if (!p || strmap_put(&r->pods, ref.uid, p, NULL)) {
+			free(p);
+			return;
+		}
+	} else {
+		claim_release(&p->claim);
+	}
+	snprintf(p->ns, sizeof(p->ns), "%s", ref.ns);
+	snprintf(p->name, sizeof(p->name), "%s", ref.name);
+	const char *node = api_str(api_path(obj, "spec"), "nodeName");
+	snprintf(p->node, sizeof(p->node), "%s", node ? node : "");
+	const char *ann = api_annotation(obj, ANN_ALLOCATED);
+	snprintf(p->allocated, sizeof(p->allocated), "%s", ann ? ann : "");
+	const char *phase = api_str(api_path(obj, "status"), "phase");
+	p->finished = phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"));
+	char err[256];
+	cache_claims_rdlock(r->o.cache);
+	p->wants_gpu = !api_pod_claim(obj, r->o.res, cache_gpuclaim_lookup, r->o.cache, &p->claim, err, sizeof(err)) &&
+		       claim_wants_gpu(&p->claim);
+	cache_claims_unlock(r->o.cache);
+	p->gen = r->pods_gen;
+	if (p->finished)
+		pthread_cond_signal(&r->wake);
+}
+
+static void pods_end(void *ctx)
+{
+	struct reserve *r = ctx;
+	/* Pods that vanished while we were not watching: gone. */
+	for (;;) {
+		char *stale = NULL;
+		const char *key;
+		void *val;
+		for (size_t pos = 0; !stale && strmap_next(&r->pods, &pos, &key, &val);)
+			if (((struct pod_state *)val)->gen != r->pods_gen)
+				stale = strdup(key);
+		if (!stale)
+			return;
+		struct pod_state *p = strmap_del(&r->pods, stale);
+		claim_release(&p->claim);
+		free(p);
+		mark_gone(r, stale);
+		free(stale);
+	}
+}
+
+void reserve_pod_sink(struct reserve *r, struct reflector_sink *out)
+{
+	*out = (struct reflector_sink){ lock, unlock, pods_begin, pod_apply, pods_end, r };
+}

@@ -1,0 +1,257 @@
+/*
+ * gpu-extender serve: reads the config, fills the cache (from the inventory
+ * file, or from the cluster), serves the verbs, and stops cleanly on
+ * SIGTERM or SIGINT (in-flight requests finish). SIGHUP reloads the
+ * inventory in standalone mode.
+ */
+#include "serve.h"
+#include "cache.h"
+#include "cluster.h"
+#include "config.h"
+#include "extender.h"
+#include "httpd.h"
+#include "inventory.h"
+#include "jsonarena.h"
+#include "log.h"
+#include "metrics.h"
+#include "reserve.h"
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+struct server {
+	struct config cfg;
+	struct cache *cache;
+	struct extender *ext;
+	atomic_bool ready;            /* standalone: the inventory is loaded */
+	/* cluster mode */
+	struct kube_client *client;
+	struct cluster cl;
+	bool cl_started;
+	struct reserve *resv;
+};
+
+/* Ready when the cache is filled (and, in cluster mode, reservations rebuilt); else why not. */
+static bool is_ready(struct server *s, char *why, size_t size)
+{
+	if (!s->client) {
+		snprintf(why, size, "the inventory is not loaded");
+		return atomic_load(&s->ready);
+	}
+	if (!cluster_ready(&s->cl, why, size))
+		return false;
+	if (!reserve_ready(s->resv)) {
+		snprintf(why, size, "reservations are being rebuilt from the ledgers and the pods");
+		return false;
+	}
+	return true;
+}
+
+static void on_healthz(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	(void)ctx;
+	(void)req;
+	resp->content_type = "text/plain";
+	buf_adds(&resp->body, "ok\n");
+}
+
+static void on_readyz(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	(void)req;
+	struct server *s = ctx;
+	resp->content_type = "text/plain";
+	char why[300];
+	if (is_ready(s, why, sizeof(why))) {
+		buf_adds(&resp->body, "ok\n");
+	} else {
+		resp->status = 503;
+		buf_printf(&resp->body, "not ready: %s\n", why);
+	}
+}
+
+static void on_version(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	(void)ctx;
+	(void)req;
+	buf_adds(&resp->body, "{\"version\":\"" GPU_VERSION "\",\"api\":\"gpu.scheduling/v1\"}\n");
+}
+
+static void on_metrics(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	(void)req;
+	struct server *s = ctx;
+	struct cache_stats st;
+	cache_stats(s->cache, &st);
+	struct metrics_gauges g = {
+		.cache_nodes = (double)st.nodes, .cache_devices = (double)st.devices,
+		.cache_allocations = (double)st.allocs, .cache_gpuclaims = (double)st.gpuclaims,
+		.ready = is_ready(s, (char[300]){ 0 }, 300) ? 1 : 0,
+	};
+	resp->content_type = "text/plain; version=0.0.4";
+	metrics_render(&resp->body, &g);
+}
+
+/* Cluster mode: the API client, the watches, the reservations. */
+static int start_cluster(struct server *s)
+{
+	char err[512];
+	struct kube_config kc;
+	kube_config_init(&kc);
+	int rc = s->cfg.kubeconfig[0] ? kube_config_load(&kc, s->cfg.kubeconfig, s->cfg.context, err, sizeof(err))
+				      : kube_config_in_cluster(&kc, err, sizeof(err));
+	char server[sizeof(kc.server)];
+	snprintf(server, sizeof(server), "%s", kc.server);
+	if (!rc) {
+		kc.insecure = kc.insecure || s->cfg.insecure_skip_tls_verify;
+		s->client = kube_client_new(&kc, err, sizeof(err));
+		rc = s->client ? 0 : -1;
+	}
+	kube_config_release(&kc);
+	if (rc) {
+		log_error("cannot reach the cluster", "error=\"%s\"", err);
+		return -1;
+	}
+	if (!s->cfg.identity[0] && gethostname(s->cfg.identity, sizeof(s->cfg.identity) - 1))
+		snprintf(s->cfg.identity, sizeof(s->cfg.identity), "gpu-extender");
+	if (cluster_start(&s->cl, s->client, s->cache, err, sizeof(err))) {
+		log_error("cannot start the watches", "error=\"%s\"", err);
+		return -1;
+	}
+	s->cl_started = true;
+	struct reserve_opts ro = {
+		.client = s->client, .cache = s->cache, .res = &s->cfg.res, .ns = s->cfg.lease_namespace,
+		.identity = s->cfg.identity, .bind_timeout_s = s->cfg.bind_timeout_s,
+		.reap_interval_s = s->cfg.reap_interval_s, .pod_selector = s->cfg.pod_selector,
+	};
+	s->resv = reserve_new(&ro);
+	if (!s->resv || reserve_start(s->resv, &s->cl, err, sizeof(err))) {
+		log_error("cannot start the reservations", "error=\"%s\"", err);
+		return -1;
+	}
+	log_info("cluster mode", "server=%s identity=%s ledgers=%s", server, s->cfg.identity,
+		 s->cfg.lease_namespace);
+	return 0;
+}
+
+static int load_inventory(struct server *s)
+{
+	char err[512];
+	if (inventory_load(s->cache, s->cfg.inventory, err, sizeof(err))) {
+		log_error("cannot load the inventory", "file=%s error=\"%s\"", s->cfg.inventory, err);
+		return -1;
+	}
+	struct cache_stats st;
+	cache_stats(s->cache, &st);
+	log_info("inventory loaded", "file=%s nodes=%zu devices=%zu gpuclaims=%zu", s->cfg.inventory,
+		 st.nodes, st.devices, st.gpuclaims);
+	return 0;
+}
+
+int serve_main(int argc, char **argv)
+{
+	struct server s;
+	memset(&s, 0, sizeof(s));
+	config_defaults(&s.cfg);
+	char err[512];
+	int rc = config_parse_args(&s.cfg, argc, argv, stdout, err, sizeof(err));
+	if (rc > 0)
+		return 0;
+	if (rc < 0) {
+		fprintf(stderr, "gpu-extender serve: %s\n", err);
+		return 2;
+	}
+	log_setup(s.cfg.log_level, s.cfg.log_json);
+	jsonarena_install();
+
+	/* Signals go to sigwait() below, not to whichever thread they hit. */
+	sigset_t sigs;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	rc = 1;
+	struct httpd *h = NULL;
+	s.cache = cache_new();
+	if (!s.cache)
+		goto out;
+	struct extender_opts xo = {
+		.cache = s.cache, .res = &s.cfg.res, .default_policy = s.cfg.policy,
+		.bind = extender_bind_local, .bind_ctx = s.cache,
+	};
+	if (s.cfg.inventory[0]) {
+		if (load_inventory(&s))
+			goto out;
+		atomic_store(&s.ready, true);
+	} else {
+		if (start_cluster(&s))
+			goto out;
+		xo.bind = reserve_bind;
+		xo.bind_ctx = s.resv;
+		xo.fetch = reserve_fetch_pod;
+		xo.fetch_ctx = s.resv;
+	}
+	s.ext = extender_new(&xo);
+	if (!s.ext)
+		goto out;
+
+	const struct http_route routes[] = {
+		{ "POST", "/filter", extender_filter, s.ext, VERB_FILTER },
+		{ "POST", "/prioritize", extender_prioritize, s.ext, VERB_PRIORITIZE },
+		{ "POST", "/bind", extender_bind, s.ext, VERB_BIND },
+		{ "POST", "/preempt", extender_preempt, s.ext, VERB_PREEMPT },
+		{ "GET", "/healthz", on_healthz, &s, VERB_OTHER },
+		{ "GET", "/readyz", on_readyz, &s, VERB_OTHER },
+		{ "GET", "/version", on_version, &s, VERB_OTHER },
+		{ "GET", "/metrics", on_metrics, &s, VERB_OTHER },
+		{ "GET", "/debug/nodes", extender_debug_nodes, s.cache, VERB_OTHER },
+	};
+	char host[128];
+	int port;
+	if (config_listen_split(s.cfg.listen, host, sizeof(host), &port)) {
+		log_error("bad --listen address", "listen=%s", s.cfg.listen);
+		goto out;
+	}
+	struct httpd_config hc = {
+		.host = host, .port = port, .url_prefix = s.cfg.url_prefix, .max_body = s.cfg.max_body,
+		.threads = s.cfg.threads, .tls_cert = s.cfg.tls_cert, .tls_key = s.cfg.tls_key,
+	};
+	h = httpd_start(&hc, routes, sizeof(routes) / sizeof(routes[0]), err, sizeof(err));
+	if (!h) {
+		log_error("cannot start the HTTP server", "error=\"%s\"", err);
+		goto out;
+	}
+	log_info("serving", "address=%s:%d tls=%s prefix=%s policy=%s version=%s", host, httpd_port(h),
+		 s.cfg.tls_cert[0] ? "on" : "off", s.cfg.url_prefix[0] ? s.cfg.url_prefix : "/",
+		 policy_name(s.cfg.policy), GPU_VERSION);
+	for (;;) {
+		int sig;
+		if (sigwait(&sigs, &sig))
+			continue;
+		if (sig == SIGHUP) {
+			if (s.cfg.inventory[0]) {
+				log_info("reloading the inventory", "file=%s", s.cfg.inventory);
+				load_inventory(&s);
+			}
+			continue;
+		}
+		log_info("shutting down", "signal=%d", sig);
+		break;
+	}
+	rc = 0;
+out:
+	httpd_stop(h);
+	reserve_stop(s.resv);
+	if (s.cl_started)
+		cluster_stop(&s.cl);
+	reserve_free(s.resv);
+	kube_client_free(s.client);
+	extender_free(s.ext);
+	cache_free(s.cache);
+	return rc;
+}

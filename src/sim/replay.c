@@ -1,0 +1,392 @@
+/*
+ * The replay: one policy, one seed. Tasks arrive one by one in a shuffled,
+ * inflated order (fgd-benchmark.md section 2); each is placed on the node the
+ * policy rates best, ties broken at random, or fails for good. The node
+ * ratings come from policy_place(), the server's own scoring core.
+ *
+ * Speed: a rating depends only on the node's state, the claim and, for some
+ * policies, the workload snapshot. So ratings are memoised per (distinct
+ * claim, node), keyed by the node's generation (bumped when a task lands
+ * on it) and the workload's version. One placement then re-rates only the
+ * node that changed, unless the workload moved on. Policies that use
+ * ctx.seed are rated afresh every time.
+ */
+#include "frag.h"
+#include "sim_impl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- xoshiro256** seeded by splitmix64 ---- */
+
+static uint64_t splitmix64(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+void sim_rng_seed(struct sim_rng *r, uint64_t seed)
+{
+	for (int i = 0; i < 4; i++)
+		r->s[i] = splitmix64(&seed);
+}
+
+static uint64_t rotl(uint64_t x, int k)
+{
+	return (x << k) | (x >> (64 - k));
+}
+
+uint64_t sim_rng_next(struct sim_rng *r)
+{
+	uint64_t *s = r->s;
+	uint64_t out = rotl(s[1] * 5, 7) * 9;
+	uint64_t t = s[1] << 17;
+	s[2] ^= s[0];
+	s[3] ^= s[1];
+	s[1] ^= s[2];
+	s[0] ^= s[3];
+	s[2] ^= t;
+	s[3] = rotl(s[3], 45);
+	return out;
+}
+
+uint64_t sim_rng_below(struct sim_rng *r, uint64_t n)
+{
+	/* Lemire's multiply-shift with rejection: unbiased. */
+	unsigned __int128 m = (unsigned __int128)sim_rng_next(r) * n;
+	uint64_t lo = (uint64_t)m;
+	if (lo < n) {
+		uint64_t floor = -n % n;
+		while (lo < floor) {
+			m = (unsigned __int128)sim_rng_next(r) * n;
+			lo = (uint64_t)m;
+		}
+	}
+	return (uint64_t)(m >> 64);
+}
+
+/* ---- arrivals ---- */
+
+int *sim_arrivals(const struct sim_trace *tr, int64_t capacity, double tune, uint64_t seed,
+		  int *n)
+{
+	struct sim_rng r;
+	sim_rng_seed(&r, seed);
+	double target = tune * (double)capacity;
+	double demand = (double)tr->gpu_milli;
+	/* How many extra draws we may need: bounded by the target over the smallest demand. */
+	size_t cap = (size_t)tr->ntask + 16;
+	int *order = malloc(cap * sizeof(*order));
+	if (!order)
+		return NULL;
+	for (int i = 0; i < tr->ntask; i++)
+		order[i] = i;
+	for (int i = tr->ntask - 1; i > 0; i--) {
+		int j = (int)sim_rng_below(&r, (uint64_t)i + 1);
+		int t = order[i];
+		order[i] = order[j];
+		order[j] = t;
+	}
+	size_t len = (size_t)tr->ntask;
+	if (demand < target && tr->gpu_milli > 0) {
+		/* Inflate: copies of uniformly drawn tasks until the demand reaches the target. */
+		while (demand < target) {
+			if (len == cap) {
+				cap *= 2;
+				int *v = realloc(order, cap * sizeof(*v));
+				if (!v) {
+					free(order);
+					return NULL;
+				}
+				order = v;
+			}
+			int t = (int)sim_rng_below(&r, (uint64_t)tr->ntask);
+			order[len++] = t;
+			demand += (double)tr->tasks[t].gpu_milli;
+		}
+	} else if (demand > target) {
+		/* Deflate: drop random tasks until the demand is within the target. */
+		char *gone = calloc(len, 1);
+		if (!gone) {
+			free(order);
+			return NULL;
+		}
+		size_t left = len;
+		while (demand > target && left > 0) {
+			size_t i = (size_t)sim_rng_below(&r, len);
+			if (gone[i])
+				continue;
+			gone[i] = 1;
+			left--;
+			demand -= (double)tr->tasks[order[i]].gpu_milli;
+		}
+		size_t k = 0;
+		for (size_t i = 0; i < len; i++)
+			if (!gone[i])
+				order[k++] = order[i];
+		len = k;
+		free(gone);
+	}
+	*n = (int)len;
+	return order;
+}
+
+/* ---- the trace's workload ---- */
+
+void sim_trace_workload(const struct sim_trace *t, struct workload *wl)
+{
+	workload_init(wl, false);
+	wl->rebuild_frac = 1e30;   /* one snapshot, at the end */
+	for (int i = 0; i < t->ntask; i++)
+		workload_observe(wl, &t->shapes[t->tasks[i].shape]);
+	workload_rebuild(wl);
+}
+
+/* ---- the replay ---- */
+
+struct memo {
+	double score;     /* -INFINITY: does not fit */
+	uint32_t gen;     /* node generation it was rated at; 0 = empty */
+	uint32_t ver;     /* workload version it was rated with */
+};
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double node_frag(const struct gpu_node *n, const struct workload *wl)
+{
+	struct frag_node fn;
+	frag_node_init(&fn, n, wl);
+	return frag_amount(&fn, wl, 0);
+}
+
+int sim_run(const struct sim_cluster *cl, const struct sim_trace *tr,
+	    const struct sim_run_cfg *cfg, struct sim_result *out)
+{
+	memset(out, 0, sizeof(*out));
+	int nn = cl->nnode, narr = 0, rc = -1;
+	struct gpu_node **nodes = calloc((size_t)nn, sizeof(*nodes));
+	uint32_t *gen = malloc((size_t)nn * sizeof(*gen));
+	double *frag = malloc((size_t)nn * sizeof(*frag));
+	struct memo **rows = calloc((size_t)tr->nshape, sizeof(*rows));
+	int *perm = malloc((size_t)nn * sizeof(*perm));
+	struct workload *own = NULL;
+	int *order = sim_arrivals(tr, cl->gpu_milli, cfg->tune, cfg->seed, &narr);
+	if (!nodes || !gen || !frag || !rows || !order || !perm)
+		goto out;
+	for (int i = 0; i < nn; i++) {
+		perm[i] = i;
+		nodes[i] = gpu_node_clone(cl->nodes[i]);
+		if (!nodes[i])
+			goto out;
+		gen[i] = 1;
+	}
+	const struct workload *wl = cfg->trace_wl;
+	if (cfg->wl_mode == SIM_WL_ONLINE) {
+		own = malloc(sizeof(*own));
+		if (!own)
+			goto out;
+		workload_init(own, !getenv("WL_NOPRIOR"));
+		if (getenv("WL_FRAC"))
+			own->rebuild_frac = atof(getenv("WL_FRAC"));
+		wl = own;
+	}
+	double frag_sum = 0;
+	for (int i = 0; i < nn; i++) {
+		frag[i] = node_frag(nodes[i], cfg->trace_wl);
+		frag_sum += frag[i];
+	}
+	double frag0 = frag_sum;
+
+	unsigned flags = policy_flags(cfg->policy);
+	bool memo_ok = !(flags & POLICY_USES_SEED);
+	struct policy_ctx ctx = { .id = cfg->policy, .wl = wl, .seed = 0, .rate_only = true };
+	struct sim_rng ties;
+	sim_rng_seed(&ties, cfg->seed ^ 0x7469657362726b73ULL);
+	double cap = (double)cl->gpu_milli;
+	double sum_alloc[SIM_NBINS] = { 0 }, sum_frag[SIM_NBINS] = { 0 };
+	long cnt[SIM_NBINS] = { 0 };
+	double arrived = 0, allocated = 0;
+
+	/* The order nodes are rated in: first best wins unless ties are random. */
+	if (cfg->ties == SIM_TIES_ORDER) {
+		struct sim_rng pr;
+		sim_rng_seed(&pr, cfg->seed ^ 0x6e6f64656f726472ULL);
+		for (int i = nn - 1; i > 0; i--) {
+			int j = (int)sim_rng_below(&pr, (uint64_t)i + 1);
+			int t = perm[i];
+			perm[i] = perm[j];
+			perm[j] = t;
+		}
+	}
+	{ extern int fx_gap[1001]; memset(fx_gap, 0, sizeof(fx_gap)); }
+	int dumped = 0;
+	double t0 = now();
+	for (int a = 0; a < narr; a++) {
+		const struct sim_task *task = &tr->tasks[order[a]];
+		const struct claim *c = &tr->shapes[task->shape];
+		if (flags & POLICY_USES_SEED)
+			ctx.seed = sim_rng_next(&ties);
+		uint32_t ver = (flags & POLICY_USES_WORKLOAD) ? wl->version : 0;
+		struct memo *row = rows[task->shape];
+		if (!row) {
+			row = rows[task->shape] = calloc((size_t)nn, sizeof(*row));
+			if (!row)
+				goto out;
+		}
+		double best = -INFINITY;
+		long nbest = 0;
+		int win = -1;
+		for (int ii = 0; ii < nn; ii++) {
+			int i = perm[ii];
+			double sc;
+			struct memo *m = &row[i];
+			bool known = m->gen == gen[i];
+			if (known && (m->score == -INFINITY || (memo_ok && m->ver == ver))) {
+				/* Known: infeasible (whatever the policy), or rated. */
+				sc = m->score;
+			} else {
+				struct fit f;
+				/*
+				 * The cheap feasibility test first (no reason text to
+				 * format), unless this node is known to fit.
+				 */
+				if ((!known && !fit_possible(nodes[i], c)) ||
+				    !policy_place(&ctx, nodes[i], c, &f, &sc))
+					sc = -INFINITY;
+				m->score = sc;
+				m->gen = gen[i];
+				m->ver = ver;
+			}
+			if (sc < best || sc == -INFINITY)
+				continue;
+			if (sc > best) {
+				best = sc;
+				nbest = 1;
+				win = i;
+			} else if (cfg->ties == SIM_TIES_RANDOM &&
+				   sim_rng_below(&ties, (uint64_t)++nbest) == 0) {
+				win = i;
+			}
+		}
+		if (win >= 0) {
+			struct fit f;
+			double sc;
+			ctx.rate_only = false;
+			policy_place(&ctx, nodes[win], c, &f, &sc);
+			ctx.rate_only = true;
+			{
+				extern int fx_gap[1001];
+				const struct gpu_node *wn = nodes[win];
+				for (int k = 0; k < wn->ndev; k++) { int g = 1000 - (int)wn->dev[k].used_core; if (!wn->dev[k].exclusive && g > 0 && g < 1000) fx_gap[g]--; }
+				fit_apply(nodes[win], c, &f);
+				for (int k = 0; k < wn->ndev; k++) { int g = 1000 - (int)wn->dev[k].used_core; if (!wn->dev[k].exclusive && g > 0 && g < 1000) fx_gap[g]++; }
+			}
+			gen[win]++;
+			allocated += (double)task->gpu_milli;
+			out->placed++;
+			double fr = node_frag(nodes[win], cfg->trace_wl);
+			frag_sum += fr - frag[win];
+			frag[win] = fr;
+		} else {
+			if (getenv("SIM_DEBUG") && c->count == 1 && c->mode == CLAIM_EXCLUSIVE) {
+				static __thread int shown;
+				if (shown++ < 1) {
+				double partial = 0, fullfree_cpu = 0, fullfree_ok = 0, empty_nodes = 0;
+				long nfull = 0;
+				for (int i = 0; i < nn; i++) {
+					const struct gpu_node *n = nodes[i];
+					int ff = 0;
+					for (int k = 0; k < n->ndev; k++) {
+						const struct gpu_device *d = &n->dev[k];
+						if (d->exclusive) continue;
+						if (d->used_core == 0) ff++;
+						else partial += 1000 - d->used_core;
+					}
+					if (ff == n->ndev) empty_nodes++;
+					if (ff) {
+						if (n->cpu_cap - n->cpu_used >= c->cpu_milli && n->mem_cap - n->mem_used >= c->mem_mib_host)
+							fullfree_ok += ff;
+						else { fullfree_cpu += ff; nfull++;
+							if (getenv("SIM_DEBUG2")) fprintf(stderr, "  stranded %s %s: %d free GPUs, cpu %lld/%lld mem %lld/%lld\n", n->name, n->info[0].model, ff, (long long)(n->cpu_cap - n->cpu_used), (long long)n->cpu_cap, (long long)(n->mem_cap - n->mem_used), (long long)n->mem_cap); }
+					}
+				}
+				fprintf(stderr, "STATE at %.1f%%: partial-GPU idle %.0f GPUs, fully free GPUs on nodes short of CPU/mem %.0f (%ld nodes), fully free usable %.0f, empty nodes %.0f; task cpu %lld mem %lld\n",
+					arrived * 100 / cap, partial / 1000, fullfree_cpu, nfull, fullfree_ok, empty_nodes, (long long)c->cpu_milli, (long long)c->mem_mib_host);
+				}
+			}
+			if (getenv("SIM_DEBUG"))
+				fprintf(stderr, "fail %d at %.1f%%: cpu %lld mem %lld gpu %d x %u models '%s'\n", a,
+					arrived * 100 / cap, (long long)c->cpu_milli, (long long)c->mem_mib_host,
+					c->count, c->mode == CLAIM_SHARED ? c->core : 1000, c->models);
+			out->failed++;
+			out->failed_gpu += (double)task->gpu_milli;
+		}
+		arrived += (double)task->gpu_milli;
+		if (own)
+			workload_observe(own, c);
+		if (getenv("SIM_DEBUG3") && arrived * 100.0 / cap >= 100.0 && !dumped) {
+			dumped = 1;
+			double partial = 0, ffree = 0, sumcpu = 0, summem = 0;
+			for (int i = 0; i < nn; i++) {
+				const struct gpu_node *n = nodes[i];
+				int ff = 0;
+				for (int k = 0; k < n->ndev; k++) {
+					const struct gpu_device *d = &n->dev[k];
+					if (d->exclusive) continue;
+					if (d->used_core == 0) ff++;
+					else partial += 1000 - d->used_core;
+				}
+				ffree += ff;
+				if (ff) { sumcpu += (double)(n->cpu_cap - n->cpu_used); summem += (double)(n->mem_cap - n->mem_used); }
+			}
+			fprintf(stderr, "AT100 %s seed %llu: idle %.1f GPUs: partial %.1f, fully free %.0f (cpu there %.0f, mem %.0f GiB); unalloc %.2f%%\n", policy_name(cfg->policy), (unsigned long long)cfg->seed,
+				(cap - allocated) / 1000, partial / 1000, ffree, sumcpu / 1000, summem / 1024, 100 - allocated * 100 / cap);
+		}
+		int b = (int)floor(arrived * 100.0 / cap + 0.5);
+		if (b <= SIM_MAX_PCT) {
+			sum_alloc[b] += allocated * 100.0 / cap;
+			sum_frag[b] += frag_sum * 100.0 / cap;
+			cnt[b]++;
+		}
+	}
+	out->seconds = now() - t0;
+	out->arrivals = narr;
+	/* Bins no arrival landed in carry the previous value. */
+	for (int b = 0; b < SIM_NBINS; b++) {
+		if (cnt[b]) {
+			out->alloc[b] = sum_alloc[b] / (double)cnt[b];
+			out->frag[b] = sum_frag[b] / (double)cnt[b];
+		} else if (b > 0) {
+			out->alloc[b] = out->alloc[b - 1];
+			out->frag[b] = out->frag[b - 1];
+		} else {
+			out->frag[b] = frag0 * 100.0 / cap;
+		}
+	}
+	rc = 0;
+out:
+	if (nodes)
+		for (int i = 0; i < nn; i++)
+			gpu_node_free(nodes[i]);
+	if (rows)
+		for (int s = 0; s < tr->nshape; s++)
+			free(rows[s]);
+	free(rows);
+	free(nodes);
+	free(gen);
+	free(frag);
+	free(order);
+	free(perm);
+	free(own);
+	return rc;
+}

@@ -1,0 +1,434 @@
+/*
+ * `gpu-extender simulate`: the command line, the run matrix (policies x
+ * seeds, in parallel), and the CSV / table / SVG reports.
+ */
+#include "sim.h"
+#include "sim_impl.h"
+#include "strnum.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_POLICIES 32
+#define MAX_SEEDS 1000
+#define PLOT_MAX_BYTES (8u << 20)
+
+struct pol {
+	enum policy_id id;
+	enum sim_wl_mode mode;
+	bool mode_set;      /* NAME:online / NAME:trace given */
+	char label[48];
+};
+
+struct opts {
+	const char *nodes, *pods, *plot, *title;
+	struct pol pol[MAX_POLICIES];
+	int npol;
+	int seeds;
+	uint64_t seed_base;
+	double tune;
+	bool csv;
+	int jobs;
+	int wl_default;     /* -1: per policy (fgd: trace, the rest: online) */
+	enum sim_ties ties;
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: gpu-extender simulate --nodes FILE --pods FILE [options]\n"
+		"\n"
+		"Replays a pod list on a node list through the scoring core, as in the FGD\n"
+		"benchmark: GPU demand shuffled per seed and inflated to --tune x capacity,\n"
+		"tasks placed one by one, a task that fits nowhere fails for good.\n"
+		"\n"
+		"  --nodes FILE        openb node CSV (sn,cpu_milli,memory_mib,gpu,model) or\n"
+		"                      the standalone inventory (Kubernetes List JSON/YAML)\n"
+		"  --pods FILE         openb pod CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec])\n"
+		"  --policy NAME       repeatable; 'all' for every policy; NAME:online or\n"
+		"                      NAME:trace picks how the policy learns the task mix\n"
+		"  --workload MODE     online (learned as tasks arrive, from a prior) or trace\n"
+		"                      (the whole trace's mix, known in advance). Default:\n"
+		"                      trace for fgd (as in the paper), online for the rest\n"
+		"  --seeds N           seeds 42..42+N-1 (default 10); --seed-base S moves the start\n"
+		"  --tune X            arrived GPU demand target, x capacity (default 1.3)\n"
+		"  --ties MODE         which of equally rated nodes wins: order (default) the\n"
+		"                      first in a random node order fixed per seed, which\n"
+		"                      reproduces the paper's curves; random: a random one\n"
+		"                      each time (stock kube-scheduler); first: file order\n"
+		"  --format csv|table  per-seed curves, or medians at 50..130%% (default table)\n"
+		"  --plot FILE.svg     unallocated GPU %% vs arrived workload, one line per policy\n"
+		"  --title TEXT        the plot's title\n"
+		"  -j N                parallel runs (default: online CPUs)\n"
+		"\n"
+		"policies:");
+	for (int i = 0; i < POLICY_COUNT; i++)
+		fprintf(out, " %s", policy_name((enum policy_id)i));
+	fprintf(out, "\n");
+}
+
+static int add_policy(struct opts *o, const char *arg)
+{
+	char name[48];
+	if (!str_copy(name, sizeof(name), arg))
+		return -1;
+	char *colon = strchr(name, ':');
+	enum sim_wl_mode mode = SIM_WL_ONLINE;
+	bool mode_set = false;
+	if (colon) {
+		*colon = '\0';
+		if (!strcmp(colon + 1, "online"))
+			mode = SIM_WL_ONLINE;
+		else if (!strcmp(colon + 1, "trace"))
+			mode = SIM_WL_TRACE;
+		else
+			return -1;
+		mode_set = true;
+	}
+	if (!strcmp(name, "all")) {
+		for (int i = 0; i < POLICY_COUNT; i++) {
+			if (o->npol >= MAX_POLICIES)
+				return -1;
+			struct pol *p = &o->pol[o->npol++];
+			p->id = (enum policy_id)i;
+			p->mode = mode;
+			p->mode_set = mode_set;
+			str_copy(p->label, sizeof(p->label), policy_name(p->id));
+		}
+		return 0;
+	}
+	enum policy_id id;
+	if (!policy_parse(name, &id) || o->npol >= MAX_POLICIES)
+		return -1;
+	struct pol *p = &o->pol[o->npol++];
+	p->id = id;
+	p->mode = mode;
+	p->mode_set = mode_set;
+	str_copy(p->label, sizeof(p->label), arg);
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->seeds = 10;
+	o->seed_base = 42;
+	o->tune = 1.3;
+	o->wl_default = -1;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	o->jobs = cpus > 0 ? (int)cpus : 1;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			usage(stdout);
+			return 1;
+		}
+		if (!v) {
+			fprintf(stderr, "simulate: %s needs a value (or is unknown)\n", a);
+			return -1;
+		}
+		i++;
+		if (!strcmp(a, "--nodes")) {
+			o->nodes = v;
+		} else if (!strcmp(a, "--pods")) {
+			o->pods = v;
+		} else if (!strcmp(a, "--plot")) {
+			o->plot = v;
+		} else if (!strcmp(a, "--title")) {
+			o->title = v;
+		} else if (!strcmp(a, "--policy")) {
+			if (add_policy(o, v)) {
+				fprintf(stderr, "simulate: unknown policy '%s' (or too many)\n", v);
+				return -1;
+			}
+		} else if (!strcmp(a, "--workload")) {
+			if (!strcmp(v, "online"))
+				o->wl_default = SIM_WL_ONLINE;
+			else if (!strcmp(v, "trace"))
+				o->wl_default = SIM_WL_TRACE;
+			else {
+				fprintf(stderr, "simulate: --workload is online or trace\n");
+				return -1;
+			}
+		} else if (!strcmp(a, "--seeds")) {
+			if (!strnum_int(v, 1, MAX_SEEDS, &o->seeds)) {
+				fprintf(stderr, "simulate: --seeds wants 1..%d\n", MAX_SEEDS);
+				return -1;
+			}
+		} else if (!strcmp(a, "--seed-base")) {
+			int64_t s;
+			if (!strnum_i64(v, &s) || s < 0) {
+				fprintf(stderr, "simulate: bad --seed-base\n");
+				return -1;
+			}
+			o->seed_base = (uint64_t)s;
+		} else if (!strcmp(a, "--tune")) {
+			if (!strnum_double(v, &o->tune) || o->tune <= 0 || o->tune > 10) {
+				fprintf(stderr, "simulate: --tune wants a number in (0, 10]\n");
+				return -1;
+			}
+		} else if (!strcmp(a, "--ties")) {
+			if (!strcmp(v, "random"))
+				o->ties = SIM_TIES_RANDOM;
+			else if (!strcmp(v, "first"))
+				o->ties = SIM_TIES_FIRST;
+			else if (!strcmp(v, "order"))
+				o->ties = SIM_TIES_ORDER;
+			else {
+				fprintf(stderr, "simulate: --ties is order, random or first\n");
+				return -1;
+			}
+		} else if (!strcmp(a, "--format")) {
+			if (!strcmp(v, "csv"))
+				o->csv = true;
+			else if (strcmp(v, "table")) {
+				fprintf(stderr, "simulate: --format is csv or table\n");
+				return -1;
+			}
+		} else if (!strcmp(a, "-j") || !strcmp(a, "--jobs")) {
+			if (!strnum_int(v, 1, 1024, &o->jobs)) {
+				fprintf(stderr, "simulate: -j wants 1..1024\n");
+				return -1;
+			}
+		} else {
+			fprintf(stderr, "simulate: unknown option %s\n", a);
+			return -1;
+		}
+	}
+	if (!o->nodes || !o->pods) {
+		usage(stderr);
+		return -1;
+	}
+	if (!o->npol)
+		add_policy(o, "all");
+	for (int i = 0; i < o->npol; i++) {
+		struct pol *p = &o->pol[i];
+		if (p->mode_set)
+			continue;
+		if (o->wl_default >= 0)
+			p->mode = (enum sim_wl_mode)o->wl_default;
+		else
+			p->mode = p->id == POLICY_FGD ? SIM_WL_TRACE : SIM_WL_ONLINE;
+	}
+	return 0;
+}
+
+/* ---- the run matrix ---- */
+
+struct matrix {
+	const struct opts *o;
+	const struct sim_cluster *cl;
+	const struct sim_trace *tr;
+	const struct workload *trace_wl;
+	struct sim_result *res;     /* [policy][seed] */
+	int njobs;
+	int next;
+	int failed;
+	pthread_mutex_t lock;
+};
+
+static void *worker(void *arg)
+{
+	struct matrix *m = arg;
+	for (;;) {
+		pthread_mutex_lock(&m->lock);
+		int j = m->next++;
+		pthread_mutex_unlock(&m->lock);
+		if (j >= m->njobs)
+			return NULL;
+		int p = j / m->o->seeds, s = j % m->o->seeds;
+		struct sim_run_cfg cfg = {
+			.policy = m->o->pol[p].id,
+			.wl_mode = m->o->pol[p].mode,
+			.seed = m->o->seed_base + (uint64_t)s,
+			.tune = m->o->tune,
+			.trace_wl = m->trace_wl,
+			.ties = m->o->ties,
+		};
+		if (sim_run(m->cl, m->tr, &cfg, &m->res[j])) {
+			pthread_mutex_lock(&m->lock);
+			m->failed++;
+			pthread_mutex_unlock(&m->lock);
+		}
+	}
+}
+
+static int run_matrix(struct matrix *m)
+{
+	int nthreads = m->o->jobs < m->njobs ? m->o->jobs : m->njobs;
+	pthread_t th[64];
+	if (nthreads > 64)
+		nthreads = 64;
+	pthread_mutex_init(&m->lock, NULL);
+	int started = 0;
+	for (int i = 1; i < nthreads; i++)
+		if (!pthread_create(&th[started], NULL, worker, m))
+			started++;
+	worker(m);
+	for (int i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	pthread_mutex_destroy(&m->lock);
+	return m->failed ? -1 : 0;
+}
+
+/* ---- reports ---- */
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* Quantile q of v[n] (sorted in place), linear between order statistics. */
+static double quantile(double *v, int n, double q)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	double pos = q * (n - 1);
+	int i = (int)pos;
+	if (i >= n - 1)
+		return v[n - 1];
+	return v[i] + (pos - i) * (v[i + 1] - v[i]);
+}
+
+static void series_of(const struct opts *o, const struct sim_result *res, int p,
+		      struct sim_series *out)
+{
+	double v[MAX_SEEDS];
+	out->label = o->pol[p].label;
+	for (int b = 0; b < SIM_NBINS; b++) {
+		for (int s = 0; s < o->seeds; s++)
+			v[s] = 100.0 - res[p * o->seeds + s].alloc[b];
+		out->median[b] = quantile(v, o->seeds, 0.5);
+		out->lo[b] = quantile(v, o->seeds, 0.25);
+		out->hi[b] = quantile(v, o->seeds, 0.75);
+	}
+}
+
+static void print_csv(const struct opts *o, const struct sim_result *res)
+{
+	printf("policy,seed,arrived_pct,allocated_gpu_pct,unallocated_gpu_pct,fragmented_gpu_pct\n");
+	for (int p = 0; p < o->npol; p++)
+		for (int s = 0; s < o->seeds; s++) {
+			const struct sim_result *r = &res[p * o->seeds + s];
+			for (int b = 0; b < SIM_NBINS; b++)
+				printf("%s,%llu,%d,%.2f,%.2f,%.2f\n", o->pol[p].label,
+				       (unsigned long long)(o->seed_base + (uint64_t)s), b, r->alloc[b],
+				       100.0 - r->alloc[b], r->frag[b]);
+		}
+}
+
+static void print_table(const struct opts *o, const struct sim_result *res,
+			const struct sim_cluster *cl, const struct sim_trace *tr)
+{
+	static const int at[] = { 50, 75, 90, 100, 110, 120, 130 };
+	int gpus = (int)(cl->gpu_milli / GPU_CORE_FULL);
+	printf("# %s: %d pods on %s: %d nodes, %d GPUs; seeds %llu..%llu; tune %.2f; ties %s\n",
+	       o->pods, tr->ntask, o->nodes, cl->nnode, gpus,
+	       (unsigned long long)o->seed_base,
+	       (unsigned long long)(o->seed_base + (uint64_t)o->seeds - 1), o->tune,
+	       o->ties == SIM_TIES_RANDOM ? "random" : o->ties == SIM_TIES_FIRST ? "first" : "order");
+	printf("# unallocated GPU %% (median over seeds) at arrived workload %%\n");
+	printf("%-20s", "policy");
+	for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++)
+		printf(" %6d", at[i]);
+	printf(" %8s %12s\n", "failed", "placements/s");
+	for (int p = 0; p < o->npol; p++) {
+		struct sim_series s;
+		series_of(o, res, p, &s);
+		printf("%-20s", o->pol[p].label);
+		for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++)
+			printf(" %6.2f", s.median[at[i]]);
+		double secs = 0, arr = 0, failed = 0;
+		for (int k = 0; k < o->seeds; k++) {
+			secs += res[p * o->seeds + k].seconds;
+			arr += (double)res[p * o->seeds + k].arrivals;
+			failed += (double)res[p * o->seeds + k].failed;
+		}
+		printf(" %8.0f %12.0f\n", failed / o->seeds, secs > 0 ? arr / secs : 0);
+	}
+}
+
+static int write_plot(const struct opts *o, const struct sim_result *res)
+{
+	struct sim_series *s = calloc((size_t)o->npol, sizeof(*s));
+	if (!s)
+		return -1;
+	for (int p = 0; p < o->npol; p++)
+		series_of(o, res, p, &s[p]);
+	struct buf b;
+	buf_init(&b, PLOT_MAX_BYTES);
+	char title[256];
+	if (o->title)
+		snprintf(title, sizeof(title), "%s", o->title);
+	else
+		snprintf(title, sizeof(title), "%s (median of %d seeds, band: 25-75%%)",
+			 strrchr(o->pods, '/') ? strrchr(o->pods, '/') + 1 : o->pods, o->seeds);
+	int rc = sim_plot_svg(&b, title, s, o->npol);
+	free(s);
+	if (!rc) {
+		FILE *f = fopen(o->plot, "w");
+		if (!f || fwrite(buf_cstr(&b), 1, b.len, f) != b.len)
+			rc = -1;
+		if (f && fclose(f))
+			rc = -1;
+	}
+	buf_release(&b);
+	if (rc)
+		fprintf(stderr, "simulate: cannot write %s\n", o->plot);
+	return rc;
+}
+
+int sim_main(int argc, char **argv)
+{
+	struct opts o;
+	int prc = parse_args(argc, argv, &o);
+	if (prc)
+		return prc > 0 ? 0 : 2;
+	char err[256];
+	struct sim_cluster cl;
+	struct sim_trace tr;
+	if (sim_read_nodes(o.nodes, &cl, err, sizeof(err))) {
+		fprintf(stderr, "simulate: %s\n", err);
+		return 1;
+	}
+	if (sim_read_pods(o.pods, &tr, err, sizeof(err))) {
+		fprintf(stderr, "simulate: %s\n", err);
+		sim_cluster_release(&cl);
+		return 1;
+	}
+	int rc = 1;
+	struct workload *twl = malloc(sizeof(*twl));
+	struct sim_result *res = calloc((size_t)o.npol * (size_t)o.seeds, sizeof(*res));
+	if (!twl || !res) {
+		fprintf(stderr, "simulate: out of memory\n");
+		goto out;
+	}
+	if (cl.gpu_milli <= 0) {
+		fprintf(stderr, "simulate: the node list has no usable GPUs\n");
+		goto out;
+	}
+	sim_trace_workload(&tr, twl);
+	struct matrix m = { .o = &o, .cl = &cl, .tr = &tr, .trace_wl = twl, .res = res,
+			    .njobs = o.npol * o.seeds };
+	if (run_matrix(&m)) {
+		fprintf(stderr, "simulate: out of memory\n");
+		goto out;
+	}
+	if (o.csv)
+		print_csv(&o, res);
+	else
+		print_table(&o, res, &cl, &tr);
+	if (o.plot && write_plot(&o, res))
+		goto out;
+	rc = fflush(stdout) ? 1 : 0;
+out:
+	free(res);
+	free(twl);
+	sim_trace_release(&tr);
+	sim_cluster_release(&cl);
+	return rc;
+}

@@ -1,0 +1,454 @@
+/*
+ * Trace readers: the openb node and pod CSVs (and the standalone inventory
+ * for nodes). Columns are found by their header names, so extra or
+ * reordered columns are fine; the time columns are ignored.
+ */
+#include "inventory.h"
+#include "sim_impl.h"
+#include "strnum.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TRACE_MAX_BYTES (512u << 20)
+#define MAX_COLS 32
+#define FIELD_MAX 200
+
+/* ---- small CSV splitter (no quoting: the openb files have none) ---- */
+
+struct csv {
+	const char *p;        /* next line */
+	int line;
+	int ncol;
+	const char *col[MAX_COLS];
+	size_t len[MAX_COLS];
+};
+
+/* Splits the next non-empty line into fields; false at the end. */
+static bool csv_next(struct csv *c)
+{
+	for (;;) {
+		if (!*c->p)
+			return false;
+		const char *start = c->p;
+		const char *end = strchr(start, '\n');
+		if (!end)
+			end = start + strlen(start);
+		c->p = *end ? end + 1 : end;
+		c->line++;
+		const char *stop = end;
+		if (stop > start && stop[-1] == '\r')
+			stop--;
+		if (stop == start)
+			continue;
+		c->ncol = 0;
+		const char *f = start;
+		for (;;) {
+			const char *comma = memchr(f, ',', (size_t)(stop - f));
+			const char *fe = comma ? comma : stop;
+			if (c->ncol < MAX_COLS) {
+				c->col[c->ncol] = f;
+				c->len[c->ncol] = (size_t)(fe - f);
+				c->ncol++;
+			}
+			if (!comma)
+				break;
+			f = comma + 1;
+		}
+		return true;
+	}
+}
+
+/* Field i as a C string in out[FIELD_MAX] ("" when missing); false when too long. */
+static bool csv_field(const struct csv *c, int i, char *out)
+{
+	out[0] = '\0';
+	if (i < 0 || i >= c->ncol)
+		return true;
+	size_t len = c->len[i];
+	if (len >= FIELD_MAX)
+		return false;
+	memcpy(out, c->col[i], len);
+	out[len] = '\0';
+	return true;
+}
+
+static int csv_find(const struct csv *c, const char *name)
+{
+	for (int i = 0; i < c->ncol; i++)
+		if (c->len[i] == strlen(name) && !strncmp(c->col[i], name, c->len[i]))
+			return i;
+	return -1;
+}
+
+static bool field_i64(const struct csv *c, int i, int64_t min, int64_t max, int64_t *out)
+{
+	char s[FIELD_MAX];
+	if (!csv_field(c, i, s) || !strnum_i64(s, out))
+		return false;
+	return *out >= min && *out <= max;
+}
+
+static char *slurp(const char *path, char *err, size_t errsz)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		snprintf(err, errsz, "%s: cannot open", path);
+		return NULL;
+	}
+	struct buf b;
+	buf_init(&b, TRACE_MAX_BYTES);
+	char chunk[65536];
+	size_t n;
+	int rc = 0;
+	while (!rc && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+		rc = buf_add(&b, chunk, n);
+	bool bad = ferror(f);
+	fclose(f);
+	if (rc || bad) {
+		snprintf(err, errsz, "%s: %s", path, rc == BUF_ETOOBIG ? "file too big" :
+			 bad ? "read error" : "out of memory");
+		buf_release(&b);
+		return NULL;
+	}
+	buf_cstr(&b);
+	size_t len;
+	char *text = buf_detach(&b, &len);
+	if (!text) {
+		text = malloc(1);
+		if (text)
+			text[0] = '\0';
+	}
+	return text;
+}
+
+/* ---- nodes ---- */
+
+void sim_cluster_release(struct sim_cluster *c)
+{
+	for (int i = 0; i < c->nnode; i++)
+		gpu_node_free(c->nodes[i]);
+	free(c->nodes);
+	memset(c, 0, sizeof(*c));
+}
+
+static void cluster_capacity(struct sim_cluster *c)
+{
+	c->gpu_milli = 0;
+	for (int i = 0; i < c->nnode; i++)
+		for (int k = 0; k < c->nodes[i]->ndev; k++) {
+			const struct gpu_device *d = &c->nodes[i]->dev[k];
+			if (gpu_usable(d) && !d->mig)
+				c->gpu_milli += GPU_CORE_FULL;
+		}
+}
+
+static struct gpu_node *csv_node(const struct csv *c, const int *col, char *err, size_t errsz)
+{
+	char name[FIELD_MAX], model[FIELD_MAX];
+	int64_t cpu, mem, gpus;
+	if (!csv_field(c, col[0], name) || !name[0]) {
+		snprintf(err, errsz, "line %d: empty node name", c->line);
+		return NULL;
+	}
+	if (!field_i64(c, col[1], 0, INT64_MAX / 4, &cpu) ||
+	    !field_i64(c, col[2], 0, INT64_MAX / 4, &mem) ||
+	    !field_i64(c, col[3], 0, GPU_MAX_DEVICES, &gpus)) {
+		snprintf(err, errsz, "line %d: bad cpu_milli, memory_mib or gpu", c->line);
+		return NULL;
+	}
+	if (!csv_field(c, col[4], model) || strlen(model) >= sizeof(((struct gpu_device_info *)0)->model)) {
+		snprintf(err, errsz, "line %d: model name too long", c->line);
+		return NULL;
+	}
+	struct gpu_node *n = gpu_node_new(name);
+	if (!n) {
+		snprintf(err, errsz, "out of memory");
+		return NULL;
+	}
+	n->cpu_cap = cpu;
+	n->mem_cap = mem;
+	for (int g = 0; g < (int)gpus; g++) {
+		struct gpu_device d;
+		struct gpu_device_info in;
+		memset(&d, 0, sizeof(d));
+		memset(&in, 0, sizeof(in));
+		d.id = g;
+		d.island = -1;
+		d.vendor = GPU_VENDOR_NVIDIA;
+		str_copy(in.model, sizeof(in.model), model);
+		if (gpu_node_add_device(n, &d, &in)) {
+			gpu_node_free(n);
+			snprintf(err, errsz, "out of memory");
+			return NULL;
+		}
+	}
+	return n;
+}
+
+int sim_parse_nodes(const char *text, struct sim_cluster *out, char *err, size_t errsz)
+{
+	memset(out, 0, sizeof(*out));
+	struct csv c = { .p = text };
+	if (!csv_next(&c)) {
+		snprintf(err, errsz, "empty node list");
+		return -1;
+	}
+	static const char *const names[] = { "sn", "cpu_milli", "memory_mib", "gpu", "model" };
+	int col[5];
+	for (int i = 0; i < 5; i++) {
+		col[i] = csv_find(&c, names[i]);
+		if (col[i] < 0) {
+			snprintf(err, errsz, "node list: no column '%s' in the header", names[i]);
+			return -1;
+		}
+	}
+	int cap = 0;
+	while (csv_next(&c)) {
+		if (out->nnode == cap) {
+			cap = cap ? cap * 2 : 256;
+			struct gpu_node **v = realloc(out->nodes, (size_t)cap * sizeof(*v));
+			if (!v) {
+				snprintf(err, errsz, "out of memory");
+				goto fail;
+			}
+			out->nodes = v;
+		}
+		struct gpu_node *n = csv_node(&c, col, err, errsz);
+		if (!n)
+			goto fail;
+		out->nodes[out->nnode++] = n;
+	}
+	if (!out->nnode) {
+		snprintf(err, errsz, "node list has no nodes");
+		goto fail;
+	}
+	cluster_capacity(out);
+	return 0;
+fail:
+	sim_cluster_release(out);
+	return -1;
+}
+
+int sim_read_nodes(const char *path, struct sim_cluster *out, char *err, size_t errsz)
+{
+	memset(out, 0, sizeof(*out));
+	char *text = slurp(path, err, errsz);
+	if (!text)
+		return -1;
+	const char *p = text;
+	while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+		p++;
+	bool csv = !(*p == '{' || *p == '[' || !strncmp(p, "apiVersion", 10) ||
+		     !strncmp(p, "kind", 4) || !strncmp(p, "---", 3) || !strncmp(p, "items", 5));
+	if (csv) {
+		int rc = sim_parse_nodes(text, out, err, errsz);
+		free(text);
+		if (rc) {
+			char e2[256];
+			snprintf(e2, sizeof(e2), "%s: %s", path, err);
+			snprintf(err, errsz, "%s", e2);
+		}
+		return rc;
+	}
+	free(text);
+	/* The standalone inventory (a Kubernetes List of Node / GpuNodeStatus). */
+	struct gpu_node **nodes;
+	size_t n;
+	if (inventory_read_nodes(path, &nodes, &n, err, errsz))
+		return -1;
+	if (!n) {
+		free(nodes);
+		snprintf(err, errsz, "%s: no nodes", path);
+		return -1;
+	}
+	out->nodes = nodes;
+	out->nnode = (int)n;
+	cluster_capacity(out);
+	return 0;
+}
+
+/* ---- pods ---- */
+
+void sim_trace_release(struct sim_trace *t)
+{
+	for (int i = 0; i < t->nshape; i++)
+		claim_release(&t->shapes[i]);
+	free(t->shapes);
+	free(t->tasks);
+	memset(t, 0, sizeof(*t));
+}
+
+static bool same_claim(const struct claim *a, const struct claim *b)
+{
+	return a->mode == b->mode && a->count == b->count && a->core == b->core &&
+	       a->cpu_milli == b->cpu_milli && a->mem_mib_host == b->mem_mib_host &&
+	       !strcmp(a->models, b->models);
+}
+
+static uint64_t claim_hash(const struct claim *c)
+{
+	uint64_t h = 1469598103934665603ULL;
+	uint64_t v[4] = { (uint64_t)c->mode << 32 | (uint64_t)c->count, c->core,
+			  (uint64_t)c->cpu_milli, (uint64_t)c->mem_mib_host };
+	for (int i = 0; i < 4; i++)
+		h = (h ^ v[i]) * 1099511628211ULL;
+	for (const char *s = c->models; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return h ^ (h >> 29);
+}
+
+/* The distinct claims, by an open-addressing table of shape indices. */
+struct shape_set {
+	int *slot;        /* -1 empty */
+	size_t nslot;
+	int cap;
+};
+
+static int shape_index(struct sim_trace *t, struct shape_set *ss, const struct claim *c)
+{
+	if ((size_t)t->nshape * 2 >= ss->nslot) {
+		size_t ns = ss->nslot ? ss->nslot * 2 : 1024;
+		int *slot = malloc(ns * sizeof(*slot));
+		if (!slot)
+			return -1;
+		for (size_t i = 0; i < ns; i++)
+			slot[i] = -1;
+		for (int i = 0; i < t->nshape; i++) {
+			size_t h = claim_hash(&t->shapes[i]) & (ns - 1);
+			while (slot[h] >= 0)
+				h = (h + 1) & (ns - 1);
+			slot[h] = i;
+		}
+		free(ss->slot);
+		ss->slot = slot;
+		ss->nslot = ns;
+	}
+	size_t h = claim_hash(c) & (ss->nslot - 1);
+	while (ss->slot[h] >= 0) {
+		if (same_claim(&t->shapes[ss->slot[h]], c))
+			return ss->slot[h];
+		h = (h + 1) & (ss->nslot - 1);
+	}
+	if (t->nshape == ss->cap) {
+		int cap = ss->cap ? ss->cap * 2 : 64;
+		struct claim *v = realloc(t->shapes, (size_t)cap * sizeof(*v));
+		if (!v)
+			return -1;
+		t->shapes = v;
+		ss->cap = cap;
+	}
+	t->shapes[t->nshape] = *c;
+	ss->slot[h] = t->nshape;
+	return t->nshape++;
+}
+
+/* Row -> claim, as the benchmark's simulator reads it (section 3). */
+static int csv_claim(const struct csv *c, const int *col, struct claim *cl, char *err, size_t errsz)
+{
+	int64_t cpu, mem, num, milli;
+	if (!field_i64(c, col[1], 0, INT64_MAX / 4, &cpu) ||
+	    !field_i64(c, col[2], 0, INT64_MAX / 4, &mem) ||
+	    !field_i64(c, col[3], 0, GPU_MAX_DEVICES, &num) ||
+	    !field_i64(c, col[4], 0, GPU_CORE_FULL, &milli)) {
+		snprintf(err, errsz, "line %d: bad cpu_milli, memory_mib, num_gpu or gpu_milli", c->line);
+		return -1;
+	}
+	char spec[FIELD_MAX];
+	if (!csv_field(c, col[5], spec) || strlen(spec) >= sizeof(cl->models)) {
+		snprintf(err, errsz, "line %d: gpu_spec too long", c->line);
+		return -1;
+	}
+	claim_init(cl);
+	cl->cpu_milli = cpu;
+	cl->mem_mib_host = mem;
+	if (num > 0 && milli > 0) {
+		cl->count = (int)num;
+		if (milli < GPU_CORE_FULL) {
+			if (num != 1) {
+				snprintf(err, errsz, "line %d: a GPU share (gpu_milli %lld) of %lld GPUs",
+					 c->line, (long long)milli, (long long)num);
+				return -1;
+			}
+			cl->mode = CLAIM_SHARED;
+			cl->core = (uint32_t)milli;
+		} else {
+			cl->mode = CLAIM_EXCLUSIVE;
+		}
+		str_copy(cl->models, sizeof(cl->models), spec);
+	}
+	return 0;
+}
+
+int sim_parse_pods(const char *text, struct sim_trace *out, char *err, size_t errsz)
+{
+	memset(out, 0, sizeof(*out));
+	struct csv c = { .p = text };
+	if (!csv_next(&c)) {
+		snprintf(err, errsz, "empty pod list");
+		return -1;
+	}
+	static const char *const names[] = { "name", "cpu_milli", "memory_mib", "num_gpu",
+					     "gpu_milli", "gpu_spec" };
+	int col[6];
+	for (int i = 0; i < 6; i++) {
+		col[i] = csv_find(&c, names[i]);
+		if (col[i] < 0 && i != 5 && i != 0) {
+			snprintf(err, errsz, "pod list: no column '%s' in the header", names[i]);
+			return -1;
+		}
+	}
+	struct shape_set ss = { 0 };
+	int cap = 0;
+	while (csv_next(&c)) {
+		if (out->ntask == cap) {
+			cap = cap ? cap * 2 : 1024;
+			struct sim_task *v = realloc(out->tasks, (size_t)cap * sizeof(*v));
+			if (!v) {
+				snprintf(err, errsz, "out of memory");
+				goto fail;
+			}
+			out->tasks = v;
+		}
+		struct claim cl;
+		if (csv_claim(&c, col, &cl, err, errsz))
+			goto fail;
+		int s = shape_index(out, &ss, &cl);
+		if (s < 0) {
+			snprintf(err, errsz, "out of memory");
+			goto fail;
+		}
+		struct sim_task *t = &out->tasks[out->ntask++];
+		t->shape = s;
+		t->gpu_milli = claim_gpu_milli(&cl);
+		out->gpu_milli += t->gpu_milli;
+	}
+	free(ss.slot);
+	if (!out->ntask) {
+		snprintf(err, errsz, "pod list has no pods");
+		sim_trace_release(out);
+		return -1;
+	}
+	return 0;
+fail:
+	free(ss.slot);
+	sim_trace_release(out);
+	return -1;
+}
+
+int sim_read_pods(const char *path, struct sim_trace *out, char *err, size_t errsz)
+{
+	memset(out, 0, sizeof(*out));
+	char *text = slurp(path, err, errsz);
+	if (!text)
+		return -1;
+	int rc = sim_parse_pods(text, out, err, errsz);
+	free(text);
+	if (rc) {
+		char e2[256];
+		snprintf(e2, sizeof(e2), "%s: %s", path, err);
+		snprintf(err, errsz, "%s", e2);
+	}
+	return rc;
+}

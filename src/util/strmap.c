@@ -1,0 +1,132 @@
+#include "strmap.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char tomb_marker;
+#define STRMAP_TOMB (&tomb_marker)
+
+size_t strmap_hash(const char *key)
+{
+	/* FNV-1a, 64-bit: short keys (node names), no need for more. */
+	uint64_t h = 1469598103934665603ULL;
+	for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
+		h ^= *p;
+		h *= 1099511628211ULL;
+	}
+	return (size_t)(h ^ (h >> 32));
+}
+
+void strmap_init(struct strmap *m)
+{
+	memset(m, 0, sizeof(*m));
+}
+
+void strmap_release(struct strmap *m)
+{
+	for (size_t i = 0; i < m->cap; i++)
+		if (m->slots[i].key && m->slots[i].key != STRMAP_TOMB)
+			free(m->slots[i].key);
+	free(m->slots);
+	strmap_init(m);
+}
+
+static struct strmap_slot *find(const struct strmap *m, const char *key, size_t h)
+{
+	if (!m->cap)
+		return NULL;
+	for (size_t i = h & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+		struct strmap_slot *s = &m->slots[i];
+		if (!s->key)
+			return NULL;
+		if (s->key != STRMAP_TOMB && s->hash == h && !strcmp(s->key, key))
+			return s;
+	}
+}
+
+void *strmap_get(const struct strmap *m, const char *key)
+{
+	struct strmap_slot *s = find(m, key, strmap_hash(key));
+	return s ? s->value : NULL;
+}
+
+static int grow(struct strmap *m)
+{
+	size_t cap = m->cap ? m->cap * 2 : 16;
+	if (m->len * 2 < m->cap)
+		cap = m->cap;          /* mostly tombstones: rehash in place size */
+	struct strmap_slot *slots = calloc(cap, sizeof(*slots));
+	if (!slots)
+		return -1;
+	for (size_t i = 0; i < m->cap; i++) {
+		struct strmap_slot *s = &m->slots[i];
+		if (!s->key || s->key == STRMAP_TOMB)
+			continue;
+		size_t j = s->hash & (cap - 1);
+		while (slots[j].key)
+			j = (j + 1) & (cap - 1);
+		slots[j] = *s;
+	}
+	free(m->slots);
+	m->slots = slots;
+	m->cap = cap;
+	m->used = m->len;
+	return 0;
+}
+
+int strmap_put(struct strmap *m, const char *key, void *value, void **old)
+{
+	size_t h = strmap_hash(key);
+	struct strmap_slot *s = find(m, key, h);
+	if (old)
+		*old = NULL;
+	if (s) {
+		if (old)
+			*old = s->value;
+		s->value = value;
+		return 0;
+	}
+	if ((m->used + 1) * 4 > m->cap * 3 && grow(m))
+		return -1;
+	char *k = strdup(key);
+	if (!k)
+		return -1;
+	size_t i = h & (m->cap - 1);
+	while (m->slots[i].key && m->slots[i].key != STRMAP_TOMB)
+		i = (i + 1) & (m->cap - 1);
+	if (!m->slots[i].key)
+		m->used++;
+	m->slots[i].key = k;
+	m->slots[i].value = value;
+	m->slots[i].hash = h;
+	m->len++;
+	return 0;
+}
+
+void *strmap_del(struct strmap *m, const char *key)
+{
+	struct strmap_slot *s = find(m, key, strmap_hash(key));
+	if (!s)
+		return NULL;
+	void *v = s->value;
+	free(s->key);
+	s->key = STRMAP_TOMB;
+	s->value = NULL;
+	m->len--;
+	return v;
+}
+
+int strmap_next(const struct strmap *m, size_t *pos, const char **key, void **value)
+{
+	for (; *pos < m->cap; (*pos)++) {
+		struct strmap_slot *s = &m->slots[*pos];
+		if (s->key && s->key != STRMAP_TOMB) {
+			*key = s->key;
+			*value = s->value;
+			(*pos)++;
+			return 1;
+		}
+	}
+	return 0;
+}

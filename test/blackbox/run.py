@@ -1,0 +1,402 @@
+#!/usr/bin/env python3
+"""Black-box tests: start the real gpu-extender binary and talk HTTP(S) to it.
+
+Usage: test/blackbox/run.py build/gpu-extender
+Ends with a line "N passed, N failed"; exits 1 if anything failed.
+"""
+import http.client
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build/gpu-extender"))
+DEMO = os.path.join(ROOT, "config/demo-inventory.json")
+EXAMPLES = os.path.join(ROOT, "examples")
+results = {"passed": 0, "failed": 0}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """One gpu-extender serve process on a free port."""
+
+    def __init__(self, *args, tls=None, inventory=DEMO):
+        self.port = free_port()
+        self.tls = tls
+        cmd = [BIN, "serve", "--inventory", inventory, "--listen", f"127.0.0.1:{self.port}"] + list(args)
+        if tls:
+            cmd += ["--tls-cert", tls[0], "--tls-key", tls[1]]
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                if self.request("GET", "/healthz")[0] == 200:
+                    return
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("server did not start: " + self.output())
+
+    def conn(self):
+        if self.tls:
+            ctx = ssl.create_default_context(cafile=self.tls[2])
+            return http.client.HTTPSConnection("localhost", self.port, timeout=10, context=ctx)
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+
+    def request(self, method, path, body=None, headers=None):
+        c = self.conn()
+        try:
+            if isinstance(body, (dict, list)):
+                body = json.dumps(body)
+            c.request(method, path, body=body, headers=headers or {})
+            r = c.getresponse()
+            return r.status, r.read().decode(), dict(r.getheaders())
+        finally:
+            c.close()
+
+    def post(self, path, body):
+        status, text, _ = self.request("POST", path, body, {"Content-Type": "application/json"})
+        return status, json.loads(text)
+
+    def output(self):
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def test(fn):
+    try:
+        fn()
+        results["passed"] += 1
+        print(f"PASS {fn.__name__}")
+    except Exception:
+        results["failed"] += 1
+        print(f"FAIL {fn.__name__}")
+        traceback.print_exc()
+    return fn
+
+
+def example(name):
+    with open(os.path.join(EXAMPLES, name)) as f:
+        return json.load(f)
+
+
+def pod(name, limits=None, annotations=None):
+    meta = {"name": name, "namespace": "ml", "uid": "uid-" + name}
+    if annotations:
+        meta["annotations"] = annotations
+    return {"metadata": meta, "spec": {"containers": [{"name": "c", "resources": {"limits": limits or {}}}]}}
+
+
+NODES = ["gpu-h100-a", "gpu-a100-b", "gpu-l4-c", "gpu-mi300x-d", "gpu-max-e", "gpu-t4-f", "cpu-g"]
+
+
+@test
+def help_documents_every_flag():
+    out = subprocess.run([BIN, "serve", "--help"], capture_output=True, text=True, check=True).stdout
+    for flag in ["--inventory", "--listen", "--url-prefix", "--policy", "--max-body", "--config",
+                 "--resource-gpu", "--tls-cert", "--kubeconfig", "--log-level"]:
+        assert flag in out, flag
+    r = subprocess.run([BIN, "serve", "--bogus"], capture_output=True, text=True)
+    assert r.returncode == 2 and "unknown flag '--bogus'" in r.stderr, r.stderr
+    r = subprocess.run([BIN, "serve", "--inventory", "/nonexistent.json", "--listen", "127.0.0.1:0"],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "/nonexistent.json" in r.stderr, r.stderr
+
+
+@test
+def health_version_metrics():
+    s = Server()
+    try:
+        assert s.request("GET", "/healthz")[:2] == (200, "ok\n")
+        assert s.request("GET", "/readyz")[0] == 200
+        st, body, _ = s.request("GET", "/version")
+        assert st == 200 and "version" in json.loads(body)
+        s.post("/filter", example("filter.json"))
+        st, body, hdr = s.request("GET", "/metrics")
+        assert st == 200 and hdr["Content-Type"].startswith("text/plain")
+        assert 'gpu_extender_requests_total{verb="filter"} 1' in body, body
+        assert 'gpu_extender_request_duration_seconds_bucket{verb="filter",le="+Inf"} 1' in body
+        assert "gpu_extender_cache_nodes 7" in body
+        assert "gpu_extender_cache_devices 34" in body
+    finally:
+        assert s.stop() == 0, s.output()
+
+
+@test
+def filter_example_gives_nodes_and_reasons():
+    s = Server()
+    try:
+        st, r = s.post("/filter", example("filter.json"))
+        assert st == 200
+        assert r["Error"] == ""
+        assert set(r["NodeNames"]) == {"gpu-h100-a", "gpu-a100-b", "gpu-l4-c", "gpu-mi300x-d", "gpu-max-e"}, r
+        assert r["FailedAndUnresolvableNodes"]["gpu-t4-f"] == "node has 2 matching GPUs, claim needs 4"
+        assert "no GpuNodeStatus" in r["FailedAndUnresolvableNodes"]["cpu-g"]
+        st, r = s.post("/filter", example("filter-claim.json"))
+        assert r["NodeNames"] == ["gpu-h100-a"], r
+        assert r["FailedAndUnresolvableNodes"]["gpu-mi300x-d"] == "no nvidia GPU (node has 8 amd)"
+        # The claim that needs 4 on one island: the A100 node has an unhealthy GPU in nvlink-1.
+        st, r = s.post("/filter", {"Pod": pod("isl", annotations={"gpu.scheduling/claim": "four-on-one-island"}),
+                                   "NodeNames": NODES})
+        assert "gpu-a100-b" in r["NodeNames"] and "gpu-l4-c" in r["FailedAndUnresolvableNodes"], r
+    finally:
+        s.stop()
+
+
+@test
+def url_prefix_and_both_paths():
+    s = Server("--url-prefix", "/gpu-scheduler/")
+    try:
+        st, r = s.post("/gpu-scheduler/filter", example("filter.json"))
+        assert st == 200 and r["Error"] == ""
+        st, r = s.post("/filter", example("filter.json"))
+        assert st == 200
+        assert s.request("GET", "/gpu-scheduler/healthz")[0] == 200
+    finally:
+        s.stop()
+
+
+@test
+def bad_requests_get_clear_errors_and_server_survives():
+    s = Server("--max-body", "65536")
+    try:
+        assert s.request("GET", "/nope")[0] == 404
+        st, body, hdr = s.request("GET", "/filter")
+        assert st == 405 and hdr.get("Allow") == "POST", (st, hdr)
+        assert s.request("POST", "/healthz")[0] == 405
+        for body in ["", "{", "[1,2]", '{"Pod":"x"}', '{"Pod":{},"NodeNames":"a"}', "\x00\xff"]:
+            st, text, _ = s.request("POST", "/filter", body)
+            assert st == 400, (body, st, text)
+            assert json.loads(text)["Error"], text
+        st, text, _ = s.request("POST", "/bind", '{"PodName":"x"}')
+        assert st == 400
+        # Oversized with a Content-Length: 413 before the body is read.
+        big = "x" * 200000
+        st, text, _ = s.request("POST", "/filter", big)
+        assert st == 413 and "over the limit" in text, (st, text)
+        # Oversized and chunked: refused too, and the server keeps serving.
+        c = s.conn()
+        c.putrequest("POST", "/filter")
+        c.putheader("Transfer-Encoding", "chunked")
+        c.endheaders()
+        try:
+            for _ in range(8):
+                chunk = b"y" * 20000
+                c.send(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            c.send(b"0\r\n\r\n")
+            status = c.getresponse().status
+        except (ConnectionError, http.client.HTTPException) as e:
+            status = repr(e)
+        c.close()
+        assert status == 413, status
+        st, r = s.post("/filter", example("filter.json"))
+        assert st == 200 and r["Error"] == ""
+    finally:
+        assert s.stop() == 0
+
+
+@test
+def nodes_form_echoes_full_objects():
+    s = Server()
+    try:
+        nodes = [{"metadata": {"name": n, "labels": {"x": n}}} for n in NODES]
+        st, r = s.post("/filter", {"Pod": pod("p", {"gpu.scheduling/gpu": "1"}),
+                                   "Nodes": {"metadata": {}, "items": nodes}, "NodeNames": None})
+        assert r["NodeNames"] is None
+        names = [n["metadata"]["name"] for n in r["Nodes"]["items"]]
+        assert "gpu-h100-a" in names and "cpu-g" not in names
+        assert r["Nodes"]["items"][0]["metadata"]["labels"]["x"] == names[0]
+    finally:
+        s.stop()
+
+
+@test
+def prioritize_binpack_vs_spread():
+    s = Server()
+    try:
+        body = example("prioritize.json")
+        st, r = s.post("/prioritize", body)
+        scores = {h["Host"]: h["Score"] for h in r}
+        assert scores == {"gpu-h100-a": 0, "gpu-a100-b": 10, "gpu-mi300x-d": 0}, scores
+        body["Pod"]["metadata"]["annotations"] = {"gpu.scheduling/policy": "spread"}
+        st, r = s.post("/prioritize", body)
+        scores = {h["Host"]: h["Score"] for h in r}
+        assert scores["gpu-a100-b"] == 0 and scores["gpu-h100-a"] == 10, scores
+    finally:
+        s.stop()
+
+
+def bind(s, name, node):
+    return s.post("/bind", {"PodName": name, "PodNamespace": "ml", "PodUID": "uid-" + name, "Node": node})[1]
+
+
+@test
+def bind_records_allocation_and_debug_view_shows_it():
+    s = Server()
+    try:
+        s.post("/filter", {"Pod": pod("a", {"gpu.scheduling/gpu": "3"}), "NodeNames": NODES})
+        assert bind(s, "a", "gpu-l4-c")["Error"] == ""
+        st, body, _ = s.request("GET", "/debug/nodes?node=gpu-l4-c")
+        node = json.loads(body)["nodes"][0]
+        assert node["freeDevices"] == 1 and node["allocations"][0]["devices"] == "0,1,2", node
+        st, r = s.post("/filter", {"Pod": pod("b", {"gpu.scheduling/gpu": "2"}), "NodeNames": NODES})
+        assert r["FailedNodes"]["gpu-l4-c"] == "gpu 0-3: 1 free, claim needs 2", r
+        s.post("/filter", {"Pod": pod("c", {"gpu.scheduling/gpu": "2"}), "NodeNames": NODES})
+        assert "no longer fits" in bind(s, "c", "gpu-l4-c")["Error"]
+        assert s.request("GET", "/debug/nodes?node=nope")[0] == 404
+    finally:
+        s.stop()
+
+
+@test
+def concurrent_binds_over_http_exactly_one_wins():
+    s = Server()
+    try:
+        # gpu-l4-c has 4 GPUs: 12 pods of 4 GPUs race for them.
+        won = []
+        def go(i):
+            name = f"race-{i}"
+            s.post("/filter", {"Pod": pod(name, {"gpu.scheduling/gpu": "4"}), "NodeNames": ["gpu-l4-c"]})
+            if bind(s, name, "gpu-l4-c")["Error"] == "":
+                won.append(name)
+        threads = [threading.Thread(target=go, args=(i,)) for i in range(12)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(won) == 1, won
+        # Shared: 25% each on the 4 free H100s... use the T4 node: one usable GPU, 4 x 25% fit.
+        won.clear()
+        def share(i):
+            name = f"share-{i}"
+            s.post("/filter", {"Pod": pod(name, {"gpu.scheduling/gpu-core": "25", "gpu.scheduling/gpu-memory": "1024"}),
+                               "NodeNames": ["gpu-t4-f"]})
+            if bind(s, name, "gpu-t4-f")["Error"] == "":
+                won.append(name)
+        threads = [threading.Thread(target=share, args=(i,)) for i in range(10)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(won) == 4, won
+        node = json.loads(s.request("GET", "/debug/nodes?node=gpu-t4-f")[1])["nodes"][0]
+        assert node["devices"][0]["usedCorePercent"] == 100.0 and node["devices"][1]["sharedHolders"] == 0
+    finally:
+        s.stop()
+
+
+@test
+def preempt_answers_meta_form():
+    s = Server()
+    try:
+        s.post("/filter", {"Pod": pod("low", {"gpu.scheduling/gpu": "4"}), "NodeNames": ["gpu-l4-c"]})
+        assert bind(s, "low", "gpu-l4-c")["Error"] == ""
+        st, r = s.post("/preempt", {"Pod": pod("high", {"gpu.scheduling/gpu": "2"}),
+                                    "NodeNameToVictims": {"gpu-l4-c": {"Pods": [{"metadata": {"uid": "uid-low"}}],
+                                                                        "NumPDBViolations": 0}},
+                                    "NodeNameToMetaVictims": None})
+        assert st == 200 and r == {"NodeNameToMetaVictims": {"gpu-l4-c": {"Pods": [{"UID": "uid-low"}],
+                                                                          "NumPDBViolations": 0}}}, r
+    finally:
+        s.stop()
+
+
+@test
+def yaml_inventory_and_sighup_reload():
+    with open(DEMO) as f:
+        data = json.load(f)
+    lines = ["apiVersion: v1", "kind: List", "items:"]
+    # Write a small YAML by hand: two nodes.
+    lines += ["- apiVersion: v1", "  kind: Node", "  metadata:", "    name: y1", "    labels: {zone: \"1\"}",
+              "- apiVersion: gpu.scheduling/v1", "  kind: GpuNodeStatus", "  metadata: {name: y1}",
+              "  spec: {nodeName: y1}", "  status:", "    devices:",
+              "    - {id: 0, vendor: amd, model: AMD Instinct MI210, architecture: gfx90a, memoryMiB: 65536}"]
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write("\n".join(lines) + "\n")
+        path = f.name
+    s = Server(inventory=path)
+    try:
+        st, r = s.post("/filter", {"Pod": pod("y", {"gpu.scheduling/gpu": "1"}), "NodeNames": ["y1"]})
+        assert r["NodeNames"] == ["y1"], r
+        with open(path, "w") as f:
+            json.dump(data, f)
+        s.proc.send_signal(signal.SIGHUP)
+        deadline = time.time() + 5
+        while time.time() < deadline:
+            if "gpu_extender_cache_nodes 7" in s.request("GET", "/metrics")[1]:
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("reload not seen: " + s.output())
+    finally:
+        s.stop()
+        os.unlink(path)
+
+
+@test
+def tls_endpoint():
+    d = tempfile.mkdtemp()
+    ca_key, ca, key, csr, crt = (os.path.join(d, n) for n in ("ca.key", "ca.crt", "srv.key", "srv.csr", "srv.crt"))
+    run = lambda *a: subprocess.run(a, check=True, capture_output=True)
+    run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca, "-days", "1",
+        "-subj", "/CN=test-ca")
+    run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr, "-subj", "/CN=localhost")
+    ext = os.path.join(d, "ext.cnf")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    run("openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-out", crt,
+        "-days", "1", "-extfile", ext)
+    s = Server(tls=(crt, key, ca))
+    try:
+        st, r = s.post("/filter", example("filter.json"))
+        assert st == 200 and r["Error"] == ""
+    finally:
+        s.stop()
+    r = subprocess.run([BIN, "serve", "--inventory", DEMO, "--listen", "127.0.0.1:0", "--tls-cert", "/nope.pem",
+                        "--tls-key", key], capture_output=True, text=True)
+    assert r.returncode == 1 and "/nope.pem" in r.stderr, r.stderr
+
+
+@test
+def sigterm_waits_for_inflight_and_exits_zero():
+    s = Server()
+    body = json.dumps({"Pod": pod("p", {"gpu.scheduling/gpu": "1"}), "NodeNames": NODES * 2000})
+    out = {}
+    def slow():
+        out["r"] = s.request("POST", "/filter", body)
+    t = threading.Thread(target=slow)
+    t.start()
+    time.sleep(0.02)
+    rc = s.stop()
+    t.join()
+    assert rc == 0, s.output()
+    assert "shutting down" in s.output()
+    assert out["r"][0] == 200, out
+
+
+print(f"blackbox: {results['passed']} passed, {results['failed']} failed")
+sys.exit(1 if results["failed"] else 0)

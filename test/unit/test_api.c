@@ -1,0 +1,297 @@
+/* Decoding pods, GpuClaims, Nodes and GpuNodeStatus objects into the core model. */
+#include "testutil.h"
+
+#include "api.h"
+#include "policy.h"
+
+#include <stdio.h>
+
+static cJSON *J(const char *text)
+{
+	cJSON *j = cJSON_Parse(text);
+	assert_non_null(j);
+	return j;
+}
+
+static struct api_resources res;
+
+static int setup(void **state)
+{
+	(void)state;
+	api_resources_default(&res);
+	return 0;
+}
+
+static int pod_claim(const char *pod_json, struct claim *c, char *err)
+{
+	cJSON *pod = J(pod_json);
+	int rc = api_pod_claim(pod, &res, NULL, NULL, c, err, 256);
+	cJSON_Delete(pod);
+	return rc;
+}
+
+static void test_pod_without_gpus(void **state)
+{
+	(void)state;
+	struct claim c;
+	char err[256];
+	assert_int_equal(pod_claim("{\"spec\":{\"containers\":[{\"name\":\"a\",\"resources\":{\"limits\":{\"cpu\":\"2\"}}}]}}", &c, err), 0);
+	assert_false(claim_wants_gpu(&c));
+}
+
+static void test_pod_whole_gpus_summed(void **state)
+{
+	(void)state;
+	struct claim c;
+	char err[256];
+	assert_int_equal(pod_claim("{\"spec\":{\"containers\":["
+				   "{\"name\":\"a\",\"resources\":{\"limits\":{\"gpu.scheduling/gpu\":\"2\"}}},"
+				   "{\"name\":\"b\",\"resources\":{\"requests\":{\"gpu.scheduling/gpu\":1}}}],"
+				   "\"initContainers\":[{\"name\":\"i\",\"resources\":{\"limits\":{\"gpu.scheduling/gpu\":\"1\"}}}]}}",
+				   &c, err), 0);
+	assert_int_equal(c.mode, CLAIM_EXCLUSIVE);
+	assert_int_equal(c.count, 3);
+}
+
+static void test_pod_init_container_max(void **state)
+{
+	(void)state;
+	struct claim c;
+	char err[256];
+	assert_int_equal(pod_claim("{\"spec\":{\"containers\":["
+				   "{\"name\":\"a\",\"resources\":{\"limits\":{\"gpu.scheduling/gpu\":\"1\"}}}],"
+				   "\"initContainers\":[{\"name\":\"i\",\"resources\":{\"limits\":{\"gpu.scheduling/gpu\":\"4\"}}}]}}",
+				   &c, err), 0);
+	assert_int_equal(c.count, 4);
+}
+
+static void test_pod_shared_memory_only_and_core_only(void **state)
+{
+	(void)state;
+	struct claim c;
+	char err[256];
+	assert_int_equal(pod_claim("{\"spec\":{\"containers\":[{\"name\":\"a\",\"resources\":{\"limits\":"
+				   "{\"gpu.scheduling/gpu-memory\":\"4096\"}}},{\"name\":\"b\",\"resources\":{\"limits\":"
+				   "{\"gpu.scheduling/gpu-memory\":\"1024\"}}}]}}", &c, err), 0);
+	assert_int_equal(c.mode, CLAIM_SHARED);
+	assert_int_equal(c.count, 1);
+	assert_int_equal(c.mem_mib, 5120);
+	assert_int_equal(c.core, 0);
+	assert_int_equal(pod_claim("{\"spec\":{\"containers\":[{\"name\":\"a\",\"resources\":{\"limits\":"
+				   "{\"gpu.scheduling/gpu-core\":\"30\"}}}]}}", &c, err), 0);
+	assert_int_equal(c.mode, CLAIM_SHARED);
+	assert_int_equal(c.mem_mib, 0);
+	assert_int_equal(c.core, 300);
+	assert_int_equal(pod_claim("{\"spec\":{\"containers\":[{\"name\":\"a\",\"resources\":{\"limits\":"
+				   "{\"gpu.scheduling/gpu\":\"2\",\"gpu.scheduling/gpu-core\":\"50\"}}}]}}", &c, err), 0);
+	assert_int_equal(c.mode, CLAIM_SHARED);
+	assert_int_equal(c.count, 2);
+	assert_int_equal(c.core, 500);
+}
+
+static void test_pod_bad_quantities(void **state)
+{
+	(void)state;
+	struct claim c;
+	char err[256];
+	assert_int_equal(pod_claim("{\"spec\":{\"containers\":[{\"name\":\"a\",\"resources\":{\"limits\":"
+				   "{\"gpu.scheduling/gpu\":\"two\"}}}]}}", &c, err), -1);
+	assert_string_equal(err, "container a: gpu.scheduling/gpu is not a valid quantity");
+	assert_int_equal(pod_claim("{\"spec\":{\"containers\":[{\"name\":\"a\",\"resources\":{\"limits\":"
+				   "{\"gpu.scheduling/gpu-core\":\"150\"}}}]}}", &c, err), -1);
+	assert_non_null(strstr(err, "over 100"));
+	assert_int_equal(pod_claim("{\"metadata\":{}}", &c, err), -1);
+	assert_string_equal(err, "Pod has no spec");
+}
+
+static void test_resource_aliases(void **state)
+{
+	(void)state;
+	char err[256];
+	assert_int_equal(api_resources_set(&res, "core", "gpu.scheduling/gpu-core, nano-gpu/gpu-percent", err, sizeof(err)), 0);
+	struct claim c;
+	assert_int_equal(pod_claim("{\"spec\":{\"containers\":[{\"name\":\"a\",\"resources\":{\"limits\":"
+				   "{\"nano-gpu/gpu-percent\":\"20\"}}}]}}", &c, err), 0);
+	assert_int_equal(c.core, 200);
+	assert_true(api_resources_has(&res, "nano-gpu/gpu-percent"));
+	assert_int_equal(api_resources_set(&res, "core", "no-domain", err, sizeof(err)), -1);
+	assert_int_equal(api_resources_set(&res, "bogus", "a/b", err, sizeof(err)), -1);
+	api_resources_default(&res);
+}
+
+static const cJSON *lookup_one(void *ctx, const char *ns, const char *name)
+{
+	return !strcmp(ns, "ml") && !strcmp(name, "c1") ? ctx : NULL;
+}
+
+static void test_pod_claim_annotation(void **state)
+{
+	(void)state;
+	cJSON *gc = J("{\"metadata\":{\"name\":\"c1\",\"namespace\":\"ml\"},\"spec\":{"
+		      "\"devices\":{\"count\":2,\"policy\":\"preferIds\",\"preferIds\":[3,1],\"exclusivity\":\"Exclusive\","
+		      "\"vendor\":\"nvidia\",\"model\":\"H100|A100\",\"architecture\":\"hopper\",\"minMemoryMiB\":40000},"
+		      "\"selector\":{\"matchLabels\":{\"zone\":\"a\"}},"
+		      "\"topology\":{\"mode\":\"Required\",\"minBandwidthGBps\":300},\"gangRef\":\"g1\"}}");
+	cJSON *pod = J("{\"metadata\":{\"name\":\"p\",\"namespace\":\"ml\",\"annotations\":"
+		       "{\"gpu.scheduling/claim\":\"c1\",\"gpu.scheduling/policy\":\"spread\"}},\"spec\":{\"containers\":[]}}");
+	struct claim c;
+	char err[256];
+	assert_int_equal(api_pod_claim(pod, &res, lookup_one, gc, &c, err, sizeof(err)), 0);
+	assert_int_equal(c.mode, CLAIM_EXCLUSIVE);
+	assert_int_equal(c.count, 2);
+	assert_int_equal(c.placement, PLACE_PREFER_IDS);
+	assert_int_equal(c.nprefer, 2);
+	assert_int_equal(c.prefer_ids[0], 3);
+	assert_int_equal(c.vendor, GPU_VENDOR_NVIDIA);
+	assert_string_equal(c.models, "H100|A100");
+	assert_string_equal(c.arch, "hopper");
+	assert_int_equal(c.min_mem_mib, 40000);
+	assert_int_equal(c.nmatch, 1);
+	assert_string_equal(c.match[0].key, "zone");
+	assert_int_equal(c.topo, TOPO_REQUIRED);
+	assert_true(c.min_bw_gbps == 300);
+	assert_int_equal(c.policy, POLICY_SPREAD);
+	claim_release(&c);
+	/* Missing claim, unknown policy: clear errors. */
+	cJSON_Delete(pod);
+	pod = J("{\"metadata\":{\"name\":\"p\",\"namespace\":\"ml\",\"annotations\":"
+		"{\"gpu.scheduling/claim\":\"nope\"}},\"spec\":{\"containers\":[]}}");
+	assert_int_equal(api_pod_claim(pod, &res, lookup_one, gc, &c, err, sizeof(err)), -1);
+	assert_string_equal(err, "GpuClaim ml/nope not found");
+	cJSON_Delete(pod);
+	pod = J("{\"metadata\":{\"name\":\"p\",\"annotations\":{\"gpu.scheduling/policy\":\"fastest\"}},\"spec\":{}}");
+	assert_int_equal(api_pod_claim(pod, &res, lookup_one, gc, &c, err, sizeof(err)), -1);
+	assert_string_equal(err, "annotation gpu.scheduling/policy: unknown policy 'fastest'");
+	cJSON_Delete(pod);
+	cJSON_Delete(gc);
+}
+
+static void check_bad_claim(const char *spec, const char *want)
+{
+	char text[512], err[256];
+	snprintf(text, sizeof(text), "{\"spec\":%s}", spec);
+	cJSON *gc = J(text);
+	struct claim c;
+	assert_int_equal(api_gpuclaim_decode(gc, &c, err, sizeof(err)), -1);
+	if (!strstr(err, want))
+		fail_msg("for %s: got '%s', want '%s'", spec, err, want);
+	cJSON_Delete(gc);
+}
+
+static void test_gpuclaim_validation(void **state)
+{
+	(void)state;
+	check_bad_claim("{}", "no spec.devices");
+	check_bad_claim("{\"devices\":{\"count\":0}}", "spec.devices.count must be an integer in 1..64");
+	check_bad_claim("{\"devices\":{\"count\":1.5}}", "spec.devices.count");
+	check_bad_claim("{\"devices\":{\"count\":\"2\"}}", "spec.devices.count");
+	check_bad_claim("{\"devices\":{\"exclusivity\":\"Mine\"}}", "must be one of Exclusive, Shared, MIG");
+	check_bad_claim("{\"devices\":{\"policy\":\"random\"}}", "spec.devices.policy must be one of");
+	check_bad_claim("{\"devices\":{\"policy\":\"preferIds\"}}", "needs spec.devices.preferIds");
+	check_bad_claim("{\"devices\":{\"exclusivity\":\"Shared\"}}", "needs memoryMiB or corePercent");
+	check_bad_claim("{\"devices\":{\"exclusivity\":\"Shared\",\"corePercent\":101}}", "corePercent");
+	check_bad_claim("{\"devices\":{\"memoryMiB\":100}}", "apply only to exclusivity Shared");
+	check_bad_claim("{\"devices\":{\"vendor\":\"acme\"}}", "vendor must be nvidia, amd or intel");
+	check_bad_claim("{\"devices\":{},\"topology\":{\"mode\":\"Always\"}}", "spec.topology.mode");
+	check_bad_claim("{\"devices\":{},\"topology\":{\"minBandwidthGBps\":-1}}", "minBandwidthGBps");
+	check_bad_claim("{\"devices\":{},\"selector\":{\"matchLabels\":{\"a\":1}}}", "matchLabels.a must be a string");
+	/* Defaults: one exclusive GPU, topology preferred. */
+	cJSON *gc = J("{\"spec\":{\"devices\":{}}}");
+	struct claim c;
+	char err[256];
+	assert_int_equal(api_gpuclaim_decode(gc, &c, err, sizeof(err)), 0);
+	assert_int_equal(c.count, 1);
+	assert_int_equal(c.mode, CLAIM_EXCLUSIVE);
+	assert_int_equal(c.topo, TOPO_PREFERRED);
+	claim_release(&c);
+	cJSON_Delete(gc);
+	gc = J("{\"spec\":{\"devices\":{\"exclusivity\":\"Shared\",\"memoryMiB\":2048,\"corePercent\":10}}}");
+	assert_int_equal(api_gpuclaim_decode(gc, &c, err, sizeof(err)), 0);
+	assert_int_equal(c.mode, CLAIM_SHARED);
+	assert_int_equal(c.mem_mib, 2048);
+	assert_int_equal(c.core, 100);
+	claim_release(&c);
+	cJSON_Delete(gc);
+}
+
+static void test_gns_decode(void **state)
+{
+	(void)state;
+	cJSON *gns = J("{\"metadata\":{\"name\":\"x\"},\"spec\":{\"nodeName\":\"n1\"},\"status\":{\"devices\":["
+		       "{\"id\":1,\"uuid\":\"GPU-b\",\"vendor\":\"nvidia\",\"model\":\"H100\",\"memoryMiB\":81559,"
+		       "\"health\":\"Healthy\",\"island\":\"nvlink-0\",\"bandwidthGBps\":900,\"inUseBy\":[]},"
+		       "{\"id\":0,\"uuid\":\"GPU-a\",\"vendor\":\"nvidia\",\"model\":\"H100\",\"memoryMiB\":81559,"
+		       "\"health\":\"Unhealthy\",\"island\":\"nvlink-0\",\"inUseBy\":[\"pod-1\"]},"
+		       "{\"id\":1000,\"uuid\":\"MIG-x\",\"vendor\":\"nvidia\",\"model\":\"A100\",\"migProfile\":\"1g.5gb\"}]}}");
+	struct gpu_node *n = gpu_node_new("n1");
+	const char *name;
+	char err[256];
+	assert_int_equal(api_gns_decode(gns, n, &name, err, sizeof(err)), 0);
+	assert_string_equal(name, "n1");
+	assert_int_equal(n->ndev, 3);
+	assert_int_equal(n->dev[0].id, 0);       /* sorted by id */
+	assert_int_equal(n->dev[0].health, GPU_UNHEALTHY);
+	assert_true(n->dev[0].external);
+	assert_false(n->dev[1].external);
+	assert_int_equal(n->nisland, 1);
+	assert_true(n->islands[0].bandwidth_gbps == 900);
+	assert_int_equal(n->dev[0].island, 0);
+	assert_int_equal(n->dev[2].island, -1);
+	assert_string_equal(n->info[2].mig_profile, "1g.5gb");
+	assert_true(n->dev[2].mig);
+	gpu_node_free(n);
+	cJSON_Delete(gns);
+
+	const char *bad[] = {
+		"{\"spec\":{\"nodeName\":\"n\"},\"status\":{\"devices\":[{\"id\":-1}]}}",
+		"{\"spec\":{\"nodeName\":\"n\"},\"status\":{\"devices\":[{\"id\":0},{\"id\":0}]}}",
+		"{\"spec\":{\"nodeName\":\"n\"},\"status\":{\"devices\":[{\"id\":0,\"vendor\":\"acme\"}]}}",
+		"{\"spec\":{\"nodeName\":\"n\"},\"status\":{\"devices\":[{\"id\":0,\"health\":\"Meh\"}]}}",
+		"{\"spec\":{\"nodeName\":\"n\"},\"status\":{\"devices\":{}}}",
+		"{\"spec\":{\"nodeName\":\"n\"},\"status\":{\"devices\":[7]}}",
+		"{\"status\":{}}",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		gns = J(bad[i]);
+		n = gpu_node_new("n");
+		assert_int_equal(api_gns_decode(gns, n, &name, err, sizeof(err)), -1);
+		assert_true(err[0] != '\0');
+		gpu_node_free(n);
+		cJSON_Delete(gns);
+	}
+}
+
+static void test_node_decode(void **state)
+{
+	(void)state;
+	cJSON *node = J("{\"metadata\":{\"name\":\"n1\",\"labels\":{\"b\":\"2\",\"a\":\"1\"}}}");
+	char err[256];
+	struct gpu_node *n = api_node_decode(node, err, sizeof(err));
+	assert_non_null(n);
+	assert_string_equal(n->name, "n1");
+	assert_string_equal(gpu_node_label(n, "a"), "1");
+	assert_string_equal(gpu_node_label(n, "b"), "2");
+	assert_null(gpu_node_label(n, "c"));
+	gpu_node_free(n);
+	cJSON_Delete(node);
+	node = J("{\"metadata\":{}}");
+	assert_null(api_node_decode(node, err, sizeof(err)));
+	cJSON_Delete(node);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_pod_without_gpus),
+		cmocka_unit_test(test_pod_whole_gpus_summed),
+		cmocka_unit_test(test_pod_init_container_max),
+		cmocka_unit_test(test_pod_shared_memory_only_and_core_only),
+		cmocka_unit_test(test_pod_bad_quantities),
+		cmocka_unit_test(test_resource_aliases),
+		cmocka_unit_test(test_pod_claim_annotation),
+		cmocka_unit_test(test_gpuclaim_validation),
+		cmocka_unit_test(test_gns_decode),
+		cmocka_unit_test(test_node_decode),
+	};
+	return cmocka_run_group_tests_name("api", tests, setup, NULL);
+}

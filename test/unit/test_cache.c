@@ -1,0 +1,298 @@
+/* The capacity cache: snapshots, allocations, sweeping, concurrent readers. */
+#include "testutil.h"
+
+#include "cache.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <stdio.h>
+
+static struct gpu_node *devices(const char *name, int n)
+{
+	return tu_node(name, n, GPU_VENDOR_NVIDIA, "H100", 81559);
+}
+
+static struct alloc make_alloc(const char *uid, int id)
+{
+	struct alloc a;
+	memset(&a, 0, sizeof(a));
+	snprintf(a.uid, sizeof(a.uid), "%s", uid);
+	a.mode = CLAIM_EXCLUSIVE;
+	a.ndev = 1;
+	a.ids[0] = id;
+	return a;
+}
+
+static void test_snapshots_are_immutable(void **state)
+{
+	(void)state;
+	struct cache *c = cache_new();
+	cache_lock(c);
+	assert_int_equal(cache_set_gpus(c, "n1", devices("n1", 2)), 0);
+	cache_unlock(c);
+	struct snapshot *old = cache_acquire(c);
+	assert_int_equal(old->n, 1);
+	const struct cache_node *n1 = snapshot_find(old, "n1");
+	assert_non_null(n1);
+	assert_true(n1->has_gns);
+	assert_false(n1->has_node);
+
+	struct alloc a = make_alloc("pod-1", 1);
+	cache_lock(c);
+	assert_int_equal(cache_add_alloc(c, "n1", &a), 0);
+	assert_int_equal(cache_set_gpus(c, "n2", devices("n2", 1)), 0);
+	cache_unlock(c);
+
+	/* The old snapshot still shows the old world. */
+	assert_int_equal(old->n, 1);
+	assert_int_equal(snapshot_find(old, "n1")->node->dev[1].exclusive, 0);
+	assert_null(snapshot_find(old, "n2"));
+	struct snapshot *now = cache_acquire(c);
+	assert_true(now->version > old->version);
+	assert_int_equal(now->n, 2);
+	assert_int_equal(snapshot_find(now, "n1")->node->dev[1].exclusive, 1);
+	assert_int_equal(snapshot_find(now, "n1")->nallocs, 1);
+	snapshot_release(old);
+	snapshot_release(now);
+	cache_free(c);
+}
+
+static void test_labels_merge_with_devices(void **state)
+{
+	(void)state;
+	struct cache *c = cache_new();
+	struct gpu_node *labels = gpu_node_new("n1");
+	gpu_node_set_label(labels, "zone", "a");
+	cache_lock(c);
+	cache_set_node(c, "n1", labels);
+	cache_set_gpus(c, "n1", devices("n1", 4));
+	cache_unlock(c);
+	struct snapshot *s = cache_acquire(c);
+	const struct cache_node *n = snapshot_find(s, "n1");
+	assert_true(n->has_node && n->has_gns);
+	assert_int_equal(n->node->ndev, 4);
+	assert_string_equal(gpu_node_label(n->node, "zone"), "a");
+	snapshot_release(s);
+	/* Deleting the GpuNodeStatus keeps the node, without devices. */
+	cache_lock(c);
+	cache_set_gpus(c, "n1", NULL);
+	cache_unlock(c);
+	s = cache_acquire(c);
+	n = snapshot_find(s, "n1");
+	assert_non_null(n);
+	assert_false(n->has_gns);
+	assert_int_equal(n->node->ndev, 0);
+	snapshot_release(s);
+	cache_lock(c);
+	cache_set_node(c, "n1", NULL);
+	cache_unlock(c);
+	s = cache_acquire(c);
+	assert_int_equal(s->n, 0);
+	snapshot_release(s);
+	cache_free(c);
+}
+
+static void test_allocations(void **state)
+{
+	(void)state;
+	struct cache *c = cache_new();
+	cache_lock(c);
+	cache_set_gpus(c, "n1", devices("n1", 4));
+	cache_set_gpus(c, "n2", devices("n2", 4));
+	struct alloc a = make_alloc("pod-1", 0), b = make_alloc("pod-2", 1);
+	assert_int_equal(cache_add_alloc(c, "n1", &a), 0);
+	assert_int_equal(cache_add_alloc(c, "n1", &b), 0);
+	/* The same pod again, elsewhere: it moves. */
+	b.ids[0] = 3;
+	assert_int_equal(cache_add_alloc(c, "n2", &b), 0);
+	struct alloc got;
+	char node[64];
+	assert_true(cache_find_alloc(c, "pod-2", &got, node, sizeof(node)));
+	assert_string_equal(node, "n2");
+	assert_int_equal(got.ids[0], 3);
+	assert_int_equal(cache_peek(c, "n1")->dev[1].exclusive, 0);
+	assert_int_equal(cache_peek(c, "n2")->dev[3].exclusive, 1);
+	/* A ledger replaces everything on its node. */
+	struct alloc ledger[2] = { make_alloc("pod-3", 2), make_alloc("pod-4", 3) };
+	assert_int_equal(cache_set_allocs(c, "n1", ledger, 2), 0);
+	assert_false(cache_find_alloc(c, "pod-1", &got, node, sizeof(node)));
+	assert_true(cache_find_alloc(c, "pod-4", &got, node, sizeof(node)));
+	assert_true(cache_remove_alloc(c, "pod-3"));
+	assert_false(cache_remove_alloc(c, "pod-3"));
+	cache_unlock(c);
+	struct cache_stats st;
+	cache_stats(c, &st);
+	assert_int_equal(st.nodes, 2);
+	assert_int_equal(st.devices, 8);
+	assert_int_equal(st.allocs, 2);
+	cache_free(c);
+}
+
+static void test_shared_allocation_usage(void **state)
+{
+	(void)state;
+	struct cache *c = cache_new();
+	cache_lock(c);
+	cache_set_gpus(c, "n1", devices("n1", 1));
+	struct alloc a = make_alloc("pod-1", 0);
+	a.mode = CLAIM_SHARED;
+	a.mem_mib = 1000;
+	a.core = 250;
+	struct alloc b = a;
+	snprintf(b.uid, sizeof(b.uid), "pod-2");
+	cache_add_alloc(c, "n1", &a);
+	cache_add_alloc(c, "n1", &b);
+	const struct gpu_node *n = cache_peek(c, "n1");
+	assert_int_equal(n->dev[0].shared, 2);
+	assert_int_equal(n->dev[0].used_mib, 2000);
+	assert_int_equal(n->dev[0].used_core, 500);
+	struct gpu_node *copy = gpu_node_clone(n);
+	alloc_unapply(copy, &a);
+	assert_int_equal(copy->dev[0].used_core, 250);
+	gpu_node_free(copy);
+	cache_unlock(c);
+	cache_free(c);
+}
+
+static void test_relist_sweeps_what_was_not_seen(void **state)
+{
+	(void)state;
+	struct cache *c = cache_new();
+	cache_lock(c);
+	cache_set_gpus(c, "keep", devices("keep", 1));
+	cache_set_gpus(c, "gone", devices("gone", 1));
+	cache_set_gpus(c, "busy", devices("busy", 1));
+	struct gpu_node *labels = gpu_node_new("gone");
+	cache_set_node(c, "gone", labels);
+	struct alloc a = make_alloc("pod-1", 0);
+	cache_add_alloc(c, "busy", &a);
+	/* A relist of the devices that still has "keep" only. */
+	cache_relist_begin(c, CACHE_GPUS);
+	cache_set_gpus(c, "keep", devices("keep", 1));
+	cache_relist_sweep(c, CACHE_GPUS);
+	cache_unlock(c);
+	struct snapshot *s0 = cache_acquire(c);
+	/* "gone" still has its Node object, just no devices. */
+	assert_non_null(snapshot_find(s0, "gone"));
+	assert_false(snapshot_find(s0, "gone")->has_gns);
+	snapshot_release(s0);
+	cache_lock(c);
+	cache_relist_begin(c, CACHE_NODES);
+	cache_relist_sweep(c, CACHE_NODES);
+	cache_unlock(c);
+	struct snapshot *s = cache_acquire(c);
+	assert_non_null(snapshot_find(s, "keep"));
+	assert_null(snapshot_find(s, "gone"));
+	assert_null(snapshot_find(s, "busy"));   /* no devices left: not visible */
+	snapshot_release(s);
+	struct alloc got;
+	char node[32];
+	cache_lock(c);
+	/* The allocation survives its node's status going away. */
+	assert_true(cache_find_alloc(c, "pod-1", &got, node, sizeof(node)));
+	cache_unlock(c);
+	cache_free(c);
+}
+
+static void test_gpuclaims(void **state)
+{
+	(void)state;
+	struct cache *c = cache_new();
+	assert_int_equal(cache_set_gpuclaim(c, "ml", "a", cJSON_Parse("{\"x\":1}")), 0);
+	cache_claims_rdlock(c);
+	assert_non_null(cache_gpuclaim_lookup(c, "ml", "a"));
+	assert_null(cache_gpuclaim_lookup(c, "ml", "b"));
+	cache_claims_unlock(c);
+	assert_int_equal(cache_set_gpuclaim(c, "ml", "a", NULL), 0);
+	cache_claims_rdlock(c);
+	assert_null(cache_gpuclaim_lookup(c, "ml", "a"));
+	cache_claims_unlock(c);
+	/* A relist keeps what it saw and drops the rest. */
+	cache_set_gpuclaim(c, "ml", "x", cJSON_Parse("{}"));
+	cache_set_gpuclaim(c, "ml", "y", cJSON_Parse("{}"));
+	cache_relist_begin(c, CACHE_GPUCLAIMS);
+	cache_set_gpuclaim(c, "ml", "y", cJSON_Parse("{}"));
+	cache_relist_sweep(c, CACHE_GPUCLAIMS);
+	cache_claims_rdlock(c);
+	assert_null(cache_gpuclaim_lookup(c, "ml", "x"));
+	assert_non_null(cache_gpuclaim_lookup(c, "ml", "y"));
+	cache_claims_unlock(c);
+	cache_free(c);
+}
+
+/* Readers keep checking that each snapshot is internally consistent. */
+struct race {
+	struct cache *c;
+	_Atomic int stop;
+	_Atomic long reads;
+};
+
+static void *reader(void *arg)
+{
+	struct race *r = arg;
+	while (!atomic_load(&r->stop)) {
+		struct snapshot *s = cache_acquire(r->c);
+		long used = 0;
+		for (size_t i = 0; i < s->n; i++) {
+			const struct cache_node *cn = s->nodes[i];
+			int held = 0;
+			for (int d = 0; d < cn->node->ndev; d++)
+				held += cn->node->dev[d].exclusive;
+			/* Usage always matches the allocations of the same view. */
+			if (held != cn->nallocs)
+				abort();
+			used += held;
+		}
+		(void)used;
+		snapshot_release(s);
+		atomic_fetch_add(&r->reads, 1);
+	}
+	return NULL;
+}
+
+static void test_concurrent_readers_and_writers(void **state)
+{
+	(void)state;
+	struct race r = { cache_new(), 0, 0 };
+	cache_lock(r.c);
+	for (int i = 0; i < 50; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "n%d", i);
+		cache_set_gpus(r.c, name, devices(name, 8));
+	}
+	cache_unlock(r.c);
+	pthread_t t[3];
+	for (int i = 0; i < 3; i++)
+		pthread_create(&t[i], NULL, reader, &r);
+	for (int round = 0; round < 2000; round++) {
+		char name[16], uid[32];
+		snprintf(name, sizeof(name), "n%d", round % 50);
+		snprintf(uid, sizeof(uid), "pod-%d", round % 300);
+		struct alloc a = make_alloc(uid, round % 8);
+		cache_lock(r.c);
+		cache_remove_alloc(r.c, uid);
+		if (!cache_peek(r.c, name)->dev[round % 8].exclusive)
+			cache_add_alloc(r.c, name, &a);
+		cache_unlock(r.c);
+	}
+	atomic_store(&r.stop, 1);
+	for (int i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	assert_true(atomic_load(&r.reads) > 0);
+	cache_free(r.c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_snapshots_are_immutable),
+		cmocka_unit_test(test_labels_merge_with_devices),
+		cmocka_unit_test(test_allocations),
+		cmocka_unit_test(test_shared_allocation_usage),
+		cmocka_unit_test(test_relist_sweeps_what_was_not_seen),
+		cmocka_unit_test(test_gpuclaims),
+		cmocka_unit_test(test_concurrent_readers_and_writers),
+	};
+	return cmocka_run_group_tests_name("cache", tests, NULL, NULL);
+}

@@ -1,0 +1,393 @@
+/* The extender verbs, called in-process on a cache loaded from an inventory. */
+#include "testutil.h"
+
+#include "extender.h"
+#include "inventory.h"
+#include "metrics.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static const char *inventory_json =
+	"{\"kind\":\"List\",\"items\":["
+	"{\"kind\":\"Node\",\"metadata\":{\"name\":\"big\",\"labels\":{\"zone\":\"a\"}}},"
+	"{\"kind\":\"Node\",\"metadata\":{\"name\":\"small\",\"labels\":{\"zone\":\"b\"}}},"
+	"{\"kind\":\"Node\",\"metadata\":{\"name\":\"cpu\"}},"
+	"{\"kind\":\"GpuNodeStatus\",\"metadata\":{\"name\":\"big\"},\"spec\":{\"nodeName\":\"big\"},\"status\":{\"devices\":["
+	"{\"id\":0,\"vendor\":\"nvidia\",\"model\":\"H100\",\"memoryMiB\":81559,\"island\":\"nv0\",\"bandwidthGBps\":900},"
+	"{\"id\":1,\"vendor\":\"nvidia\",\"model\":\"H100\",\"memoryMiB\":81559,\"island\":\"nv0\",\"bandwidthGBps\":900},"
+	"{\"id\":2,\"vendor\":\"nvidia\",\"model\":\"H100\",\"memoryMiB\":81559,\"island\":\"nv1\",\"bandwidthGBps\":900},"
+	"{\"id\":3,\"vendor\":\"nvidia\",\"model\":\"H100\",\"memoryMiB\":81559,\"island\":\"nv1\",\"bandwidthGBps\":900}]}},"
+	"{\"kind\":\"GpuNodeStatus\",\"metadata\":{\"name\":\"small\"},\"status\":{\"devices\":["
+	"{\"id\":0,\"vendor\":\"nvidia\",\"model\":\"T4\",\"memoryMiB\":15360}]}},"
+	"{\"kind\":\"GpuClaim\",\"metadata\":{\"name\":\"pair\",\"namespace\":\"ml\"},\"spec\":{\"devices\":{\"count\":2},"
+	"\"topology\":{\"mode\":\"Required\"}}},"
+	"{\"kind\":\"GpuClaim\",\"metadata\":{\"name\":\"broken\",\"namespace\":\"ml\"},\"spec\":{\"devices\":{\"count\":99}}}"
+	"]}";
+
+struct fixture {
+	struct cache *cache;
+	struct extender *x;
+	struct api_resources res;
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	char path[] = "/tmp/test-inventory-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, inventory_json, strlen(inventory_json)), (ssize_t)strlen(inventory_json));
+	close(fd);
+	f->cache = cache_new();
+	char err[256];
+	int rc = inventory_load(f->cache, path, err, sizeof(err));
+	unlink(path);
+	if (rc)
+		fail_msg("inventory: %s", err);
+	api_resources_default(&f->res);
+	struct extender_opts o = {
+		.cache = f->cache, .res = &f->res, .default_policy = POLICY_BINPACK,
+		.bind = extender_bind_local, .bind_ctx = f->cache,
+	};
+	f->x = extender_new(&o);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	extender_free(f->x);
+	cache_free(f->cache);
+	free(f);
+	return 0;
+}
+
+/* Calls a verb; returns the parsed reply (caller deletes) and the status. */
+static cJSON *call(http_handler h, void *ctx, const char *body, int *status)
+{
+	struct http_request req = { "POST", "/", body, strlen(body), NULL };
+	struct http_response resp = { 200, NULL, { 0 } };
+	buf_init(&resp.body, 1 << 24);
+	h(ctx, &req, &resp);
+	*status = resp.status;
+	cJSON *j = cJSON_Parse(buf_cstr(&resp.body));
+	buf_release(&resp.body);
+	assert_non_null(j);
+	return j;
+}
+
+static char *args(const char *uid, const char *pod_extra, const char *nodes)
+{
+	static _Thread_local char out[4096];
+	snprintf(out, sizeof(out),
+		 "{\"Pod\":{\"metadata\":{\"name\":\"%s\",\"namespace\":\"ml\",\"uid\":\"%s\"%s},"
+		 "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{%s}}}]}},"
+		 "\"NodeNames\":[\"big\",\"small\",\"cpu\",\"ghost\"]}",
+		 uid, uid, pod_extra, nodes);
+	return out;
+}
+
+static int in_names(const cJSON *names, const char *n)
+{
+	const cJSON *it;
+	cJSON_ArrayForEach(it, names)
+		if (!strcmp(it->valuestring, n))
+			return 1;
+	return 0;
+}
+
+static void test_filter_reasons(void **state)
+{
+	struct fixture *f = *state;
+	int st;
+	cJSON *r = call(extender_filter, f->x, args("p1", "", "\"gpu.scheduling/gpu\":\"2\""), &st);
+	assert_int_equal(st, 200);
+	const cJSON *names = cJSON_GetObjectItem(r, "NodeNames");
+	assert_int_equal(cJSON_GetArraySize(names), 1);
+	assert_true(in_names(names, "big"));
+	const cJSON *un = cJSON_GetObjectItem(r, "FailedAndUnresolvableNodes");
+	assert_string_equal(cJSON_GetObjectItem(un, "small")->valuestring, "node has 1 matching GPU, claim needs 2");
+	assert_non_null(strstr(cJSON_GetObjectItem(un, "cpu")->valuestring, "no GpuNodeStatus"));
+	assert_non_null(cJSON_GetObjectItem(un, "ghost"));
+	assert_string_equal(cJSON_GetObjectItem(r, "Error")->valuestring, "");
+	cJSON_Delete(r);
+}
+
+static void test_filter_no_gpu_pod_passes_all(void **state)
+{
+	struct fixture *f = *state;
+	int st;
+	cJSON *r = call(extender_filter, f->x, args("p0", "", "\"cpu\":\"1\""), &st);
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(r, "NodeNames")), 4);
+	cJSON_Delete(r);
+}
+
+static void test_filter_nodes_form_echoes_objects(void **state)
+{
+	struct fixture *f = *state;
+	int st;
+	const char *body = "{\"Pod\":{\"metadata\":{\"name\":\"p\",\"uid\":\"u\"},\"spec\":{\"containers\":[{\"name\":\"c\","
+			   "\"resources\":{\"limits\":{\"gpu.scheduling/gpu\":\"1\"}}}]}},"
+			   "\"Nodes\":{\"metadata\":{},\"items\":[{\"metadata\":{\"name\":\"big\",\"labels\":{\"x\":\"y\"}}},"
+			   "{\"metadata\":{\"name\":\"cpu\"}}]},\"NodeNames\":null}";
+	cJSON *r = call(extender_filter, f->x, body, &st);
+	assert_true(cJSON_IsNull(cJSON_GetObjectItem(r, "NodeNames")));
+	const cJSON *items = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "Nodes"), "items");
+	assert_int_equal(cJSON_GetArraySize(items), 1);
+	const cJSON *labels = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(items, 0), "metadata"), "labels");
+	assert_string_equal(cJSON_GetObjectItem(labels, "x")->valuestring, "y");
+	cJSON_Delete(r);
+}
+
+static void test_filter_invalid_requests(void **state)
+{
+	struct fixture *f = *state;
+	int st;
+	const char *bad[] = { "", "{", "[]", "{\"Pod\":3}", "{\"Pod\":{\"spec\":{}},\"NodeNames\":[1]}",
+			      "{\"Pod\":{\"spec\":{}}}", "{\"Pod\":{\"spec\":{}},\"Nodes\":{\"items\":[{}]}}" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cJSON *r = call(extender_filter, f->x, bad[i], &st);
+		assert_int_equal(st, 400);
+		assert_true(strlen(cJSON_GetObjectItem(r, "Error")->valuestring) > 0);
+		cJSON_Delete(r);
+	}
+	/* A missing or invalid claim rejects every node, with the reason. */
+	cJSON *r = call(extender_filter, f->x, args("p2", ",\"annotations\":{\"gpu.scheduling/claim\":\"broken\"}", ""), &st);
+	assert_int_equal(st, 200);
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(r, "NodeNames")), 0);
+	const cJSON *un = cJSON_GetObjectItem(r, "FailedAndUnresolvableNodes");
+	assert_int_equal(cJSON_GetArraySize(un), 4);
+	assert_non_null(strstr(cJSON_GetObjectItem(un, "big")->valuestring, "GpuClaim ml/broken is invalid"));
+	cJSON_Delete(r);
+}
+
+static void test_claim_topology_required(void **state)
+{
+	struct fixture *f = *state;
+	int st;
+	/* Two pods of one GPU each, on different islands: pair can't fit anymore. */
+	char body[4096];
+	for (int i = 0; i < 2; i++) {
+		char uid[8];
+		snprintf(uid, sizeof(uid), "s%d", i);
+		cJSON *r = call(extender_filter, f->x, args(uid, "", "\"gpu.scheduling/gpu\":\"1\""), &st);
+		cJSON_Delete(r);
+		snprintf(body, sizeof(body),
+			 "{\"PodName\":\"%s\",\"PodNamespace\":\"ml\",\"PodUID\":\"%s\",\"Node\":\"big\"}", uid, uid);
+		r = call(extender_bind, f->x, body, &st);
+		assert_string_equal(cJSON_GetObjectItem(r, "Error")->valuestring, "");
+		cJSON_Delete(r);
+	}
+	cJSON *r = call(extender_filter, f->x, args("p3", ",\"annotations\":{\"gpu.scheduling/claim\":\"pair\"}", ""), &st);
+	const cJSON *failed = cJSON_GetObjectItem(r, "FailedNodes");
+	/* binpack put the second single GPU on the island the first one opened. */
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(r, "NodeNames")), 1);
+	assert_null(cJSON_GetObjectItem(failed, "big"));
+	cJSON_Delete(r);
+}
+
+static void test_prioritize_policies(void **state)
+{
+	struct fixture *f = *state;
+	int st;
+	/* Occupy one GPU of big; a 1-GPU pod then prefers big under binpack? small is fuller after. */
+	cJSON *r = call(extender_prioritize, f->x, args("q1", "", "\"gpu.scheduling/gpu\":\"1\""), &st);
+	assert_int_equal(st, 200);
+	assert_int_equal(cJSON_GetArraySize(r), 4);
+	int big = -1, small = -1, cpu = -1;
+	const cJSON *it;
+	cJSON_ArrayForEach(it, r) {
+		const char *h = cJSON_GetObjectItem(it, "Host")->valuestring;
+		int s = (int)cJSON_GetObjectItem(it, "Score")->valuedouble;
+		if (!strcmp(h, "big")) big = s;
+		if (!strcmp(h, "small")) small = s;
+		if (!strcmp(h, "cpu")) cpu = s;
+	}
+	assert_int_equal(small, 10);     /* binpack: the 1-GPU node becomes full */
+	assert_true(big < small);
+	assert_int_equal(cpu, 0);
+	cJSON_Delete(r);
+	r = call(extender_prioritize, f->x, args("q2", ",\"annotations\":{\"gpu.scheduling/policy\":\"spread\"}",
+						  "\"gpu.scheduling/gpu\":\"1\""), &st);
+	cJSON_ArrayForEach(it, r) {
+		const char *h = cJSON_GetObjectItem(it, "Host")->valuestring;
+		int s = (int)cJSON_GetObjectItem(it, "Score")->valuedouble;
+		if (!strcmp(h, "big")) big = s;
+		if (!strcmp(h, "small")) small = s;
+	}
+	assert_int_equal(big, 10);       /* spread: the emptier node */
+	assert_int_equal(small, 0);
+	cJSON_Delete(r);
+	/* A pod without GPUs prefers the node without GPUs. */
+	r = call(extender_prioritize, f->x, args("q3", "", ""), &st);
+	cJSON_ArrayForEach(it, r) {
+		const char *h = cJSON_GetObjectItem(it, "Host")->valuestring;
+		int s = (int)cJSON_GetObjectItem(it, "Score")->valuedouble;
+		assert_int_equal(s, !strcmp(h, "cpu") || !strcmp(h, "ghost") ? 10 : 0);
+	}
+	cJSON_Delete(r);
+}
+
+static void test_bind_flow(void **state)
+{
+	struct fixture *f = *state;
+	int st;
+	cJSON *r = call(extender_filter, f->x, args("b1", "", "\"gpu.scheduling/gpu\":\"1\""), &st);
+	cJSON_Delete(r);
+	const char *bind = "{\"PodName\":\"b1\",\"PodNamespace\":\"ml\",\"PodUID\":\"b1\",\"Node\":\"small\"}";
+	r = call(extender_bind, f->x, bind, &st);
+	assert_string_equal(cJSON_GetObjectItem(r, "Error")->valuestring, "");
+	cJSON_Delete(r);
+	/* Binding again is a no-op success. */
+	r = call(extender_bind, f->x, bind, &st);
+	assert_string_equal(cJSON_GetObjectItem(r, "Error")->valuestring, "");
+	cJSON_Delete(r);
+	/* Now small is full for the next pod. */
+	r = call(extender_filter, f->x, args("b2", "", "\"gpu.scheduling/gpu\":\"1\""), &st);
+	assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "FailedNodes"), "small")->valuestring,
+			    "gpu 0: 0 free, claim needs 1");
+	cJSON_Delete(r);
+	r = call(extender_bind, f->x, "{\"PodName\":\"b2\",\"PodNamespace\":\"ml\",\"PodUID\":\"b2\",\"Node\":\"small\"}", &st);
+	assert_non_null(strstr(cJSON_GetObjectItem(r, "Error")->valuestring, "no longer fits"));
+	cJSON_Delete(r);
+	r = call(extender_bind, f->x, "{\"PodName\":\"zz\",\"PodNamespace\":\"ml\",\"PodUID\":\"zz\",\"Node\":\"big\"}", &st);
+	assert_non_null(strstr(cJSON_GetObjectItem(r, "Error")->valuestring, "was not seen in filter"));
+	cJSON_Delete(r);
+	r = call(extender_bind, f->x, "{\"PodName\":\"zz\"}", &st);
+	assert_int_equal(st, 400);
+	cJSON_Delete(r);
+}
+
+/* Many threads bind pods that want 2 GPUs each to a node with 4. */
+struct bind_race {
+	struct fixture *f;
+	const char *limits;
+	_Atomic int won;
+	int id0;
+};
+
+static void *binder(void *arg)
+{
+	struct bind_race *b = arg;
+	static _Atomic int next;
+	int id = atomic_fetch_add(&next, 1) + b->id0;
+	char uid[32], body[256];
+	snprintf(uid, sizeof(uid), "race-%d", id);
+	int st;
+	cJSON *r = call(extender_filter, b->f->x, args(uid, "", b->limits), &st);
+	cJSON_Delete(r);
+	snprintf(body, sizeof(body), "{\"PodName\":\"%s\",\"PodNamespace\":\"ml\",\"PodUID\":\"%s\",\"Node\":\"big\"}",
+		 uid, uid);
+	r = call(extender_bind, b->f->x, body, &st);
+	if (!strcmp(cJSON_GetObjectItem(r, "Error")->valuestring, ""))
+		atomic_fetch_add(&b->won, 1);
+	cJSON_Delete(r);
+	return NULL;
+}
+
+static int race(struct fixture *f, const char *limits, int threads, int id0)
+{
+	struct bind_race b = { f, limits, 0, id0 };
+	pthread_t t[64];
+	for (int i = 0; i < threads; i++)
+		pthread_create(&t[i], NULL, binder, &b);
+	for (int i = 0; i < threads; i++)
+		pthread_join(t[i], NULL);
+	return atomic_load(&b.won);
+}
+
+static void check_big_consistent(struct fixture *f)
+{
+	struct snapshot *s = cache_acquire(f->cache);
+	const struct cache_node *cn = snapshot_find(s, "big");
+	for (int d = 0; d < cn->node->ndev; d++) {
+		const struct gpu_device *g = &cn->node->dev[d];
+		assert_true(g->exclusive <= 1);
+		assert_false(g->exclusive && g->shared);
+		assert_true(g->used_core <= GPU_CORE_FULL);
+		assert_true(g->used_mib <= g->memory_mib);
+	}
+	snapshot_release(s);
+}
+
+static void test_concurrent_binds_exactly_fill(void **state)
+{
+	struct fixture *f = *state;
+	assert_int_equal(race(f, "\"gpu.scheduling/gpu\":\"2\"", 16, 0), 2);
+	check_big_consistent(f);
+}
+
+static void test_concurrent_shared_binds_never_exceed(void **state)
+{
+	struct fixture *f = *state;
+	/* 4 GPUs x 1000 milli, 300 milli each: 3 fit per GPU, 12 in all. */
+	assert_int_equal(race(f, "\"gpu.scheduling/gpu-core\":\"30\",\"gpu.scheduling/gpu-memory\":\"1000\"", 40, 100), 12);
+	check_big_consistent(f);
+}
+
+static void test_preempt(void **state)
+{
+	struct fixture *f = *state;
+	int st;
+	cJSON *r = call(extender_filter, f->x, args("v1", "", "\"gpu.scheduling/gpu\":\"1\""), &st);
+	cJSON_Delete(r);
+	r = call(extender_bind, f->x, "{\"PodName\":\"v1\",\"PodNamespace\":\"ml\",\"PodUID\":\"v1\",\"Node\":\"small\"}", &st);
+	assert_string_equal(cJSON_GetObjectItem(r, "Error")->valuestring, "");
+	cJSON_Delete(r);
+	const char *body =
+		"{\"Pod\":{\"metadata\":{\"name\":\"hi\",\"uid\":\"hi\"},\"spec\":{\"containers\":[{\"name\":\"c\","
+		"\"resources\":{\"limits\":{\"gpu.scheduling/gpu\":\"1\"}}}]}},"
+		"\"NodeNameToMetaVictims\":{\"small\":{\"Pods\":[{\"UID\":\"v1\"}],\"NumPDBViolations\":1},"
+		"\"big\":{\"Pods\":[{\"UID\":\"unrelated\"}],\"NumPDBViolations\":0},"
+		"\"cpu\":{\"Pods\":[{\"UID\":\"x\"}],\"NumPDBViolations\":0}}}";
+	r = call(extender_preempt, f->x, body, &st);
+	const cJSON *m = cJSON_GetObjectItem(r, "NodeNameToMetaVictims");
+	/* small: evicting v1 frees its GPU; big fits without evicting; cpu never fits. */
+	assert_non_null(cJSON_GetObjectItem(m, "small"));
+	assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(m, "small"), "NumPDBViolations")->valuedouble, 1);
+	assert_non_null(cJSON_GetObjectItem(m, "big"));
+	assert_null(cJSON_GetObjectItem(m, "cpu"));
+	cJSON_Delete(r);
+}
+
+static void test_inventory_errors_change_nothing(void **state)
+{
+	struct fixture *f = *state;
+	char path[] = "/tmp/test-bad-inventory-XXXXXX";
+	int fd = mkstemp(path);
+	const char *bad = "{\"kind\":\"List\",\"items\":[{\"kind\":\"GpuNodeStatus\",\"metadata\":{\"name\":\"x\"},"
+			  "\"status\":{\"devices\":[{\"id\":\"zero\"}]}}]}";
+	assert_int_equal(write(fd, bad, strlen(bad)), (ssize_t)strlen(bad));
+	close(fd);
+	char err[256];
+	assert_int_equal(inventory_load(f->cache, path, err, sizeof(err)), -1);
+	unlink(path);
+	assert_non_null(strstr(err, "items[0] (GpuNodeStatus x): status.devices[0].id must be a non-negative integer"));
+	struct snapshot *s = cache_acquire(f->cache);
+	assert_int_equal(s->n, 3);
+	snapshot_release(s);
+	assert_int_equal(inventory_load(f->cache, "config/demo-inventory.json", err, sizeof(err)), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_filter_reasons, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_filter_no_gpu_pod_passes_all, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_filter_nodes_form_echoes_objects, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_filter_invalid_requests, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_claim_topology_required, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_prioritize_policies, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bind_flow, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent_binds_exactly_fill, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent_shared_binds_never_exceed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_preempt, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_inventory_errors_change_nothing, setup, teardown),
+	};
+	return cmocka_run_group_tests_name("extender", tests, NULL, NULL);
+}

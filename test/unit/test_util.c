@@ -1,0 +1,174 @@
+/* buf, strnum, strmap and yamljson. */
+#include "testutil.h"
+
+#include "buf.h"
+#include "strmap.h"
+#include "strnum.h"
+#include "yamljson.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static void test_buf_cap_and_growth(void **state)
+{
+	(void)state;
+	struct buf b;
+	buf_init(&b, 1000);
+	assert_string_equal(buf_cstr(&b), "");
+	for (int i = 0; i < 99; i++)
+		assert_int_equal(buf_adds(&b, "0123456789"), 0);
+	assert_int_equal(b.len, 990);
+	assert_int_equal(buf_adds(&b, "0123456789X"), BUF_ETOOBIG);
+	assert_int_equal(b.len, 990);          /* a refused append changes nothing */
+	assert_int_equal(buf_printf(&b, "%d", 123456789), 0);
+	assert_int_equal(b.len, 999);
+	assert_int_equal(buf_addc(&b, 'x'), 0);
+	assert_int_equal(buf_addc(&b, 'y'), BUF_ETOOBIG);
+	size_t len;
+	char *p = buf_detach(&b, &len);
+	assert_int_equal(len, 1000);
+	assert_int_equal(p[1000], '\0');
+	free(p);
+	assert_int_equal(b.len, 0);
+	buf_release(&b);
+}
+
+static void test_buf_printf_long(void **state)
+{
+	(void)state;
+	struct buf b;
+	buf_init(&b, 1 << 20);
+	char big[3000];
+	memset(big, 'a', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	assert_int_equal(buf_printf(&b, "<%s>", big), 0);
+	assert_int_equal(b.len, sizeof(big) + 1);
+	assert_int_equal(b.data[b.len - 1], '>');
+	buf_release(&b);
+}
+
+static void test_buf_json_escape(void **state)
+{
+	(void)state;
+	struct buf b;
+	buf_init(&b, 1024);
+	assert_int_equal(buf_add_json_str(&b, "a\"b\\c\nd\x01\te"), 0);
+	assert_string_equal(buf_cstr(&b), "\"a\\\"b\\\\c\\nd\\u0001\\te\"");
+	buf_release(&b);
+}
+
+static void test_strnum(void **state)
+{
+	(void)state;
+	int64_t v;
+	assert_true(strnum_i64("42", &v) && v == 42);
+	assert_false(strnum_i64("42x", &v));
+	assert_false(strnum_i64("", &v));
+	assert_false(strnum_i64(" 1", &v));
+	assert_false(strnum_i64("99999999999999999999", &v));
+	int i;
+	assert_true(strnum_int("7", 0, 10, &i) && i == 7);
+	assert_false(strnum_int("11", 0, 10, &i));
+	uint32_t u;
+	assert_false(strnum_u32("-1", &u));
+	assert_true(strnum_quantity("2", 1000, &v) && v == 2000);
+	assert_true(strnum_quantity("500m", 1000, &v) && v == 500);
+	assert_true(strnum_quantity("1.5", 1000, &v) && v == 1500);
+	assert_true(strnum_quantity("16Gi", 1, &v) && v == 17179869184LL);
+	assert_true(strnum_quantity("1e3", 1, &v) && v == 1000);
+	assert_true(strnum_quantity("3k", 1, &v) && v == 3000);
+	assert_true(strnum_quantity("1", 1, &v) && v == 1);
+	assert_false(strnum_quantity("1Qi", 1, &v));
+	assert_false(strnum_quantity("abc", 1, &v));
+	assert_false(strnum_quantity("", 1, &v));
+	assert_false(strnum_quantity("9Ei", 1000, &v));
+	char small[4];
+	assert_false(str_copy(small, sizeof(small), "hello"));
+	assert_string_equal(small, "hel");
+}
+
+static void test_strmap(void **state)
+{
+	(void)state;
+	struct strmap m;
+	strmap_init(&m);
+	char key[32];
+	for (long i = 0; i < 5000; i++) {
+		snprintf(key, sizeof(key), "node-%ld", i);
+		assert_int_equal(strmap_put(&m, key, (void *)(i + 1), NULL), 0);
+	}
+	assert_int_equal(m.len, 5000);
+	for (long i = 0; i < 5000; i += 2) {
+		snprintf(key, sizeof(key), "node-%ld", i);
+		assert_ptr_equal(strmap_del(&m, key), (void *)(i + 1));
+	}
+	assert_int_equal(m.len, 2500);
+	assert_null(strmap_get(&m, "node-0"));
+	assert_ptr_equal(strmap_get(&m, "node-1"), (void *)2);
+	void *old;
+	assert_int_equal(strmap_put(&m, "node-1", (void *)99, &old), 0);
+	assert_ptr_equal(old, (void *)2);
+	/* Churn through tombstones: the table must not fill up with them. */
+	for (long i = 0; i < 100000; i++) {
+		snprintf(key, sizeof(key), "tmp-%ld", i);
+		assert_int_equal(strmap_put(&m, key, (void *)1, NULL), 0);
+		assert_non_null(strmap_del(&m, key));
+	}
+	size_t n = 0, pos = 0;
+	const char *k;
+	void *v;
+	while (strmap_next(&m, &pos, &k, &v))
+		n++;
+	assert_int_equal(n, 2500);
+	strmap_release(&m);
+}
+
+static void test_yamljson(void **state)
+{
+	(void)state;
+	char err[256];
+	const char *yaml =
+		"kind: List\n"
+		"items:\n"
+		"- name: a\n"
+		"  count: 8\n"
+		"  ratio: 1.5\n"
+		"  quoted: \"8\"\n"
+		"  octal: 0755\n"
+		"  flag: true\n"
+		"  none: ~\n"
+		"  list: [x, y]\n";
+	cJSON *j = yamljson_parse(yaml, strlen(yaml), err, sizeof(err));
+	assert_non_null(j);
+	const cJSON *it = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "items"), 0);
+	assert_true(cJSON_IsNumber(cJSON_GetObjectItem(it, "count")));
+	assert_true(cJSON_GetObjectItem(it, "ratio")->valuedouble == 1.5);
+	assert_true(cJSON_IsString(cJSON_GetObjectItem(it, "quoted")));
+	assert_true(cJSON_IsString(cJSON_GetObjectItem(it, "octal")));
+	assert_true(cJSON_IsTrue(cJSON_GetObjectItem(it, "flag")));
+	assert_true(cJSON_IsNull(cJSON_GetObjectItem(it, "none")));
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(it, "list")), 2);
+	cJSON_Delete(j);
+	j = yamljson_parse("{\"a\":1}", 7, err, sizeof(err));
+	assert_non_null(j);
+	cJSON_Delete(j);
+	assert_null(yamljson_parse("{\"a\":", 5, err, sizeof(err)));
+	assert_non_null(strstr(err, "invalid JSON"));
+	assert_null(yamljson_parse("a: [1, 2\n", 9, err, sizeof(err)));
+	assert_non_null(strstr(err, "YAML error"));
+	assert_null(yamljson_load("/nonexistent/file.yaml", 1024, err, sizeof(err)));
+	assert_non_null(strstr(err, "/nonexistent/file.yaml"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_buf_cap_and_growth),
+		cmocka_unit_test(test_buf_printf_long),
+		cmocka_unit_test(test_buf_json_escape),
+		cmocka_unit_test(test_strnum),
+		cmocka_unit_test(test_strmap),
+		cmocka_unit_test(test_yamljson),
+	};
+	return cmocka_run_group_tests_name("util", tests, NULL, NULL);
+}
