@@ -34,17 +34,18 @@ UNIT_BINS := $(UNIT_SRCS:test/unit/%.c=$(BUILD)/test/%)
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 $(OBJ)/src/serve.o $(OBJ)/src/main.o $(SOBJ)/src/serve.o: ALL_CFLAGS += -DGPU_VERSION='"$(VERSION)"'
 
-# Debian packages the build and the tests need; installed when missing.
-DEB_PKGS := libmicrohttpd-dev libcjson-dev libcurl4-openssl-dev libssl-dev \
-	libyaml-dev libcmocka-dev pkg-config openssl curl python3 wrk
-DEPS_STAMP := $(BUILD)/.deps
+# Debian packages the build needs, and those only the tests need; each set
+# is installed when missing (apt-get as root, else sudo).
+BUILD_PKGS := libmicrohttpd-dev libcjson-dev libcurl4-openssl-dev libssl-dev libyaml-dev pkg-config
+TEST_PKGS := libcmocka-dev openssl curl python3 wrk
+DEPS_STAMP := $(BUILD)/.deps-build
+TEST_DEPS_STAMP := $(BUILD)/.deps-test
 
 .PHONY: all deps run test unit blackbox e2e bench sim fuzz clean
 all: $(BUILD)/gpu-extender $(BUILD)/gpu-agent
 
-deps: $(DEPS_STAMP)
-$(DEPS_STAMP):
-	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
+define install_missing
+	@missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
 		| grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 		echo "installing: $$missing"; \
@@ -53,6 +54,13 @@ $(DEPS_STAMP):
 			$$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 	@mkdir -p $(BUILD) && touch $@
+endef
+
+deps: $(DEPS_STAMP) $(TEST_DEPS_STAMP)
+$(DEPS_STAMP):
+	$(call install_missing,$(BUILD_PKGS))
+$(TEST_DEPS_STAMP):
+	$(call install_missing,$(TEST_PKGS))
 
 $(OBJ)/%.o: %.c $(HDRS) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
@@ -71,14 +79,17 @@ $(BUILD)/libgpu-asan.a: $(SLIB_OBJS)
 	@ar rcs $@ $^
 
 $(BUILD)/gpu-extender: $(OBJ)/src/main.o $(BUILD)/libgpu.a
-	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS)
+	@echo "  LD      $@"
+	@$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS)
 
 $(BUILD)/gpu-agent: $(OBJ)/src/agent/main.o $(BUILD)/libgpu.a
-	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS)
+	@echo "  LD      $@"
+	@$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS)
 
-$(BUILD)/test/%: test/unit/%.c $(wildcard test/unit/*.h) $(BUILD)/libgpu-asan.a
+$(BUILD)/test/%: test/unit/%.c $(wildcard test/unit/*.h) $(BUILD)/libgpu-asan.a | $(TEST_DEPS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -O1 $(SAN) -Itest/unit -o $@ $< $(BUILD)/libgpu-asan.a $(LIBS) -lcmocka
+	@echo "  LD-SAN  $@"
+	@$(CC) $(ALL_CFLAGS) -O1 $(SAN) -Itest/unit -o $@ $< $(BUILD)/libgpu-asan.a $(LIBS) -lcmocka
 
 run: $(BUILD)/gpu-extender
 	$(BUILD)/gpu-extender serve --inventory config/demo-inventory.json \
@@ -93,18 +104,19 @@ test: all $(UNIT_BINS)
 unit: $(UNIT_BINS)
 	@test/unit/run.sh $(UNIT_BINS)
 
-blackbox: all
+blackbox: all | $(TEST_DEPS_STAMP)
 	@python3 test/blackbox/run.py $(BUILD)/gpu-extender
 	@test/agent/run.sh $(BUILD)/gpu-agent
 
 e2e: all
 	@test/e2e/run.sh
 
-bench: $(BUILD)/gpu-extender $(BUILD)/bench
+bench: $(BUILD)/gpu-extender $(BUILD)/bench | $(TEST_DEPS_STAMP)
 	@$(BUILD)/bench --extender $(BUILD)/gpu-extender
 
 $(BUILD)/bench: bench/bench.c $(BUILD)/libgpu.a
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libgpu.a $(LIBS)
+	@echo "  LD      $@"
+	@$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libgpu.a $(LIBS)
 
 sim: $(BUILD)/gpu-extender
 	@bench/simulation-report.sh $(BUILD)/gpu-extender

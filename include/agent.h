@@ -182,12 +182,52 @@ void agent_node_build(struct agent_node *node, const char *name,
 /* Index into node->dev of the device with that id, or -1. */
 int agent_node_find(const struct agent_node *node, int id);
 
+/* ---- node labels (node.c) ---- */
+
+#define AGENT_LABEL_PREFIX "gpu.scheduling/"
+#define AGENT_LABEL_VALUE_MAX 63      /* Kubernetes' limit on a label value */
+#define AGENT_MAX_LABELS 16
+
+struct agent_label {
+	char key[64];
+	char value[AGENT_LABEL_VALUE_MAX + 1];
+};
+
+struct agent_labels {
+	int n;
+	struct agent_label l[AGENT_MAX_LABELS];
+};
+
 /*
- * The node's labels (gpu.scheduling/vendor, count, model, architecture,
- * memory-mib, nvlink, mig, ...) as "key=value" lines into buf. Values are
- * cut to Kubernetes label syntax. Returns the number of labels.
+ * s as a valid Kubernetes label value: only [A-Za-z0-9._-], at most 63
+ * characters, alphanumeric first and last; every run of other characters
+ * becomes one '-' ("NVIDIA H100 80GB HBM3" -> "NVIDIA-H100-80GB-HBM3",
+ * "Intel(R) Arc(TM) A770" -> "Intel-R-Arc-TM-A770"). May be "" (valid).
+ * Returns false when the value had to be cut short (it is still valid).
  */
+bool agent_label_value(char *out, size_t len, const char *s);
+
+/*
+ * The node's labels, the one place they are computed: gpu.scheduling/
+ * gpu.present, gpu.count, gpu.vendor, <vendor>.count, gpu.model,
+ * gpu.architecture, gpu.memory-mib, gpu.fast-interconnect, gpu.mig (see
+ * docs/agent.md). Values already pass agent_label_value(). Pure.
+ */
+void agent_node_label_set(const struct agent_node *node, struct agent_labels *out);
+/* The same as "key=value" lines into buf. Returns the number of labels. */
 int agent_node_labels(const struct agent_node *node, char *buf, size_t len);
+
+/* The value of key in ls, or NULL. */
+const char *agent_labels_get(const struct agent_labels *ls, const char *key);
+/* Same keys with the same values (order does not matter). */
+bool agent_labels_equal(const struct agent_labels *a, const struct agent_labels *b);
+/*
+ * Every key agent_node_label_set() can produce: the agent owns these on its
+ * Node and removes the ones it no longer sets; other gpu.scheduling/ labels
+ * (an operator's) are never touched. *keys points at a static array.
+ */
+int agent_label_managed_keys(const char *const **keys);
+bool agent_label_managed(const char *key);
 
 /* ---- GpuNodeStatus JSON (gns.c) ---- */
 

@@ -1,9 +1,10 @@
 /*
  * gpu-agent: the node agent. Detects this node's GPUs with the vendors'
- * own tools and prints (detect) or, later, publishes (run) the node's
- * GpuNodeStatus. See docs/agent.md.
+ * own tools and prints (detect) or publishes (run) the node's
+ * GpuNodeStatus and labels. See docs/agent.md.
  */
 #include "agent.h"
+#include "agent_publish.h"
 
 #include "log.h"
 #include "strnum.h"
@@ -30,7 +31,8 @@ static void usage(FILE *f)
 	      "commands:\n"
 	      "  detect             print the GpuNodeStatus JSON; needs no cluster\n"
 	      "  labels             print the node labels the agent would set, key=value\n"
-	      "  run                publish to the cluster (not wired yet: exits 2)\n"
+	      "  run                publish the GpuNodeStatus and the node labels, and keep\n"
+	      "                     them up to date (until SIGTERM/SIGINT; SIGHUP: a round now)\n"
 	      "\n"
 	      "options:\n"
 	      "  --node NAME        node name (default: $NODE_NAME, else the host name)\n"
@@ -41,6 +43,17 @@ static void usage(FILE *f)
 	      "  --no-timestamp     leave status.lastUpdated out (stable output)\n"
 	      "  --log-level LEVEL  debug, info, warn or error (default info); logs go to stderr\n"
 	      "  --log-json         log lines as JSON objects\n"
+	      "\n"
+	      "options of run:\n"
+	      "  --kubeconfig FILE  API server and credentials (default: the pod's service\n"
+	      "                     account, else $KUBECONFIG)\n"
+	      "  --context NAME     kubeconfig context (default: current-context)\n"
+	      "  --interval SECONDS detect every SECONDS (default 30); changes are written\n"
+	      "                     at once, an unchanged status every --resync rounds\n"
+	      "  --resync ROUNDS    rewrite even without changes every ROUNDS rounds, so\n"
+	      "                     status.lastUpdated shows the agent is alive (default 10)\n"
+	      "  --once             one round, then exit: 0 published, 3 published but some\n"
+	      "                     vendor's tools failed, 1 could not publish\n"
 	      "  -h, --help         this text\n"
 	      "  --version          the agent's version\n"
 	      "\n"
@@ -51,7 +64,8 @@ static void usage(FILE *f)
 	      "\n"
 	      "exit status of detect and labels: 0 every vendor detected or absent;\n"
 	      "3 some vendor's tools failed (the output is still printed); 1 internal\n"
-	      "error; 2 usage error.\n",
+	      "error; 2 usage error. run: 0 when stopped by SIGTERM/SIGINT, 1 when it\n"
+	      "cannot start (no API server configuration, bad node name).\n",
 	      f);
 }
 
@@ -64,12 +78,20 @@ struct opts {
 	enum log_level level;
 	bool log_json;
 	const char *cmd;
+	const char *kubeconfig;
+	const char *context;
+	int interval_s;
+	int resync_rounds;
+	bool once;
 };
 
 /* 0 ok, 1 exit 0 (help/version printed), 2 usage error. */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-	enum { OPT_NODE = 256, OPT_TOOLS, OPT_TIMEOUT, OPT_COMPACT, OPT_NOTS, OPT_LEVEL, OPT_LJSON, OPT_VERSION };
+	enum {
+		OPT_NODE = 256, OPT_TOOLS, OPT_TIMEOUT, OPT_COMPACT, OPT_NOTS, OPT_LEVEL, OPT_LJSON, OPT_VERSION,
+		OPT_KUBECONFIG, OPT_CONTEXT, OPT_INTERVAL, OPT_RESYNC, OPT_ONCE,
+	};
 	static const struct option longopts[] = {
 		{ "node", required_argument, NULL, OPT_NODE },
 		{ "tools-dir", required_argument, NULL, OPT_TOOLS },
@@ -78,6 +100,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "no-timestamp", no_argument, NULL, OPT_NOTS },
 		{ "log-level", required_argument, NULL, OPT_LEVEL },
 		{ "log-json", no_argument, NULL, OPT_LJSON },
+		{ "kubeconfig", required_argument, NULL, OPT_KUBECONFIG },
+		{ "context", required_argument, NULL, OPT_CONTEXT },
+		{ "interval", required_argument, NULL, OPT_INTERVAL },
+		{ "resync", required_argument, NULL, OPT_RESYNC },
+		{ "once", no_argument, NULL, OPT_ONCE },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -85,6 +112,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	memset(o, 0, sizeof(*o));
 	o->timeout_s = 10;
 	o->level = LOG_INFO;
+	o->interval_s = 30;
+	o->resync_rounds = 10;
 	int c;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -116,6 +145,29 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_LJSON:
 			o->log_json = true;
+			break;
+		case OPT_KUBECONFIG:
+			o->kubeconfig = optarg;
+			break;
+		case OPT_CONTEXT:
+			o->context = optarg;
+			break;
+		case OPT_INTERVAL:
+			if (!strnum_int(optarg, 1, 86400, &o->interval_s)) {
+				fprintf(stderr, "gpu-agent: --interval wants whole seconds between 1 and 86400, not '%s'\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case OPT_RESYNC:
+			if (!strnum_int(optarg, 1, 100000, &o->resync_rounds)) {
+				fprintf(stderr, "gpu-agent: --resync wants a number of rounds between 1 and 100000, not '%s'\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case OPT_ONCE:
+			o->once = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -166,6 +218,31 @@ static void rfc3339_now(char *buf, size_t len)
 	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
+static int tool_timeout_ms(const struct opts *o)
+{
+	int ms = (int)(o->timeout_s * 1000 + 0.5);
+	return ms < 1 ? 1 : ms;
+}
+
+static int cmd_run(const struct opts *o)
+{
+	char name[254];
+	if (node_name(o, name, sizeof(name))) {
+		fprintf(stderr, "gpu-agent: no node name: pass --node or set NODE_NAME\n");
+		return 2;
+	}
+	struct agent_run_opts ro = {
+		.kubeconfig = o->kubeconfig,
+		.context = o->context,
+		.node = name,
+		.interval_s = o->interval_s,
+		.resync_rounds = o->resync_rounds,
+		.once = o->once,
+		.tools = { .tools_dir = o->tools_dir, .timeout_ms = tool_timeout_ms(o) },
+	};
+	return agent_run(&ro);
+}
+
 static int cmd_detect(const struct opts *o, bool labels)
 {
 	char name[254];
@@ -175,10 +252,8 @@ static int cmd_detect(const struct opts *o, bool labels)
 	}
 	struct toolrun_opts run = {
 		.tools_dir = o->tools_dir,
-		.timeout_ms = (int)(o->timeout_s * 1000 + 0.5),
+		.timeout_ms = tool_timeout_ms(o),
 	};
-	if (run.timeout_ms < 1)
-		run.timeout_ms = 1;
 	struct agent_state st;
 	agent_state_init(&st);
 	struct agent_node *node = malloc(sizeof(*node));
@@ -234,10 +309,8 @@ int main(int argc, char **argv)
 		return cmd_detect(&o, false);
 	if (!strcmp(o.cmd, "labels"))
 		return cmd_detect(&o, true);
-	if (!strcmp(o.cmd, "run")) {
-		fprintf(stderr, "gpu-agent: publishing is not wired yet (use 'gpu-agent detect')\n");
-		return 2;
-	}
+	if (!strcmp(o.cmd, "run"))
+		return cmd_run(&o);
 	if (!strcmp(o.cmd, "help")) {
 		usage(stdout);
 		return 0;

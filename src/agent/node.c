@@ -138,54 +138,90 @@ int agent_node_find(const struct agent_node *node, int id)
 
 /* ---- labels ---- */
 
-/* A Kubernetes label value: [A-Za-z0-9._-], at most 63, alphanumeric ends. */
-static void label_value(char *out, size_t len, const char *in)
+bool agent_label_value(char *out, size_t len, const char *in)
 {
-	size_t k = 0;
-	bool dash = false;
-	for (const char *p = in; *p && k + 1 < len && k < 63; p++) {
+	if (!len)
+		return false;
+	size_t k = 0, max = len - 1 < AGENT_LABEL_VALUE_MAX ? len - 1 : AGENT_LABEL_VALUE_MAX;
+	bool dash = false, cut = false;
+	for (const char *p = in ? in : ""; *p; p++) {
 		unsigned char c = (unsigned char)*p;
-		if (isalnum(c) || c == '.' || c == '_') {
-			out[k++] = (char)c;
-			dash = false;
-		} else if (!dash && k > 0) {
-			out[k++] = '-';
-			dash = true;
+		char ch;
+		if (isalnum(c)) {
+			ch = (char)c;
+		} else if ((c == '.' || c == '_') && k > 0) {
+			ch = (char)c;
+		} else if (k > 0 && !dash) {
+			ch = '-';   /* a run of anything else becomes one '-' */
+		} else {
+			continue;   /* nothing may lead; no second '-' in a run */
 		}
+		if (k >= max) {
+			cut = true;
+			break;
+		}
+		out[k++] = ch;
+		dash = ch == '-';
 	}
 	while (k > 0 && !isalnum((unsigned char)out[k - 1]))
 		k--;
 	out[k] = '\0';
+	return !cut;
 }
 
-static int add_label(char *buf, size_t len, size_t *used, const char *key, const char *fmt, ...)
-	__attribute__((format(printf, 5, 6)));
+/* The keys the agent owns: it sets them, and removes those it no longer sets. */
+static const char *const managed_keys[] = {
+	AGENT_LABEL_PREFIX "gpu.present",
+	AGENT_LABEL_PREFIX "gpu.count",
+	AGENT_LABEL_PREFIX "gpu.vendor",
+	AGENT_LABEL_PREFIX "nvidia.count",
+	AGENT_LABEL_PREFIX "amd.count",
+	AGENT_LABEL_PREFIX "intel.count",
+	AGENT_LABEL_PREFIX "gpu.model",
+	AGENT_LABEL_PREFIX "gpu.architecture",
+	AGENT_LABEL_PREFIX "gpu.memory-mib",
+	AGENT_LABEL_PREFIX "gpu.fast-interconnect",
+	AGENT_LABEL_PREFIX "gpu.mig",
+};
 
-static int add_label(char *buf, size_t len, size_t *used, const char *key, const char *fmt, ...)
+int agent_label_managed_keys(const char *const **keys)
 {
-	char raw[128], val[64];
+	*keys = managed_keys;
+	return (int)(sizeof(managed_keys) / sizeof(managed_keys[0]));
+}
+
+bool agent_label_managed(const char *key)
+{
+	for (size_t i = 0; i < sizeof(managed_keys) / sizeof(managed_keys[0]); i++) {
+		if (!strcmp(key, managed_keys[i]))
+			return true;
+	}
+	return false;
+}
+
+static void add_label(struct agent_labels *ls, const char *key, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void add_label(struct agent_labels *ls, const char *key, const char *fmt, ...)
+{
+	if (ls->n >= AGENT_MAX_LABELS)
+		return;
+	char raw[128];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
-	label_value(val, sizeof(val), raw);
-	int n = snprintf(buf + *used, len - *used, "%s=%s\n", key, val);
-	if (n < 0 || (size_t)n >= len - *used)
-		return 0;
-	*used += (size_t)n;
-	return 1;
+	struct agent_label *l = &ls->l[ls->n++];
+	snprintf(l->key, sizeof(l->key), "%s", key);
+	agent_label_value(l->value, sizeof(l->value), raw);
 }
 
-int agent_node_labels(const struct agent_node *node, char *buf, size_t len)
+void agent_node_label_set(const struct agent_node *node, struct agent_labels *ls)
 {
-	if (!len)
-		return 0;
-	buf[0] = '\0';
-	size_t used = 0;
-	int n = 0;
-	n += add_label(buf, len, &used, "gpu.scheduling/gpu.present", "%s", node->ndev ? "true" : "false");
+	memset(ls, 0, sizeof(*ls));
+	add_label(ls, AGENT_LABEL_PREFIX "gpu.present", "%s", node->ndev ? "true" : "false");
 	if (!node->ndev)
-		return n;
+		return;
 	const struct agent_gpu *f = &node->dev[0].g;
 	bool one_vendor = true, one_model = true, one_arch = true, mig = false, fast = false;
 	uint32_t min_mib = f->memory_mib;
@@ -202,22 +238,61 @@ int agent_node_labels(const struct agent_node *node, char *buf, size_t len)
 		if ((unsigned)g->vendor <= AGENT_NVENDOR)
 			per_vendor[g->vendor]++;
 	}
-	n += add_label(buf, len, &used, "gpu.scheduling/gpu.count", "%d", node->ndev);
-	n += add_label(buf, len, &used, "gpu.scheduling/gpu.vendor", "%s",
-		       one_vendor ? gpu_vendor_name(f->vendor) : "mixed");
+	add_label(ls, AGENT_LABEL_PREFIX "gpu.count", "%d", node->ndev);
+	add_label(ls, AGENT_LABEL_PREFIX "gpu.vendor", "%s", one_vendor ? gpu_vendor_name(f->vendor) : "mixed");
 	for (int v = 1; v <= AGENT_NVENDOR; v++) {
 		if (per_vendor[v]) {
 			char key[64];
-			snprintf(key, sizeof(key), "gpu.scheduling/%s.count", gpu_vendor_name((enum gpu_vendor)v));
-			n += add_label(buf, len, &used, key, "%d", per_vendor[v]);
+			snprintf(key, sizeof(key), AGENT_LABEL_PREFIX "%s.count", gpu_vendor_name((enum gpu_vendor)v));
+			add_label(ls, key, "%d", per_vendor[v]);
 		}
 	}
-	n += add_label(buf, len, &used, "gpu.scheduling/gpu.model", "%s", one_model ? f->model : "mixed");
+	add_label(ls, AGENT_LABEL_PREFIX "gpu.model", "%s", one_model ? f->model : "mixed");
 	if (f->arch[0] || !one_arch)
-		n += add_label(buf, len, &used, "gpu.scheduling/gpu.architecture", "%s",
-			       one_arch ? f->arch : "mixed");
-	n += add_label(buf, len, &used, "gpu.scheduling/gpu.memory-mib", "%u", min_mib);
-	n += add_label(buf, len, &used, "gpu.scheduling/gpu.fast-interconnect", "%s", fast ? "true" : "false");
-	n += add_label(buf, len, &used, "gpu.scheduling/gpu.mig", "%s", mig ? "true" : "false");
+		add_label(ls, AGENT_LABEL_PREFIX "gpu.architecture", "%s", one_arch ? f->arch : "mixed");
+	add_label(ls, AGENT_LABEL_PREFIX "gpu.memory-mib", "%u", min_mib);
+	add_label(ls, AGENT_LABEL_PREFIX "gpu.fast-interconnect", "%s", fast ? "true" : "false");
+	add_label(ls, AGENT_LABEL_PREFIX "gpu.mig", "%s", mig ? "true" : "false");
+}
+
+const char *agent_labels_get(const struct agent_labels *ls, const char *key)
+{
+	for (int i = 0; i < ls->n; i++) {
+		if (!strcmp(ls->l[i].key, key))
+			return ls->l[i].value;
+	}
+	return NULL;
+}
+
+bool agent_labels_equal(const struct agent_labels *a, const struct agent_labels *b)
+{
+	if (a->n != b->n)
+		return false;
+	for (int i = 0; i < a->n; i++) {
+		const char *v = agent_labels_get(b, a->l[i].key);
+		if (!v || strcmp(v, a->l[i].value))
+			return false;
+	}
+	return true;
+}
+
+int agent_node_labels(const struct agent_node *node, char *buf, size_t len)
+{
+	if (!len)
+		return 0;
+	buf[0] = '\0';
+	struct agent_labels ls;
+	agent_node_label_set(node, &ls);
+	size_t used = 0;
+	int n = 0;
+	for (int i = 0; i < ls.n; i++) {
+		int w = snprintf(buf + used, len - used, "%s=%s\n", ls.l[i].key, ls.l[i].value);
+		if (w < 0 || (size_t)w >= len - used) {
+			buf[used] = '\0';
+			break;
+		}
+		used += (size_t)w;
+		n++;
+	}
 	return n;
 }

@@ -1,0 +1,270 @@
+/*
+ * `gpu-agent run`: the loop. Detect, publish what changed, wait for the
+ * next interval (or a signal); back off exponentially, with jitter, while
+ * the API server cannot be written, logging one line when a failure streak
+ * begins and one when it ends. Never exits the process: agent_run()
+ * returns the exit status to main.
+ *
+ * Signals: SIGTERM and SIGINT end the loop after the current round; SIGHUP
+ * starts a round at once and forces a full write. The handlers only set a
+ * flag and write a byte to a self-pipe that the wait polls; those are this
+ * file's only globals, because a signal handler can reach nothing else.
+ */
+#include "agent_publish.h"
+
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BACKOFF_BASE_MS 1000
+#define BACKOFF_MIN_CAP_MS 30000
+
+static volatile sig_atomic_t sig_stop;
+static volatile sig_atomic_t sig_hup;
+static int sig_pipe[2] = { -1, -1 };
+
+static void on_signal(int sig)
+{
+	int saved = errno;
+	if (sig == SIGHUP)
+		sig_hup = 1;
+	else
+		sig_stop = sig;
+	if (sig_pipe[1] >= 0) {
+		ssize_t w = write(sig_pipe[1], "x", 1);
+		(void)w;
+	}
+	errno = saved;
+}
+
+static int signals_install(void)
+{
+	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK))
+		return -1;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESTART;
+	if (sigaction(SIGTERM, &sa, NULL) || sigaction(SIGINT, &sa, NULL) || sigaction(SIGHUP, &sa, NULL))
+		return -1;
+	signal(SIGPIPE, SIG_IGN);
+	return 0;
+}
+
+static void signals_remove(void)
+{
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGINT, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+	for (int i = 0; i < 2; i++) {
+		if (sig_pipe[i] >= 0)
+			close(sig_pipe[i]);
+		sig_pipe[i] = -1;
+	}
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void rfc3339_now(char *buf, size_t len)
+{
+	time_t t = time(NULL);
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* xorshift64*: jitter only, seeded from the kernel. */
+static double next_random(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return (double)((*s * 0x2545F4914F6CDD1DULL) >> 11) / 9007199254740992.0;
+}
+
+/* Sleeps until deadline (monotonic ms) or a signal; true when woken by one. */
+static bool wait_until(int64_t deadline)
+{
+	for (;;) {
+		if (sig_stop || sig_hup)
+			return true;
+		int64_t left = deadline - mono_ms();
+		if (left <= 0)
+			return false;
+		struct pollfd pfd = { .fd = sig_pipe[0], .events = POLLIN };
+		int pr = poll(&pfd, 1, left > 60000 ? 60000 : (int)left);
+		if (pr > 0) {
+			char drain[64];
+			while (read(sig_pipe[0], drain, sizeof(drain)) > 0)
+				;
+		}
+	}
+}
+
+static struct kube_client *connect_api(const struct agent_run_opts *o)
+{
+	struct kube_config kc;
+	kube_config_init(&kc);
+	char err[512] = "";
+	const char *path = o->kubeconfig;
+	int rc;
+	if (path && *path) {
+		rc = kube_config_load(&kc, path, o->context, err, sizeof(err));
+	} else {
+		rc = kube_config_in_cluster(&kc, err, sizeof(err));
+		const char *env = getenv("KUBECONFIG");
+		if (rc && env && *env && !strchr(env, ':')) {
+			path = env;
+			rc = kube_config_load(&kc, env, o->context, err, sizeof(err));
+		}
+	}
+	struct kube_client *c = NULL;
+	if (rc)
+		log_error("cannot configure the API client", "error=\"%s\"", err);
+	else if (!(c = kube_client_new(&kc, err, sizeof(err))))
+		log_error("cannot create the API client", "error=\"%s\"", err);
+	else
+		log_info("publishing to the API server", "server=%s auth=%s", kc.server,
+			 path && *path ? path : "in-cluster");
+	kube_config_release(&kc);
+	return c;
+}
+
+static int count_healthy(const struct agent_node *node)
+{
+	int n = 0;
+	for (int i = 0; i < node->ndev; i++)
+		n += node->dev[i].g.health == GPU_HEALTHY;
+	return n;
+}
+
+int agent_run(const struct agent_run_opts *o)
+{
+	if (!agent_node_name_valid(o->node)) {
+		log_error("not a valid Node name; pass --node or set NODE_NAME", "node=\"%s\"", o->node ? o->node : "");
+		return 1;
+	}
+	int interval_s = o->interval_s > 0 ? o->interval_s : 30;
+	int resync_rounds = o->resync_rounds > 0 ? o->resync_rounds : 10;
+	int64_t interval_ms = (int64_t)interval_s * 1000;
+	int64_t resync_ms = interval_ms * resync_rounds;
+	int64_t cap_ms = interval_ms > BACKOFF_MIN_CAP_MS ? interval_ms : BACKOFF_MIN_CAP_MS;
+
+	struct kube_client *kube = connect_api(o);
+	if (!kube)
+		return 1;
+	struct agent_node *node = malloc(sizeof(*node));
+	if (!node) {
+		log_error("out of memory", "%s", "");
+		kube_client_free(kube);
+		return 1;
+	}
+	if (signals_install()) {
+		log_error("cannot install the signal handlers", "error=\"%s\"", strerror(errno));
+		free(node);
+		kube_client_free(kube);
+		return 1;
+	}
+	uint64_t seed;
+	if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != (ssize_t)sizeof(seed))
+		seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+	seed |= 1;
+
+	struct agent_state st;
+	agent_state_init(&st);
+	struct agent_publisher pub;
+	agent_publisher_init(&pub, kube, o->node);
+	struct agent_backoff bo = { 0, 0 };
+	int status = 0;
+	if (!o->once)
+		log_info("gpu-agent running", "node=%s interval_s=%d resync_rounds=%d version=%s", o->node,
+			 interval_s, resync_rounds, AGENT_VERSION);
+
+	for (;;) {
+		int64_t start = mono_ms();
+		bool force = sig_hup != 0;
+		sig_hup = 0;
+		int drc = agent_detect_round(&o->tools, &st, o->node, node);
+		int64_t next;
+		if (drc < 0) {
+			log_error("out of memory during detection; trying again next round", "node=%s", o->node);
+			if (o->once) {
+				status = 1;
+				break;
+			}
+			next = start + interval_ms;
+		} else {
+			char ts[32], err[1600];
+			rfc3339_now(ts, sizeof(ts));
+			struct agent_pub_result res;
+			int64_t now = mono_ms();
+			if (!agent_publish(&pub, node, ts, now, resync_ms, force, &res, err, sizeof(err))) {
+				int had = bo.failures;
+				int64_t since = bo.since_ms;
+				if (agent_backoff_ok(&bo))
+					log_info("publishing recovered", "node=%s failures=%d down_s=%lld", o->node, had,
+						 (long long)((now - since) / 1000));
+				if (res.labels_patched)
+					log_debug("node labels patched", "node=%s uid=%s", o->node, pub.node_uid);
+				if (res.gns_written) {
+					if (res.gns_changed || res.gns_created || o->once)
+						log_info(res.gns_created ? "created GpuNodeStatus" : "updated GpuNodeStatus",
+							 "node=%s devices=%d healthy=%d conflicts=%d", o->node, node->ndev,
+							 count_healthy(node), res.conflicts);
+					else
+						log_debug("refreshed GpuNodeStatus", "node=%s devices=%d", o->node, node->ndev);
+				}
+				status = drc ? 3 : 0;
+				next = start + interval_ms;
+			} else {
+				if (o->once) {
+					log_error("cannot publish", "node=%s error=\"%s\"", o->node, err);
+					status = 1;
+					break;
+				}
+				int64_t delay = agent_backoff_fail(&bo, now, BACKOFF_BASE_MS, cap_ms, next_random(&seed));
+				if (pub.retry_after_s * 1000 > delay)
+					delay = pub.retry_after_s * 1000;
+				if (bo.failures == 1)
+					log_error("cannot publish; keeping the last good status and retrying with backoff",
+						  "node=%s error=\"%s\" retry_in_ms=%lld", o->node, err, (long long)delay);
+				else
+					log_debug("still cannot publish", "node=%s failures=%d error=\"%s\" retry_in_ms=%lld",
+						  o->node, bo.failures, err, (long long)delay);
+				next = mono_ms() + delay;
+			}
+		}
+		if (o->once || sig_stop)
+			break;
+		wait_until(next);
+		if (sig_stop)
+			break;
+	}
+	if (!o->once)
+		status = 0;   /* a clean stop */
+	if (sig_stop)
+		log_info("stopping on signal", "node=%s signal=%d", o->node, (int)sig_stop);
+	signals_remove();
+	sig_stop = 0;
+	sig_hup = 0;
+	agent_publisher_release(&pub);
+	agent_state_release(&st);
+	free(node);
+	kube_client_free(kube);
+	return status;
+}

@@ -1,0 +1,466 @@
+/* The mutating admission webhook: AdmissionReview v1 in, RFC 6902 JSON patch out. */
+#include "webhook.h"
+#include "base64.h"
+#include "jsonarena.h"
+#include "log.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define REVIEW_API "admission.k8s.io/v1"
+#define REVIEW_KIND "AdmissionReview"
+/* A patch is about 600 bytes per container; this is far more than any pod needs. */
+#define PATCH_CAP ((size_t)4 << 20)
+#define PATH_CAP 1024
+
+struct webhook {
+	struct api_resources res;
+	char marker[API_NAME_MAX];
+	struct webhook_opts o;        /* points at the two members above */
+};
+
+/* The variables every container of a GPU pod gets, and the annotation each reads. */
+static const struct {
+	const char *name, *annotation;
+} env_vars[] = {
+	{ "CUDA_VISIBLE_DEVICES", ANN_CUDA },
+	{ "NVIDIA_VISIBLE_DEVICES", ANN_NVIDIA },
+	{ "ROCR_VISIBLE_DEVICES", ANN_ROCR },
+	{ "ZE_AFFINITY_MASK", ANN_ZE },
+};
+#define NENV (sizeof(env_vars) / sizeof(env_vars[0]))
+
+/* ---- lifecycle ----------------------------------------------------------- */
+
+struct webhook *webhook_new(const struct webhook_opts *opts)
+{
+	struct webhook *w = calloc(1, sizeof(*w));
+	if (!w)
+		return NULL;
+	if (opts->res)
+		w->res = *opts->res;
+	snprintf(w->marker, sizeof(w->marker), "%s", opts->marker_resource ? opts->marker_resource : "");
+	w->o.res = &w->res;
+	w->o.marker_resource = w->marker;
+	return w;
+}
+
+void webhook_free(struct webhook *w)
+{
+	free(w);
+}
+
+/* ---- the patch ------------------------------------------------------------ */
+
+/* Operations are appended to ops; nops counts them; rc keeps the first buffer error. */
+struct patcher {
+	struct buf ops;
+	int nops;
+	int rc;
+};
+
+/* Appends "/" and token escaped as an RFC 6901 reference token (~ -> ~0, / -> ~1). */
+static int ptr_add(struct buf *b, const char *token)
+{
+	int rc = buf_addc(b, '/');
+	for (const char *s = token; !rc && *s; s++) {
+		if (*s == '~')
+			rc = buf_adds(b, "~0");
+		else if (*s == '/')
+			rc = buf_adds(b, "~1");
+		else
+			rc = buf_addc(b, *s);
+	}
+	return rc;
+}
+
+/* One {"op":"add","path":path,"value":value}; value is JSON text. */
+static void op_add(struct patcher *p, struct buf *path, const char *value)
+{
+	if (p->rc)
+		return;
+	int rc = buf_adds(&p->ops, p->nops ? ",{\"op\":\"add\",\"path\":" : "[{\"op\":\"add\",\"path\":");
+	if (!rc)
+		rc = buf_add_json_str(&p->ops, buf_cstr(path));
+	if (!rc)
+		rc = buf_adds(&p->ops, ",\"value\":");
+	if (!rc)
+		rc = buf_adds(&p->ops, value);
+	if (!rc)
+		rc = buf_addc(&p->ops, '}');
+	p->rc = rc;
+	p->nops++;
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+/* The env entry for variable k: a downward-API reference to its annotation. */
+static int env_value(struct buf *out, size_t k)
+{
+	char field[API_NAME_MAX + 32];
+	snprintf(field, sizeof(field), "metadata.annotations['%s']", env_vars[k].annotation);
+	int rc = buf_adds(out, "{\"name\":");
+	if (!rc)
+		rc = buf_add_json_str(out, env_vars[k].name);
+	if (!rc)
+		rc = buf_adds(out, ",\"valueFrom\":{\"fieldRef\":{\"apiVersion\":\"v1\",\"fieldPath\":");
+	if (!rc)
+		rc = buf_add_json_str(out, field);
+	if (!rc)
+		rc = buf_adds(out, "}}}");
+	return rc;
+}
+
+static bool env_has(const cJSON *env, const char *name)
+{
+	const cJSON *e;
+	cJSON_ArrayForEach(e, env) {
+		const char *n = api_str(e, "name");
+		if (n && !strcmp(n, name))
+			return true;
+	}
+	return false;
+}
+
+/* Adds the missing variables to each container of spec.<field> ("containers", "initContainers"). */
+static int patch_env(struct patcher *p, const cJSON *spec, const char *field, char *err, size_t errlen)
+{
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(spec, field);
+	if (!list || cJSON_IsNull(list))
+		return 0;
+	if (!cJSON_IsArray(list))
+		return fail(err, errlen, "spec.%s is not a list", field);
+	struct buf path, value;
+	buf_init(&path, PATH_CAP);
+	buf_init(&value, PATCH_CAP);
+	int i = 0, rc = 0;
+	const cJSON *ctr;
+	cJSON_ArrayForEach(ctr, list) {
+		if (!cJSON_IsObject(ctr)) {
+			rc = fail(err, errlen, "spec.%s[%d] is not an object", field, i);
+			break;
+		}
+		const cJSON *env = cJSON_GetObjectItemCaseSensitive(ctr, "env");
+		if (env && !cJSON_IsNull(env) && !cJSON_IsArray(env)) {
+			rc = fail(err, errlen, "spec.%s[%d].env is not a list", field, i);
+			break;
+		}
+		/* With no env list, add the whole list: ".../env/-" would fail to apply. */
+		bool whole = !cJSON_IsArray(env);
+		int added = 0;
+		buf_clear(&value);
+		for (size_t k = 0; k < NENV && !p->rc; k++) {
+			if (env_has(env, env_vars[k].name))
+				continue;
+			if (whole) {
+				p->rc = buf_addc(&value, added ? ',' : '[');
+				if (!p->rc)
+					p->rc = env_value(&value, k);
+			} else {
+				buf_clear(&path);
+				buf_clear(&value);
+				p->rc = buf_printf(&path, "/spec/%s/%d/env/-", field, i);
+				if (!p->rc)
+					p->rc = env_value(&value, k);
+				op_add(p, &path, buf_cstr(&value));
+			}
+			added++;
+		}
+		if (whole && added && !p->rc) {
+			buf_clear(&path);
+			p->rc = buf_addc(&value, ']');
+			if (!p->rc)
+				p->rc = buf_printf(&path, "/spec/%s/%d/env", field, i);
+			op_add(p, &path, buf_cstr(&value));
+		}
+		i++;
+	}
+	buf_release(&path);
+	buf_release(&value);
+	return rc;
+}
+
+/* True if the container names one of the GPU resources in its limits or requests. */
+static bool container_asks_gpu(const cJSON *ctr, const struct api_resources *res)
+{
+	static const char *const lists[] = { "limits", "requests" };
+	const cJSON *r = cJSON_GetObjectItemCaseSensitive(ctr, "resources");
+	for (size_t k = 0; k < 2; k++) {
+		const cJSON *m = cJSON_GetObjectItemCaseSensitive(r, lists[k]);
+		if (!cJSON_IsObject(m))
+			continue;
+		const cJSON *q;
+		cJSON_ArrayForEach(q, m)
+			if (q->string && api_resources_has(res, q->string))
+				return true;
+	}
+	return false;
+}
+
+static bool pod_asks_gpu_resource(const cJSON *spec, const struct api_resources *res)
+{
+	static const char *const fields[] = { "containers", "initContainers" };
+	if (!res)
+		return false;
+	for (size_t k = 0; k < 2; k++) {
+		const cJSON *list = cJSON_GetObjectItemCaseSensitive(spec, fields[k]);
+		const cJSON *ctr;
+		if (cJSON_IsArray(list))
+			cJSON_ArrayForEach(ctr, list)
+				if (container_asks_gpu(ctr, res))
+					return true;
+	}
+	return false;
+}
+
+/* The gpu.scheduling/managed=true label, unless it is there. */
+static int patch_label(struct patcher *p, const cJSON *pod, char *err, size_t errlen)
+{
+	const cJSON *meta = cJSON_GetObjectItemCaseSensitive(pod, "metadata");
+	const cJSON *labels = cJSON_GetObjectItemCaseSensitive(meta, "labels");
+	const char *cur = api_str(labels, LABEL_MANAGED);
+	if (cur && !strcmp(cur, "true"))
+		return 0;
+	if (meta && !cJSON_IsObject(meta))
+		return fail(err, errlen, "metadata is not an object");
+	struct buf path, value;
+	buf_init(&path, PATH_CAP);
+	buf_init(&value, PATH_CAP);
+	int rc;
+	if (cJSON_IsObject(labels)) {
+		rc = buf_adds(&path, "/metadata/labels");
+		if (!rc)
+			rc = ptr_add(&path, LABEL_MANAGED);
+		if (!rc)
+			rc = buf_adds(&value, "\"true\"");
+	} else {
+		rc = buf_adds(&path, meta ? "/metadata/labels" : "/metadata");
+		if (!rc)
+			rc = buf_adds(&value, meta ? "{" : "{\"labels\":{");
+		if (!rc)
+			rc = buf_add_json_str(&value, LABEL_MANAGED);
+		if (!rc)
+			rc = buf_adds(&value, meta ? ":\"true\"}" : ":\"true\"}}");
+	}
+	if (rc)
+		p->rc = rc;
+	else
+		op_add(p, &path, buf_cstr(&value));
+	buf_release(&path);
+	buf_release(&value);
+	return 0;
+}
+
+/* marker: "1" in the first container's resources.limits and resources.requests. */
+static int patch_marker(struct patcher *p, const cJSON *containers, const char *marker)
+{
+	const cJSON *c0 = cJSON_GetArrayItem(containers, 0);
+	if (!cJSON_IsObject(c0))
+		return 0;
+	static const char *const lists[] = { "limits", "requests" };
+	const cJSON *res = cJSON_GetObjectItemCaseSensitive(c0, "resources");
+	struct buf path, value;
+	buf_init(&path, PATH_CAP);
+	buf_init(&value, PATH_CAP);
+	int rc = 0;
+	if (!cJSON_IsObject(res)) {
+		rc = buf_adds(&path, "/spec/containers/0/resources");
+		for (size_t k = 0; k < 2 && !rc; k++) {
+			rc = buf_printf(&value, "%s\"%s\":{", k ? "," : "{", lists[k]);
+			if (!rc)
+				rc = buf_add_json_str(&value, marker);
+			if (!rc)
+				rc = buf_adds(&value, ":\"1\"}");
+		}
+		if (!rc)
+			rc = buf_addc(&value, '}');
+		if (!rc)
+			op_add(p, &path, buf_cstr(&value));
+	}
+	for (size_t k = 0; k < 2 && !rc && cJSON_IsObject(res); k++) {
+		const cJSON *m = cJSON_GetObjectItemCaseSensitive(res, lists[k]);
+		const char *cur = api_str(m, marker);
+		if (cur && !strcmp(cur, "1"))
+			continue;
+		buf_clear(&path);
+		buf_clear(&value);
+		rc = buf_printf(&path, "/spec/containers/0/resources/%s", lists[k]);
+		if (cJSON_IsObject(m)) {
+			if (!rc)
+				rc = ptr_add(&path, marker);
+			if (!rc)
+				rc = buf_adds(&value, "\"1\"");
+		} else {
+			if (!rc)
+				rc = buf_addc(&value, '{');
+			if (!rc)
+				rc = buf_add_json_str(&value, marker);
+			if (!rc)
+				rc = buf_adds(&value, ":\"1\"}");
+		}
+		if (!rc)
+			op_add(p, &path, buf_cstr(&value));
+	}
+	if (rc)
+		p->rc = rc;
+	buf_release(&path);
+	buf_release(&value);
+	return 0;
+}
+
+int webhook_patch(const cJSON *pod, const struct webhook_opts *o, struct buf *patch, char *err,
+		  size_t errlen)
+{
+	const cJSON *spec = cJSON_GetObjectItemCaseSensitive(pod, "spec");
+	const cJSON *containers = cJSON_GetObjectItemCaseSensitive(spec, "containers");
+	if (!cJSON_IsObject(pod) || !cJSON_IsObject(spec) || !cJSON_IsArray(containers))
+		return fail(err, errlen, "the object has no spec.containers list: not a Pod");
+	bool claim = api_annotation(pod, ANN_CLAIM) != NULL;
+	bool resources = pod_asks_gpu_resource(spec, o->res);
+	if (!claim && !resources)
+		return 0;
+
+	struct patcher p;
+	memset(&p, 0, sizeof(p));
+	buf_init(&p.ops, patch->cap);
+	int rc = patch_env(&p, spec, "containers", err, errlen);
+	if (!rc)
+		rc = patch_env(&p, spec, "initContainers", err, errlen);
+	if (!rc)
+		rc = patch_label(&p, pod, err, errlen);
+	if (!rc && !resources && o->marker_resource && o->marker_resource[0])
+		rc = patch_marker(&p, containers, o->marker_resource);
+	if (!rc && !p.rc && p.nops)
+		p.rc = buf_addc(&p.ops, ']');
+	if (!rc && !p.rc && p.nops)
+		p.rc = buf_add(patch, p.ops.data, p.ops.len);
+	if (!rc && p.rc)
+		rc = fail(err, errlen, "the patch is over the size limit of %zu bytes", patch->cap);
+	buf_release(&p.ops);
+	return rc;
+}
+
+/* ---- the review ---------------------------------------------------------- */
+
+static void review_head(struct buf *b, const char *uid)
+{
+	buf_adds(b, "{\"apiVersion\":\"" REVIEW_API "\",\"kind\":\"" REVIEW_KIND "\",\"response\":{\"uid\":");
+	buf_add_json_str(b, uid ? uid : "");
+}
+
+/* A review we cannot act on: HTTP 200, allowed:false, status 400. */
+static void deny(struct http_response *resp, const char *uid, const char *msg)
+{
+	log_warn("admission review rejected", "uid=%s error=\"%s\"", uid ? uid : "", msg);
+	resp->status = 200;
+	buf_clear(&resp->body);
+	review_head(&resp->body, uid);
+	buf_adds(&resp->body, ",\"allowed\":false,\"status\":{\"code\":400,\"message\":");
+	buf_add_json_str(&resp->body, msg);
+	if (buf_adds(&resp->body, "}}}\n"))
+		httpd_error(resp, 500, "reply too large");
+}
+
+/* allowed:true, with the patch when there is one. */
+static void allow(struct http_response *resp, const char *uid, const struct buf *patch)
+{
+	resp->status = 200;
+	buf_clear(&resp->body);
+	review_head(&resp->body, uid);
+	buf_adds(&resp->body, ",\"allowed\":true");
+	if (patch && patch->len) {
+		buf_adds(&resp->body, ",\"patchType\":\"JSONPatch\",\"patch\":\"");
+		base64_encode(patch->data, patch->len, &resp->body);
+		buf_addc(&resp->body, '"');
+	}
+	if (buf_adds(&resp->body, "}}\n"))
+		httpd_error(resp, 500, "reply too large");
+}
+
+/*
+ * Decides one review: 0 with *patch filled (empty: allowed unchanged), or -1
+ * with msg saying why the review is unusable. *uid is request.uid or NULL.
+ */
+static int decide(const struct webhook *w, const cJSON *root, const char **uid, struct buf *patch,
+		  char *msg, size_t msglen)
+{
+	const cJSON *request = cJSON_GetObjectItemCaseSensitive(root, "request");
+	*uid = api_str(request, "uid");
+	if (*uid && !(*uid)[0])
+		*uid = NULL;
+	if (!cJSON_IsObject(root))
+		return fail(msg, msglen, "the body is not a JSON object (want an AdmissionReview)");
+	const char *api = api_str(root, "apiVersion"), *kind = api_str(root, "kind");
+	if (!api || strcmp(api, REVIEW_API) || !kind || strcmp(kind, REVIEW_KIND))
+		return fail(msg, msglen, "want apiVersion %s kind %s, got %s %s", REVIEW_API, REVIEW_KIND,
+			    api ? api : "(none)", kind ? kind : "(none)");
+	if (!cJSON_IsObject(request))
+		return fail(msg, msglen, "the AdmissionReview has no request object");
+	if (!*uid)
+		return fail(msg, msglen, "request.uid is missing");
+	const char *op = api_str(request, "operation");
+	if (!op)
+		return fail(msg, msglen, "request.operation is missing");
+	const cJSON *obj = cJSON_GetObjectItemCaseSensitive(request, "object");
+	const char *what = api_str(cJSON_GetObjectItemCaseSensitive(request, "kind"), "kind");
+	if (!what)
+		what = api_str(obj, "kind");
+	const char *sub = api_str(request, "subResource");
+	/* Only the CREATE of a pod itself is ours; anything else passes unchanged. */
+	if (strcmp(op, "CREATE") || (sub && sub[0]) || (what && strcmp(what, "Pod")))
+		return 0;
+	const char *okind = api_str(obj, "kind");
+	if (!cJSON_IsObject(obj))
+		return fail(msg, msglen, "request.object is missing or not an object, not a Pod");
+	if (okind && strcmp(okind, "Pod"))
+		return fail(msg, msglen, "request.object is a %s, not a Pod", okind);
+	char err[256];
+	if (webhook_patch(obj, &w->o, patch, err, sizeof(err)))
+		return fail(msg, msglen, "request.object: %s", err);
+	if (log_enabled(LOG_INFO)) {
+		struct api_pod_ref ref;
+		api_pod_ref(obj, &ref);
+		const char *name = ref.name ? ref.name : api_str(api_path(obj, "metadata"), "generateName");
+		if (patch->len)
+			log_info("GPU pod mutated", "uid=%s namespace=%s name=%s patch_bytes=%zu", *uid,
+				 ref.ns ? ref.ns : "", name ? name : "", patch->len);
+		else
+			log_debug("pod admitted unchanged", "uid=%s namespace=%s name=%s", *uid,
+				  ref.ns ? ref.ns : "", name ? name : "");
+	}
+	return 0;
+}
+
+void webhook_mutate(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	const struct webhook *w = ctx;
+	/* Strict: no NUL inside, nothing after the value (the body is NUL-terminated). */
+	cJSON *root = NULL;
+	if (req->body_len && !memchr(req->body, '\0', req->body_len))
+		root = cJSON_ParseWithLengthOpts(req->body, req->body_len + 1, NULL, true);
+	if (!root) {
+		httpd_error(resp, 400, "the body is not JSON (want an AdmissionReview %s)", REVIEW_API);
+		return;
+	}
+	struct buf patch;
+	buf_init(&patch, PATCH_CAP);
+	const char *uid;
+	char msg[512];
+	if (decide(w, root, &uid, &patch, msg, sizeof(msg)))
+		deny(resp, uid, msg);
+	else
+		allow(resp, uid, &patch);
+	buf_release(&patch);
+	jsonarena_delete(root);
+}

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Helpers shared by the end-to-end tests (sourced after test/cluster/cluster.sh).
+#
+#   e2e_check NAME CMD...      run CMD; count and print a PASS/FAIL line
+#   e2e_summary                print "N passed, N failed"; exit status 1 on failures
+#   e2e_setup                  cluster up, deploy/ CRDs and RBAC, namespace ml
+#   e2e_gns NODE COUNT [MODEL [ISLANDS [MEMORY_MIB]]]
+#                              create/replace a GpuNodeStatus: COUNT NVIDIA devices,
+#                              ISLANDS equal NVLink islands (0: none)
+#   e2e_gpu_node NODE COUNT ...  a fake Node plus its GpuNodeStatus
+#   e2e_start_extender NAME [FLAGS...]
+#                              gpu-extender serve in cluster mode as the extender
+#                              identity on a free port; waits for /readyz; sets
+#                              E2E_PORT_<NAME> and E2E_URL (of the last one)
+#   e2e_start_scheduler NAME URL [CONFIG]
+#                              kube-scheduler with config/scheduler-config.yaml pointed at URL
+#   e2e_pod NS NAME LIMITS_JSON [ANNOTATIONS_JSON] [SCHEDULER]
+#                              create a pod (schedulerName gpu-scheduler by default)
+#   e2e_pod_node NS NAME       print spec.nodeName ("" if unbound)
+#   e2e_ann NS NAME KEY        print an annotation of the pod
+
+E2E_PASSED=0
+E2E_FAILED=0
+E2E_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+E2E_EXTENDER=${E2E_EXTENDER:-$E2E_ROOT/build/gpu-extender}
+
+e2e_check() {
+  local name=$1; shift
+  local out
+  if out=$("$@" 2>&1); then
+    E2E_PASSED=$((E2E_PASSED + 1))
+    echo "PASS $name"
+  else
+    E2E_FAILED=$((E2E_FAILED + 1))
+    echo "FAIL $name"
+    [[ -n $out ]] && sed 's/^/    /' <<<"$out" | tail -20
+  fi
+}
+
+e2e_summary() {
+  echo "$(basename "$0" .sh): $E2E_PASSED passed, $E2E_FAILED failed"
+  ((E2E_FAILED == 0))
+}
+
+e2e_setup() {
+  cluster_up || return 1
+  kubectl apply -f "$E2E_ROOT/deploy/00-namespace.yaml" -f "$E2E_ROOT/deploy/01-crd-gpuclaim.yaml" \
+    -f "$E2E_ROOT/deploy/02-crd-gpunodestatus.yaml" -f "$E2E_ROOT/deploy/03-rbac.yaml" >/dev/null || return 1
+  cluster_wait 30 "CRDs established" kubectl wait --for=condition=Established --timeout=1s \
+    crd/gpuclaims.gpu.scheduling crd/gpunodestatuses.gpu.scheduling >/dev/null || return 1
+  cluster_ensure_namespace ml
+}
+
+e2e_gns() {
+  local node=$1 count=$2 model=${3:-NVIDIA H100 80GB HBM3} islands=${4:-1} mib=${5:-81559}
+  python3 - "$node" "$count" "$model" "$islands" "$mib" <<'PY' | kubectl apply -f - >/dev/null
+import json, sys
+node, count, model, islands, mib = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+devs = []
+for i in range(count):
+    d = {"id": i, "uuid": "GPU-%s-%d" % (node, i), "vendor": "nvidia", "model": model, "architecture": "hopper",
+         "memoryMiB": mib, "driverVersion": "550.54.15", "health": "Healthy", "inUseBy": []}
+    if islands:
+        d["island"] = "nvlink-%d" % (i * islands // count)
+        d["bandwidthGBps"] = 900
+    devs.append(d)
+print(json.dumps({"apiVersion": "gpu.scheduling/v1", "kind": "GpuNodeStatus", "metadata": {"name": node},
+                  "spec": {"nodeName": node}, "status": {"total": count, "devices": devs}}))
+PY
+}
+
+e2e_gpu_node() {
+  local node=$1; shift
+  cluster_create_gpu_node "$node" >/dev/null && e2e_gns "$node" "$@"
+}
+
+e2e_free_port() {
+  "$CLUSTER_BIN/freeport" 2>/dev/null || python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+e2e_start_extender() {
+  local name=$1; shift
+  local port
+  port=$(e2e_free_port) || return 1
+  cluster_spawn "$name" "$E2E_EXTENDER" serve --kubeconfig "$CLUSTER_EXTENDER_KUBECONFIG" \
+    --listen "127.0.0.1:$port" --identity "$name" "$@"
+  printf -v "E2E_PORT_${name//-/_}" '%s' "$port"
+  E2E_URL="http://127.0.0.1:$port"
+  cluster_wait 30 "$name ready" curl -sf "$E2E_URL/readyz" >/dev/null
+}
+
+e2e_start_scheduler() {
+  local name=$1 url=$2 config=${3:-$E2E_ROOT/config/scheduler-config.yaml}
+  local out="$CLUSTER_DIR/$name-config.yaml"
+  sed "s#http://127.0.0.1:8888#$url#" "$config" >"$out"
+  cluster_start_scheduler "$out" "$name" >/dev/null
+}
+
+e2e_pod() {
+  local ns=$1 name=$2 limits=$3 ann=${4:-} sched=${5:-gpu-scheduler}
+  [[ -n $ann ]] || ann='{}'
+  kubectl apply -f - >/dev/null <<JSON
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"$name","namespace":"$ns","annotations":$ann},
+ "spec":{"schedulerName":"$sched","restartPolicy":"Never","terminationGracePeriodSeconds":0,
+   "containers":[{"name":"main","image":"registry.k8s.io/pause:3.10","resources":{"limits":$limits}}]}}
+JSON
+}
+
+e2e_pod_node() {
+  kubectl -n "$1" get pod "$2" -o 'jsonpath={.spec.nodeName}'
+}
+
+e2e_ann() {
+  local key=${3//./\\.}
+  kubectl -n "$1" get pod "$2" -o "jsonpath={.metadata.annotations.${key}}"
+}

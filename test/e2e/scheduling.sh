@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# A real kube-scheduler calls the extender for real pods in a real API server:
+# placement, allocation annotations, FailedScheduling reasons, binpack vs spread,
+# GpuClaims, the ledgers, and release on delete.
+set -u
+cd "$(dirname "$0")/../.."
+. test/cluster/cluster.sh
+. test/e2e/lib.sh
+
+e2e_setup || { echo "scheduling: 0 passed, 1 failed (cluster setup)"; exit 1; }
+e2e_gpu_node gpu-a 4
+e2e_gpu_node gpu-b 4
+e2e_gpu_node gpu-c 8 "NVIDIA A100-SXM4-40GB" 2 40960
+cluster_create_gpu_node cpu-only >/dev/null
+e2e_start_extender ext --reap-interval 2 || { echo "scheduling: 0 passed, 1 failed (extender)"; exit 1; }
+e2e_start_scheduler sched "$E2E_URL" || { echo "scheduling: 0 passed, 1 failed (scheduler)"; exit 1; }
+
+bound() { [[ -n $(e2e_pod_node "$1" "$2") ]]; }
+
+# --- binpack (the default): 1-GPU pods fill one node before the next ---
+for i in 1 2 3 4; do e2e_pod ml bp$i '{"gpu.scheduling/gpu":"1"}'; done
+check_binpack() {
+  for i in 1 2 3 4; do cluster_wait 20 "bp$i bound" bound ml bp$i || return 1; done
+  local nodes
+  nodes=$(for i in 1 2 3 4; do e2e_pod_node ml bp$i; echo; done | sort -u)
+  [[ $(grep -c . <<<"$nodes") == 1 ]] || { echo "binpack spread over: $nodes"; return 1; }
+}
+e2e_check "binpack fills one node first" check_binpack
+BP_NODE=$(e2e_pod_node ml bp1)
+
+check_annotations() {
+  local node ids alloc cuda all
+  node=$(e2e_pod_node ml bp1)
+  alloc=$(e2e_ann ml bp1 gpu.scheduling/allocated)
+  [[ $alloc == "$node:"[0-9]* ]] || { echo "allocated=$alloc"; return 1; }
+  ids=${alloc#*:}
+  cuda=$(e2e_ann ml bp1 gpu.scheduling/cuda-visible-devices)
+  [[ $cuda == "GPU-$node-$ids" ]] || { echo "cuda=$cuda ids=$ids"; return 1; }
+  [[ $(e2e_ann ml bp1 gpu.scheduling/nvidia-visible-devices) == "$cuda" ]] || return 1
+  all=$(for i in 1 2 3 4; do e2e_ann ml bp$i gpu.scheduling/allocated; echo; done | sort -u | grep -c .)
+  [[ $all == 4 ]] || { echo "devices handed out twice: $all distinct allocations"; return 1; }
+}
+e2e_check "allocation annotations on the bound pods" check_annotations
+
+# --- spread, per pod, with the annotation gpu.scheduling/policy ---
+for i in 1 2; do e2e_pod ml sp$i '{"gpu.scheduling/gpu":"1"}' '{"gpu.scheduling/policy":"spread"}'; done
+check_spread() {
+  for i in 1 2; do cluster_wait 20 "sp$i bound" bound ml sp$i || return 1; done
+  local a b
+  a=$(e2e_pod_node ml sp1); b=$(e2e_pod_node ml sp2)
+  [[ $a != "$BP_NODE" && $b != "$BP_NODE" ]] || { echo "spread chose the full node: $a $b"; return 1; }
+}
+e2e_check "spread prefers emptier nodes" check_spread
+
+# --- a pod that fits nowhere stays Pending with the extender's reason ---
+e2e_pod ml huge '{"gpu.scheduling/gpu":"16"}'
+events_of() {
+  kubectl -n ml get events --field-selector "involvedObject.name=$1,reason=FailedScheduling" \
+    -o jsonpath='{.items[*].message}'
+}
+check_pending_reason() {
+  cluster_wait 20 "FailedScheduling for huge" bash -c "$(declare -f events_of); events_of huge | grep -q 'claim needs 16'" || return 1
+  [[ -z $(e2e_pod_node ml huge) ]] || { echo "huge was bound"; return 1; }
+  events_of huge | head -c 400; echo
+}
+e2e_check "unschedulable pod stays Pending with the extender's reason" check_pending_reason
+
+# --- a GpuClaim: two A100s on one NVLink island ---
+kubectl apply -f - >/dev/null <<'YAML'
+apiVersion: gpu.scheduling/v1
+kind: GpuClaim
+metadata: {name: pair, namespace: ml}
+spec:
+  devices: {count: 2, model: A100}
+  topology: {mode: Required}
+YAML
+e2e_pod ml claimed '{"gpu.scheduling/claim":"1"}' '{"gpu.scheduling/claim":"pair"}'
+check_claim() {
+  cluster_wait 20 "claimed bound" bound ml claimed || return 1
+  [[ $(e2e_pod_node ml claimed) == gpu-c ]] || { echo "on $(e2e_pod_node ml claimed)"; return 1; }
+  local ids a b
+  ids=$(e2e_ann ml claimed gpu.scheduling/allocated); ids=${ids#*:}
+  a=${ids%,*}; b=${ids#*,}
+  (( a / 4 == b / 4 )) || { echo "ids $ids span islands"; return 1; }
+  cluster_wait 10 "GpuClaim status Bound" bash -c \
+    "[[ \$(kubectl -n ml get gclaim pair -o jsonpath='{.status.phase}/{.status.nodeName}') == Bound/gpu-c ]]"
+}
+e2e_check "GpuClaim with Required topology lands on one island; status Bound" check_claim
+
+# --- a claim no node can satisfy: the claim's reason reaches the event ---
+kubectl apply -f - >/dev/null <<'YAML'
+apiVersion: gpu.scheduling/v1
+kind: GpuClaim
+metadata: {name: amd-only, namespace: ml}
+spec:
+  devices: {count: 1, vendor: amd}
+YAML
+e2e_pod ml wantsamd '{"gpu.scheduling/claim":"1"}' '{"gpu.scheduling/claim":"amd-only"}'
+e2e_check "unresolvable reason (wrong vendor) in the event" cluster_wait 20 "amd reason" bash -c \
+  "$(declare -f events_of); events_of wantsamd | grep -q 'no amd GPU'"
+
+# --- the ledgers agree with the pods ---
+ledger_devices() {
+  kubectl -n gpu-system get lease -l gpu.scheduling/ledger=true -o json | python3 -c '
+import json, sys
+n = 0
+for l in json.load(sys.stdin)["items"]:
+    n += sum(len(r["devices"]) for r in json.loads(l["metadata"]["annotations"]["gpu.scheduling/reservations"]))
+print(n)'
+}
+check_ledger() {
+  local total
+  total=$(ledger_devices)
+  # bp1-4 (4) + sp1-2 (2) + claimed (2)
+  [[ $total == 8 ]] || { echo "ledgers hold $total devices, pods 8"; return 1; }
+}
+e2e_check "ledgers record exactly the bound pods' devices" check_ledger
+
+# --- deleting pods frees their GPUs for the next pods ---
+check_release() {
+  for i in 1 2 3 4; do cluster_delete_pod ml bp$i >/dev/null; done
+  cluster_wait 20 "ledger of $BP_NODE empty" bash -c \
+    "[[ \$(kubectl -n gpu-system get lease gpu-ledger.$BP_NODE -o jsonpath='{.metadata.annotations.gpu\\.scheduling/reservations}') == '[]' ]]" || return 1
+  e2e_pod ml after '{"gpu.scheduling/gpu":"4"}'
+  cluster_wait 20 "after bound" bound ml after
+}
+e2e_check "deleted pods' GPUs are schedulable again" check_release
+
+e2e_summary
