@@ -124,11 +124,18 @@ sim: $(BUILD)/gpu-extender
 # libFuzzer targets (clang); not part of `make test`. Run: build/fuzz_agent -max_total_time=60
 FUZZ_AGENT_SRCS := test/fuzz/fuzz_agent.c $(wildcard src/agent/nvsmi.c src/agent/rocm.c src/agent/intel.c \
 	src/agent/arch.c src/agent/islands.c src/agent/node.c src/agent/text.c) src/util/strnum.c src/core/gpu.c
-fuzz: $(BUILD)/fuzz_agent
+fuzz: $(BUILD)/fuzz_agent $(BUILD)/fuzz_extender
 $(BUILD)/fuzz_agent: $(FUZZ_AGENT_SRCS) $(HDRS)
 	@command -v clang >/dev/null || apt-get install -y -qq clang libclang-rt-14-dev >/dev/null
 	clang -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc/agent -fsanitize=fuzzer,address,undefined \
 		-o $@ $(FUZZ_AGENT_SRCS) -lcjson -lm
+
+# The extender's inputs: request bodies and watched objects. Run from the
+# repository root: build/fuzz_extender -max_total_time=60 test/fuzz/corpus-extender
+$(BUILD)/fuzz_extender: test/fuzz/fuzz_extender.c $(LIB_SRCS) $(HDRS)
+	@command -v clang >/dev/null || apt-get install -y -qq clang libclang-rt-14-dev >/dev/null
+	clang -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -fsanitize=fuzzer,address,undefined \
+		-o $@ test/fuzz/fuzz_extender.c $(filter-out src/agent/%,$(LIB_SRCS)) $(LIBS)
 
 clean:
 	rm -rf $(BUILD)

@@ -1,0 +1,216 @@
+/* The reservation ledger's wire format, names and kubeconfig loading. */
+#include "testutil.h"
+
+#include "api.h"
+#include "kube.h"
+#include "ledger.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static struct ledger_entry entry(const char *uid, enum claim_mode mode, int id0, int n)
+{
+	struct ledger_entry e;
+	memset(&e, 0, sizeof(e));
+	snprintf(e.a.uid, sizeof(e.a.uid), "%s", uid);
+	snprintf(e.a.ns, sizeof(e.a.ns), "ml");
+	snprintf(e.a.name, sizeof(e.a.name), "pod-%s", uid);
+	e.a.mode = mode;
+	e.a.ndev = n;
+	for (int i = 0; i < n; i++)
+		e.a.ids[i] = id0 + i;
+	if (mode == CLAIM_SHARED) {
+		e.a.mem_mib = 2048;
+		e.a.core = 300;
+	}
+	e.a.since = 1700000000;
+	return e;
+}
+
+static void test_roundtrip(void **state)
+{
+	(void)state;
+	struct ledger l;
+	ledger_init(&l, "gpu-a2");
+	struct ledger_entry a = entry("u1", CLAIM_EXCLUSIVE, 0, 2);
+	struct ledger_entry b = entry("u2", CLAIM_SHARED, 3, 1);
+	snprintf(b.claim, sizeof(b.claim), "shared-slice");
+	assert_int_equal(ledger_add(&l, &a), 0);
+	assert_int_equal(ledger_add(&l, &b), 0);
+	snprintf(l.rv, sizeof(l.rv), "4711");
+	struct buf out;
+	buf_init(&out, 1 << 20);
+	assert_int_equal(ledger_encode(&l, "gpu-system", "replica-1", &out), 0);
+	cJSON *obj = cJSON_Parse(buf_cstr(&out));
+	assert_non_null(obj);
+	assert_string_equal(api_str(api_path(obj, "metadata"), "name"), "gpu-ledger.gpu-a2");
+	assert_string_equal(api_str(api_path(obj, "metadata"), "resourceVersion"), "4711");
+	assert_string_equal(api_label(obj, LEDGER_LABEL), "true");
+	/* MicroTime needs exactly six fraction digits. */
+	const char *renew = api_str(api_path(obj, "spec"), "renewTime");
+	assert_int_equal(strlen(renew), 27);
+	assert_int_equal(renew[19], '.');
+	assert_int_equal(renew[26], 'Z');
+	struct ledger back;
+	char err[256];
+	assert_int_equal(ledger_decode(obj, &back, err, sizeof(err)), 0);
+	assert_string_equal(back.node, "gpu-a2");
+	assert_int_equal(back.n, 2);
+	int i = ledger_find(&back, "u2");
+	assert_true(i >= 0);
+	assert_int_equal(back.e[i].a.mode, CLAIM_SHARED);
+	assert_int_equal(back.e[i].a.mem_mib, 2048);
+	assert_int_equal(back.e[i].a.core, 300);
+	assert_string_equal(back.e[i].claim, "shared-slice");
+	assert_int_equal(back.e[i].a.ids[0], 3);
+	assert_int_equal(back.e[i].a.since, 1700000000);
+	ledger_remove_at(&back, i);
+	assert_int_equal(ledger_find(&back, "u2"), -1);
+	assert_int_equal(back.n, 1);
+	ledger_release(&back);
+	ledger_release(&l);
+	cJSON_Delete(obj);
+	buf_release(&out);
+}
+
+static void test_decode_errors(void **state)
+{
+	(void)state;
+	const char *bad[] = {
+		"{\"metadata\":{\"annotations\":{}}}",
+		"{\"metadata\":{\"annotations\":{\"gpu.scheduling/node\":\"n\",\"gpu.scheduling/reservations\":\"{\"}}}",
+		"{\"metadata\":{\"annotations\":{\"gpu.scheduling/node\":\"n\",\"gpu.scheduling/reservations\":\"[{\\\"uid\\\":\\\"x\\\"}]\"}}}",
+		"{\"metadata\":{\"annotations\":{\"gpu.scheduling/node\":\"n\",\"gpu.scheduling/reservations\":"
+		"\"[{\\\"uid\\\":\\\"x\\\",\\\"namespace\\\":\\\"a\\\",\\\"pod\\\":\\\"p\\\",\\\"devices\\\":[\\\"z\\\"]}]\"}}}",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cJSON *obj = cJSON_Parse(bad[i]);
+		assert_non_null(obj);
+		struct ledger l;
+		char err[256] = "";
+		assert_int_equal(ledger_decode(obj, &l, err, sizeof(err)), -1);
+		assert_true(err[0]);
+		cJSON_Delete(obj);
+	}
+	/* An empty ledger is fine. */
+	cJSON *obj = cJSON_Parse("{\"metadata\":{\"resourceVersion\":\"9\",\"annotations\":{\"gpu.scheduling/node\":\"n\"}}}");
+	struct ledger l;
+	char err[256];
+	assert_int_equal(ledger_decode(obj, &l, err, sizeof(err)), 0);
+	assert_int_equal(l.n, 0);
+	assert_string_equal(l.rv, "9");
+	ledger_release(&l);
+	cJSON_Delete(obj);
+}
+
+static void test_names(void **state)
+{
+	(void)state;
+	char name[300], long_node[260];
+	memset(long_node, 'a', 250);
+	long_node[250] = '\0';
+	ledger_lease_name(long_node, name, sizeof(name));
+	assert_true(strlen(name) <= 253);
+	char other[300];
+	long_node[249] = 'b';
+	ledger_lease_name(long_node, other, sizeof(other));
+	assert_string_not_equal(name, other);      /* the hash tells them apart */
+	ledger_reservation_name("4f7d4a36-b836-4ea2-8963-df55911e571b", name, sizeof(name));
+	assert_string_equal(name, "gpu-reservation.4f7d4a36-b836-4ea2-8963-df55911e571b");
+}
+
+static void test_reservation_lease(void **state)
+{
+	(void)state;
+	struct ledger_entry e = entry("u9", CLAIM_EXCLUSIVE, 2, 2);
+	struct buf out;
+	buf_init(&out, 1 << 16);
+	assert_int_equal(ledger_encode_reservation(&e, "gpu-a2", &out), 0);
+	cJSON *obj = cJSON_Parse(buf_cstr(&out));
+	assert_string_equal(api_str(api_path(obj, "metadata"), "namespace"), "ml");
+	const cJSON *owner = cJSON_GetArrayItem(api_path(obj, "metadata.ownerReferences"), 0);
+	assert_string_equal(api_str(owner, "kind"), "Pod");
+	assert_string_equal(api_str(owner, "uid"), "u9");
+	assert_string_equal(api_annotation(obj, ANN_ALLOCATED), "gpu-a2:2,3");
+	cJSON_Delete(obj);
+	buf_release(&out);
+}
+
+static char dir[] = "/tmp/test-kubeconfig-XXXXXX";
+
+static void write_file(const char *name, const char *text)
+{
+	char path[256];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static void test_kubeconfig(void **state)
+{
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	/* "LS0tCg==" is base64 of "---\n". */
+	write_file("config",
+		   "apiVersion: v1\nkind: Config\ncurrent-context: a\n"
+		   "clusters:\n"
+		   "- name: c1\n  cluster: {server: \"https://10.0.0.1:6443/\", certificate-authority-data: LS0tCg==}\n"
+		   "- name: c2\n  cluster: {server: https://10.0.0.2:6443, certificate-authority: ca.crt, insecure-skip-tls-verify: true}\n"
+		   "users:\n"
+		   "- name: u1\n  user: {token: abc}\n"
+		   "- name: u2\n  user: {client-certificate: certs/c.crt, client-key: /abs/c.key}\n"
+		   "- name: u3\n  user: {exec: {command: aws}}\n"
+		   "contexts:\n"
+		   "- name: a\n  context: {cluster: c1, user: u1, namespace: ml}\n"
+		   "- name: b\n  context: {cluster: c2, user: u2}\n"
+		   "- name: c\n  context: {cluster: c1, user: u3}\n");
+	char path[256], err[256];
+	snprintf(path, sizeof(path), "%s/config", dir);
+	struct kube_config k;
+	kube_config_init(&k);
+	assert_int_equal(kube_config_load(&k, path, NULL, err, sizeof(err)), 0);
+	assert_string_equal(k.server, "https://10.0.0.1:6443");   /* trailing slash dropped */
+	assert_string_equal(k.token, "abc");
+	assert_string_equal(k.namespace, "ml");
+	assert_int_equal(k.ca_pem.len, 4);
+	assert_false(k.insecure);
+	kube_config_release(&k);
+	kube_config_init(&k);
+	assert_int_equal(kube_config_load(&k, path, "b", err, sizeof(err)), 0);
+	char want[300];
+	snprintf(want, sizeof(want), "%s/ca.crt", dir);
+	assert_string_equal(k.ca_file, want);                     /* relative to the kubeconfig */
+	snprintf(want, sizeof(want), "%s/certs/c.crt", dir);
+	assert_string_equal(k.cert_file, want);
+	assert_string_equal(k.key_file, "/abs/c.key");
+	assert_true(k.insecure);
+	kube_config_release(&k);
+	kube_config_init(&k);
+	assert_int_equal(kube_config_load(&k, path, "c", err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "exec/auth-provider"));
+	assert_int_equal(kube_config_load(&k, path, "nope", err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "no context nope"));
+	kube_config_release(&k);
+	unlink(path);
+	rmdir(dir);
+	unsetenv("KUBERNETES_SERVICE_HOST");
+	kube_config_init(&k);
+	assert_int_equal(kube_config_in_cluster(&k, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "use --kubeconfig"));
+	kube_config_release(&k);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_roundtrip),
+		cmocka_unit_test(test_decode_errors),
+		cmocka_unit_test(test_names),
+		cmocka_unit_test(test_reservation_lease),
+		cmocka_unit_test(test_kubeconfig),
+	};
+	return cmocka_run_group_tests_name("ledger", tests, NULL, NULL);
+}
