@@ -15,6 +15,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "reserve.h"
+#include "webhook.h"
 
 #include <signal.h>
 #include <stdatomic.h>
@@ -32,6 +33,7 @@ struct server {
 	struct cluster cl;
 	bool cl_started;
 	struct reserve *resv;
+	struct webhook *wh;
 };
 
 /* Ready when the cache is filled (and, in cluster mode, reservations rebuilt); else why not. */
@@ -136,6 +138,41 @@ static int start_cluster(struct server *s)
 	return 0;
 }
 
+/* The admission webhook: its own HTTPS server (the API server calls webhooks over TLS only). */
+static struct httpd *start_webhook(struct server *s, char *err, size_t errlen)
+{
+	if (!s->cfg.webhook_cert[0] || !s->cfg.webhook_key[0]) {
+		log_error("--webhook-listen needs --webhook-cert and --webhook-key", "listen=%s", s->cfg.webhook_listen);
+		return NULL;
+	}
+	struct webhook_opts wo = { .res = &s->cfg.res, .marker_resource = s->cfg.marker_resource };
+	s->wh = webhook_new(&wo);
+	if (!s->wh)
+		return NULL;
+	const struct http_route routes[] = {
+		{ "POST", "/mutate", webhook_mutate, s->wh, VERB_MUTATE },
+		{ "GET", "/healthz", on_healthz, s, VERB_OTHER },
+	};
+	char host[128];
+	int port;
+	if (config_listen_split(s->cfg.webhook_listen, host, sizeof(host), &port)) {
+		log_error("bad --webhook-listen address", "listen=%s", s->cfg.webhook_listen);
+		return NULL;
+	}
+	struct httpd_config wc = {
+		.host = host, .port = port, .url_prefix = "", .max_body = s->cfg.max_body,
+		.threads = s->cfg.threads, .tls_cert = s->cfg.webhook_cert, .tls_key = s->cfg.webhook_key,
+	};
+	struct httpd *h = httpd_start(&wc, routes, sizeof(routes) / sizeof(routes[0]), err, errlen);
+	if (!h) {
+		log_error("cannot start the webhook server", "error=\"%s\"", err);
+		return NULL;
+	}
+	log_info("serving the webhook", "address=%s:%d path=/mutate marker=%s", host, httpd_port(h),
+		 s->cfg.marker_resource);
+	return h;
+}
+
 static int load_inventory(struct server *s)
 {
 	char err[512];
@@ -176,7 +213,7 @@ int serve_main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	rc = 1;
-	struct httpd *h = NULL;
+	struct httpd *h = NULL, *wh_httpd = NULL;
 	s.cache = cache_new();
 	if (!s.cache)
 		goto out;
@@ -229,6 +266,8 @@ int serve_main(int argc, char **argv)
 	log_info("serving", "address=%s:%d tls=%s prefix=%s policy=%s version=%s", host, httpd_port(h),
 		 s.cfg.tls_cert[0] ? "on" : "off", s.cfg.url_prefix[0] ? s.cfg.url_prefix : "/",
 		 policy_name(s.cfg.policy), GPU_VERSION);
+	if (s.cfg.webhook_listen[0] && !(wh_httpd = start_webhook(&s, err, sizeof(err))))
+		goto out;
 	for (;;) {
 		int sig;
 		if (sigwait(&sigs, &sig))
@@ -245,6 +284,7 @@ int serve_main(int argc, char **argv)
 	}
 	rc = 0;
 out:
+	httpd_stop(wh_httpd);
 	httpd_stop(h);
 	reserve_stop(s.resv);
 	if (s.cl_started)
@@ -252,6 +292,7 @@ out:
 	reserve_free(s.resv);
 	kube_client_free(s.client);
 	extender_free(s.ext);
+	webhook_free(s.wh);
 	cache_free(s.cache);
 	return rc;
 }

@@ -216,10 +216,12 @@ static bool pod_asks_gpu_resource(const cJSON *spec, const struct api_resources 
 	for (size_t k = 0; k < 2; k++) {
 		const cJSON *list = cJSON_GetObjectItemCaseSensitive(spec, fields[k]);
 		const cJSON *ctr;
-		if (cJSON_IsArray(list))
-			cJSON_ArrayForEach(ctr, list)
-				if (container_asks_gpu(ctr, res))
-					return true;
+		if (!cJSON_IsArray(list))
+			continue;
+		cJSON_ArrayForEach(ctr, list) {
+			if (container_asks_gpu(ctr, res))
+				return true;
+		}
 	}
 	return false;
 }
@@ -263,11 +265,11 @@ static int patch_label(struct patcher *p, const cJSON *pod, char *err, size_t er
 }
 
 /* marker: "1" in the first container's resources.limits and resources.requests. */
-static int patch_marker(struct patcher *p, const cJSON *containers, const char *marker)
+static void patch_marker(struct patcher *p, const cJSON *containers, const char *marker)
 {
 	const cJSON *c0 = cJSON_GetArrayItem(containers, 0);
 	if (!cJSON_IsObject(c0))
-		return 0;
+		return;
 	static const char *const lists[] = { "limits", "requests" };
 	const cJSON *res = cJSON_GetObjectItemCaseSensitive(c0, "resources");
 	struct buf path, value;
@@ -316,7 +318,6 @@ static int patch_marker(struct patcher *p, const cJSON *containers, const char *
 		p->rc = rc;
 	buf_release(&path);
 	buf_release(&value);
-	return 0;
 }
 
 int webhook_patch(const cJSON *pod, const struct webhook_opts *o, struct buf *patch, char *err,
@@ -340,13 +341,15 @@ int webhook_patch(const cJSON *pod, const struct webhook_opts *o, struct buf *pa
 	if (!rc)
 		rc = patch_label(&p, pod, err, errlen);
 	if (!rc && !resources && o->marker_resource && o->marker_resource[0])
-		rc = patch_marker(&p, containers, o->marker_resource);
+		patch_marker(&p, containers, o->marker_resource);
 	if (!rc && !p.rc && p.nops)
 		p.rc = buf_addc(&p.ops, ']');
 	if (!rc && !p.rc && p.nops)
 		p.rc = buf_add(patch, p.ops.data, p.ops.len);
-	if (!rc && p.rc)
+	if (!rc && p.rc == BUF_ETOOBIG)
 		rc = fail(err, errlen, "the patch is over the size limit of %zu bytes", patch->cap);
+	else if (!rc && p.rc)
+		rc = fail(err, errlen, "out of memory building the patch");
 	buf_release(&p.ops);
 	return rc;
 }
@@ -431,6 +434,8 @@ static int decide(const struct webhook *w, const cJSON *root, const char **uid, 
 	if (log_enabled(LOG_INFO)) {
 		struct api_pod_ref ref;
 		api_pod_ref(obj, &ref);
+		if (api_str(request, "namespace"))
+			ref.ns = api_str(request, "namespace");   /* the object may not carry it yet */
 		const char *name = ref.name ? ref.name : api_str(api_path(obj, "metadata"), "generateName");
 		if (patch->len)
 			log_info("GPU pod mutated", "uid=%s namespace=%s name=%s patch_bytes=%zu", *uid,

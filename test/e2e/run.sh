@@ -12,6 +12,12 @@ if ((${#suites[@]} == 0)); then
     case $(basename "$f") in lib.sh|run.sh) ;; *) suites+=("$f") ;; esac
   done
 fi
+# Nothing the suites start may outlive them (zombies aside: they hold no
+# resources). Processes that were already running are not ours.
+leftovers() {
+  ps -eo pid=,stat=,comm= | awk '$2 !~ /^Z/ && $3 ~ /^(kube-apiserver|kube-scheduler|kube-controller|etcd|gpu-extender|gpu-agent)$/ {print $1, $3}'
+}
+before=$(leftovers)
 passed=0 failed=0
 for s in "${suites[@]}"; do
   start=$(date +%s)
@@ -25,12 +31,9 @@ for s in "${suites[@]}"; do
   passed=$((passed + p)) failed=$((failed + f))
   echo "--- $(basename "$s"): ${p} passed, ${f} failed in $(($(date +%s) - start))s"
 done
-# Nothing the suites started may outlive them (zombies aside: they hold no resources).
-leftovers() {
-  ps -eo pid=,stat=,comm= | awk '$2 !~ /^Z/ && $3 ~ /^(kube-apiserver|kube-scheduler|kube-controller|etcd|gpu-extender|gpu-agent)$/'
-}
-if [[ -n $(leftovers) ]]; then
-  echo "e2e: processes left behind:"; leftovers
+left=$(comm -13 <(sort <<<"$before") <(leftovers | sort) | grep .)
+if [[ -n $left ]]; then
+  echo "e2e: processes left behind:"; echo "$left"
   failed=$((failed + 1))
 fi
 echo "e2e: $passed passed, $failed failed"

@@ -1,0 +1,280 @@
+#!/usr/bin/env bash
+# The real kube-apiserver calls the extender's mutating admission webhook
+# (HTTPS /mutate, AdmissionReview v1) for real pod creations:
+#   - a GPU pod gets the four visible-devices env vars as downward-API
+#     fieldRefs in every container and init container (a user's own value
+#     wins) and the label gpu.scheduling/managed=true;
+#   - a claim-only pod also gets the marker resource gpu.scheduling/claim;
+#   - a plain pod is sent to the webhook and comes back untouched; pods in
+#     kube-system or labelled gpu.scheduling/webhook=disabled are not sent;
+#   - with the webhook down, failurePolicy Ignore lets pods be created.
+# The webhook configuration is deploy/05-webhook.yaml itself, with only its
+# clientConfig switched from the in-cluster Service to https://127.0.0.1:PORT
+# (there are no Services without kube-proxy). The serving certificate is
+# signed by the harness's cluster CA for IP 127.0.0.1.
+#
+#   test/e2e/webhook.sh          (E2E_EXTENDER=path overrides build/gpu-extender)
+#
+# Ends with "webhook: N passed, N failed"; nonzero on any failure. The
+# harness traps stop every process it started.
+set -u
+cd "$(dirname "$0")/../.."
+. test/cluster/cluster.sh
+. test/e2e/lib.sh
+
+NS=webhook-e2e
+IMAGE=registry.k8s.io/pause:3.10
+t_start=$SECONDS
+
+bail() {  # a step the rest depends on failed: say why, count it, stop
+  echo "FAIL $*"
+  E2E_FAILED=$((E2E_FAILED + 1))
+  echo "webhook.sh took $((SECONDS - t_start))s"
+  e2e_summary
+  exit 1
+}
+
+# ---- preflight: the binary must serve the webhook -------------------------
+[[ -x $E2E_EXTENDER ]] || bail "no executable $E2E_EXTENDER (run make)"
+if ! "$E2E_EXTENDER" serve --help 2>&1 | grep -q -- '--webhook-listen'; then
+  bail "'gpu-extender serve --help' does not list --webhook-listen: this build has no webhook settings"
+fi
+
+cluster_up || bail "cluster_up (the real control plane did not start)"
+cluster_ensure_namespace "$NS" >/dev/null || bail "namespace $NS"
+
+# ---- a serving certificate for 127.0.0.1, signed by the cluster CA ---------
+WH=$CLUSTER_DIR/webhook
+mkdir -p "$WH"
+make_cert() {
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+    -keyout "$WH/tls.key" -out "$WH/tls.csr" -subj "/CN=gpu-extender-webhook" 2>/dev/null || return 1
+  printf '%s\n' "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature,keyEncipherment" \
+    "extendedKeyUsage=serverAuth" "subjectAltName=IP:127.0.0.1" >"$WH/tls.ext"
+  openssl x509 -req -in "$WH/tls.csr" -CA "$CLUSTER_CA_FILE" -CAkey "$CLUSTER_CA_KEY" \
+    -CAserial "$WH/ca.srl" -CAcreateserial -out "$WH/tls.crt" -days 1 -extfile "$WH/tls.ext" 2>/dev/null || return 1
+  openssl verify -CAfile "$CLUSTER_CA_FILE" "$WH/tls.crt" >/dev/null
+}
+make_cert || bail "signing the webhook's serving certificate with CLUSTER_CA_FILE/CLUSTER_CA_KEY"
+
+# ---- the extender (standalone inventory) with its webhook on a free port ----
+mapfile -t PORTS < <("$CLUSTER_BIN/freeport" 2)
+HTTP_PORT=${PORTS[0]:-} WH_PORT=${PORTS[1]:-}
+[[ -n $HTTP_PORT && -n $WH_PORT ]] || bail "no free ports"
+WH_URL=https://127.0.0.1:$WH_PORT/mutate
+cluster_spawn gpu-extender "$E2E_EXTENDER" serve --inventory config/demo-inventory.json \
+  --listen "127.0.0.1:$HTTP_PORT" --webhook-listen "127.0.0.1:$WH_PORT" \
+  --webhook-cert "$WH/tls.crt" --webhook-key "$WH/tls.key" --log-level debug
+EXT_PID=$CLUSTER_LAST_PID
+
+PROBE='{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"probe-1","operation":"DELETE","object":null}}'
+probe() {  # curl verifies the certificate against the cluster CA (no -k)
+  curl -sS --max-time 2 --cacert "$CLUSTER_CA_FILE" -H 'Content-Type: application/json' \
+    -d "$PROBE" "$WH_URL" | grep -q '"uid":"probe-1"'
+}
+if ! cluster_wait 15 "the webhook on $WH_URL" probe >/dev/null 2>&1; then
+  if cluster_alive gpu-extender; then
+    why="the extender runs but nothing answers on $WH_URL: is the webhook wired into src/serve.c (--webhook-listen)?"
+  else
+    why="the extender exited"
+  fi
+  echo "--- extender log:"; tail -15 "$(cluster_log gpu-extender)"
+  bail "$why"
+fi
+e2e_check "the webhook answers AdmissionReview over TLS (certificate verified against the cluster CA)" probe
+check_bad_review() {
+  local out
+  out=$(curl -sS --max-time 2 --cacert "$CLUSTER_CA_FILE" -w ' %{http_code}' -d 'not json' "$WH_URL")
+  [[ $out == *'"Error"'*' 400' ]] || { echo "$out"; return 1; }
+  out=$(curl -sS --max-time 2 --cacert "$CLUSTER_CA_FILE" -w ' %{http_code}' \
+    -d '{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":{"uid":"u-9"}}' "$WH_URL")
+  [[ $out == *'"uid":"u-9","allowed":false,"status":{"code":400'*' 200' ]] || { echo "$out"; return 1; }
+  probe   # and the next request is served
+}
+e2e_check "a malformed review gets an error (400 / allowed:false), and the webhook keeps serving" check_bad_review
+
+# ---- register deploy/05-webhook.yaml, pointed at 127.0.0.1 ------------------
+e2e_check "deploy/05-webhook.yaml is accepted by the API server" \
+  kubectl apply -f deploy/05-webhook.yaml
+CA_B64=$(base64 -w0 "$CLUSTER_CA_FILE")
+e2e_check "clientConfig switched to $WH_URL with caBundle = the cluster CA" \
+  kubectl patch mutatingwebhookconfiguration gpu-env-injector --type=json \
+  -p "[{\"op\":\"replace\",\"path\":\"/webhooks/0/clientConfig\",\"value\":{\"url\":\"$WH_URL\",\"caBundle\":\"$CA_B64\"}}]"
+
+# ---- pod checks -------------------------------------------------------------
+cat >"$WH/check.py" <<'PY'
+"""check.py MODE [ARGS]: reads a Pod (JSON) on stdin; exit 0 when it matches."""
+import json, sys
+
+VARS = {
+    "CUDA_VISIBLE_DEVICES": "gpu.scheduling/cuda-visible-devices",
+    "NVIDIA_VISIBLE_DEVICES": "gpu.scheduling/nvidia-visible-devices",
+    "ROCR_VISIBLE_DEVICES": "gpu.scheduling/rocr-visible-devices",
+    "ZE_AFFINITY_MASK": "gpu.scheduling/ze-affinity-mask",
+}
+pod = json.load(sys.stdin)
+mode, args = sys.argv[1], sys.argv[2:]
+spec, meta = pod.get("spec", {}), pod.get("metadata", {})
+problems = []
+
+def containers():
+    return [("initContainers", c) for c in spec.get("initContainers") or []] + \
+           [("containers", c) for c in spec.get("containers") or []]
+
+def injected(kind, c, user=None):
+    user = user or {}
+    env = c.get("env") or []
+    for var, ann in VARS.items():
+        found = [e for e in env if e.get("name") == var]
+        if len(found) != 1:
+            problems.append("%s %s: %d entries for %s" % (kind, c["name"], len(found), var))
+            continue
+        e = found[0]
+        if var in user:
+            if e.get("value") != user[var] or "valueFrom" in e:
+                problems.append("%s %s: the user's %s was changed: %s" % (kind, c["name"], var, e))
+            continue
+        fr = (e.get("valueFrom") or {}).get("fieldRef") or {}
+        want = "metadata.annotations['%s']" % ann
+        if fr.get("fieldPath") != want or fr.get("apiVersion", "v1") != "v1":
+            problems.append("%s %s: %s fieldRef is %s, want %s" % (kind, c["name"], var, fr, want))
+
+def marker(c):
+    res = c.get("resources") or {}
+    return [(res.get(k) or {}).get("gpu.scheduling/claim") for k in ("limits", "requests")]
+
+labels = meta.get("labels") or {}
+if mode == "gpu":              # args: the container whose CUDA_VISIBLE_DEVICES the user set, and its value
+    user_ctr, user_val = args
+    for kind, c in containers():
+        injected(kind, c, {"CUDA_VISIBLE_DEVICES": user_val} if c["name"] == user_ctr else None)
+        if marker(c) != [None, None]:
+            problems.append("%s has the marker resource: %s" % (c["name"], marker(c)))
+    others = [e for c in spec["containers"] if c["name"] == user_ctr for e in c.get("env") or [] if e["name"] == "OTHER"]
+    if [e.get("value") for e in others] != ["x"]:
+        problems.append("the user's OTHER variable changed: %s" % others)
+    if labels.get("gpu.scheduling/managed") != "true" or labels.get("app") != "train":
+        problems.append("labels: %s" % labels)
+elif mode == "claim":
+    for kind, c in containers():
+        injected(kind, c)
+    if marker(spec["containers"][0]) != ["1", "1"]:
+        problems.append("first container's marker (limits, requests): %s" % marker(spec["containers"][0]))
+    for c in spec["containers"][1:]:
+        if marker(c) != [None, None]:
+            problems.append("%s has the marker too" % c["name"])
+    if labels.get("gpu.scheduling/managed") != "true":
+        problems.append("labels: %s" % labels)
+elif mode == "untouched":       # no reference to our annotations (a user's own value may be there)
+    for kind, c in containers():
+        refs = [e["name"] for e in c.get("env") or [] if e.get("name") in VARS and "valueFrom" in e]
+        if refs:
+            problems.append("%s %s got env %s" % (kind, c["name"], refs))
+        if marker(c) != [None, None]:
+            problems.append("%s has the marker resource" % c["name"])
+    if "gpu.scheduling/managed" in labels:
+        problems.append("labels: %s" % labels)
+else:
+    problems.append("unknown mode " + mode)
+for p in problems:
+    print(p)
+sys.exit(1 if problems else 0)
+PY
+
+pod_is() {  # NS NAME MODE [ARGS...]
+  local ns=$1 name=$2; shift 2
+  kubectl -n "$ns" get pod "$name" -o json | python3 "$WH/check.py" "$@"
+}
+
+# A GPU pod: a GPU resource on one container, an init container, and a
+# container that sets CUDA_VISIBLE_DEVICES itself.
+gpu_pod() {  # NS NAME [EXTRA_LABELS_JSON]
+  cat <<JSON
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"$2","namespace":"$1","labels":{"app":"train"${3:-}}},
+ "spec":{"restartPolicy":"Never","terminationGracePeriodSeconds":0,
+   "initContainers":[{"name":"init","image":"$IMAGE"}],
+   "containers":[
+     {"name":"main","image":"$IMAGE","resources":{"limits":{"gpu.scheduling/gpu":"1"}}},
+     {"name":"side","image":"$IMAGE","env":[{"name":"CUDA_VISIBLE_DEVICES","value":"7"},{"name":"OTHER","value":"x"}]}]}}
+JSON
+}
+plain_pod() {  # NS NAME
+  cat <<JSON
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"$2","namespace":"$1"},
+ "spec":{"restartPolicy":"Never","terminationGracePeriodSeconds":0,
+   "containers":[{"name":"main","image":"$IMAGE","resources":{"limits":{"cpu":"100m"}}}]}}
+JSON
+}
+
+# The API server starts calling a new webhook configuration within a moment
+# (an informer); a server-side dry run shows when it does, and exercises
+# sideEffects: None (dry runs are sent only to side-effect-free webhooks).
+dry_run_injected() {
+  gpu_pod "$NS" dry | kubectl create --dry-run=server -o json -f - | python3 "$WH/check.py" gpu side 7
+}
+e2e_check "a server-side dry run of a GPU pod is mutated (sideEffects None)" \
+  cluster_wait 20 "the API server calling the webhook" dry_run_injected
+
+create() { kubectl create -f - >/dev/null; }
+
+gpu_pod "$NS" gpu | create
+e2e_check "GPU pod: every container and init container has the four env vars as fieldRefs, the user's value kept, label managed=true" \
+  pod_is "$NS" gpu gpu side 7
+
+create <<JSON
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"claim","namespace":"$NS","annotations":{"gpu.scheduling/claim":"pair"}},
+ "spec":{"restartPolicy":"Never","terminationGracePeriodSeconds":0,
+   "containers":[{"name":"main","image":"$IMAGE"},{"name":"second","image":"$IMAGE","resources":{"limits":{"cpu":"1"}}}]}}
+JSON
+e2e_check "claim-only pod: marker resource gpu.scheduling/claim=1 in the first container's limits and requests, env vars, label" \
+  pod_is "$NS" claim claim
+
+mutate_calls() {
+  curl -sf "http://127.0.0.1:$HTTP_PORT/metrics" | awk '$1 == "gpu_extender_requests_total{verb=\"mutate\"}" {print $2}'
+}
+before=$(mutate_calls)
+plain_pod "$NS" plain | create
+check_plain() {
+  pod_is "$NS" plain untouched || return 1
+  local after
+  after=$(mutate_calls)
+  [[ -n $before && -n $after ]] && ((after > before)) || { echo "mutate calls: before=$before after=$after"; return 1; }
+}
+e2e_check "plain pod: sent to the webhook and left untouched" check_plain
+
+cluster_ensure_namespace kube-system >/dev/null
+gpu_pod kube-system sys | create
+e2e_check "GPU pod in kube-system is not sent (namespaceSelector)" pod_is kube-system sys untouched
+gpu_pod "$NS" optout ',"gpu.scheduling/webhook":"disabled"' | create
+e2e_check "GPU pod labelled gpu.scheduling/webhook=disabled is not sent (objectSelector)" pod_is "$NS" optout untouched
+
+# ---- the webhook down: failurePolicy Ignore ---------------------------------
+# Hung first (stopped: the kernel accepts the connection, nobody answers), so
+# the API server waits timeoutSeconds (5) and then admits the pod unchanged.
+check_hung() {
+  local t0=$SECONDS rc=0
+  kill -STOP "$EXT_PID" || return 1
+  plain_pod "$NS" plain-hung | kubectl create -f - >/dev/null || rc=1
+  kill -CONT "$EXT_PID"
+  local took=$((SECONDS - t0))
+  ((rc == 0)) || return 1
+  ((took >= 4 && took <= 15)) || { echo "took ${took}s, want about timeoutSeconds (5)"; return 1; }
+  pod_is "$NS" plain-hung untouched
+}
+e2e_check "webhook hung: a pod is created after timeoutSeconds (failurePolicy Ignore)" check_hung
+cluster_kill gpu-extender
+webhook_down() { ! cluster_alive gpu-extender && ! curl -s --max-time 1 --cacert "$CLUSTER_CA_FILE" -d x "$WH_URL"; }
+e2e_check "the extender is stopped" webhook_down
+create_timed() {  # NAME KIND: create a pod while the webhook is down, in well under the timeout
+  local t0=$SECONDS
+  "${2}_pod" "$NS" "$1" | kubectl create -f - >/dev/null || return 1
+  ((SECONDS - t0 <= 4)) || { echo "took $((SECONDS - t0))s"; return 1; }
+}
+e2e_check "webhook down: a plain pod is still created (failurePolicy Ignore)" create_timed plain-down plain
+check_gpu_down() { create_timed gpu-down gpu && pod_is "$NS" gpu-down untouched; }
+e2e_check "webhook down: a GPU pod is created too, without the env vars (the documented trade-off)" check_gpu_down
+e2e_check "the API server logged that it failed open" \
+  grep -q 'failing open.*env.gpu.scheduling.io\|env.gpu.scheduling.io.*failing open' "$(cluster_log kube-apiserver)"
+
+echo "webhook.sh took $((SECONDS - t_start))s"
+e2e_summary

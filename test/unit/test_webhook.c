@@ -1,0 +1,738 @@
+/*
+ * The mutating webhook: the JSON patch for each kind of pod (applied here by
+ * a small RFC 6902 "add" interpreter that fails like the API server's does
+ * on a missing parent), and the AdmissionReview handler called in-process
+ * under a per-request cJSON arena, as httpd runs it.
+ */
+#include "testutil.h"
+
+#include "base64.h"
+#include "jsonarena.h"
+#include "log.h"
+#include "webhook.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static struct api_resources res;
+static struct webhook_opts opts;
+
+static int setup(void **state)
+{
+	(void)state;
+	api_resources_default(&res);
+	opts.res = &res;
+	opts.marker_resource = "gpu.scheduling/claim";
+	return 0;
+}
+
+/* JSON written with ' for " (for readability); the caller frees. */
+static char *sq(const char *text)
+{
+	char *s = strdup(text);
+	assert_non_null(s);
+	for (char *p = s; *p; p++)
+		if (*p == '\'')
+			*p = '"';
+	return s;
+}
+
+static cJSON *J(const char *text)
+{
+	char *s = sq(text);
+	cJSON *j = cJSON_Parse(s);
+	free(s);
+	assert_non_null(j);
+	return j;
+}
+
+/* ---- a tiny JSON patch interpreter ("add" only) ------------------------- */
+
+/* Next reference token of a JSON pointer, unescaped (~1 -> /, ~0 -> ~). */
+static const char *next_token(const char *p, char *tok, size_t size)
+{
+	size_t n = 0;
+	assert_true(*p == '/');
+	for (p++; *p && *p != '/'; p++) {
+		char c = *p;
+		if (c == '~') {
+			p++;
+			assert_true(*p == '0' || *p == '1');
+			c = *p == '0' ? '~' : '/';
+		}
+		assert_true(n + 1 < size);
+		tok[n++] = c;
+	}
+	tok[n] = '\0';
+	return p;
+}
+
+/* Applies one add; -1 when the target's parent does not exist (as the API server would fail). */
+static int apply_add(cJSON *doc, const char *path, const cJSON *value)
+{
+	char tok[512];
+	cJSON *parent = doc;
+	const char *p = path;
+	for (;;) {
+		p = next_token(p, tok, sizeof(tok));
+		if (!*p)
+			break;
+		parent = cJSON_IsArray(parent) ? cJSON_GetArrayItem(parent, atoi(tok))
+					       : cJSON_GetObjectItemCaseSensitive(parent, tok);
+		if (!parent)
+			return -1;
+	}
+	cJSON *v = cJSON_Duplicate(value, 1);
+	if (cJSON_IsObject(parent)) {
+		cJSON_DeleteItemFromObjectCaseSensitive(parent, tok);
+		cJSON_AddItemToObject(parent, tok, v);
+		return 0;
+	}
+	if (cJSON_IsArray(parent)) {
+		if (!strcmp(tok, "-")) {
+			cJSON_AddItemToArray(parent, v);
+			return 0;
+		}
+		int i = atoi(tok);
+		if (i >= 0 && i <= cJSON_GetArraySize(parent)) {
+			cJSON_InsertItemInArray(parent, i, v);
+			return 0;
+		}
+	}
+	cJSON_Delete(v);
+	return -1;
+}
+
+static int apply(cJSON *doc, const char *patch)
+{
+	cJSON *ops = cJSON_Parse(patch);
+	assert_true(cJSON_IsArray(ops));
+	const cJSON *op;
+	int rc = 0;
+	cJSON_ArrayForEach(op, ops) {
+		assert_string_equal(cJSON_GetObjectItem(op, "op")->valuestring, "add");
+		const cJSON *path = cJSON_GetObjectItem(op, "path"), *value = cJSON_GetObjectItem(op, "value");
+		assert_true(cJSON_IsString(path));
+		assert_non_null(value);
+		if (!rc)
+			rc = apply_add(doc, path->valuestring, value);
+	}
+	cJSON_Delete(ops);
+	return rc;
+}
+
+/* The patch for a pod as text ("" when none); asserts success. Caller frees. */
+static char *patch_of(const cJSON *pod, const struct webhook_opts *o)
+{
+	struct buf b;
+	buf_init(&b, 1 << 20);
+	char err[256] = "";
+	int rc = webhook_patch(pod, o, &b, err, sizeof(err));
+	if (rc)
+		fail_msg("webhook_patch: %s", err);
+	char *s = strdup(buf_cstr(&b));
+	buf_release(&b);
+	return s;
+}
+
+/* Patches pod in place; returns the number of operations (0: no patch). */
+static int mutate(cJSON *pod)
+{
+	char *patch = patch_of(pod, &opts);
+	int n = 0;
+	if (patch[0]) {
+		cJSON *ops = cJSON_Parse(patch);
+		n = cJSON_GetArraySize(ops);
+		cJSON_Delete(ops);
+		assert_int_equal(apply(pod, patch), 0);
+	}
+	free(patch);
+	return n;
+}
+
+static const cJSON *ctr(const cJSON *pod, const char *field, int i)
+{
+	const cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "spec"), field), i);
+	assert_non_null(c);
+	return c;
+}
+
+static const cJSON *env_get(const cJSON *c, const char *name, int *count)
+{
+	const cJSON *e, *found = NULL;
+	*count = 0;
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(c, "env")) {
+		const cJSON *n = cJSON_GetObjectItem(e, "name");
+		if (cJSON_IsString(n) && !strcmp(n->valuestring, name)) {
+			found = e;
+			(*count)++;
+		}
+	}
+	return found;
+}
+
+/* The container has var as a downward-API reference to annotation, exactly once. */
+static void assert_env_ref(const cJSON *c, const char *var, const char *annotation)
+{
+	int count;
+	const cJSON *e = env_get(c, var, &count);
+	assert_non_null(e);
+	assert_int_equal(count, 1);
+	const cJSON *fr = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "valueFrom"), "fieldRef");
+	assert_non_null(fr);
+	char want[512];
+	snprintf(want, sizeof(want), "metadata.annotations['%s']", annotation);
+	assert_string_equal(cJSON_GetObjectItem(fr, "fieldPath")->valuestring, want);
+	assert_string_equal(cJSON_GetObjectItem(fr, "apiVersion")->valuestring, "v1");
+	assert_null(cJSON_GetObjectItem(e, "value"));
+}
+
+static void assert_all_env(const cJSON *c)
+{
+	assert_env_ref(c, "CUDA_VISIBLE_DEVICES", ANN_CUDA);
+	assert_env_ref(c, "NVIDIA_VISIBLE_DEVICES", ANN_NVIDIA);
+	assert_env_ref(c, "ROCR_VISIBLE_DEVICES", ANN_ROCR);
+	assert_env_ref(c, "ZE_AFFINITY_MASK", ANN_ZE);
+}
+
+static const char *label(const cJSON *pod, const char *key)
+{
+	return api_label(pod, key);
+}
+
+static const char *quantity(const cJSON *c, const char *list, const char *name)
+{
+	return api_str(api_path(cJSON_GetObjectItem(c, "resources"), list), name);
+}
+
+/* ---- webhook_patch -------------------------------------------------------- */
+
+static const char *resource_pod =
+	"{'apiVersion':'v1','kind':'Pod','metadata':{'name':'train','namespace':'ml','labels':{'app':'x'}},"
+	"'spec':{'initContainers':[{'name':'init','image':'i'}],"
+	"'containers':[{'name':'a','image':'a'},"
+	"{'name':'b','image':'b','env':[{'name':'FOO','value':'bar'},{'name':'CUDA_VISIBLE_DEVICES','value':'7'}],"
+	"'resources':{'limits':{'gpu.scheduling/gpu':'2','cpu':'1'}}}]}}";
+
+static void test_resource_pod(void **state)
+{
+	(void)state;
+	cJSON *pod = J(resource_pod);
+	char *patch = patch_of(pod, &opts);
+	/* No env: the whole list; an env list: appended with /-; the user's own CUDA_VISIBLE_DEVICES stays. */
+	assert_non_null(strstr(patch, "\"path\":\"/spec/containers/0/env\",\"value\":[{\"name\":\"CUDA_VISIBLE_DEVICES\""));
+	assert_non_null(strstr(patch, "\"path\":\"/spec/containers/1/env/-\",\"value\":{\"name\":\"NVIDIA_VISIBLE_DEVICES\""));
+	assert_null(strstr(patch, "\"path\":\"/spec/containers/1/env/-\",\"value\":{\"name\":\"CUDA_VISIBLE_DEVICES\""));
+	assert_non_null(strstr(patch, "\"path\":\"/spec/initContainers/0/env\""));
+	assert_non_null(strstr(patch, "\"path\":\"/metadata/labels/gpu.scheduling~1managed\",\"value\":\"true\""));
+	assert_null(strstr(patch, "resources"));   /* no marker: the pod names a GPU resource */
+	assert_int_equal(apply(pod, patch), 0);
+	free(patch);
+
+	assert_all_env(ctr(pod, "containers", 0));
+	assert_all_env(ctr(pod, "initContainers", 0));
+	const cJSON *b = ctr(pod, "containers", 1);
+	int count;
+	const cJSON *cuda = env_get(b, "CUDA_VISIBLE_DEVICES", &count);
+	assert_int_equal(count, 1);
+	assert_string_equal(cJSON_GetObjectItem(cuda, "value")->valuestring, "7");
+	assert_null(cJSON_GetObjectItem(cuda, "valueFrom"));
+	assert_env_ref(b, "NVIDIA_VISIBLE_DEVICES", ANN_NVIDIA);
+	assert_env_ref(b, "ROCR_VISIBLE_DEVICES", ANN_ROCR);
+	assert_env_ref(b, "ZE_AFFINITY_MASK", ANN_ZE);
+	/* The user's variables keep their place. */
+	assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(b, "env"), 0), "name")->valuestring, "FOO");
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(b, "env")), 5);
+	assert_string_equal(label(pod, LABEL_MANAGED), "true");
+	assert_string_equal(label(pod, "app"), "x");
+	assert_null(quantity(ctr(pod, "containers", 0), "limits", "gpu.scheduling/claim"));
+	assert_null(quantity(b, "limits", "gpu.scheduling/claim"));
+	assert_string_equal(quantity(b, "limits", "gpu.scheduling/gpu"), "2");
+
+	/* Reinvoked (reinvocationPolicy IfNeeded): nothing more to add. */
+	assert_int_equal(mutate(pod), 0);
+	cJSON_Delete(pod);
+}
+
+static void test_which_resources_count(void **state)
+{
+	(void)state;
+	/* requests only, init container only, memory and core names, and configured aliases. */
+	const char *pods[] = {
+		"{'metadata':{},'spec':{'containers':[{'name':'a','resources':{'requests':{'gpu.scheduling/gpu-memory':'4096'}}}]}}",
+		"{'metadata':{},'spec':{'containers':[{'name':'a'}],'initContainers':[{'name':'i','resources':{'limits':{'gpu.scheduling/gpu-core':'50'}}}]}}",
+		"{'metadata':{},'spec':{'containers':[{'name':'a'},{'name':'b','resources':{'limits':{'gpu.scheduling/gpu':'0'}}}]}}",
+	};
+	for (size_t i = 0; i < sizeof(pods) / sizeof(pods[0]); i++) {
+		cJSON *pod = J(pods[i]);
+		assert_true(mutate(pod) > 0);
+		assert_all_env(ctr(pod, "containers", 0));
+		assert_string_equal(label(pod, LABEL_MANAGED), "true");
+		assert_null(quantity(ctr(pod, "containers", 0), "limits", "gpu.scheduling/claim"));
+		cJSON_Delete(pod);
+	}
+	struct api_resources mine;
+	api_resources_default(&mine);
+	char err[128];
+	assert_int_equal(api_resources_set(&mine, "gpu", "nvidia.com/gpu, amd.com/gpu", err, sizeof(err)), 0);
+	struct webhook_opts o = { &mine, "gpu.scheduling/claim" };
+	cJSON *pod = J("{'metadata':{},'spec':{'containers':[{'name':'a','resources':{'limits':{'amd.com/gpu':'1'}}}]}}");
+	char *patch = patch_of(pod, &o);
+	assert_non_null(strstr(patch, "ROCR_VISIBLE_DEVICES"));
+	free(patch);
+	/* With the defaults, amd.com/gpu is not ours. */
+	patch = patch_of(pod, &opts);
+	assert_string_equal(patch, "");
+	free(patch);
+	cJSON_Delete(pod);
+}
+
+static void test_claim_only_pod_no_labels(void **state)
+{
+	(void)state;
+	cJSON *pod = J("{'metadata':{'name':'p','namespace':'ml','annotations':{'gpu.scheduling/claim':'pair'}},"
+		       "'spec':{'containers':[{'name':'a'},{'name':'b'}]}}");
+	char *patch = patch_of(pod, &opts);
+	assert_non_null(strstr(patch, "{\"op\":\"add\",\"path\":\"/metadata/labels\",\"value\":{\"gpu.scheduling/managed\":\"true\"}}"));
+	assert_non_null(strstr(patch, "{\"op\":\"add\",\"path\":\"/spec/containers/0/resources\",\"value\":"
+				      "{\"limits\":{\"gpu.scheduling/claim\":\"1\"},\"requests\":{\"gpu.scheduling/claim\":\"1\"}}}"));
+	assert_int_equal(apply(pod, patch), 0);
+	free(patch);
+	assert_all_env(ctr(pod, "containers", 0));
+	assert_all_env(ctr(pod, "containers", 1));
+	assert_string_equal(label(pod, LABEL_MANAGED), "true");
+	assert_string_equal(quantity(ctr(pod, "containers", 0), "limits", "gpu.scheduling/claim"), "1");
+	assert_string_equal(quantity(ctr(pod, "containers", 0), "requests", "gpu.scheduling/claim"), "1");
+	assert_null(cJSON_GetObjectItem(ctr(pod, "containers", 1), "resources"));   /* the first container only */
+	assert_int_equal(mutate(pod), 0);
+	cJSON_Delete(pod);
+}
+
+static void test_claim_only_pod_labels_present(void **state)
+{
+	(void)state;
+	/* labels present; resources with limits but no requests; an empty env list. */
+	cJSON *pod = J("{'metadata':{'labels':{'team':'ml','gpu.scheduling/managed':'false'},"
+		       "'annotations':{'gpu.scheduling/claim':'pair'}},"
+		       "'spec':{'containers':[{'name':'a','env':[],'resources':{'limits':{'cpu':'2'}}}]}}");
+	char *patch = patch_of(pod, &opts);
+	assert_non_null(strstr(patch, "\"path\":\"/metadata/labels/gpu.scheduling~1managed\",\"value\":\"true\""));
+	assert_non_null(strstr(patch, "\"path\":\"/spec/containers/0/resources/limits/gpu.scheduling~1claim\",\"value\":\"1\""));
+	assert_non_null(strstr(patch, "\"path\":\"/spec/containers/0/resources/requests\",\"value\":{\"gpu.scheduling/claim\":\"1\"}"));
+	assert_non_null(strstr(patch, "\"path\":\"/spec/containers/0/env/-\""));
+	assert_int_equal(apply(pod, patch), 0);
+	free(patch);
+	const cJSON *a = ctr(pod, "containers", 0);
+	assert_all_env(a);
+	assert_string_equal(label(pod, LABEL_MANAGED), "true");
+	assert_string_equal(label(pod, "team"), "ml");
+	assert_string_equal(quantity(a, "limits", "cpu"), "2");
+	assert_string_equal(quantity(a, "limits", "gpu.scheduling/claim"), "1");
+	assert_string_equal(quantity(a, "requests", "gpu.scheduling/claim"), "1");
+	assert_int_equal(mutate(pod), 0);
+	cJSON_Delete(pod);
+
+	/* A claim pod that also names a GPU resource gets no marker. */
+	pod = J("{'metadata':{'annotations':{'gpu.scheduling/claim':'x'}},"
+		"'spec':{'containers':[{'name':'a','resources':{'limits':{'gpu.scheduling/gpu':'1'}}}]}}");
+	assert_true(mutate(pod) > 0);
+	assert_null(quantity(ctr(pod, "containers", 0), "limits", "gpu.scheduling/claim"));
+	assert_null(quantity(ctr(pod, "containers", 0), "requests", "gpu.scheduling/claim"));
+	cJSON_Delete(pod);
+
+	/* No marker configured: env and label only. */
+	struct webhook_opts o = { &res, "" };
+	pod = J("{'metadata':{'annotations':{'gpu.scheduling/claim':'x'}},'spec':{'containers':[{'name':'a'}]}}");
+	char *p2 = patch_of(pod, &o);
+	assert_null(strstr(p2, "resources"));
+	assert_non_null(strstr(p2, "CUDA_VISIBLE_DEVICES"));
+	free(p2);
+	cJSON_Delete(pod);
+}
+
+static void test_pointer_escaping(void **state)
+{
+	(void)state;
+	/* ~ and / in a key: ~0 and ~1, in that order of decoding. */
+	struct webhook_opts o = { &res, "example.com/odd~name" };
+	cJSON *pod = J("{'metadata':{'annotations':{'gpu.scheduling/claim':'x'}},"
+		       "'spec':{'containers':[{'name':'a','resources':{'limits':{},'requests':{}}}]}}");
+	char *patch = patch_of(pod, &o);
+	assert_non_null(strstr(patch, "\"/spec/containers/0/resources/limits/example.com~1odd~0name\""));
+	assert_non_null(strstr(patch, "\"/spec/containers/0/resources/requests/example.com~1odd~0name\""));
+	assert_int_equal(apply(pod, patch), 0);
+	assert_string_equal(quantity(ctr(pod, "containers", 0), "limits", "example.com/odd~name"), "1");
+	free(patch);
+	cJSON_Delete(pod);
+
+	/* No metadata at all: the whole object. */
+	pod = J("{'spec':{'containers':[{'name':'a','resources':{'limits':{'gpu.scheduling/gpu':'1'}}}]}}");
+	patch = patch_of(pod, &opts);
+	assert_non_null(strstr(patch, "\"path\":\"/metadata\",\"value\":{\"labels\":{\"gpu.scheduling/managed\":\"true\"}}"));
+	assert_int_equal(apply(pod, patch), 0);
+	assert_string_equal(label(pod, LABEL_MANAGED), "true");
+	free(patch);
+	cJSON_Delete(pod);
+}
+
+static void test_other_pods_untouched(void **state)
+{
+	(void)state;
+	const char *pods[] = {
+		"{'metadata':{'name':'web'},'spec':{'containers':[{'name':'a','image':'nginx'}]}}",
+		"{'metadata':{'labels':{'gpu.scheduling/managed':'true'}},'spec':{'containers':[{'name':'a'}]}}",
+		"{'metadata':{'annotations':{'gpu.scheduling/policy':'spread'}},'spec':{'containers':[{'name':'a',"
+		"'resources':{'limits':{'nvidia.com/gpu':'1','cpu':'1'},'requests':{'memory':'1Gi'}}}]}}",
+		"{'metadata':{},'spec':{'containers':[{'name':'a','resources':null,'env':'not checked: not ours'}]}}",
+	};
+	for (size_t i = 0; i < sizeof(pods) / sizeof(pods[0]); i++) {
+		cJSON *pod = J(pods[i]);
+		char *patch = patch_of(pod, &opts);
+		assert_string_equal(patch, "");
+		free(patch);
+		cJSON_Delete(pod);
+	}
+}
+
+static void test_malformed_pods(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *pod, *err;
+	} cases[] = {
+		{ "[]", "no spec.containers list" },
+		{ "{'metadata':{}}", "no spec.containers list" },
+		{ "{'spec':{'containers':{}}}", "no spec.containers list" },
+		{ "{'metadata':{'annotations':{'gpu.scheduling/claim':'x'}},'spec':{'containers':['a']}}", "spec.containers[0] is not an object" },
+		{ "{'metadata':{'annotations':{'gpu.scheduling/claim':'x'}},'spec':{'containers':[{'name':'a','env':{}}]}}", "spec.containers[0].env is not a list" },
+		{ "{'metadata':{'annotations':{'gpu.scheduling/claim':'x'}},'spec':{'containers':[{'name':'a'}],'initContainers':{}}}", "spec.initContainers is not a list" },
+		{ "{'metadata':{'annotations':{'gpu.scheduling/claim':'x'}},'spec':{'containers':[{'name':'a'}],'initContainers':[{},{'env':3}]}}", "spec.initContainers[1].env is not a list" },
+		{ "{'metadata':'m','spec':{'containers':[{'resources':{'limits':{'gpu.scheduling/gpu':'1'}}}]}}", "metadata is not an object" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		cJSON *pod = J(cases[i].pod);
+		struct buf b;
+		buf_init(&b, 1 << 20);
+		char err[256] = "";
+		assert_int_equal(webhook_patch(pod, &opts, &b, err, sizeof(err)), -1);
+		if (!strstr(err, cases[i].err))
+			fail_msg("case %zu: '%s' does not say '%s'", i, err, cases[i].err);
+		assert_int_equal(b.len, 0);
+		buf_release(&b);
+		cJSON_Delete(pod);
+	}
+	/* A patch over the caller's cap is an error, and the buffer is left as it was. */
+	cJSON *pod = J(resource_pod);
+	struct buf b;
+	buf_init(&b, 200);
+	buf_adds(&b, "keep");
+	char err[256];
+	assert_int_equal(webhook_patch(pod, &opts, &b, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "size limit of 200 bytes"));
+	assert_string_equal(buf_cstr(&b), "keep");
+	buf_release(&b);
+	cJSON_Delete(pod);
+}
+
+static void test_many_containers(void **state)
+{
+	(void)state;
+	struct buf b;
+	buf_init(&b, 1 << 20);
+	buf_adds(&b, "{\"metadata\":{},\"spec\":{\"containers\":[");
+	for (int i = 0; i < 300; i++)
+		buf_printf(&b, "%s{\"name\":\"c%d\"%s}", i ? "," : "", i,
+			   i == 150 ? ",\"resources\":{\"requests\":{\"gpu.scheduling/gpu\":\"1\"}}" : "");
+	buf_adds(&b, "]}}");
+	cJSON *pod = cJSON_Parse(buf_cstr(&b));
+	buf_release(&b);
+	assert_int_equal(mutate(pod), 301);
+	for (int i = 0; i < 300; i += 37)
+		assert_all_env(ctr(pod, "containers", i));
+	cJSON_Delete(pod);
+}
+
+/* ---- the handler ------------------------------------------------------------ */
+
+struct reply {
+	int status;
+	cJSON *json;     /* the parsed body (caller deletes) */
+};
+
+/* Calls /mutate as httpd does: under a per-request arena. */
+static struct reply call(struct webhook *w, const char *body, size_t len)
+{
+	struct http_request req = { "POST", "/mutate", body, len, NULL };
+	struct http_response resp = { 200, NULL, { 0 } };
+	buf_init(&resp.body, 1 << 24);
+	struct jsonarena arena;
+	jsonarena_begin(&arena, 64u << 20);
+	webhook_mutate(w, &req, &resp);
+	jsonarena_end(&arena);
+	struct reply r = { resp.status, cJSON_Parse(buf_cstr(&resp.body)) };
+	if (!r.json)
+		fail_msg("reply is not JSON: %s", buf_cstr(&resp.body));
+	assert_true(!resp.content_type || !strcmp(resp.content_type, "application/json"));
+	buf_release(&resp.body);
+	return r;
+}
+
+static struct reply call_s(struct webhook *w, const char *body)
+{
+	return call(w, body, strlen(body));
+}
+
+static char *review(const char *uid, const char *op, const char *object)
+{
+	char *obj = sq(object);
+	struct buf b;
+	buf_init(&b, 1 << 20);
+	buf_printf(&b, "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{"
+		       "\"uid\":\"%s\",\"kind\":{\"group\":\"\",\"version\":\"v1\",\"kind\":\"Pod\"},"
+		       "\"resource\":{\"group\":\"\",\"version\":\"v1\",\"resource\":\"pods\"},\"namespace\":\"ml\","
+		       "\"operation\":\"%s\",\"userInfo\":{\"username\":\"u\"},\"object\":%s,\"oldObject\":null,\"dryRun\":false}}",
+		   uid, op, obj);
+	free(obj);
+	return buf_detach(&b, NULL);
+}
+
+static const cJSON *response_of(const struct reply *r, const char *uid)
+{
+	assert_int_equal(r->status, 200);
+	assert_string_equal(cJSON_GetObjectItem(r->json, "apiVersion")->valuestring, "admission.k8s.io/v1");
+	assert_string_equal(cJSON_GetObjectItem(r->json, "kind")->valuestring, "AdmissionReview");
+	assert_null(cJSON_GetObjectItem(r->json, "request"));
+	const cJSON *resp = cJSON_GetObjectItem(r->json, "response");
+	assert_true(cJSON_IsObject(resp));
+	assert_string_equal(cJSON_GetObjectItem(resp, "uid")->valuestring, uid);
+	return resp;
+}
+
+static void assert_allowed_unchanged(const struct reply *r, const char *uid)
+{
+	const cJSON *resp = response_of(r, uid);
+	assert_true(cJSON_IsTrue(cJSON_GetObjectItem(resp, "allowed")));
+	assert_null(cJSON_GetObjectItem(resp, "patch"));
+	assert_null(cJSON_GetObjectItem(resp, "patchType"));
+	assert_null(cJSON_GetObjectItem(resp, "status"));
+}
+
+static void assert_denied(const struct reply *r, const char *uid, const char *why)
+{
+	const cJSON *resp = response_of(r, uid);
+	assert_true(cJSON_IsFalse(cJSON_GetObjectItem(resp, "allowed")));
+	assert_null(cJSON_GetObjectItem(resp, "patch"));
+	const cJSON *st = cJSON_GetObjectItem(resp, "status");
+	assert_int_equal(cJSON_GetObjectItem(st, "code")->valueint, 400);
+	const char *msg = cJSON_GetObjectItem(st, "message")->valuestring;
+	if (!strstr(msg, why))
+		fail_msg("message '%s' does not say '%s'", msg, why);
+}
+
+static void test_review_gpu_pod(void **state)
+{
+	(void)state;
+	struct webhook *w = webhook_new(&opts);
+	assert_non_null(w);
+	char *body = review("705ab4f5-6393-11e8-b7cc-42010a800002", "CREATE", resource_pod);
+	struct reply r = call_s(w, body);
+	const cJSON *resp = response_of(&r, "705ab4f5-6393-11e8-b7cc-42010a800002");
+	assert_true(cJSON_IsTrue(cJSON_GetObjectItem(resp, "allowed")));
+	assert_true(cJSON_IsString(cJSON_GetObjectItem(resp, "patchType")));
+	assert_true(cJSON_IsString(cJSON_GetObjectItem(resp, "patch")));
+	assert_string_equal(cJSON_GetObjectItem(resp, "patchType")->valuestring, "JSONPatch");
+	/* The base64 decodes back to exactly the patch webhook_patch builds. */
+	struct buf dec;
+	buf_init(&dec, 1 << 20);
+	assert_int_equal(base64_decode(cJSON_GetObjectItem(resp, "patch")->valuestring, &dec), 0);
+	cJSON *pod = J(resource_pod);
+	char *want = patch_of(pod, &opts);
+	assert_true(want[0]);
+	assert_string_equal(buf_cstr(&dec), want);
+	assert_int_equal(apply(pod, buf_cstr(&dec)), 0);
+	assert_all_env(ctr(pod, "containers", 0));
+	free(want);
+	buf_release(&dec);
+	cJSON_Delete(pod);
+	cJSON_Delete(r.json);
+	free(body);
+
+	/* A claim-only pod named by generateName. */
+	body = review("u-2", "CREATE", "{'apiVersion':'v1','kind':'Pod','metadata':{'generateName':'train-','namespace':'ml',"
+				       "'annotations':{'gpu.scheduling/claim':'pair'}},'spec':{'containers':[{'name':'c','image':'x'}]}}");
+	r = call_s(w, body);
+	resp = response_of(&r, "u-2");
+	assert_true(cJSON_IsTrue(cJSON_GetObjectItem(resp, "allowed")));
+	buf_init(&dec, 1 << 20);
+	assert_int_equal(base64_decode(cJSON_GetObjectItem(resp, "patch")->valuestring, &dec), 0);
+	assert_non_null(strstr(buf_cstr(&dec), "gpu.scheduling/claim\":\"1\""));
+	buf_release(&dec);
+	cJSON_Delete(r.json);
+	free(body);
+	webhook_free(w);
+}
+
+static void test_review_passes_others_unchanged(void **state)
+{
+	(void)state;
+	struct webhook *w = webhook_new(&opts);
+	const char *gpu = "{'kind':'Pod','metadata':{'annotations':{'gpu.scheduling/claim':'c'}},'spec':{'containers':[{'name':'a'}]}}";
+	/* A plain pod; UPDATE, DELETE and CONNECT of a GPU pod; dry runs are mutated like the real thing. */
+	const char *cases[][2] = {
+		{ "CREATE", "{'kind':'Pod','metadata':{'name':'web'},'spec':{'containers':[{'name':'a','image':'nginx'}]}}" },
+		{ "UPDATE", gpu },
+		{ "DELETE", "null" },
+		{ "CONNECT", "null" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *body = review("uid-x", cases[i][0], cases[i][1]);
+		struct reply r = call_s(w, body);
+		assert_allowed_unchanged(&r, "uid-x");
+		cJSON_Delete(r.json);
+		free(body);
+	}
+	/* Not a pod (kind Deployment), and a pod subresource (CREATE pods/binding). */
+	const char *others[] = {
+		"{'apiVersion':'admission.k8s.io/v1','kind':'AdmissionReview','request':{'uid':'o1','operation':'CREATE',"
+		"'kind':{'group':'apps','version':'v1','kind':'Deployment'},'object':{'kind':'Deployment','spec':{}}}}",
+		"{'apiVersion':'admission.k8s.io/v1','kind':'AdmissionReview','request':{'uid':'o1','operation':'CREATE',"
+		"'kind':{'group':'','version':'v1','kind':'Binding'},'subResource':'binding','object':{'kind':'Binding'}}}",
+		"{'apiVersion':'admission.k8s.io/v1','kind':'AdmissionReview','request':{'uid':'o1','operation':'CREATE',"
+		"'object':{'kind':'ConfigMap','metadata':{'annotations':{'gpu.scheduling/claim':'c'}}}}}",
+	};
+	for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
+		char *body = sq(others[i]);
+		struct reply r = call_s(w, body);
+		assert_allowed_unchanged(&r, "o1");
+		cJSON_Delete(r.json);
+		free(body);
+	}
+	webhook_free(w);
+}
+
+static void test_review_malformed(void **state)
+{
+	(void)state;
+	struct webhook *w = webhook_new(&opts);
+	/* Not JSON at all: HTTP 400 with a JSON error. */
+	const char *not_json[] = { "", "{", "not json", "{\"apiVersion\":", "{} x", "{}{}" };
+	for (size_t i = 0; i < sizeof(not_json) / sizeof(not_json[0]); i++) {
+		struct reply r = call_s(w, not_json[i]);
+		assert_int_equal(r.status, 400);
+		assert_non_null(strstr(cJSON_GetObjectItem(r.json, "Error")->valuestring, "not JSON"));
+		cJSON_Delete(r.json);
+	}
+	/* A body with a NUL inside: only body_len counts. */
+	struct reply r0 = call(w, "{}\0{}", 5);
+	assert_int_equal(r0.status, 400);
+	cJSON_Delete(r0.json);
+
+	/* JSON, but not a usable review: HTTP 200, allowed:false, code 400, the uid echoed when known. */
+	static const struct {
+		const char *body, *uid, *why;
+	} cases[] = {
+		{ "[1,2]", "", "not a JSON object" },
+		{ "\"review\"", "", "not a JSON object" },
+		{ "{}", "", "want apiVersion admission.k8s.io/v1 kind AdmissionReview, got (none) (none)" },
+		{ "{'apiVersion':'admission.k8s.io/v1beta1','kind':'AdmissionReview','request':{'uid':'b1','operation':'CREATE'}}", "b1", "got admission.k8s.io/v1beta1 AdmissionReview" },
+		{ "{'apiVersion':'admission.k8s.io/v1','kind':'Pod','request':{'uid':'b2'}}", "b2", "got admission.k8s.io/v1 Pod" },
+		{ "{'apiVersion':'admission.k8s.io/v1','kind':'AdmissionReview'}", "", "no request object" },
+		{ "{'apiVersion':'admission.k8s.io/v1','kind':'AdmissionReview','request':[]}", "", "no request object" },
+		{ "{'apiVersion':'admission.k8s.io/v1','kind':'AdmissionReview','request':{'operation':'CREATE'}}", "", "request.uid is missing" },
+		{ "{'apiVersion':'admission.k8s.io/v1','kind':'AdmissionReview','request':{'uid':'','operation':'CREATE'}}", "", "request.uid is missing" },
+		{ "{'apiVersion':'admission.k8s.io/v1','kind':'AdmissionReview','request':{'uid':42,'operation':'CREATE'}}", "", "request.uid is missing" },
+		{ "{'apiVersion':'admission.k8s.io/v1','kind':'AdmissionReview','request':{'uid':'b3'}}", "b3", "request.operation is missing" },
+		{ "{'apiVersion':'admission.k8s.io/v1','kind':'AdmissionReview','request':{'uid':'b4','operation':'CREATE',"
+		  "'kind':{'kind':'Pod'}}}", "b4", "request.object is missing" },
+		{ "{'apiVersion':'admission.k8s.io/v1','kind':'AdmissionReview','request':{'uid':'b5','operation':'CREATE',"
+		  "'kind':{'kind':'Pod'},'object':'pod'}}", "b5", "request.object is missing or not an object" },
+		{ "{'apiVersion':'admission.k8s.io/v1','kind':'AdmissionReview','request':{'uid':'b6','operation':'CREATE',"
+		  "'kind':{'kind':'Pod'},'object':{'kind':'Service','spec':{}}}}", "b6", "request.object is a Service, not a Pod" },
+		{ "{'apiVersion':'admission.k8s.io/v1','kind':'AdmissionReview','request':{'uid':'b7','operation':'CREATE',"
+		  "'kind':{'kind':'Pod'},'object':{'kind':'Pod','metadata':{}}}}", "b7", "no spec.containers list" },
+		{ "{'apiVersion':'admission.k8s.io/v1','kind':'AdmissionReview','request':{'uid':'b8','operation':'CREATE',"
+		  "'object':{'kind':'Pod','metadata':{'annotations':{'gpu.scheduling/claim':'c'}},"
+		  "'spec':{'containers':[{'name':'a','env':'x'}]}}}}", "b8", "request.object: spec.containers[0].env is not a list" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *body = sq(cases[i].body);
+		struct reply r = call_s(w, body);
+		assert_denied(&r, cases[i].uid, cases[i].why);
+		cJSON_Delete(r.json);
+		free(body);
+	}
+	/* And the next request is served as usual. */
+	char *body = review("after", "CREATE", resource_pod);
+	struct reply r = call_s(w, body);
+	const cJSON *resp = response_of(&r, "after");
+	assert_true(cJSON_IsTrue(cJSON_GetObjectItem(resp, "allowed")));
+	assert_non_null(cJSON_GetObjectItem(resp, "patch"));
+	cJSON_Delete(r.json);
+	free(body);
+	webhook_free(w);
+}
+
+static void test_uid_echo_is_escaped(void **state)
+{
+	(void)state;
+	struct webhook *w = webhook_new(&opts);
+	const char *body = "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{"
+			   "\"uid\":\"a\\\"b\\\\c\\u00e9\",\"operation\":\"DELETE\",\"object\":null}}";
+	struct reply r = call_s(w, body);
+	assert_allowed_unchanged(&r, "a\"b\\c\xc3\xa9");
+	cJSON_Delete(r.json);
+	webhook_free(w);
+}
+
+static void test_options_are_copied(void **state)
+{
+	(void)state;
+	struct api_resources *mine = malloc(sizeof(*mine));
+	api_resources_default(mine);
+	char *marker = strdup("example.com/marker");
+	struct webhook_opts o = { mine, marker };
+	struct webhook *w = webhook_new(&o);
+	memset(mine, 0, sizeof(*mine));
+	free(mine);
+	memset(marker, 'x', strlen(marker));
+	free(marker);
+	char *body = review("c1", "CREATE", "{'metadata':{'annotations':{'gpu.scheduling/claim':'c'}},'spec':{'containers':[{'name':'a'}]}}");
+	struct reply r = call_s(w, body);
+	const cJSON *resp = response_of(&r, "c1");
+	struct buf dec;
+	buf_init(&dec, 1 << 20);
+	assert_int_equal(base64_decode(cJSON_GetObjectItem(resp, "patch")->valuestring, &dec), 0);
+	assert_non_null(strstr(buf_cstr(&dec), "\"limits\":{\"example.com/marker\":\"1\"}"));
+	buf_release(&dec);
+	cJSON_Delete(r.json);
+	free(body);
+	body = review("c2", "CREATE", "{'metadata':{},'spec':{'containers':[{'name':'a','resources':{'limits':{'gpu.scheduling/gpu':'1'}}}]}}");
+	r = call_s(w, body);
+	assert_non_null(cJSON_GetObjectItem(response_of(&r, "c2"), "patch"));
+	cJSON_Delete(r.json);
+	free(body);
+	webhook_free(w);
+	webhook_free(NULL);
+}
+
+int main(void)
+{
+	log_setup(LOG_ERROR, false);
+	jsonarena_install();
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_resource_pod, setup),
+		cmocka_unit_test_setup(test_which_resources_count, setup),
+		cmocka_unit_test_setup(test_claim_only_pod_no_labels, setup),
+		cmocka_unit_test_setup(test_claim_only_pod_labels_present, setup),
+		cmocka_unit_test_setup(test_pointer_escaping, setup),
+		cmocka_unit_test_setup(test_other_pods_untouched, setup),
+		cmocka_unit_test_setup(test_malformed_pods, setup),
+		cmocka_unit_test_setup(test_many_containers, setup),
+		cmocka_unit_test_setup(test_review_gpu_pod, setup),
+		cmocka_unit_test_setup(test_review_passes_others_unchanged, setup),
+		cmocka_unit_test_setup(test_review_malformed, setup),
+		cmocka_unit_test_setup(test_uid_echo_is_escaped, setup),
+		cmocka_unit_test_setup(test_options_are_copied, setup),
+	};
+	return cmocka_run_group_tests_name("webhook", tests, NULL, NULL);
+}
