@@ -1,7 +1,7 @@
 /*
  * libFuzzer target for what reaches the extender from outside: the bodies of
- * filter, prioritize, preempt and bind, and the objects watch events carry
- * (GpuNodeStatus, GpuClaim, Node, ledger Lease). The first byte picks the
+ * filter, prioritize, preempt and bind, admission reviews, and the objects
+ * watch events carry (GpuNodeStatus, GpuClaim, Node, ledger Lease). The first byte picks the
  * entry point; the rest is the input. Build and run: make fuzz-extender.
  */
 #include "api.h"
@@ -9,6 +9,7 @@
 #include "inventory.h"
 #include "jsonarena.h"
 #include "ledger.h"
+#include "webhook.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 static struct cache *cache;
 static struct extender *ext;
 static struct api_resources res;
+static struct webhook *wh;
 
 static void setup(void)
 {
@@ -29,16 +31,18 @@ static void setup(void)
 	struct extender_opts o = { .cache = cache, .res = &res, .default_policy = POLICY_BINPACK,
 				   .bind = extender_bind_local, .bind_ctx = cache };
 	ext = extender_new(&o);
+	struct webhook_opts wo = { .res = &res, .marker_resource = "gpu.scheduling/claim" };
+	wh = webhook_new(&wo);
 }
 
-static void verb(http_handler h, const char *body, size_t len)
+static void verb(http_handler h, void *ctx, const char *body, size_t len)
 {
 	struct http_request req = { "POST", "/", body, len, NULL };
 	struct http_response resp = { 200, NULL, { 0 } };
 	buf_init(&resp.body, 1 << 24);
 	struct jsonarena arena;
 	jsonarena_begin(&arena, 1 << 28);
-	h(ext, &req, &resp);
+	h(ctx, &req, &resp);
 	jsonarena_end(&arena);
 	buf_release(&resp.body);
 }
@@ -80,11 +84,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(body, data + 1, size - 1);
 	body[size - 1] = '\0';
 	static const http_handler verbs[] = { extender_filter, extender_prioritize, extender_preempt, extender_bind };
-	unsigned pick = data[0] % 8;
+	unsigned pick = data[0] % 9;
 	if (pick < 4)
-		verb(verbs[pick], body, size - 1);
-	else
+		verb(verbs[pick], ext, body, size - 1);
+	else if (pick < 8)
 		decode((int)pick - 4, body, size - 1);
+	else
+		verb(webhook_mutate, wh, body, size - 1);
 	free(body);
 	return 0;
 }
