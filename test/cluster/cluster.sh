@@ -179,6 +179,11 @@ cluster_spawn() {
   local name=$1; shift
   [[ -n ${CLUSTER_DIR:-} ]] || { _cluster_err "cluster_spawn: no cluster (run cluster_up)"; return 1; }
   [[ $name =~ ^[A-Za-z0-9_.-]+$ ]] || { _cluster_err "cluster_spawn: bad name '$name'"; return 1; }
+  case $name in
+    etcd|kube-apiserver|kube-controller-manager|watchdog|scheduler-*)
+      _cluster_err "cluster_spawn: '$name' is reserved"; return 1 ;;
+  esac
+  if cluster_alive "$name"; then _cluster_err "cluster_spawn: $name is already running"; return 1; fi
   _cluster_start "$name" "$CLUSTER_DIR/logs/$name.log" "$@"
 }
 
@@ -186,6 +191,9 @@ cluster_kill() {
   local pid
   pid=$(_cluster_pid_of "$1") || { _cluster_err "cluster_kill: no process named $1"; return 1; }
   _cluster_stop_groups "$pid"
+  # Forget it, so that cluster_down never signals a recycled process id.
+  awk -v p="$pid" '$2 != p' "$CLUSTER_DIR/pids" >"$CLUSTER_DIR/pids.new" &&
+    mv "$CLUSTER_DIR/pids.new" "$CLUSTER_DIR/pids"
 }
 
 cluster_alive() {
