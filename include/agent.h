@@ -274,8 +274,10 @@ void agent_state_init(struct agent_state *st);
 void agent_state_release(struct agent_state *st);
 
 /*
- * One detection round: runs the three detectors, logs one line per vendor
- * that failed (and one when it recovers), updates st, and builds the node
+ * One detection round: runs the three detectors, logs one line when a
+ * vendor starts failing or fails for another reason (a failure that goes on
+ * round after round is logged at debug level) and one when it recovers,
+ * updates st, and builds the node
  * from st (so a failed vendor keeps its last good devices). Returns 0 when
  * every vendor was detected or absent, 1 when at least one failed (the node
  * is still built), -1 when out of memory.

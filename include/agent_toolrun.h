@@ -26,9 +26,21 @@ enum toolrun_status {
 
 struct toolrun_opts {
 	const char *tools_dir;   /* look the tool up here only; NULL: search PATH */
+	/*
+	 * NULL, or the host's root file system as mounted in the agent's
+	 * container (e.g. /host): the tool is looked up in the host's usual
+	 * directories (TOOLRUN_HOST_PATH) and run chrooted into host_root, so it
+	 * finds the host's own libraries (libnvidia-ml, ROCm, the OpenCL ICDs)
+	 * and interpreters. Needs CAP_SYS_CHROOT. tools_dir, when set, wins.
+	 */
+	const char *host_root;
 	int timeout_ms;          /* <= 0: 10000 */
 	size_t out_cap;          /* most stdout bytes kept; 0: 8 MiB */
 };
+
+/* Where a tool is looked for under host_root, in order. */
+#define TOOLRUN_HOST_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:" \
+	"/opt/rocm/bin:/home/kubernetes/bin/nvidia/bin"
 
 #define TOOLRUN_ERR_MAX 2048     /* stderr bytes kept (the rest is dropped) */
 

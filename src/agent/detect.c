@@ -80,9 +80,13 @@ int agent_detect_round(const struct toolrun_opts *opts, struct agent_state *st,
 			continue;
 		}
 		failed = 1;
+		/* one line per failure streak (and when the reason changes), not one per round */
+		bool same = (before == AGENT_V_STALE || before == AGENT_V_FAILED) && !strcmp(st->vmsg[v], err);
 		st->vstate[v] = st->last[v] ? AGENT_V_STALE : AGENT_V_FAILED;
 		snprintf(st->vmsg[v], sizeof(st->vmsg[v]), "%s", err);
-		if (st->last[v])
+		if (same)
+			log_debug("gpu detection still failing", "vendor=%s error=\"%s\"", vname, err);
+		else if (st->last[v])
 			log_error("gpu detection failed, keeping the last good status",
 				  "vendor=%s devices=%d error=\"%s\"", vname, st->last[v]->ngpu, err);
 		else

@@ -37,6 +37,10 @@ static void usage(FILE *f)
 	      "options:\n"
 	      "  --node NAME        node name (default: $NODE_NAME, else the host name)\n"
 	      "  --tools-dir DIR    run the vendor tools from DIR instead of searching PATH\n"
+	      "  --host-root DIR    the host's / is mounted at DIR (e.g. /host): find the\n"
+	      "                     vendor tools in the host's bin directories and run them\n"
+	      "                     chrooted there, with the host's libraries (needs\n"
+	      "                     CAP_SYS_CHROOT; the DaemonSet uses this)\n"
 	      "  --timeout SECONDS  time limit per tool run (default 10); the tool's whole\n"
 	      "                     process group is killed when it passes\n"
 	      "  --compact          print the JSON on one line\n"
@@ -72,6 +76,7 @@ static void usage(FILE *f)
 struct opts {
 	const char *node;
 	const char *tools_dir;
+	const char *host_root;
 	double timeout_s;
 	bool compact;
 	bool no_timestamp;
@@ -90,11 +95,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 {
 	enum {
 		OPT_NODE = 256, OPT_TOOLS, OPT_TIMEOUT, OPT_COMPACT, OPT_NOTS, OPT_LEVEL, OPT_LJSON, OPT_VERSION,
-		OPT_KUBECONFIG, OPT_CONTEXT, OPT_INTERVAL, OPT_RESYNC, OPT_ONCE,
+		OPT_KUBECONFIG, OPT_CONTEXT, OPT_INTERVAL, OPT_RESYNC, OPT_ONCE, OPT_HOST_ROOT,
 	};
 	static const struct option longopts[] = {
 		{ "node", required_argument, NULL, OPT_NODE },
 		{ "tools-dir", required_argument, NULL, OPT_TOOLS },
+		{ "host-root", required_argument, NULL, OPT_HOST_ROOT },
 		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
 		{ "compact", no_argument, NULL, OPT_COMPACT },
 		{ "no-timestamp", no_argument, NULL, OPT_NOTS },
@@ -123,6 +129,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_TOOLS:
 			o->tools_dir = optarg;
+			break;
+		case OPT_HOST_ROOT:
+			o->host_root = optarg;
 			break;
 		case OPT_TIMEOUT:
 			if (!strnum_double(optarg, &o->timeout_s) || o->timeout_s <= 0 || o->timeout_s > 3600) {
@@ -238,7 +247,7 @@ static int cmd_run(const struct opts *o)
 		.interval_s = o->interval_s,
 		.resync_rounds = o->resync_rounds,
 		.once = o->once,
-		.tools = { .tools_dir = o->tools_dir, .timeout_ms = tool_timeout_ms(o) },
+		.tools = { .tools_dir = o->tools_dir, .host_root = o->host_root, .timeout_ms = tool_timeout_ms(o) },
 	};
 	return agent_run(&ro);
 }
@@ -252,6 +261,7 @@ static int cmd_detect(const struct opts *o, bool labels)
 	}
 	struct toolrun_opts run = {
 		.tools_dir = o->tools_dir,
+		.host_root = o->host_root,
 		.timeout_ms = tool_timeout_ms(o),
 	};
 	struct agent_state st;

@@ -171,17 +171,17 @@ bool agent_label_value(char *out, size_t len, const char *in)
 
 /* The keys the agent owns: it sets them, and removes those it no longer sets. */
 static const char *const managed_keys[] = {
-	AGENT_LABEL_PREFIX "gpu.present",
-	AGENT_LABEL_PREFIX "gpu.count",
-	AGENT_LABEL_PREFIX "gpu.vendor",
+	AGENT_LABEL_PREFIX "present",
+	AGENT_LABEL_PREFIX "count",
+	AGENT_LABEL_PREFIX "vendor",
 	AGENT_LABEL_PREFIX "nvidia.count",
 	AGENT_LABEL_PREFIX "amd.count",
 	AGENT_LABEL_PREFIX "intel.count",
-	AGENT_LABEL_PREFIX "gpu.model",
-	AGENT_LABEL_PREFIX "gpu.architecture",
-	AGENT_LABEL_PREFIX "gpu.memory-mib",
-	AGENT_LABEL_PREFIX "gpu.fast-interconnect",
-	AGENT_LABEL_PREFIX "gpu.mig",
+	AGENT_LABEL_PREFIX "model",
+	AGENT_LABEL_PREFIX "architecture",
+	AGENT_LABEL_PREFIX "memory-mib",
+	AGENT_LABEL_PREFIX "fast-interconnect",
+	AGENT_LABEL_PREFIX "mig",
 };
 
 int agent_label_managed_keys(const char *const **keys)
@@ -219,7 +219,7 @@ static void add_label(struct agent_labels *ls, const char *key, const char *fmt,
 void agent_node_label_set(const struct agent_node *node, struct agent_labels *ls)
 {
 	memset(ls, 0, sizeof(*ls));
-	add_label(ls, AGENT_LABEL_PREFIX "gpu.present", "%s", node->ndev ? "true" : "false");
+	add_label(ls, AGENT_LABEL_PREFIX "present", "%s", node->ndev ? "true" : "false");
 	if (!node->ndev)
 		return;
 	const struct agent_gpu *f = &node->dev[0].g;
@@ -238,8 +238,8 @@ void agent_node_label_set(const struct agent_node *node, struct agent_labels *ls
 		if ((unsigned)g->vendor <= AGENT_NVENDOR)
 			per_vendor[g->vendor]++;
 	}
-	add_label(ls, AGENT_LABEL_PREFIX "gpu.count", "%d", node->ndev);
-	add_label(ls, AGENT_LABEL_PREFIX "gpu.vendor", "%s", one_vendor ? gpu_vendor_name(f->vendor) : "mixed");
+	add_label(ls, AGENT_LABEL_PREFIX "count", "%d", node->ndev);
+	add_label(ls, AGENT_LABEL_PREFIX "vendor", "%s", one_vendor ? gpu_vendor_name(f->vendor) : "mixed");
 	for (int v = 1; v <= AGENT_NVENDOR; v++) {
 		if (per_vendor[v]) {
 			char key[64];
@@ -247,12 +247,12 @@ void agent_node_label_set(const struct agent_node *node, struct agent_labels *ls
 			add_label(ls, key, "%d", per_vendor[v]);
 		}
 	}
-	add_label(ls, AGENT_LABEL_PREFIX "gpu.model", "%s", one_model ? f->model : "mixed");
+	add_label(ls, AGENT_LABEL_PREFIX "model", "%s", one_model ? f->model : "mixed");
 	if (f->arch[0] || !one_arch)
-		add_label(ls, AGENT_LABEL_PREFIX "gpu.architecture", "%s", one_arch ? f->arch : "mixed");
-	add_label(ls, AGENT_LABEL_PREFIX "gpu.memory-mib", "%u", min_mib);
-	add_label(ls, AGENT_LABEL_PREFIX "gpu.fast-interconnect", "%s", fast ? "true" : "false");
-	add_label(ls, AGENT_LABEL_PREFIX "gpu.mig", "%s", mig ? "true" : "false");
+		add_label(ls, AGENT_LABEL_PREFIX "architecture", "%s", one_arch ? f->arch : "mixed");
+	add_label(ls, AGENT_LABEL_PREFIX "memory-mib", "%u", min_mib);
+	add_label(ls, AGENT_LABEL_PREFIX "fast-interconnect", "%s", fast ? "true" : "false");
+	add_label(ls, AGENT_LABEL_PREFIX "mig", "%s", mig ? "true" : "false");
 }
 
 const char *agent_labels_get(const struct agent_labels *ls, const char *key)

@@ -435,11 +435,11 @@ int agent_publish(struct agent_publisher *p, const struct agent_node *node, cons
 		}
 	}
 
-	/* no server, or no Node (no status for a node that is not there): stop here */
-	char *fp = lrc == PUB_NO_ANSWER || lrc == PUB_NO_NODE ? NULL : agent_gns_json(node, NULL, false);
-	if (lrc == PUB_NO_ANSWER || lrc == PUB_NO_NODE) {
-		/* err says why */
-	} else if (!fp) {
+	/* no server (one cause, one message), or no Node (no status for a Node that is not there) */
+	if (lrc == PUB_NO_ANSWER || lrc == PUB_NO_NODE)
+		goto done;
+	char *fp = agent_gns_json(node, NULL, false);
+	if (!fp) {
 		snprintf(gerr, sizeof(gerr), "out of memory");
 		rc = -1;
 	} else if (force || agent_pub_gns_due(&p->st, fp, p->node_uid, now_ms, resync_ms)) {
@@ -452,7 +452,7 @@ int agent_publish(struct agent_publisher *p, const struct agent_node *node, cons
 			rc = -1;
 		} else {
 			free(p->st.gns);
-			p->st.gns = fp;
+			p->st.gns = fp;   /* written: it is what the server has now */
 			fp = NULL;
 			snprintf(p->st.gns_uid, sizeof(p->st.gns_uid), "%s", p->node_uid);
 			p->st.gns_at_ms = now_ms;
@@ -460,6 +460,7 @@ int agent_publish(struct agent_publisher *p, const struct agent_node *node, cons
 		free(desired);
 	}
 	free(fp);
+done:
 	if (lerr[0] && gerr[0])
 		snprintf(err, errlen, "%s; %s", gerr, lerr);
 	else if (lerr[0] || gerr[0])

@@ -21,6 +21,7 @@ extern char **environ;
 #define DEFAULT_TIMEOUT_MS 10000
 #define DEFAULT_OUT_CAP (8u << 20)
 #define EXITED_GRACE_MS 200      /* pipes still open after the tool exited */
+#define HOST_CANDIDATES 12       /* directories of TOOLRUN_HOST_PATH */
 
 static long now_ms(void)
 {
@@ -195,7 +196,33 @@ int toolrun_run(const struct toolrun_opts *opts, const char *const argv[], struc
 		set_result_out(res, &out);
 		return res->out ? 0 : -1;
 	}
-	if (!toolrun_find(opts ? opts->tools_dir : NULL, argv[0], res->path, sizeof(res->path))) {
+	/* chrooted into the host: the child looks the tool up after chroot() */
+	const char *root = opts && !(opts->tools_dir && *opts->tools_dir) && opts->host_root && *opts->host_root
+				   ? opts->host_root : NULL;
+	char cand[HOST_CANDIDATES][256];
+	int ncand = 0;
+	struct stat rst;
+	if (root && (stat(root, &rst) || !S_ISDIR(rst.st_mode))) {
+		res->status = TOOLRUN_SPAWN_ERROR;
+		snprintf(res->err, sizeof(res->err), "the host root %s is not a directory (is / mounted there?)", root);
+		set_result_out(res, &out);
+		return res->out ? 0 : -1;
+	}
+	if (root) {
+		if (strchr(argv[0], '/')) {
+			snprintf(cand[ncand++], sizeof(cand[0]), "%s", argv[0]);
+		} else {
+			const char *p = TOOLRUN_HOST_PATH;
+			while (*p && ncand < HOST_CANDIDATES) {
+				size_t seg = strcspn(p, ":");
+				int n = snprintf(cand[ncand], sizeof(cand[0]), "%.*s/%s", (int)seg, p, argv[0]);
+				if (seg && n > 0 && (size_t)n < sizeof(cand[0]))
+					ncand++;
+				p += seg + (p[seg] ? 1 : 0);
+			}
+		}
+		snprintf(res->path, sizeof(res->path), "%s:%s", root, argv[0]);
+	} else if (!toolrun_find(opts ? opts->tools_dir : NULL, argv[0], res->path, sizeof(res->path))) {
 		res->status = TOOLRUN_NOT_FOUND;
 		res->path[0] = '\0';
 		set_result_out(res, &out);
@@ -225,8 +252,22 @@ int toolrun_run(const struct toolrun_opts *opts, const char *const argv[], struc
 		dup2(po[1], 1);
 		dup2(pe[1], 2);
 		signal(SIGPIPE, SIG_DFL);
-		execve(res->path, (char *const *)argv, env);
-		int e = errno;
+		int e;
+		if (root) {
+			if (chroot(root) || chdir("/")) {
+				e = errno;
+			} else {
+				e = ENOENT;
+				for (int i = 0; i < ncand; i++) {
+					execve(cand[i], (char *const *)argv, env);
+					if (errno != ENOENT && errno != ENOTDIR)
+						e = errno;   /* there, but cannot run: say why */
+				}
+			}
+		} else {
+			execve(res->path, (char *const *)argv, env);
+			e = errno;
+		}
 		ssize_t w = write(ps[1], &e, sizeof(e));
 		(void)w;
 		_exit(127);
@@ -249,7 +290,11 @@ int toolrun_run(const struct toolrun_opts *opts, const char *const argv[], struc
 		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 			;
 		res->status = exec_errno == ENOENT ? TOOLRUN_NOT_FOUND : TOOLRUN_SPAWN_ERROR;
-		snprintf(res->err, sizeof(res->err), "exec %s: %s", res->path, strerror(exec_errno));
+		if (root)
+			snprintf(res->err, sizeof(res->err), "run %s chrooted into %s: %s", argv[0], root,
+				 strerror(exec_errno));
+		else
+			snprintf(res->err, sizeof(res->err), "exec %s: %s", res->path, strerror(exec_errno));
 		close_fd(&po[0]);
 		close_fd(&pe[0]);
 		res->elapsed_ms = now_ms() - start;

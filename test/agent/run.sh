@@ -191,7 +191,7 @@ check "mixed: ids stay unique across vendors" \
 	'devs[1]["memoryMiB"] == 196288 and devs[1]["driverVersion"] == "6.16.13"' \
 	'devs[2]["health"] == "Unknown" and devs[2]["healthReason"] == "memory size not reported"'
 run_agent -- labels --node n1
-if grep -q '^gpu.scheduling/gpu.vendor=mixed$' "$TMP/out" && grep -q '^gpu.scheduling/gpu.count=3$' "$TMP/out"; then
+if grep -q '^gpu.scheduling/vendor=mixed$' "$TMP/out" && grep -q '^gpu.scheduling/count=3$' "$TMP/out"; then
 	ok "mixed: labels"
 else
 	bad "mixed: labels" "$(cat "$TMP/out")"
@@ -254,8 +254,8 @@ check "node name from the host name" 'd["metadata"]["name"] != ""'
 
 # ---- the command line ----
 run_agent -- run --node n1
-expect_rc "run: not wired yet" 2
-expect_err "run: says so" "publishing is not wired yet"
+expect_rc "run: no cluster configuration" 1
+expect_err "run: says so" "not running in a cluster"
 run_agent -- --help
 expect_rc "--help" 0
 run_agent -- --bogus detect

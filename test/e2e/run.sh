@@ -12,12 +12,21 @@ if ((${#suites[@]} == 0)); then
     case $(basename "$f") in lib.sh|run.sh) ;; *) suites+=("$f") ;; esac
   done
 fi
-# Nothing the suites start may outlive them (zombies aside: they hold no
-# resources). Processes that were already running are not ours.
+# Every cluster of this run lives under a private TMPDIR, and every process a
+# suite starts names its cluster's directory on its command line: after the
+# run, none of them may be left (zombies aside: they hold nothing).
+run_tmp=$(mktemp -d "${TMPDIR:-/tmp}/gpu-e2e.XXXXXX")
+export TMPDIR=$run_tmp
 leftovers() {
-  ps -eo pid=,stat=,comm= | awk '$2 !~ /^Z/ && $3 ~ /^(kube-apiserver|kube-scheduler|kube-controller|etcd|gpu-extender|gpu-agent)$/ {print $1, $3}'
+  local pid
+  for pid in $(ps -eo pid=,stat= | awk '$2 !~ /^Z/ {print $1}'); do
+    local cmd
+    cmd=$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline") || continue   # gone meanwhile
+    if [[ $cmd == *"$run_tmp"* ]]; then
+      echo "$pid ${cmd:0:100}"
+    fi
+  done
 }
-before=$(leftovers)
 passed=0 failed=0
 for s in "${suites[@]}"; do
   start=$(date +%s)
@@ -31,10 +40,11 @@ for s in "${suites[@]}"; do
   passed=$((passed + p)) failed=$((failed + f))
   echo "--- $(basename "$s"): ${p} passed, ${f} failed in $(($(date +%s) - start))s"
 done
-left=$(comm -13 <(sort <<<"$before") <(leftovers | sort) | grep .)
+left=$(leftovers)
 if [[ -n $left ]]; then
   echo "e2e: processes left behind:"; echo "$left"
   failed=$((failed + 1))
 fi
+rm -rf "$run_tmp"
 echo "e2e: $passed passed, $failed failed"
 ((failed == 0))

@@ -360,6 +360,68 @@ static void test_round_keeps_last_good(void **state)
 	ta_rmdir(dir);
 }
 
+/* Lines of the file at path that contain what. */
+static int count_lines(const char *path, const char *what)
+{
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	char line[4096];
+	int n = 0;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, what) != NULL;
+	fclose(f);
+	return n;
+}
+
+/* A tool that stays broken is logged once per streak, not once per round. */
+static void test_round_logs_once_per_streak(void **state)
+{
+	(void)state;
+	log_setup(LOG_INFO, false);
+	char *dir = ta_tmpdir();
+	char logpath[1100];
+	snprintf(logpath, sizeof(logpath), "%s/log", dir);
+	fflush(stderr);
+	int saved = dup(2);
+	FILE *lf = fopen(logpath, "w");
+	assert_non_null(lf);
+	assert_true(dup2(fileno(lf), 2) >= 0);
+
+	fake_nvidia(dir, "nvidia/a100-sxm4-80gb-8gpu.query.csv", "nvidia/a100-sxm4-80gb-8gpu.list.txt",
+		    "nvidia/a100-sxm4-80gb-8gpu.topo.txt", NULL);
+	struct toolrun_opts o = opts_for(dir);
+	struct agent_state st;
+	agent_state_init(&st);
+	struct agent_node *node = malloc(sizeof(*node));
+	assert_int_equal(agent_detect_round(&o, &st, "n1", node), 0);
+	char p[1024];
+	ta_script(dir, "nvidia-smi", "cat '%s'\n", ta_abs(p, sizeof(p), "broken/garbage-binary.bin"));
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(agent_detect_round(&o, &st, "n1", node), 1);
+	ta_script(dir, "nvidia-smi", "exit 9\n");   /* another reason: one more line */
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(agent_detect_round(&o, &st, "n1", node), 1);
+	fake_nvidia(dir, "nvidia/a100-sxm4-80gb-8gpu.query.csv", "nvidia/a100-sxm4-80gb-8gpu.list.txt",
+		    "nvidia/a100-sxm4-80gb-8gpu.topo.txt", NULL);
+	assert_int_equal(agent_detect_round(&o, &st, "n1", node), 0);
+	assert_int_equal(agent_detect_round(&o, &st, "n1", node), 0);
+	assert_int_equal(node->ndev, 8);
+
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	fclose(lf);
+	log_setup(LOG_ERROR, false);
+	assert_int_equal(count_lines(logpath, "gpu detection failed"), 2);
+	assert_int_equal(count_lines(logpath, "not text"), 1);
+	assert_int_equal(count_lines(logpath, "exited with status 9"), 1);
+	assert_int_equal(count_lines(logpath, "gpu detection recovered"), 1);
+	unlink(logpath);
+	free(node);
+	agent_state_release(&st);
+	ta_rmdir(dir);
+}
+
 static void test_round_mixed_vendors(void **state)
 {
 	(void)state;
@@ -398,6 +460,7 @@ int main(void)
 		cmocka_unit_test(test_amd_smi_only_xgmi),
 		cmocka_unit_test(test_intel),
 		cmocka_unit_test(test_round_keeps_last_good),
+		cmocka_unit_test(test_round_logs_once_per_streak),
 		cmocka_unit_test(test_round_mixed_vendors),
 	};
 	return cmocka_run_group_tests_name("agent_detect", tests, NULL, NULL);

@@ -126,11 +126,11 @@ static void test_mig_ids(void **state)
 	assert_int_equal(node->dev[8].id, 1003);
 	char labels[2048];
 	agent_node_labels(node, labels, sizeof(labels));
-	assert_non_null(strstr(labels, "gpu.scheduling/gpu.mig=true\n"));
-	assert_non_null(strstr(labels, "gpu.scheduling/gpu.vendor=mixed\n"));
+	assert_non_null(strstr(labels, "gpu.scheduling/mig=true\n"));
+	assert_non_null(strstr(labels, "gpu.scheduling/vendor=mixed\n"));
 	assert_non_null(strstr(labels, "gpu.scheduling/nvidia.count=7\n"));
 	assert_non_null(strstr(labels, "gpu.scheduling/amd.count=2\n"));
-	assert_non_null(strstr(labels, "gpu.scheduling/gpu.memory-mib=19968\n"));
+	assert_non_null(strstr(labels, "gpu.scheduling/memory-mib=19968\n"));
 	free(node);
 	free(nv);
 	free(amd);
@@ -229,7 +229,7 @@ static void test_empty_node(void **state)
 	assert_null(cJSON_GetObjectItem(status, "lastUpdated"));
 	char labels[256];
 	assert_int_equal(agent_node_labels(node, labels, sizeof(labels)), 1);
-	assert_string_equal(labels, "gpu.scheduling/gpu.present=false\n");
+	assert_string_equal(labels, "gpu.scheduling/present=false\n");
 	cJSON_Delete(root);
 	free(json);
 	free(node);
@@ -245,8 +245,8 @@ static void test_label_values_are_valid(void **state)
 	agent_node_build(node, "n", vr, NULL, NULL);
 	char labels[2048];
 	agent_node_labels(node, labels, sizeof(labels));
-	assert_non_null(strstr(labels, "gpu.scheduling/gpu.model=Intel-R-Data-Center-GPU-Flex-Series-140-0x56c1\n"));
-	assert_non_null(strstr(labels, "gpu.scheduling/gpu.architecture=xe-hpg\n"));
+	assert_non_null(strstr(labels, "gpu.scheduling/model=Intel-R-Data-Center-GPU-Flex-Series-140-0x56c1\n"));
+	assert_non_null(strstr(labels, "gpu.scheduling/architecture=xe-hpg\n"));
 	free(node);
 	free(in);
 }

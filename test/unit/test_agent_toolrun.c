@@ -182,6 +182,55 @@ static void test_environment(void **state)
 	ta_rmdir(dir);
 }
 
+/* --host-root: the tool comes from the host's directories and runs chrooted there. */
+static void test_host_root(void **state)
+{
+	(void)state;
+	char *dir = ta_tmpdir();
+	char *old_path = getenv("PATH") ? strdup(getenv("PATH")) : NULL;
+	setenv("PATH", dir, 1);   /* the agent's own PATH plays no part */
+	struct toolrun_opts o = { .host_root = "/", .timeout_ms = 5000 };
+	const char *argv[] = { "echo", "from the host", NULL };
+	struct toolrun_result r;
+	assert_int_equal(toolrun_run(&o, argv, &r), 0);
+	if (geteuid() == 0) {
+		assert_int_equal(r.status, TOOLRUN_OK);
+		assert_string_equal(r.out, "from the host\n");
+		assert_non_null(strstr(r.path, "echo"));
+	} else {
+		/* no CAP_SYS_CHROOT: a spawn error that says so, not "absent" */
+		assert_int_equal(r.status, TOOLRUN_SPAWN_ERROR);
+		assert_non_null(strstr(r.err, "chrooted into /"));
+	}
+	toolrun_result_release(&r);
+	if (geteuid() == 0) {
+		/* absent on the host: not installed, as without --host-root */
+		const char *argv2[] = { "no-such-gpu-tool-anywhere", NULL };
+		assert_int_equal(toolrun_run(&o, argv2, &r), 0);
+		assert_int_equal(r.status, TOOLRUN_NOT_FOUND);
+		toolrun_result_release(&r);
+	}
+	/* --tools-dir wins over --host-root */
+	ta_script(dir, "tool", "echo from tools-dir\n");
+	struct toolrun_opts both = { .tools_dir = dir, .host_root = "/nonexistent", .timeout_ms = 5000 };
+	const char *argv3[] = { "tool", NULL };
+	assert_int_equal(toolrun_run(&both, argv3, &r), 0);
+	assert_int_equal(r.status, TOOLRUN_OK);
+	assert_string_equal(r.out, "from tools-dir\n");
+	toolrun_result_release(&r);
+	/* a host root that is not there: an error with the reason */
+	struct toolrun_opts bad = { .host_root = "/nonexistent-host-root", .timeout_ms = 5000 };
+	assert_int_equal(toolrun_run(&bad, argv, &r), 0);
+	assert_int_equal(r.status, TOOLRUN_SPAWN_ERROR);
+	assert_non_null(strstr(r.err, "/nonexistent-host-root"));
+	toolrun_result_release(&r);
+	if (old_path) {
+		setenv("PATH", old_path, 1);
+		free(old_path);
+	}
+	ta_rmdir(dir);
+}
+
 int main(void)
 {
 	/* as gpu-agent does: the tools' orphans come to us and toolrun reaps them */
@@ -194,6 +243,7 @@ int main(void)
 		cmocka_unit_test(test_output_cap),
 		cmocka_unit_test(test_signal_and_stderr_cap),
 		cmocka_unit_test(test_environment),
+		cmocka_unit_test(test_host_root),
 	};
 	return cmocka_run_group_tests_name("agent_toolrun", tests, NULL, NULL);
 }
