@@ -98,11 +98,15 @@ static cJSON *build(const struct agent_node *node, const char *timestamp)
 	if (!root)
 		return NULL;
 	cJSON *meta, *spec, *status, *devs, *islands, *links, *vendors;
+	/* "free" for kubectl's column: healthy devices (the extender's allocations live in its ledgers). */
+	int healthy = 0;
+	for (int i = 0; i < node->ndev; i++)
+		healthy += node->dev[i].g.health == GPU_HEALTHY;
 	if (!add_str(root, "apiVersion", "gpu.scheduling/v1") || !add_str(root, "kind", "GpuNodeStatus") ||
 	    !(meta = cJSON_AddObjectToObject(root, "metadata")) || !add_str(meta, "name", node->name) ||
 	    !(spec = cJSON_AddObjectToObject(root, "spec")) || !add_str(spec, "nodeName", node->name) ||
 	    !(status = cJSON_AddObjectToObject(root, "status")) || !add_num(status, "total", node->ndev) ||
-	    !(devs = cJSON_AddArrayToObject(status, "devices")))
+	    !add_num(status, "free", healthy) || !(devs = cJSON_AddArrayToObject(status, "devices")))
 		goto fail;
 	for (int i = 0; i < node->ndev; i++) {
 		cJSON *d = device_json(&node->dev[i]);
