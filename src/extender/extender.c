@@ -5,6 +5,7 @@
 #include "metrics.h"
 #include "pending.h"
 #include "workload.h"
+#include "workpool.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -12,8 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define PENDING_CAP 65536
+/* Requests this large split their node loop over the cores (a part per core). */
+#define PARALLEL_MIN_PART 512
 
 /* An immutable copy of the learned workload that requests read. */
 struct wl_copy {
@@ -28,6 +32,7 @@ struct extender {
 	pthread_mutex_t wl_lock;      /* guards wl_master and wl_current */
 	struct workload wl_master;
 	struct wl_copy *wl_current;
+	struct workpool *pool;        /* shared by all requests; see workpool.h */
 };
 
 /* ---- the learned workload ------------------------------------------------ */
@@ -83,6 +88,8 @@ struct extender *extender_new(const struct extender_opts *opts)
 		return NULL;
 	}
 	pthread_mutex_init(&x->wl_lock, NULL);
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	x->pool = workpool_new(ncpu > 1 ? (int)ncpu - 1 : 0);
 	workload_init(&x->wl_master, true);
 	x->wl_current = malloc(sizeof(*x->wl_current));
 	if (x->wl_current) {
@@ -97,6 +104,7 @@ void extender_free(struct extender *x)
 	if (!x)
 		return;
 	pending_release(&x->pending);
+	workpool_free(x->pool);
 	wl_copy_release(x->wl_current);
 	pthread_mutex_destroy(&x->wl_lock);
 	free(x);
@@ -240,26 +248,61 @@ static bool filter_node(const struct verb_args *a, const struct cache_node *cn, 
 	return fit_node(cn->node, &a->claim, pack, f);
 }
 
-/* A node's filter outcome; reasons of rejected nodes share one buffer. */
+/* A node's filter outcome; the reasons of rejected nodes go to their part's buffer. */
 struct verdict {
-	int32_t reason;        /* offset into the reasons buffer; -1: the node passes */
+	int32_t reason;        /* offset into reasons[part]; -1: the node passes */
+	int8_t part;
 	bool unresolvable;
 };
 
-static void add_failed_map(struct buf *out, const char *key, const struct verb_args *a,
-			   const struct verdict *v, const char *reasons, bool unresolvable)
+/* One filter request's node loop, split over parts (workpool.h). */
+struct filter_job {
+	const struct verb_args *a;
+	struct snapshot *snap;
+	enum gpu_pack pack;
+	struct verdict *v;
+	struct buf reasons[WORKPOOL_MAX_PARTS];
+	atomic_bool oom;
+};
+
+static void filter_part(void *ctx, size_t begin, size_t end, int part)
 {
+	struct filter_job *j = ctx;
+	const struct verb_args *a = j->a;
+	struct buf *reasons = &j->reasons[part];
+	struct fit f;
+	for (size_t i = begin; i < end; i++) {
+		if (a->claim_ok && filter_node(a, snapshot_find(j->snap, a->names[i]), j->pack, &f)) {
+			j->v[i].reason = -1;
+			continue;
+		}
+		if (!a->claim_ok) {
+			f.unresolvable = true;
+			snprintf(f.reason, sizeof(f.reason), "pod's GPU request is invalid: %s", a->claim_err);
+		}
+		j->v[i].reason = (int32_t)reasons->len;
+		j->v[i].part = (int8_t)part;
+		j->v[i].unresolvable = f.unresolvable;
+		if (buf_add(reasons, f.reason, strlen(f.reason) + 1))
+			atomic_store(&j->oom, true);
+	}
+}
+
+static void add_failed_map(struct buf *out, const char *key, const struct filter_job *j, bool unresolvable)
+{
+	const struct verb_args *a = j->a;
 	buf_printf(out, ",\"%s\":{", key);
 	bool first = true;
 	for (int i = 0; i < a->n; i++) {
-		if (v[i].reason < 0 || v[i].unresolvable != unresolvable)
+		const struct verdict *v = &j->v[i];
+		if (v->reason < 0 || v->unresolvable != unresolvable)
 			continue;
 		if (!first)
 			buf_addc(out, ',');
 		first = false;
 		buf_add_json_str(out, a->names[i]);
 		buf_addc(out, ':');
-		buf_add_json_str(out, reasons + v[i].reason);
+		buf_add_json_str(out, j->reasons[v->part].data + v->reason);
 	}
 	buf_addc(out, '}');
 }
@@ -268,44 +311,31 @@ void extender_filter(void *ctx, const struct http_request *req, struct http_resp
 {
 	struct extender *x = ctx;
 	struct verb_args a;
-	struct buf reasons;
-	buf_init(&reasons, (size_t)1 << 30);
-	struct verdict *v = NULL;
+	struct filter_job j = { .a = &a };
+	for (int p = 0; p < WORKPOOL_MAX_PARTS; p++)
+		buf_init(&j.reasons[p], (size_t)1 << 28);
 	if (parse_args(x, req, &a, resp))
 		goto out;
-	v = malloc(((size_t)a.n + 1) * sizeof(*v));
-	if (!v) {
+	j.v = malloc(((size_t)a.n + 1) * sizeof(*j.v));
+	if (!j.v) {
 		httpd_error(resp, 500, "out of memory");
 		goto out;
 	}
-	enum gpu_pack pack = claim_policy(x, &a.claim) == POLICY_SPREAD ? PACK_SPREAD : PACK_BINPACK;
-	struct snapshot *snap = cache_acquire(x->o.cache);
-	struct fit f;
-	for (int i = 0; i < a.n; i++) {
-		if (a.claim_ok && filter_node(&a, snapshot_find(snap, a.names[i]), pack, &f)) {
-			v[i].reason = -1;
-			continue;
-		}
-		if (!a.claim_ok) {
-			f.unresolvable = true;
-			snprintf(f.reason, sizeof(f.reason), "pod's GPU request is invalid: %s", a.claim_err);
-		}
-		v[i].reason = (int32_t)reasons.len;
-		v[i].unresolvable = f.unresolvable;
-		if (buf_add(&reasons, f.reason, strlen(f.reason) + 1)) {
-			snapshot_release(snap);
-			httpd_error(resp, 500, "out of memory");
-			goto out;
-		}
+	j.pack = claim_policy(x, &a.claim) == POLICY_SPREAD ? PACK_SPREAD : PACK_BINPACK;
+	j.snap = cache_acquire(x->o.cache);
+	workpool_run(x->pool, (size_t)a.n, PARALLEL_MIN_PART, filter_part, &j);
+	snapshot_release(j.snap);
+	if (atomic_load(&j.oom)) {
+		httpd_error(resp, 500, "out of memory");
+		goto out;
 	}
-	snapshot_release(snap);
 
 	struct buf *out = &resp->body;
 	if (a.by_name) {
 		buf_adds(out, "{\"NodeNames\":[");
 		bool first = true;
 		for (int i = 0; i < a.n; i++) {
-			if (v[i].reason >= 0)
+			if (j.v[i].reason >= 0)
 				continue;
 			if (!first)
 				buf_addc(out, ',');
@@ -318,7 +348,7 @@ void extender_filter(void *ctx, const struct http_request *req, struct http_resp
 		buf_adds(out, "{\"NodeNames\":null,\"Nodes\":{\"metadata\":{},\"items\":[");
 		bool first = true;
 		for (int i = 0; i < a.n; i++) {
-			if (v[i].reason >= 0)
+			if (j.v[i].reason >= 0)
 				continue;
 			char *js = cJSON_PrintUnformatted(a.items[i]);
 			if (!js)
@@ -331,52 +361,73 @@ void extender_filter(void *ctx, const struct http_request *req, struct http_resp
 		}
 		buf_adds(out, "]}");
 	}
-	add_failed_map(out, "FailedNodes", &a, v, buf_cstr(&reasons), false);
-	add_failed_map(out, "FailedAndUnresolvableNodes", &a, v, buf_cstr(&reasons), true);
+	add_failed_map(out, "FailedNodes", &j, false);
+	add_failed_map(out, "FailedAndUnresolvableNodes", &j, true);
 	if (buf_adds(out, ",\"Error\":\"\"}\n"))
 		httpd_error(resp, 500, "reply too large");
 out:
-	free(v);
-	buf_release(&reasons);
+	free(j.v);
+	for (int p = 0; p < WORKPOOL_MAX_PARTS; p++)
+		buf_release(&j.reasons[p]);
 	args_release(&a);
 }
 
 /* ---- prioritize ---------------------------------------------------------- */
 
+/* One prioritize request's node loop, split over parts. */
+struct prio_job {
+	const struct verb_args *a;
+	struct snapshot *snap;
+	struct policy_ctx pctx;
+	double *raw;
+	bool *ok;
+};
+
+static void prio_part(void *ctx, size_t begin, size_t end, int part)
+{
+	(void)part;
+	struct prio_job *j = ctx;
+	const struct verb_args *a = j->a;
+	for (size_t i = begin; i < end; i++) {
+		const struct cache_node *cn = snapshot_find(j->snap, a->names[i]);
+		if (!claim_wants_gpu(&a->claim)) {
+			/* Pods without GPUs: prefer nodes that have none, keep GPUs for GPU pods. */
+			j->ok[i] = true;
+			j->raw[i] = !cn || cn->node->ndev == 0;
+			continue;
+		}
+		struct fit f;
+		if (cn && cn->has_gns)
+			j->ok[i] = policy_place(&j->pctx, cn->node, &a->claim, &f, &j->raw[i]);
+	}
+}
+
 void extender_prioritize(void *ctx, const struct http_request *req, struct http_response *resp)
 {
 	struct extender *x = ctx;
 	struct verb_args a;
+	int64_t *score = NULL;
+	struct prio_job j = { .a = &a };
 	if (parse_args(x, req, &a, resp))
 		goto out;
-	double *raw = calloc((size_t)a.n + 1, sizeof(*raw));
-	bool *ok = calloc((size_t)a.n + 1, sizeof(*ok));
-	int64_t *score = calloc((size_t)a.n + 1, sizeof(*score));
-	if (!raw || !ok || !score) {
+	j.raw = calloc((size_t)a.n + 1, sizeof(*j.raw));
+	j.ok = calloc((size_t)a.n + 1, sizeof(*j.ok));
+	score = calloc((size_t)a.n + 1, sizeof(*score));
+	if (!j.raw || !j.ok || !score) {
 		httpd_error(resp, 500, "out of memory");
-		goto done;
+		goto out;
 	}
-	struct wl_copy *w = wl_acquire(x);
-	struct policy_ctx pctx = {
-		.id = claim_policy(x, &a.claim), .wl = w ? &w->wl : NULL, .seed = pod_seed(a.ref.uid),
-	};
-	struct snapshot *snap = cache_acquire(x->o.cache);
-	for (int i = 0; i < a.n && a.claim_ok; i++) {
-		const struct cache_node *cn = snapshot_find(snap, a.names[i]);
-		if (!claim_wants_gpu(&a.claim)) {
-			/* Pods without GPUs: prefer nodes that have none, keep GPUs for GPU pods. */
-			ok[i] = true;
-			raw[i] = !cn || cn->node->ndev == 0;
-			continue;
-		}
-		struct fit f;
-		if (!cn || !cn->has_gns)
-			continue;
-		ok[i] = policy_place(&pctx, cn->node, &a.claim, &f, &raw[i]);
+	if (a.claim_ok) {
+		struct wl_copy *w = wl_acquire(x);
+		j.pctx = (struct policy_ctx){
+			.id = claim_policy(x, &a.claim), .wl = w ? &w->wl : NULL, .seed = pod_seed(a.ref.uid),
+		};
+		j.snap = cache_acquire(x->o.cache);
+		workpool_run(x->pool, (size_t)a.n, PARALLEL_MIN_PART, prio_part, &j);
+		snapshot_release(j.snap);
+		wl_copy_release(w);
 	}
-	snapshot_release(snap);
-	wl_copy_release(w);
-	policy_scale(raw, ok, (size_t)a.n, score);
+	policy_scale(j.raw, j.ok, (size_t)a.n, score);
 	struct buf *out = &resp->body;
 	buf_addc(out, '[');
 	for (int i = 0; i < a.n; i++) {
@@ -393,11 +444,10 @@ void extender_prioritize(void *ctx, const struct http_request *req, struct http_
 	}
 	if (buf_adds(out, "]\n"))
 		httpd_error(resp, 500, "reply too large");
-done:
-	free(raw);
-	free(ok);
-	free(score);
 out:
+	free(j.raw);
+	free(j.ok);
+	free(score);
 	args_release(&a);
 }
 

@@ -374,6 +374,59 @@ static void test_inventory_errors_change_nothing(void **state)
 	assert_int_equal(inventory_load(f->cache, "config/demo-inventory.json", err, sizeof(err)), 0);
 }
 
+/* Big requests split their node loop over threads: the answer must not change. */
+static void test_large_request_in_parts(void **state)
+{
+	struct fixture *f = *state;
+	enum { N = 2000 };
+	cache_lock(f->cache);
+	for (int i = 0; i < N; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "big-%04d", i);
+		struct gpu_node *n = tu_node(name, 8, GPU_VENDOR_NVIDIA, "H100", 81559);
+		for (int d = 0; d < 8 && i % 2; d++)
+			n->dev[d].external = true;        /* odd nodes: nothing usable */
+		assert_int_equal(cache_set_gpus(f->cache, name, n), 0);
+	}
+	cache_unlock(f->cache);
+	struct buf body;
+	buf_init(&body, 1 << 20);
+	buf_adds(&body, "{\"Pod\":{\"metadata\":{\"name\":\"p\",\"uid\":\"big\"},\"spec\":{\"containers\":[{\"name\":\"c\","
+			"\"resources\":{\"limits\":{\"gpu.scheduling/gpu\":\"2\"}}}]}},\"NodeNames\":[");
+	for (int i = 0; i < N; i++)
+		buf_printf(&body, "%s\"big-%04d\"", i ? "," : "", i);
+	buf_adds(&body, "]}");
+	int st;
+	cJSON *r = call(extender_filter, f->x, buf_cstr(&body), &st);
+	assert_int_equal(st, 200);
+	const cJSON *names = cJSON_GetObjectItem(r, "NodeNames");
+	assert_int_equal(cJSON_GetArraySize(names), N / 2);
+	int i = 0;
+	const cJSON *it;
+	cJSON_ArrayForEach(it, names) {
+		char want[32];
+		snprintf(want, sizeof(want), "big-%04d", 2 * i++);   /* in request order */
+		assert_string_equal(it->valuestring, want);
+	}
+	const cJSON *un = cJSON_GetObjectItem(r, "FailedAndUnresolvableNodes");
+	assert_int_equal(cJSON_GetArraySize(un), N / 2);
+	assert_non_null(strstr(cJSON_GetObjectItem(un, "big-1999")->valuestring, "0 of 8 matching GPUs usable"));
+	cJSON_Delete(r);
+	r = call(extender_prioritize, f->x, buf_cstr(&body), &st);
+	assert_int_equal(cJSON_GetArraySize(r), N);
+	i = 0;
+	cJSON_ArrayForEach(it, r) {
+		char want[32];
+		snprintf(want, sizeof(want), "big-%04d", i);
+		assert_string_equal(cJSON_GetObjectItem(it, "Host")->valuestring, want);
+		int score = (int)cJSON_GetObjectItem(it, "Score")->valuedouble;
+		assert_int_equal(score, i % 2 ? 0 : 10);   /* all fitting nodes are alike */
+		i++;
+	}
+	cJSON_Delete(r);
+	buf_release(&body);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -388,6 +441,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_concurrent_shared_binds_never_exceed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_preempt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_inventory_errors_change_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_large_request_in_parts, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("extender", tests, NULL, NULL);
 }
