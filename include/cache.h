@@ -58,6 +58,8 @@ struct cache_node {
 	struct gpu_node *node;     /* labels, devices, islands, usage */
 	struct alloc *allocs;
 	void *cold;                /* the block with strings, labels, allocations */
+	struct slab *slab;         /* where this (hot) block came from */
+	size_t hot_size;
 };
 
 /* Name index of a snapshot: the hash and name kept beside the node, so a lookup misses the cache once. */
@@ -79,6 +81,7 @@ struct snapshot {
 struct cache;
 
 struct cache *cache_new(void);
+/* Frees the cache; no snapshot of it may still be held. */
 void cache_free(struct cache *c);
 
 /* ---- readers ---- */

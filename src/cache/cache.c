@@ -1,4 +1,5 @@
 #include "cache.h"
+#include "slab.h"
 #include "strmap.h"
 
 #include <pthread.h>
@@ -31,6 +32,7 @@ struct cache {
 	uint64_t version;
 	struct strmap srcs;           /* name -> node_src; writer lock */
 	struct strmap owners;         /* pod uid -> node_src; writer lock */
+	struct slab *slab;            /* the views' hot blocks */
 	pthread_rwlock_t claims_lock;
 	struct strmap claims;         /* "ns/name" -> struct claim_entry */
 	uint64_t gen[CACHE_KINDS];    /* current relist generation per kind */
@@ -66,7 +68,7 @@ static void view_release(struct cache_node *v)
 	/* A view is two blocks (view_build): the hot one and v->cold. */
 	if (v && atomic_fetch_sub(&v->refs, 1) == 1) {
 		free(v->cold);
-		free(v);
+		slab_release(v->slab, v, v->hot_size);
 	}
 }
 
@@ -190,19 +192,24 @@ static struct cache_node *view_layout(struct arena *hot, struct arena *cold, con
 	return v;
 }
 
-static struct cache_node *view_build(const struct node_src *s)
+static struct cache_node *view_build(struct cache *cache, const struct node_src *s)
 {
 	struct arena hot = { NULL, 0 }, cold = { NULL, 0 };
 	view_layout(&hot, &cold, s);
-	void *h = NULL;
+	size_t hot_size = hot.off;
+	void *h = slab_alloc(cache->slab, hot_size);
 	void *c = malloc(cold.off ? cold.off : 1);
-	if (!c || posix_memalign(&h, 64, hot.off)) {
+	if (!c || !h) {
 		free(c);
+		slab_release(cache->slab, h, hot_size);
 		return NULL;
 	}
 	hot = (struct arena){ h, 0 };
 	cold = (struct arena){ c, 0 };
-	return view_layout(&hot, &cold, s);
+	struct cache_node *v = view_layout(&hot, &cold, s);
+	v->slab = cache->slab;
+	v->hot_size = hot_size;
+	return v;
 }
 
 /* ---- snapshots ----------------------------------------------------------- */
@@ -259,7 +266,7 @@ static struct snapshot *snapshot_build(struct cache *c)
 		struct node_src *src = val;
 		if (!src_visible(src))
 			continue;
-		if (!src->view && !(src->view = view_build(src)))
+		if (!src->view && !(src->view = view_build(c, src)))
 			goto fail;
 		atomic_fetch_add(&src->view->refs, 1);
 		s->nodes[s->n++] = src->view;
@@ -296,8 +303,10 @@ struct cache *cache_new(void)
 	strmap_init(&c->srcs);
 	strmap_init(&c->owners);
 	strmap_init(&c->claims);
-	c->current = snapshot_build(c);
+	c->slab = slab_new();
+	c->current = c->slab ? snapshot_build(c) : NULL;
 	if (!c->current) {
+		slab_free(c->slab);
 		free(c);
 		return NULL;
 	}
@@ -330,6 +339,7 @@ void cache_free(struct cache *c)
 	strmap_release(&c->owners);
 	strmap_release(&c->claims);
 	snapshot_release(c->current);
+	slab_free(c->slab);      /* every view is released by now */
 	pthread_mutex_destroy(&c->write_lock);
 	pthread_mutex_destroy(&c->snap_lock);
 	pthread_rwlock_destroy(&c->claims_lock);
@@ -510,7 +520,7 @@ const struct gpu_node *cache_peek(struct cache *c, const char *name)
 	struct node_src *s = strmap_get(&c->srcs, name);
 	if (!s || !src_visible(s))
 		return NULL;
-	if (!s->view && !(s->view = view_build(s)))
+	if (!s->view && !(s->view = view_build(c, s)))
 		return NULL;
 	return s->view->node;
 }
