@@ -16,6 +16,7 @@
 /* A reservation to look at: which pod, on which node. */
 struct lookup {
 	char node[254], uid[64], ns[64], pod[254], claim[254];
+	int64_t since;            /* the entry's, so that a reservation made again stays */
 };
 
 /* A reservation to release: a lookup plus the reason (its first member). */
@@ -55,8 +56,10 @@ static int classify(struct reserve *r, const char *node, const struct ledger_ent
 		return REL_POD_GONE;
 	const struct pod_state *p = strmap_get(&r->pods, e->a.uid);
 	bool late = now - e->a.since > r->o.bind_timeout_s;
+	/* A reservation Lease that went is a hint, not proof: the garbage collector
+	 * deletes it with the pod, but so does a replica whose bind of the pod lost. */
 	if (!p)
-		return late ? -2 : -1;
+		return late || strmap_get(&r->check, e->a.uid) ? -2 : -1;
 	if (p->finished)
 		return REL_POD_FINISHED;
 	if (p->node[0] && strcmp(p->node, node))
@@ -66,19 +69,20 @@ static int classify(struct reserve *r, const char *node, const struct ledger_ent
 	return -1;
 }
 
-/* Looks a pod outside the watch up; the same answers as classify(). */
-static int classify_by_get(struct reserve *r, const struct lookup *l)
+/* Looks a pod outside the watch up; the same answers as classify(), or -3 when it cannot. */
+static int classify_by_get(struct reserve *r, const struct lookup *l, time_t now)
 {
 	char path[768], err[256];
 	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", l->ns, l->pod);
 	struct kube_response resp;
 	kube_response_init(&resp);
-	int reason = -1;
+	int reason = -3;
 	if (kube_request(r->o.client, "GET", path, NULL, NULL, 10, &resp, err, sizeof(err))) {
 		log_warn("reaper: cannot look a pod up; trying later", "pod=%s/%s error=\"%s\"", l->ns, l->pod, err);
 	} else if (resp.status == 404) {
 		reason = REL_POD_GONE;
 	} else if (resp.status == 200) {
+		reason = -1;
 		cJSON *pod = cJSON_ParseWithLength(resp.body.data, resp.body.len);
 		struct api_pod_ref ref;
 		api_pod_ref(pod, &ref);
@@ -88,8 +92,8 @@ static int classify_by_get(struct reserve *r, const struct lookup *l)
 			reason = REL_POD_GONE;          /* a new pod of the same name */
 		else if (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed")))
 			reason = REL_POD_FINISHED;
-		else if (!node || !*node)
-			reason = REL_BIND_TIMEOUT;
+		else if (!node || !*node)        /* (a lookup for a deleted Lease may come before the timeout) */
+			reason = now - l->since > r->o.bind_timeout_s ? REL_BIND_TIMEOUT : -1;
 		else if (strcmp(node, l->node))
 			reason = REL_POD_GONE;
 		cJSON_Delete(pod);
@@ -202,7 +206,7 @@ void reserve_reap(struct reserve *r)
 				if (y)
 					y->reason = why;
 				x = y ? &y->at : NULL;
-			} else if (why == -2 && nlook < MAX_GETS_PER_PASS) {
+			} else if (why == -2 && (nlook < MAX_GETS_PER_PASS || strmap_get(&r->check, e->a.uid))) {
 				x = push(&look, &nlook, &clook, sizeof(*look));
 			}
 			if (x) {
@@ -211,6 +215,7 @@ void reserve_reap(struct reserve *r)
 				snprintf(x->ns, sizeof(x->ns), "%s", e->a.ns);
 				snprintf(x->pod, sizeof(x->pod), "%s", e->a.name);
 				snprintf(x->claim, sizeof(x->claim), "%s", e->claim);
+				x->since = e->a.since;
 			}
 		}
 	}
@@ -232,6 +237,17 @@ void reserve_reap(struct reserve *r)
 		if (claim_copy(&x->claim, &p->claim))
 			nrep--;
 	}
+	/* Lease deletions of pods that hold nothing any more, or are watched: nothing to look up. */
+	for (;;) {
+		char *old = NULL;
+		for (size_t pos = 0; !old && strmap_next(&r->check, &pos, &key, &val);)
+			if (!strmap_get(&reserved, key) || strmap_get(&r->pods, key))
+				old = strdup(key);
+		if (!old)
+			break;
+		strmap_del(&r->check, old);
+		free(old);
+	}
 	/* Forget deleted pods after a while. */
 	for (;;) {
 		char *old = NULL;
@@ -247,7 +263,15 @@ void reserve_reap(struct reserve *r)
 	strmap_release(&reserved);
 
 	for (size_t i = 0; i < nlook; i++) {
-		int why = classify_by_get(r, &look[i]);
+		int why = classify_by_get(r, &look[i], now);
+		if (why != -3) {
+			/* Answered (marks from after this pass began stay, for the next one). */
+			pthread_mutex_lock(&r->lock);
+			void *when = strmap_get(&r->check, look[i].uid);
+			if (when && (time_t)(intptr_t)when < now)
+				strmap_del(&r->check, look[i].uid);
+			pthread_mutex_unlock(&r->lock);
+		}
 		struct release *y = why >= 0 ? push(&rel, &nrel, &crel, sizeof(*rel)) : NULL;
 		if (!y)
 			continue;
@@ -259,16 +283,18 @@ void reserve_reap(struct reserve *r)
 		if (!rel[i].at.node[0])
 			continue;
 		const char *uids[64];
+		int64_t since[64];
 		size_t idx[64];
 		int n = 0;
 		for (size_t j = i; j < nrel && n < 64; j++) {
 			if (rel[j].at.node[0] && !strcmp(rel[j].at.node, rel[i].at.node)) {
 				idx[n] = j;
+				since[n] = rel[j].at.since;
 				uids[n++] = rel[j].at.uid;
 			}
 		}
 		char err[256];
-		bool ok = !reserve_release(r, rel[i].at.node, uids, n, err, sizeof(err));
+		bool ok = !reserve_release(r, rel[i].at.node, uids, since, n, err, sizeof(err));
 		if (!ok)
 			log_warn("reaper: cannot release now; retrying next pass", "node=%s error=\"%s\"", rel[i].at.node, err);
 		for (int k = 0; k < n; k++) {
@@ -351,6 +377,7 @@ struct reserve *reserve_new(const struct reserve_opts *o)
 	strmap_init(&r->pods);
 	strmap_init(&r->reservations);
 	strmap_init(&r->gone);
+	strmap_init(&r->check);
 	return r;
 }
 
@@ -418,6 +445,7 @@ void reserve_free(struct reserve *r)
 	strmap_release(&r->pods);
 	strmap_release(&r->reservations);
 	strmap_release(&r->gone);
+	strmap_release(&r->check);
 	pthread_mutex_destroy(&r->lock);
 	pthread_cond_destroy(&r->wake);
 	free(r);

@@ -100,10 +100,12 @@ out:
 }
 
 /* Removes the pods' entries from a ledger. */
+enum { REMOVED = 1, KEPT = 2 };          /* what became of each entry; 0: not there */
 struct remove_ctx {
 	const char *const *uids;
+	const int64_t *since;
+	unsigned char *what;
 	int n;
-	int removed;
 };
 
 static int edit_remove(void *ctx, struct ledger *l, char *err, size_t errlen)
@@ -111,36 +113,88 @@ static int edit_remove(void *ctx, struct ledger *l, char *err, size_t errlen)
 	(void)err;
 	(void)errlen;
 	struct remove_ctx *rc = ctx;
-	rc->removed = 0;
+	int removed = 0;
 	for (int k = 0; k < rc->n; k++) {
 		int i = ledger_find(l, rc->uids[k]);
-		if (i >= 0) {
-			ledger_remove_at(l, i);
-			rc->removed++;
+		rc->what[k] = 0;
+		if (i < 0)
+			continue;
+		if (rc->since && l->e[i].a.since != rc->since[k]) {
+			rc->what[k] = KEPT;         /* reserved again since the caller looked */
+			continue;
 		}
+		ledger_remove_at(l, i);
+		rc->what[k] = REMOVED;
+		removed++;
 	}
-	return rc->removed ? LEDGER_WRITE : LEDGER_UNCHANGED;
+	return removed ? LEDGER_WRITE : LEDGER_UNCHANGED;
 }
 
-int reserve_release(struct reserve *r, const char *node, const char *const *uids, int n,
+int reserve_release(struct reserve *r, const char *node, const char *const *uids, const int64_t *since, int n,
 		    char *err, size_t errlen)
 {
-	struct remove_ctx rc = { uids, n, 0 };
-	int res = reserve_ledger_update(r, node, edit_remove, &rc, err, errlen);
-	if (res < 0)
+	unsigned char *what = calloc((size_t)n + 1, 1);
+	if (!what) {
+		snprintf(err, errlen, "out of memory");
 		return -1;
+	}
+	struct remove_ctx rc = { uids, since, what, n };
+	int res = reserve_ledger_update(r, node, edit_remove, &rc, err, errlen);
+	if (res < 0) {
+		free(what);
+		return -1;
+	}
+	struct alloc a;
+	char where[256];
 	cache_lock(r->o.cache);
-	for (int k = 0; k < n; k++)
-		cache_remove_alloc(r->o.cache, uids[k]);
+	for (int k = 0; k < n; k++) {
+		/* Only this node's record: the pod may hold a newer reservation elsewhere. */
+		if (what[k] != KEPT && cache_find_alloc(r->o.cache, uids[k], &a, where, sizeof(where)) &&
+		    !strcmp(where, node))
+			cache_remove_alloc(r->o.cache, uids[k]);
+	}
 	cache_unlock(r->o.cache);
 	for (int k = 0; k < n; k++)
-		reserve_delete_reservation(r, uids[k]);
+		if (what[k] != KEPT)
+			reserve_delete_reservation(r, uids[k], node);
+	free(what);
 	return 0;
 }
 
 /* ---- reservation Leases and GpuClaim status -------------------------------- */
 
-void reserve_delete_reservation(struct reserve *r, const char *uid)
+static void reservation_path(const char *ns, const char *uid, char *out, size_t size)
+{
+	char name[128];
+	ledger_reservation_name(uid, name, sizeof(name));
+	snprintf(out, size, "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", ns, name);
+}
+
+/* The reservation Lease's node annotation and resourceVersion; 1 found, 0 not there, -1 error. */
+static int read_reservation(struct reserve *r, const char *path, char *node, size_t nsize, char *rv, size_t rvsize)
+{
+	char err[256];
+	struct kube_response resp;
+	kube_response_init(&resp);
+	int found = -1;
+	if (!kube_request(r->o.client, "GET", path, NULL, NULL, 10, &resp, err, sizeof(err))) {
+		if (resp.status == 404) {
+			found = 0;
+		} else if (resp.status == 200) {
+			cJSON *obj = cJSON_ParseWithLength(resp.body.data, resp.body.len);
+			const char *n = api_annotation(obj, LEDGER_ANN_NODE);
+			const char *v = api_str(api_path(obj, "metadata"), "resourceVersion");
+			snprintf(node, nsize, "%s", n ? n : "");
+			snprintf(rv, rvsize, "%s", v ? v : "");
+			found = obj && v ? 1 : -1;
+			cJSON_Delete(obj);
+		}
+	}
+	kube_response_release(&resp);
+	return found;
+}
+
+void reserve_delete_reservation(struct reserve *r, const char *uid, const char *node)
 {
 	char ns[64] = "";
 	pthread_mutex_lock(&r->lock);
@@ -150,19 +204,74 @@ void reserve_delete_reservation(struct reserve *r, const char *uid)
 	pthread_mutex_unlock(&r->lock);
 	if (!ns[0])
 		return;
-	char name[128], path[512], err[256];
-	ledger_reservation_name(uid, name, sizeof(name));
-	snprintf(path, sizeof(path), "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", ns, name);
+	/* One Lease per pod, whichever node: a bind of this pod on another node
+	 * (that won a race with ours) may own it now. Only ours goes, and only the
+	 * version just read. */
+	char path[512], err[256], lnode[254], rv[64], body[160];
+	reservation_path(ns, uid, path, sizeof(path));
+	int found = read_reservation(r, path, lnode, sizeof(lnode), rv, sizeof(rv));
+	if (found == 0 || (found == 1 && strcmp(lnode, node)))
+		return;
 	struct kube_response resp;
 	kube_response_init(&resp);
-	if (kube_request(r->o.client, "DELETE", path, NULL, NULL, 10, &resp, err, sizeof(err)) ||
-	    (resp.status >= 300 && resp.status != 404))
+	if (found == 1)
+		snprintf(body, sizeof(body),
+			 "{\"apiVersion\":\"v1\",\"kind\":\"DeleteOptions\",\"preconditions\":{\"resourceVersion\":\"%s\"}}", rv);
+	if (found < 0 ||
+	    kube_request(r->o.client, "DELETE", path, body, NULL, 10, &resp, err, sizeof(err)) ||
+	    (resp.status >= 300 && resp.status != 404 && resp.status != 409))
 		log_warn("cannot delete a reservation Lease (the garbage collector will, with the pod)",
-			 "lease=%s/%s status=%ld", ns, name, resp.status);
+			 "lease=%s status=%ld", path, resp.status);
 	kube_response_release(&resp);
 }
 
-static int create_reservation(struct reserve *r, const struct ledger_entry *e, const char *node,
+/* After a successful binding: the pod's reservation Lease records this node.
+ * A racing bind of the same pod elsewhere may have created it first (our POST
+ * got 409) or deleted it. */
+static void ensure_reservation(struct reserve *r, const struct ledger_entry *e, const char *node)
+{
+	char path[512], lnode[254], rv[64], err[256];
+	reservation_path(e->a.ns, e->a.uid, path, sizeof(path));
+	struct buf body, put;
+	buf_init(&body, 1 << 16);
+	buf_init(&put, 1 << 16);
+	ledger_encode_reservation(e, node, &body);
+	const char *meta = strstr(buf_cstr(&body), "\"metadata\":{");
+	struct kube_response resp;
+	kube_response_init(&resp);
+	bool done = false;
+	for (int attempt = 0; attempt < 4 && !done && meta; attempt++) {
+		int found = read_reservation(r, path, lnode, sizeof(lnode), rv, sizeof(rv));
+		if (found < 0)
+			break;
+		if (found == 1 && !strcmp(lnode, node)) {
+			done = true;
+			break;
+		}
+		char url[512];
+		snprintf(url, sizeof(url), "/apis/coordination.k8s.io/v1/namespaces/%s/leases", e->a.ns);
+		buf_clear(&put);
+		if (found == 1) {
+			/* The same object with the version read: a concurrent change wins, and we look again. */
+			size_t head = (size_t)(meta - buf_cstr(&body)) + strlen("\"metadata\":{");
+			buf_add(&put, buf_cstr(&body), head);
+			buf_printf(&put, "\"resourceVersion\":\"%s\",", rv);
+			buf_adds(&put, buf_cstr(&body) + head);
+		}
+		if (kube_request(r->o.client, found ? "PUT" : "POST", found ? path : url,
+				 found ? buf_cstr(&put) : buf_cstr(&body), NULL, 10, &resp, err, sizeof(err)))
+			break;
+		done = resp.status == 200 || resp.status == 201;
+	}
+	if (!done)
+		log_warn("cannot make the reservation Lease record its node; the reaper looks the pod up instead",
+			 "lease=%s node=%s", path, node);
+	kube_response_release(&resp);
+	buf_release(&put);
+	buf_release(&body);
+}
+
+static int create_reservation(struct reserve *r, const struct ledger_entry *e, const char *node, bool *created,
 			      char *err, size_t errlen)
 {
 	struct buf body;
@@ -178,6 +287,7 @@ static int create_reservation(struct reserve *r, const struct ledger_entry *e, c
 			 kube_status_message(&resp, msg, sizeof(msg)));
 		rc = -1;
 	}
+	*created = !rc && resp.status != 409;
 	if (!rc) {
 		/* Known now, so a release deletes it even before the watch reports it. */
 		pthread_mutex_lock(&r->lock);
@@ -239,9 +349,15 @@ static int edit_reserve(void *ctx, struct ledger *l, char *err, size_t errlen)
 	struct bind_ctx *b = ctx;
 	int i = ledger_find(l, b->req->uid);
 	if (i >= 0) {
-		b->entry = l->e[i];           /* a retried bind: keep what was reserved */
+		/* A retried bind (or a second scheduler's bind of the pod to this node):
+		 * keep what was reserved, from now on, so that a release decided on the
+		 * older version (a reaper that found the pod unbound too long) leaves it. */
 		b->existed = true;
-		return LEDGER_UNCHANGED;
+		int64_t now = (int64_t)time(NULL);
+		bool refresh = l->e[i].a.since != now;
+		l->e[i].a.since = now;
+		b->entry = l->e[i];
+		return refresh ? LEDGER_WRITE : LEDGER_UNCHANGED;
 	}
 	/* The node as this ledger version says it is used, then the policy's choice. */
 	struct gpu_node *n = gpu_node_clone(b->node);
@@ -380,18 +496,14 @@ int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t er
 	if (!claim_wants_gpu(req->claim))
 		return post_binding(r, req, NULL, NULL, err, errlen) ? BIND_ERROR : BIND_OK;
 
-	/* A pod holds GPUs on one node only: drop an older reservation elsewhere. */
+	/* A pod holds GPUs on one node only: an older reservation elsewhere (a bind
+	 * that failed half-way) goes once this bind succeeded, not before: until
+	 * then the pod may be being bound there by another replica. */
 	struct alloc old;
 	char where[256];
 	cache_lock(r->o.cache);
 	bool moved = cache_find_alloc(r->o.cache, req->uid, &old, where, sizeof(where)) && strcmp(where, req->node);
 	cache_unlock(r->o.cache);
-	if (moved) {
-		const char *uid = req->uid;
-		if (reserve_release(r, where, &uid, 1, err, errlen))
-			return BIND_ERROR;
-		metrics_inc(M_RELEASED, REL_BIND_FAILED);
-	}
 
 	struct bind_ctx b = { .r = r, .req = req };
 	b.node = cache_clone_devices(r->o.cache, req->node);
@@ -412,13 +524,14 @@ int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t er
 
 	char ids[256];
 	alloc_ids(&b.entry.a, ids, sizeof(ids));
-	if (create_reservation(r, &b.entry, req->node, err, errlen) ||
+	bool created = false;
+	if (create_reservation(r, &b.entry, req->node, &created, err, errlen) ||
 	    post_binding(r, req, b.node, &b.entry, err, errlen)) {
 		char why[512];
 		snprintf(why, sizeof(why), "%s", err);
 		const char *uid = req->uid;
 		char rel_err[256];
-		if (reserve_release(r, req->node, &uid, 1, rel_err, sizeof(rel_err)))
+		if (reserve_release(r, req->node, &uid, &b.entry.a.since, 1, rel_err, sizeof(rel_err)))
 			log_warn("cannot release a failed bind's reservation now; the reaper will", "pod=%s/%s error=\"%s\"",
 				 req->ns, req->name, rel_err);
 		else
@@ -428,6 +541,20 @@ int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t er
 		gpu_node_free(b.node);
 		return BIND_ERROR;
 	}
+	if (moved) {
+		const char *uid = req->uid;
+		char rel_err[256];
+		if (reserve_release(r, where, &uid, &old.since, 1, rel_err, sizeof(rel_err)))
+			log_warn("cannot release a moved pod's older reservation now; the reaper will", "pod=%s/%s node=%s error=\"%s\"",
+				 req->ns, req->name, where, rel_err);
+		else {
+			metrics_inc(M_RELEASED, REL_BIND_FAILED);
+			log_info("released a reservation", "pod=%s/%s node=%s reason=\"bound to %s instead\"", req->ns,
+				 req->name, where, req->node);
+		}
+	}
+	if (!created)
+		ensure_reservation(r, &b.entry, req->node);
 	char pod[320];
 	snprintf(pod, sizeof(pod), "%s/%s", req->ns, req->name);
 	reserve_claim_status(r, req->ns, req->claim->gpuclaim, "Bound", req->node, ids, pod, "");

@@ -35,7 +35,8 @@ struct reserve {
 	struct strmap ledgers;          /* node -> struct ledger_box * */
 	struct strmap pods;             /* uid -> struct pod_state * */
 	struct strmap reservations;     /* uid -> namespace (char *) of its reservation Lease */
-	struct strmap gone;             /* uid -> (void *)time: pod deleted, or its Lease collected */
+	struct strmap gone;             /* uid -> (void *)time: pod deleted (pod watch) */
+	struct strmap check;            /* uid -> (void *)time: its reservation Lease went; look the pod up */
 	uint64_t pods_gen, resv_gen, ledger_gen;
 	struct reflector *watch[3];
 	pthread_t reaper;
@@ -56,10 +57,15 @@ typedef int (*ledger_edit_fn)(void *ctx, struct ledger *l, char *err, size_t err
  */
 int reserve_ledger_update(struct reserve *r, const char *node, ledger_edit_fn edit, void *ctx,
 			  char *err, size_t errlen);
-/* Removes the pods' reservations on the node (ledger, cache, their Leases). */
-int reserve_release(struct reserve *r, const char *node, const char *const *uids, int n,
+/*
+ * Removes the pods' reservations on the node (ledger, cache, their Leases).
+ * With since, only entries whose since is since[k]: a reservation made again
+ * after the caller looked (a retried bind refreshes it) stays.
+ */
+int reserve_release(struct reserve *r, const char *node, const char *const *uids, const int64_t *since, int n,
 		    char *err, size_t errlen);
-void reserve_delete_reservation(struct reserve *r, const char *uid);
+/* Deletes the pod's reservation Lease if it records a reservation on node. */
+void reserve_delete_reservation(struct reserve *r, const char *uid, const char *node);
 void reserve_claim_status(struct reserve *r, const char *ns, const char *claim, const char *phase,
 			  const char *node, const char *ids, const char *pod, const char *message);
 /* The reflector sinks (watch.c). */

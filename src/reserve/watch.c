@@ -31,6 +31,47 @@ static void ledger_begin(void *ctx)
 	cache_relist_begin(r->o.cache, CACHE_ALLOCS);
 }
 
+/* The cache's allocations of a node: exactly its ledger. */
+static void cache_from_ledger(struct reserve *r, const char *node, const struct ledger *l)
+{
+	struct alloc *a = malloc(((size_t)l->n + 1) * sizeof(*a));
+	if (!a) {
+		log_error("out of memory storing a ledger", "node=%s", node);
+		return;
+	}
+	for (int i = 0; i < l->n; i++)
+		a[i] = l->e[i].a;
+	cache_set_allocs(r->o.cache, node, a, l->n);
+	free(a);
+}
+
+/*
+ * The cache keeps one reservation per pod (a record on another node moves
+ * it), but the ledgers may hold a pod on two nodes for a while: two binds of
+ * the pod raced, and the loser has not released its own yet (or crashed
+ * before it could; then the reaper does). When a ledger drops a pod that
+ * another ledger still holds, that node gets its record back; otherwise the
+ * filter would see GPUs free that the ledger holds, and binds there would
+ * fail until that ledger's next write, which a full node never gets.
+ */
+static void restore_elsewhere(struct reserve *r, const char *node, const struct ledger *old,
+			      const struct ledger *now)
+{
+	for (int i = 0; old && i < old->n; i++) {
+		const char *uid = old->e[i].a.uid;
+		if (now && ledger_find(now, uid) >= 0)
+			continue;
+		const char *key;
+		void *val;
+		for (size_t pos = 0; strmap_next(&r->ledgers, &pos, &key, &val);) {
+			const struct ledger_box *box = val;
+			/* (During a relist, only ledgers listed again: the others may be gone.) */
+			if (box->gen == r->ledger_gen && strcmp(key, node) && ledger_find(&box->l, uid) >= 0)
+				cache_from_ledger(r, key, &box->l);
+		}
+	}
+}
+
 static void ledger_store(struct reserve *r, const char *node, struct ledger *l)
 {
 	struct alloc *a = malloc(((size_t)l->n + 1) * sizeof(*a));
@@ -54,6 +95,7 @@ static void ledger_store(struct reserve *r, const char *node, struct ledger *l)
 		free(box);
 	}
 	if (old) {
+		restore_elsewhere(r, node, &((struct ledger_box *)old)->l, &box->l);
 		ledger_release(&((struct ledger_box *)old)->l);
 		free(old);
 	}
@@ -67,11 +109,12 @@ static void ledger_apply(void *ctx, bool deleted, const cJSON *obj)
 		return;
 	if (deleted) {
 		struct ledger_box *box = strmap_del(&r->ledgers, node);
+		cache_set_allocs(r->o.cache, node, NULL, 0);
 		if (box) {
+			restore_elsewhere(r, node, &box->l, NULL);
 			ledger_release(&box->l);
 			free(box);
 		}
-		cache_set_allocs(r->o.cache, node, NULL, 0);
 		return;
 	}
 	struct ledger l;
@@ -170,8 +213,12 @@ static void resv_apply(void *ctx, bool deleted, const cJSON *obj)
 	if (!uid || !ns)
 		return;
 	if (deleted) {
+		/* Usually the garbage collector, with the pod; but a replica whose bind
+		 * of the pod lost a race deletes its own too: the reaper looks the pod
+		 * up (the pod watch, or a GET) rather than taking it for gone. */
 		free(strmap_del(&r->reservations, uid));
-		mark_gone(r, uid);
+		strmap_put(&r->check, uid, (void *)(intptr_t)time(NULL), NULL);
+		pthread_cond_signal(&r->wake);
 		return;
 	}
 	char *copy = strdup(ns);

@@ -1,0 +1,488 @@
+#!/usr/bin/env bash
+# Reservations under races, crashes and releases, against a real control plane:
+# two extender replicas and two kube-schedulers with the same schedulerName
+# competing for fewer GPUs than pods (exclusive, then shared); concurrent /bind
+# from many threads against both replicas; kill -9 of the extender mid-bind;
+# deleted and finished pods giving their GPUs back. After each, every Lease
+# and every pod annotation is checked by test/e2e/verify_allocations.py.
+#
+#   test/e2e/run.sh test/e2e/reserve.sh
+#   RESERVE_SCENARIOS="1 3" bash test/e2e/reserve.sh     # a subset
+set -u
+cd "$(dirname "$0")/../.."
+. test/cluster/cluster.sh
+. test/e2e/lib.sh
+
+SCENARIOS=${RESERVE_SCENARIOS:-1 2 3 4 5}
+want() { [[ " $SCENARIOS " == *" $1 "* ]]; }
+T_START=$SECONDS
+# Small bounds so that the reaper's work is visible within the suite's time.
+BIND_TIMEOUT=5
+REAP_INTERVAL=1
+EXT_FLAGS=(--reap-interval "$REAP_INTERVAL" --bind-timeout "$BIND_TIMEOUT")
+# The reaper's bound for a reservation whose bind died: older than bind-timeout
+# (whole seconds: +1), then the next pass (a reap interval, +1 s pause after a
+# wake-up), plus 1 s for the pass itself and for looking.
+REAP_BOUND=$((BIND_TIMEOUT + 1 + 2 * REAP_INTERVAL + 1))
+# "No more pods get bound": no change for longer than kube-scheduler's longest
+# pod backoff (10 s), so that a pod whose bind failed has had its retry.
+SETTLE=11
+LOAD=test/e2e/reserve_load.py
+VERIFY=test/e2e/verify_allocations.py
+
+e2e_setup || { echo "reserve: 0 passed, 1 failed (cluster setup)"; exit 1; }
+WORK=$CLUSTER_DIR/reserve
+mkdir -p "$WORK"
+
+note() { echo "  .. $*"; }
+# Binds of one pod by both replicas at once (the loser's POST binding got 409).
+same_pod_races() {  # NS
+  cat "$(cluster_log ext1)" "$(cluster_log ext2)" | grep "pod=$1/" | grep -c 'already assigned to node'
+}
+
+# ---- helpers -------------------------------------------------------------------
+
+# pool NAME NODES COUNT [MODEL [ISLANDS [MIB]]]: nodes NAME-1..NAME-NODES labelled pool=NAME
+pool() {
+  local name=$1 n=$2 i; shift 2
+  for ((i = 1; i <= n; i++)); do
+    cluster_create_gpu_node "$name-$i" "pool=$name" >/dev/null && e2e_gns "$name-$i" "$@" || return 1
+  done
+}
+pool_nodes() { local i s=""; for ((i = 1; i <= $2; i++)); do s+="${s:+,}$1-$i"; done; echo "$s"; }
+
+# An extender on a fixed port (restarts keep the URL the scheduler was given).
+start_ext() {  # NAME PORT
+  cluster_spawn "$1" "$E2E_EXTENDER" serve --kubeconfig "$CLUSTER_EXTENDER_KUBECONFIG" \
+    --listen "127.0.0.1:$2" --identity "$1" "${EXT_FLAGS[@]}"
+  disown "$CLUSTER_LAST_PID" 2>/dev/null   # no "Killed" job notices after kill9
+  cluster_wait 30 "$1 ready" curl -sf "http://127.0.0.1:$2/readyz"
+}
+
+# kill -9 of a spawned process (cluster_kill sends TERM, which lets it finish a bind).
+kill9() {
+  local pid
+  pid=$(_cluster_pid_of "$1") || return 1
+  kill -KILL -- "-$pid" 2>/dev/null
+  local i
+  for ((i = 0; i < 50; i++)); do _cluster_group_alive "$pid" || return 0; sleep 0.1; done
+  return 1
+}
+
+# Sum of a counter (all label values, or those matching LABEL) on the extenders' /metrics.
+metric() {  # NAME [LABEL_RE] URL...
+  local name=$1 re=$2; shift 2
+  local u
+  for u in "$@"; do curl -sf "$u/metrics"; done |
+    awk -v n="$name" -v re="$re" '$1 ~ "^"n"({|$)" && (re == "" || $1 ~ re) {s += $2} END {printf "%d\n", s}'
+}
+
+snapshot() {  # DIR
+  mkdir -p "$1"
+  kubectl get lease -A -o json >"$1/leases.json" &&
+    kubectl get pods -A -o json >"$1/pods.json" &&
+    kubectl get gpunodestatuses -o json >"$1/gns.json"
+}
+
+# verify DIR [verifier flags]: snapshot now, check; output kept in DIR/verify.txt
+verify() {
+  local d=$1; shift
+  snapshot "$d" || { echo "cannot read the cluster"; return 1; }
+  python3 "$VERIFY" --leases "$d/leases.json" --pods "$d/pods.json" --gns "$d/gns.json" "$@" >"$d/verify.txt"
+  local rc=$?
+  cat "$d/verify.txt"
+  return $rc
+}
+summary_of() { sed -n 's/^summary: //p' "$1/verify.txt"; }
+jfield() { python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(eval(sys.argv[2], {}, d))' "$1" "$2"; }
+
+count_bound() {  # NS
+  kubectl -n "$1" get pods -o 'jsonpath={range .items[*]}{.spec.nodeName}{"\n"}{end}' | grep -c .
+}
+
+# wait_settled NS STABLE TIMEOUT: until the bound count of NS has not changed for STABLE s.
+wait_settled() {
+  local ns=$1 stable=$2 timeout=$3 last=-1 since=$SECONDS start=$SECONDS now
+  while ((SECONDS - start < timeout)); do
+    now=$(count_bound "$ns")
+    if [[ $now != "$last" ]]; then last=$now since=$SECONDS; fi
+    ((SECONDS - since >= stable)) && { echo "$now"; return 0; }
+    sleep 0.5
+  done
+  echo "$last"
+  return 1
+}
+
+# failed_unbound LOAD_JSON NS: every pod whose bind answered an Error (not
+# abandoned) is unbound, or bound where an earlier cut-off attempt put it
+# ("already assigned to node X"); every pod the client bound is there.
+failed_unbound() {
+  python3 - "$1" <(kubectl -n "$2" get pods -o json) <<'PY'
+import json, re, sys
+load = json.loads(sys.argv[1])
+pods = {p["metadata"]["name"]: p["spec"].get("nodeName") or "" for p in json.load(open(sys.argv[2]))["items"]}
+bad = 0
+for name, err in load["failed"].items():
+    if err.startswith("abandoned"):
+        continue
+    m = re.search(r'already assigned to node \\?"([^"\\]+)', err)
+    if pods.get(name) and not (m and m.group(1) == pods[name]):
+        print("%s answered %r but is bound to %s" % (name, err[:160], pods[name])); bad = 1
+for name, node in (load["bound"].items() if isinstance(load["bound"], dict) else []):
+    if pods.get(name) != node:
+        print("%s was bound through the extender to %s, in the API it is on %r" % (name, node, pods.get(name))); bad = 1
+sys.exit(bad)
+PY
+}
+
+# Where each reservation is, in any ledger or as a Lease.
+held() {  # UID: true while a ledger entry or a reservation Lease of UID exists
+  kubectl get lease -A -o json | python3 -c '
+import json, sys
+uid = sys.argv[1]
+for l in json.load(sys.stdin)["items"]:
+    md = l["metadata"]
+    if md["name"] == "gpu-reservation." + uid:
+        sys.exit(0)
+    if uid in ((md.get("annotations") or {}).get("gpu.scheduling/reservations") or ""):
+        sys.exit(0)
+sys.exit(1)' "$1"
+}
+
+create_pods() {  # NS PREFIX SPEC [load flags]
+  python3 "$LOAD" pods "$@" | kubectl create -f - >/dev/null
+}
+
+cleanup_ns() {  # NS: pods go at once; the garbage collector and the reapers do the rest
+  kubectl -n "$1" delete pods --all --force --grace-period=0 --wait=false >/dev/null 2>&1
+}
+
+# Both schedulers and both extenders, as in the race scenarios.
+start_race_schedulers() {
+  (e2e_start_scheduler sched1 "$URL1") &
+  local p1=$!
+  (e2e_start_scheduler sched2 "$URL2") &
+  local p2=$!
+  wait $p1 && wait $p2
+}
+stop_schedulers() {
+  cluster_alive scheduler-sched1 && cluster_stop_scheduler sched1
+  cluster_alive scheduler-sched2 && cluster_stop_scheduler sched2
+  return 0
+}
+
+PORT1=$(e2e_free_port) PORT2=$(e2e_free_port)
+while [[ $PORT2 == "$PORT1" ]]; do PORT2=$(e2e_free_port); done
+URL1=http://127.0.0.1:$PORT1 URL2=http://127.0.0.1:$PORT2
+start_ext ext1 "$PORT1" && start_ext ext2 "$PORT2" || { echo "reserve: 0 passed, 1 failed (extenders)"; exit 1; }
+
+# ==== 1. race, exclusive ============================================================
+# 6 nodes x 4 GPUs; 150 pods of 1 or 2 GPUs (200 GPUs asked); both schedulers
+# (one schedulerName) race for every pod and every GPU, each through its own
+# extender replica.
+if want 1; then
+  t0=$SECONDS
+  NS=race-excl
+  cluster_ensure_namespace "$NS" >/dev/null
+  pool rx 6 4 || echo "pool rx failed"
+  RX_NODES=$(pool_nodes rx 6)
+  c0=$(metric gpu_extender_reservation_conflicts_total "" "$URL1" "$URL2")
+  start_race_schedulers || echo "schedulers failed to start"
+  # Created while both schedulers run: each pod reaches both queues at once, and
+  # both pick the oldest first, so they race for the same pods (not only GPUs).
+  create_pods "$NS" rx 100xgpu1,50xgpu2 --selector pool=rx --managed-every 2
+  bound=$(wait_settled "$NS" $SETTLE 90)
+  c1=$(metric gpu_extender_reservation_conflicts_total "" "$URL1" "$URL2")
+  RX_CONFLICTS=$((c1 - c0))
+  e2e_check "race/exclusive: zero double allocations; ledgers, Leases and annotations agree" \
+    verify "$WORK/s1" --full-use "$NS" --nodes "$RX_NODES"
+  s=$(summary_of "$WORK/s1")
+  check_rx_full() {
+    local used
+    used=$(jfield "$s" gpus_used)
+    [[ $used == 24 ]] || { echo "$used of 24 GPUs in use ($s)"; return 1; }
+  }
+  e2e_check "race/exclusive: all 24 GPUs in use with pods pending" check_rx_full
+  check_rx_conflicts() {
+    ((RX_CONFLICTS > 0)) || { echo "no reservation conflicts: the race did not happen"; return 1; }
+  }
+  e2e_check "race/exclusive: the replicas really raced (reservation conflicts > 0)" check_rx_conflicts
+  note "race/exclusive: 150 pods (100x1 + 50x2 GPUs) for 24 GPUs; $bound bound; conflicts $RX_CONFLICTS;" \
+    "both replicas bound the same pod $(same_pod_races $NS) times;" \
+    "binds ok ext1 $(metric gpu_extender_binds_total 'result="ok"' "$URL1") ext2 $(metric gpu_extender_binds_total 'result="ok"' "$URL2");" \
+    "failed $(metric gpu_extender_binds_total 'result="(no_fit|conflict|error)"' "$URL1" "$URL2"); $((SECONDS - t0))s"
+  note "race/exclusive summary: $s"
+  stop_schedulers
+  cleanup_ns "$NS"
+fi
+
+# ==== 2. race, shared ===============================================================
+# 4 nodes x 2 GPUs of 81559 MiB; 30 pods asking gpu-core 30 + gpu-memory 20000
+# (at most 3 per GPU, by compute) and 6 exclusive 1-GPU pods on the same GPUs.
+if want 2; then
+  t0=$SECONDS
+  NS=race-shared
+  cluster_ensure_namespace "$NS" >/dev/null
+  pool rs 4 2 "NVIDIA H100 80GB HBM3" 1 81559 || echo "pool rs failed"
+  RS_NODES=$(pool_nodes rs 4)
+  c0=$(metric gpu_extender_reservation_conflicts_total "" "$URL1" "$URL2")
+  start_race_schedulers || echo "schedulers failed to start"
+  create_pods "$NS" rs 30xshared,6xgpu1 --selector pool=rs --managed-every 2
+  bound=$(wait_settled "$NS" $SETTLE 90)
+  c1=$(metric gpu_extender_reservation_conflicts_total "" "$URL1" "$URL2")
+  RS_CONFLICTS=$((c1 - c0))
+  e2e_check "race/shared: memory and compute sums within capacity; no exclusive overlap" \
+    verify "$WORK/s2" --full-use "$NS" --nodes "$RS_NODES"
+  s=$(summary_of "$WORK/s2")
+  check_rs_full() {
+    local used
+    used=$(jfield "$s" gpus_used)
+    [[ $used == 8 ]] || { echo "$used of 8 GPUs in use ($s)"; return 1; }
+  }
+  e2e_check "race/shared: all 8 GPUs in use; no pending pod fits" check_rs_full
+  note "race/shared: 36 pods (30 shared + 6 exclusive) for 8 GPUs; $bound bound; conflicts $RS_CONFLICTS;" \
+    "both replicas bound the same pod $(same_pod_races $NS) times; $((SECONDS - t0))s"
+  note "race/shared summary: $s"
+  stop_schedulers
+  cleanup_ns "$NS"
+fi
+
+# ==== 3. concurrent /filter + /bind from 16 threads, no scheduler =================
+# 3 nodes x 4 GPUs; 40 one-GPU pods of a schedulerName nobody serves; each pod
+# is filtered and bound through a random replica, retried like kube-scheduler
+# while the filter still passes some node.
+if want 3; then
+  t0=$SECONDS
+  NS=binds
+  cluster_ensure_namespace "$NS" >/dev/null
+  pool rb 3 4 || echo "pool rb failed"
+  RB_NODES=$(pool_nodes rb 3)
+  c0=$(metric gpu_extender_reservation_conflicts_total "" "$URL1" "$URL2")
+  create_pods "$NS" rb 40xgpu1 --scheduler none --managed-every 3
+  kubectl -n "$NS" get pods -o json >"$WORK/s3-pods.json"
+  python3 "$LOAD" binds "$WORK/s3-pods.json" "$URL1,$URL2" "$RB_NODES" --threads 16 >"$WORK/s3-load.json"
+  c1=$(metric gpu_extender_reservation_conflicts_total "" "$URL1" "$URL2")
+  RB_CONFLICTS=$((c1 - c0))
+  load=$(cat "$WORK/s3-load.json")
+  check_rb_counts() {
+    local ok fail api
+    ok=$(jfield "$load" 'len(bound)') fail=$(jfield "$load" 'len(failed)')
+    api=$(count_bound "$NS")
+    [[ $ok == 12 && $fail == 28 && $api == 12 ]] ||
+      { echo "binds ok $ok, failed $fail, pods bound in the API $api (want 12, 28, 12)"; jfield "$load" 'failed'; return 1; }
+  }
+  e2e_check "binds: exactly as many succeed as GPUs (12 of 40)" check_rb_counts
+  e2e_check "binds: pods that got an Error stay unbound; the others are where /bind said" failed_unbound "$load" "$NS"
+  e2e_check "binds: zero double allocations" verify "$WORK/s3" --full-use "$NS" --nodes "$RB_NODES"
+  note "binds: 40 pods, 12 GPUs, 16 threads, 2 replicas: $(jfield "$load" 'binds') binds" \
+    "($(jfield "$load" 'bind_errors') refused, $(jfield "$load" 'retried') of them on a retry), $(jfield "$load" 'filters') filters;" \
+    "conflicts $RB_CONFLICTS; $((SECONDS - t0))s"
+  cleanup_ns "$NS"
+fi
+
+# ==== 4. kill -9 of the extender during binds ======================================
+# One replica, ext1 (ext2 stopped), with its scheduler sched1, on 10 nodes x 8
+# GPUs. 8 waves of 10 one-GPU pods: 4 for sched1, created while ext1 is down
+# (they come back from their backoff), and 6 that a 6-thread client filters
+# and binds directly (schedulerName none) as soon as ext1 is ready again. A
+# direct client whose request is cut off waits for /readyz and tries again,
+# as kube-scheduler would, except for 2 pods per wave ("ra-") that it
+# abandons: what their cut-off binds reserved only the reaper can release.
+# ext1 is killed with SIGKILL at a random moment 0.05-0.35 s after the wave's
+# binds began, and restarted on the same port. 80 pods for 80 GPUs. In the
+# end: no double allocation; past the reaper's bound, no reservation of a
+# pod that is not bound to that node; every pod but the abandoned ones bound.
+if want 4; then
+  t0=$SECONDS
+  NS=crash
+  cluster_ensure_namespace "$NS" >/dev/null
+  pool rc 10 8 || echo "pool rc failed"
+  RC_NODES=$(pool_nodes rc 10)
+  stop_schedulers
+  cluster_alive ext2 && cluster_kill ext2
+  e2e_start_scheduler sched1 "$URL1" || echo "sched1 failed to start"
+  # Reservations whose pod is not bound to that node (binds caught mid-way).
+  dangling() {
+    kubectl get lease -n gpu-system -o json >"$WORK/s4-l.json" && kubectl -n "$NS" get pods -o json >"$WORK/s4-p.json" &&
+      python3 - "$WORK/s4-l.json" "$WORK/s4-p.json" <<'PY'
+import json, sys
+pods = {p["metadata"]["uid"]: p for p in json.load(open(sys.argv[2]))["items"]}
+for l in json.load(open(sys.argv[1]))["items"]:
+    a = l["metadata"].get("annotations") or {}
+    for e in json.loads(a.get("gpu.scheduling/reservations") or "[]"):
+        p = pods.get(e["uid"])
+        if p is not None and p["spec"].get("nodeName") != a.get("gpu.scheduling/node"):
+            print("%s@%s" % (e["pod"], a.get("gpu.scheduling/node")))
+PY
+  }
+  # The pods of wave K: N from each List in turn.
+  slice() {  # K N FILE [N FILE...]
+    python3 -c '
+import json, sys
+k, out = int(sys.argv[1]), []
+for n, f in zip(sys.argv[2::2], sys.argv[3::2]):
+    n = int(n); out += json.load(open(f))["items"][k * n:][:n]
+json.dump({"apiVersion": "v1", "kind": "List", "items": out}, sys.stdout)' "$@"
+  }
+  KILLS=0
+  declare -A DANGLING=()
+  python3 "$LOAD" pods "$NS" rc 32xgpu1 --selector pool=rc --managed-every 2 >"$WORK/s4-pods.json"
+  { python3 "$LOAD" pods "$NS" rd 32xgpu1 --selector pool=rc --managed-every 2 --scheduler none
+    python3 "$LOAD" pods "$NS" ra 16xgpu1 --selector pool=rc --managed-every 2 --scheduler none; } | kubectl create -f - >/dev/null
+  kubectl -n "$NS" get pods -l e2e=rd -o json >"$WORK/s4-rd.json"
+  kubectl -n "$NS" get pods -l e2e=ra -o json >"$WORK/s4-ra.json"
+  LOADERS=()
+  kill9 ext1
+  for ((k = 0; k < 8; k++)); do
+    slice "$k" 4 "$WORK/s4-pods.json" | kubectl create -f - >/dev/null
+    slice "$k" 4 "$WORK/s4-rd.json" 2 "$WORK/s4-ra.json" >"$WORK/s4-direct-$k.json"
+    start_ext ext1 "$PORT1" || echo "ext1 did not restart"
+    python3 "$LOAD" binds "$WORK/s4-direct-$k.json" "$URL1" "$RC_NODES" --threads 6 --deadline 60 \
+      >"$WORK/s4-load-$k.json" &
+    LOADERS+=($!)
+    sleep "$(printf '0.%02d' $((5 + RANDOM % 30)))"
+    kill9 ext1 || echo "ext1 did not die"
+    KILLS=$((KILLS + 1))
+    for d in $(dangling); do DANGLING[$d]=1; done
+  done
+  start_ext ext1 "$PORT1" || echo "ext1 did not restart"
+  t_last=$SECONDS
+  for p in "${LOADERS[@]}"; do wait "$p"; done
+  # sched1's pods come back from their backoff (up to 10 s after their last error).
+  unbound_left() {
+    kubectl -n "$NS" get pods -o 'jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName}{"\n"}{end}' |
+      awk '$2 == "" && $1 !~ /^ra-/ {print $1}'
+  }
+  cluster_wait 45 "every pod bound" bash -c "$(declare -f unbound_left); NS=$NS; [[ -z \$(unbound_left) ]]"
+  bound=$(count_bound "$NS")
+  # The reaper's bound: a reservation cut off by the last kill is gone
+  # REAP_BOUND s after the restart.
+  left=$((t_last + REAP_BOUND - SECONDS))
+  ((left > 0)) && sleep $left
+  e2e_check "crash: zero double allocations; nothing leaked past the reaper's bound" \
+    verify "$WORK/s4" --settled --full-use "$NS" --nodes "$RC_NODES" --skip-pending '^ra-'
+  s=$(summary_of "$WORK/s4")
+  load=$(cat "$WORK"/s4-load-*.json | python3 -c '
+import json, sys
+t = {"bound": 0, "failed": {}, "cut": 0}
+for line in sys.stdin.read().replace("}{", "}\n{").splitlines():
+    d = json.loads(line)
+    t["bound"] += len(d["bound"]); t["cut"] += d["cut"]; t["failed"].update(d["failed"])
+print(json.dumps(t))')
+  check_rc_all() {
+    local unbound
+    unbound=$(unbound_left)
+    [[ -z $unbound ]] || { echo "pods left unbound: $unbound ($s)"; return 1; }
+    [[ $(jfield "$s" bound_gpu_pods) == $(jfield "$s" gpus_used) ]] || { echo "GPUs used != pods bound: $s"; return 1; }
+  }
+  e2e_check "crash: after $KILLS kills every pod (abandoned ones aside) is bound, one GPU each" check_rc_all
+  e2e_check "crash: a direct bind that answered an Error left its pod unbound" failed_unbound "$load" "$NS"
+  # Deterministically, what a kill right after the ledger write leaves: a
+  # reservation of an unbound pod, one watched (managed) and one not. The
+  # reaper must keep it for bind-timeout s, and release it within REAP_BOUND.
+  check_timeout_release() {
+    local p t_inj uids="" u
+    [[ $# == 2 && -n $1 && -n $2 ]] || { echo "want a watched and an unwatched unbound pod, got '$*'"; return 1; }
+    for p in "$@"; do
+      [[ -z $(e2e_pod_node "$NS" "$p") ]] || { echo "$p is bound"; return 1; }
+      python3 "$LOAD" inject "$NS" "$p" "$RC_NODES" >/dev/null || return 1
+      uids+=" $(kubectl -n "$NS" get pod "$p" -o 'jsonpath={.metadata.uid}')"
+    done
+    t_inj=$SECONDS
+    sleep $((BIND_TIMEOUT - 2))
+    for u in $uids; do
+      held "$u" || { echo "reservation of $u released before the bind timeout ($((SECONDS - t_inj)) s)"; return 1; }
+    done
+    for u in $uids; do
+      cluster_wait $((REAP_BOUND - (SECONDS - t_inj))) "reservation of $u released" \
+        bash -c "$(declare -f held); ! held $u" || return 1
+    done
+    echo "$((SECONDS - t_inj))" >"$WORK/s4-timeout-release"
+  }
+  unbound_of() {  # SELECTOR: the first unbound pod
+    kubectl -n "$NS" get pods -l "$1" -o 'jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName}{"\n"}{end}' |
+      awk '$2 == "" {print $1; exit}'
+  }
+  RA_M=$(unbound_of 'e2e=ra,gpu.scheduling/managed=true')
+  RA_P=$(unbound_of 'e2e=ra,gpu.scheduling/managed!=true')
+  e2e_check "crash: a reservation left by a bind that died after the ledger write (watched and unwatched pod) is kept for the bind timeout and then released" \
+    check_timeout_release "$RA_M" "$RA_P"
+  CUT=$(grep 'Error scheduling pod' "$(cluster_log sched1)" | grep 'pod="crash/' | grep -cE '/bind\\?": .*(EOF|connection reset)')
+  rel() { grep 'released a reservation' "$(cluster_log ext1)" | grep 'pod=crash/' | grep -c "$1"; }
+  note "crash: $KILLS kill -9 of ext1; requests cut off: $CUT /bind from sched1, $(jfield "$load" cut) from the direct client;" \
+    "${#DANGLING[@]} reservations found without their binding right after a kill (${!DANGLING[*]});" \
+    "released: $(rel 'not bound in time') for bind timeout, $(rel 'instead') after the pod was bound elsewhere;" \
+    "$(grep 'pod=crash/' "$(cluster_log ext1)" | grep -c 'retried=yes') binds reused their reservation;" \
+    "injected reservations released $(cat "$WORK/s4-timeout-release" 2>/dev/null || echo '?') s after;" \
+    "$bound bound ($(jfield "$load" bound) directly); $((SECONDS - t0))s"
+  cleanup_ns "$NS"
+fi
+
+# ==== 5. release: deleted and finished pods give their GPUs back ====================
+# 2 nodes x 4 GPUs, 8 one-GPU pods (half labelled gpu.scheduling/managed=true,
+# watched; the others not, found through the garbage collector and the
+# reaper's lookups). Two are deleted, two marked Succeeded (one of each
+# kind); their ledger entries and reservation Leases must go within the
+# reaper's bound (REAP_BOUND + 3 s; an unwatched pod that
+# finished is only looked up once its reservation is bind-timeout old), and
+# four new pods then get exactly those GPUs.
+if want 5; then
+  t0=$SECONDS
+  NS=release
+  cluster_ensure_namespace "$NS" >/dev/null
+  pool rr 2 4 || echo "pool rr failed"
+  RR_NODES=$(pool_nodes rr 2)
+  cluster_alive ext1 || start_ext ext1 "$PORT1"
+  cluster_alive scheduler-sched1 || e2e_start_scheduler sched1 "$URL1"
+  # --managed-every 2 on a shuffled list: read back which pods are labelled.
+  create_pods "$NS" rr 8xgpu1 --selector pool=rr --managed-every 2
+  e2e_check "release: 8 pods bound" cluster_wait 60 "8 bound" bash -c "[[ \$(kubectl -n $NS get pods -o 'jsonpath={range .items[*]}{.spec.nodeName}{\"\\n\"}{end}' | grep -c .) == 8 ]]"
+  mapfile -t MANAGED < <(kubectl -n "$NS" get pods -l gpu.scheduling/managed=true -o 'jsonpath={range .items[*]}{.metadata.name}{"\n"}{end}')
+  mapfile -t PLAIN < <(kubectl -n "$NS" get pods -l 'gpu.scheduling/managed!=true' -o 'jsonpath={range .items[*]}{.metadata.name}{"\n"}{end}')
+  declare -A HOW=([${MANAGED[0]}]=deleted [${PLAIN[0]}]=deleted [${MANAGED[1]}]=succeeded [${PLAIN[1]}]=succeeded)
+  declare -A UID_OF FREED
+  for p in "${!HOW[@]}"; do
+    UID_OF[$p]=$(kubectl -n "$NS" get pod "$p" -o 'jsonpath={.metadata.uid}')
+    FREED[$(e2e_ann "$NS" "$p" gpu.scheduling/allocated)]=1
+  done
+  tr0=$SECONDS
+  for p in "${!HOW[@]}"; do
+    if [[ ${HOW[$p]} == deleted ]]; then
+      kubectl -n "$NS" delete pod "$p" --force --grace-period=0 --wait=false >/dev/null 2>&1
+    else
+      kubectl -n "$NS" patch pod "$p" --subresource=status --type=merge -p '{"status":{"phase":"Succeeded"}}' >/dev/null
+    fi
+  done
+  BOUND_S=$((REAP_BOUND + 3))   # + the garbage collector, for deleted unwatched pods
+  # When each reservation went (all four watched at once).
+  declare -A GONE_AT=()
+  while ((${#GONE_AT[@]} < 4 && SECONDS - tr0 <= BOUND_S)); do
+    for p in "${!HOW[@]}"; do
+      [[ -z ${GONE_AT[$p]:-} ]] && ! held "${UID_OF[$p]}" && GONE_AT[$p]=$((SECONDS - tr0))
+    done
+    sleep 0.2
+  done
+  RELEASE_TIMES=""
+  for p in "${!HOW[@]}"; do
+    label=plain; [[ " ${MANAGED[*]} " == *" $p "* ]] && label=managed
+    e2e_check "release: $label pod ${HOW[$p]}: ledger entry and Lease gone within ${BOUND_S}s" \
+      test -n "${GONE_AT[$p]:-}"
+    RELEASE_TIMES+=" $label/${HOW[$p]}:${GONE_AT[$p]:-never}s"
+  done
+  create_pods "$NS" rrnew 4xgpu1 --selector pool=rr
+  check_new() {
+    local i a
+    for i in 0 1 2 3; do cluster_wait 30 "rrnew-00$i bound" cluster_pod_node "$NS" rrnew-00$i || return 1; done
+    for i in 0 1 2 3; do
+      a=$(e2e_ann "$NS" rrnew-00$i gpu.scheduling/allocated)
+      [[ -n ${FREED[$a]:-} ]] || { echo "rrnew-00$i got $a, not one of the freed GPUs: ${!FREED[*]}"; return 1; }
+    done
+  }
+  e2e_check "release: four new pods get the four freed GPUs" check_new
+  e2e_check "release: ledgers and Leases consistent afterwards" verify "$WORK/s5" --settled --full-use "$NS" --nodes "$RR_NODES"
+  note "release: released after (s since the deletes/patches):$RELEASE_TIMES; $((SECONDS - t0))s"
+fi
+
+stop_schedulers
+e2e_summary
+echo "reserve: total $((SECONDS - T_START))s"
