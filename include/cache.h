@@ -97,13 +97,16 @@ void cache_unlock(struct cache *c);
 int cache_set_node(struct cache *c, const char *name, struct gpu_node *n);
 /* Devices and islands from a GpuNodeStatus; takes ownership. NULL deletes. */
 int cache_set_gpus(struct cache *c, const char *name, struct gpu_node *devices);
-/* Replaces every allocation on a node (from its reservation ledger). */
+/*
+ * Replaces every allocation on a node with its reservation ledger's, as is:
+ * a pod may have records on two nodes while two binds of it race.
+ */
 int cache_set_allocs(struct cache *c, const char *name, const struct alloc *a, int n);
-/* Adds one allocation (replacing an earlier one of the same pod uid). */
+/* Adds one allocation (replacing an earlier one of the same pod uid, wherever). */
 int cache_add_alloc(struct cache *c, const char *name, const struct alloc *a);
-/* Removes the pod's allocation wherever it is; true if there was one. */
-bool cache_remove_alloc(struct cache *c, const char *uid);
-/* The pod's allocation (copied to *out) and node name; false if none. */
+/* Removes the pod's allocation on node (NULL: its newest one); true if there was one. */
+bool cache_remove_alloc(struct cache *c, const char *uid, const char *node);
+/* The pod's newest allocation (copied to *out) and its node; false if none. */
 bool cache_find_alloc(struct cache *c, const char *uid, struct alloc *out, char *node, size_t size);
 /*
  * The node's current view including unpublished changes, for decisions

@@ -33,6 +33,9 @@ typedef int (*extender_bind_fn)(void *ctx, const struct bind_request *req, char 
 typedef int (*extender_fetch_fn)(void *ctx, const char *ns, const char *name, const char *uid,
 				 struct claim *out, char *err, size_t errlen);
 
+/* Whether the cache can be trusted yet; else why not. */
+typedef bool (*extender_ready_fn)(void *ctx, char *why, size_t size);
+
 struct extender_opts {
 	struct cache *cache;
 	const struct api_resources *res;
@@ -41,6 +44,13 @@ struct extender_opts {
 	void *bind_ctx;
 	extender_fetch_fn fetch;     /* may be NULL (standalone) */
 	void *fetch_ctx;
+	/*
+	 * May be NULL (always ready). Until it says ready, every verb answers with
+	 * an error: kube-scheduler retries the pod instead of taking an empty
+	 * cache's "no GPUs here" for the truth.
+	 */
+	extender_ready_fn ready;
+	void *ready_ctx;
 };
 
 struct extender;

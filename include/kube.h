@@ -88,6 +88,15 @@ struct kube_watch_ops {
 int kube_watch(struct kube_client *c, const char *path, const struct kube_watch_ops *ops,
 	       atomic_bool *stop, long *status, char *err, size_t errlen);
 
+/*
+ * Whether the API server currently refuses our credentials (401) or RBAC
+ * (403): several watches meet one refusal, and one of them should say so.
+ * kube_client_auth_refused() returns true for the first report of a streak;
+ * kube_client_auth_ok() ends the streak.
+ */
+bool kube_client_auth_refused(struct kube_client *c, long status);
+void kube_client_auth_ok(struct kube_client *c);
+
 /* Appends s to out with URL query escaping. */
 int kube_escape(struct buf *out, const char *s);
 

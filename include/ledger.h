@@ -7,8 +7,10 @@
  * truth: every change is a resourceVersion-checked write of the whole list,
  * so two extender replicas (or two schedulers) can never both take the last
  * GPU, shared or not. Each reservation also has a Lease in its pod's
- * namespace, gpu-reservation.<pod uid>, owned by the pod (ownerReference),
- * which the garbage collector deletes with the pod.
+ * namespace, gpu-reservation.<pod uid>.<node hash>, owned by the pod
+ * (ownerReference), which the garbage collector deletes with the pod. It is
+ * named after the node too, so that two binds of one pod racing on two nodes
+ * never touch each other's.
  */
 #ifndef GPU_LEDGER_H
 #define GPU_LEDGER_H
@@ -44,9 +46,9 @@ int ledger_add(struct ledger *l, const struct ledger_entry *e);
 int ledger_find(const struct ledger *l, const char *uid);
 void ledger_remove_at(struct ledger *l, int i);
 
-/* Lease names: gpu-ledger.<node> (hashed when too long) and gpu-reservation.<uid>. */
+/* Lease names: gpu-ledger.<node> (hashed when too long), gpu-reservation.<uid>.<node hash>. */
 void ledger_lease_name(const char *node, char *out, size_t size);
-void ledger_reservation_name(const char *uid, char *out, size_t size);
+void ledger_reservation_name(const char *uid, const char *node, char *out, size_t size);
 
 /* A ledger Lease object -> l (node from its annotation). 0, or -1 with err. */
 int ledger_decode(const cJSON *lease, struct ledger *l, char *err, size_t errlen);

@@ -17,7 +17,8 @@
 struct reflector_sink {
 	void (*lock)(void *ctx);
 	void (*unlock)(void *ctx);
-	/* A full list starts; objects not applied again before list_end are gone. */
+	/* A full list starts; objects not applied again before list_end are gone.
+	 * list_end follows only a list that completed: one that broke off has no end. */
 	void (*list_begin)(void *ctx);
 	void (*apply)(void *ctx, bool deleted, const cJSON *obj);
 	void (*list_end)(void *ctx);

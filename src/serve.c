@@ -52,6 +52,11 @@ static bool is_ready(struct server *s, char *why, size_t size)
 	return true;
 }
 
+static bool serve_ready(void *ctx, char *why, size_t size)
+{
+	return is_ready(ctx, why, size);
+}
+
 static void on_healthz(void *ctx, const struct http_request *req, struct http_response *resp)
 {
 	(void)ctx;
@@ -113,13 +118,13 @@ static int start_cluster(struct server *s)
 	}
 	kube_config_release(&kc);
 	if (rc) {
-		log_error("cannot reach the cluster", "error=\"%s\"", err);
+		log_error("cannot reach the cluster", "error=\"%s\"", LOG_Q(err));
 		return -1;
 	}
 	if (!s->cfg.identity[0] && gethostname(s->cfg.identity, sizeof(s->cfg.identity) - 1))
 		snprintf(s->cfg.identity, sizeof(s->cfg.identity), "gpu-extender");
 	if (cluster_start(&s->cl, s->client, s->cache, err, sizeof(err))) {
-		log_error("cannot start the watches", "error=\"%s\"", err);
+		log_error("cannot start the watches", "error=\"%s\"", LOG_Q(err));
 		return -1;
 	}
 	s->cl_started = true;
@@ -130,7 +135,7 @@ static int start_cluster(struct server *s)
 	};
 	s->resv = reserve_new(&ro);
 	if (!s->resv || reserve_start(s->resv, &s->cl, err, sizeof(err))) {
-		log_error("cannot start the reservations", "error=\"%s\"", err);
+		log_error("cannot start the reservations", "error=\"%s\"", LOG_Q(err));
 		return -1;
 	}
 	log_info("cluster mode", "server=%s identity=%s ledgers=%s", server, s->cfg.identity,
@@ -165,7 +170,7 @@ static struct httpd *start_webhook(struct server *s, char *err, size_t errlen)
 	};
 	struct httpd *h = httpd_start(&wc, routes, sizeof(routes) / sizeof(routes[0]), err, errlen);
 	if (!h) {
-		log_error("cannot start the webhook server", "error=\"%s\"", err);
+		log_error("cannot start the webhook server", "error=\"%s\"", LOG_Q(err));
 		return NULL;
 	}
 	log_info("serving the webhook", "address=%s:%d path=/mutate marker=%s", host, httpd_port(h),
@@ -177,7 +182,7 @@ static int load_inventory(struct server *s)
 {
 	char err[512];
 	if (inventory_load(s->cache, s->cfg.inventory, err, sizeof(err))) {
-		log_error("cannot load the inventory", "file=%s error=\"%s\"", s->cfg.inventory, err);
+		log_error("cannot load the inventory", "file=%s error=\"%s\"", s->cfg.inventory, LOG_Q(err));
 		return -1;
 	}
 	struct cache_stats st;
@@ -232,6 +237,8 @@ int serve_main(int argc, char **argv)
 		xo.bind_ctx = s.resv;
 		xo.fetch = reserve_fetch_pod;
 		xo.fetch_ctx = s.resv;
+		xo.ready = serve_ready;
+		xo.ready_ctx = &s;
 	}
 	s.ext = extender_new(&xo);
 	if (!s.ext)
@@ -260,7 +267,7 @@ int serve_main(int argc, char **argv)
 	};
 	h = httpd_start(&hc, routes, sizeof(routes) / sizeof(routes[0]), err, sizeof(err));
 	if (!h) {
-		log_error("cannot start the HTTP server", "error=\"%s\"", err);
+		log_error("cannot start the HTTP server", "error=\"%s\"", LOG_Q(err));
 		goto out;
 	}
 	log_info("serving", "address=%s:%d tls=%s prefix=%s policy=%s version=%s", host, httpd_port(h),

@@ -448,14 +448,16 @@ static int src_reserve(struct node_src *s, int n)
 
 static void src_remove_alloc_at(struct cache *c, struct node_src *s, int i)
 {
-	strmap_del(&c->owners, s->allocs[i].uid);
+	/* The index keeps the pod's newest record; an older one elsewhere leaves it. */
+	if (strmap_get(&c->owners, s->allocs[i].uid) == s)
+		strmap_del(&c->owners, s->allocs[i].uid);
 	s->allocs[i] = s->allocs[--s->nallocs];
 	src_touch(c, s);
 }
 
-bool cache_remove_alloc(struct cache *c, const char *uid)
+bool cache_remove_alloc(struct cache *c, const char *uid, const char *node)
 {
-	struct node_src *s = strmap_get(&c->owners, uid);
+	struct node_src *s = node ? strmap_get(&c->srcs, node) : strmap_get(&c->owners, uid);
 	if (!s)
 		return false;
 	for (int i = 0; i < s->nallocs; i++) {
@@ -465,13 +467,14 @@ bool cache_remove_alloc(struct cache *c, const char *uid)
 			return true;
 		}
 	}
-	strmap_del(&c->owners, uid);
+	if (!node)
+		strmap_del(&c->owners, uid);
 	return false;
 }
 
 int cache_add_alloc(struct cache *c, const char *name, const struct alloc *a)
 {
-	cache_remove_alloc(c, a->uid);
+	cache_remove_alloc(c, a->uid, NULL);
 	struct node_src *s = src_get(c, name, true);
 	if (!s || src_reserve(s, s->nallocs + 1) || strmap_put(&c->owners, a->uid, s, NULL))
 		return -1;
@@ -489,8 +492,11 @@ int cache_set_allocs(struct cache *c, const char *name, const struct alloc *a, i
 		src_remove_alloc_at(c, s, s->nallocs - 1);
 	int rc = 0;
 	for (int i = 0; i < n && !rc; i++) {
-		/* A pod lives on one node: a newer record elsewhere moves it here. */
-		cache_remove_alloc(c, a[i].uid);
+		/*
+		 * The node's ledger, exactly: a pod that two racing binds reserved on
+		 * two nodes keeps both records until the loser releases its own, so
+		 * that the GPUs the ledgers hold never look free.
+		 */
 		if (src_reserve(s, s->nallocs + 1) || strmap_put(&c->owners, a[i].uid, s, NULL))
 			rc = -1;
 		else

@@ -59,7 +59,7 @@ static int walk(const cJSON *root, const struct inventory_sink *sink, char *err,
 				struct claim c;
 				if (api_gpuclaim_decode(it, &c, why, sizeof(why)))
 					log_warn("inventory: invalid GpuClaim", "index=%d name=%s error=\"%s\"",
-						 idx, name ? name : "?", why);
+						 idx, name ? name : "?", LOG_Q(why));
 				claim_release(&c);
 				why[0] = '\0';
 				rc = sink->gpuclaim(sink->ctx, it);

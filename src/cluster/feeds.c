@@ -39,7 +39,7 @@ static void node_apply(void *ctx, bool deleted, const cJSON *obj)
 	char err[256];
 	struct gpu_node *n = api_node_decode(obj, err, sizeof(err));
 	if (!n || cache_set_node(ctx, name, n))
-		log_warn("cannot store a Node", "node=%s error=\"%s\"", name, n ? "out of memory" : err);
+		log_warn("cannot store a Node", "node=%s error=\"%s\"", name, LOG_Q(n ? "out of memory" : err));
 }
 
 void cluster_node_sink(struct cache *c, struct reflector_sink *out)
@@ -76,7 +76,7 @@ static void gns_apply(void *ctx, bool deleted, const cJSON *obj)
 		return;
 	}
 	/* A bad status keeps the last good one: scheduling on garbage is worse. */
-	log_warn("ignoring an invalid GpuNodeStatus", "node=%s error=\"%s\"", node, devs ? err : "out of memory");
+	log_warn("ignoring an invalid GpuNodeStatus", "node=%s error=\"%s\"", node, LOG_Q(devs ? err : "out of memory"));
 	gpu_node_free(devs);
 }
 

@@ -211,6 +211,35 @@ static int parse_args(struct extender *x, const struct http_request *req, struct
 	return 0;
 }
 
+/* Refuses the request (with status, or 200 and Error where the protocol wants that) until ready. */
+static bool not_ready(struct extender *x, struct http_response *resp, int status)
+{
+	char why[300];
+	if (!x->o.ready || x->o.ready(x->o.ready_ctx, why, sizeof(why)))
+		return false;
+	httpd_error(resp, status, "extender not ready: %s", why);
+	return true;
+}
+
+/*
+ * The node without this pod's own reservation, or NULL when it holds none
+ * there. A bind of the pod that broke off half-way leaves one until the
+ * reaper's bound; a retried bind reuses it, so the node must not count it
+ * against the pod. (Only looked at when the node did not fit: rare.)
+ */
+static struct gpu_node *without_own(const struct cache_node *cn, const char *uid)
+{
+	for (int i = 0; uid[0] && i < cn->nallocs; i++) {
+		if (strcmp(cn->allocs[i].uid, uid))
+			continue;
+		struct gpu_node *n = gpu_node_clone(cn->node);
+		if (n)
+			alloc_unapply(n, &cn->allocs[i]);
+		return n;
+	}
+	return NULL;
+}
+
 static enum policy_id claim_policy(const struct extender *x, const struct claim *c)
 {
 	return c->policy >= 0 ? (enum policy_id)c->policy : x->o.default_policy;
@@ -245,7 +274,10 @@ static bool filter_node(const struct verb_args *a, const struct cache_node *cn, 
 	/* Filter needs no device choice: the cheap check first, the reason only on failure. */
 	if (fit_possible(cn->node, &a->claim))
 		return true;
-	return fit_node(cn->node, &a->claim, pack, f);
+	struct gpu_node *own = without_own(cn, a->ref.uid);
+	bool ok = fit_node(own ? own : cn->node, &a->claim, pack, f);
+	gpu_node_free(own);
+	return ok;
 }
 
 /* A node's filter outcome; the reasons of rejected nodes go to their part's buffer. */
@@ -312,6 +344,8 @@ void extender_filter(void *ctx, const struct http_request *req, struct http_resp
 	struct extender *x = ctx;
 	struct verb_args a;
 	struct filter_job j = { .a = &a };
+	if (not_ready(x, resp, 200))
+		return;
 	for (int p = 0; p < WORKPOOL_MAX_PARTS; p++)
 		buf_init(&j.reasons[p], (size_t)1 << 28);
 	if (parse_args(x, req, &a, resp))
@@ -397,8 +431,15 @@ static void prio_part(void *ctx, size_t begin, size_t end, int part)
 			continue;
 		}
 		struct fit f;
-		if (cn && cn->has_gns)
-			j->ok[i] = policy_place(&j->pctx, cn->node, &a->claim, &f, &j->raw[i]);
+		if (!cn || !cn->has_gns)
+			continue;
+		j->ok[i] = policy_place(&j->pctx, cn->node, &a->claim, &f, &j->raw[i]);
+		if (!j->ok[i]) {
+			struct gpu_node *own = without_own(cn, a->ref.uid);
+			if (own)
+				j->ok[i] = policy_place(&j->pctx, own, &a->claim, &f, &j->raw[i]);
+			gpu_node_free(own);
+		}
 	}
 }
 
@@ -408,6 +449,8 @@ void extender_prioritize(void *ctx, const struct http_request *req, struct http_
 	struct verb_args a;
 	int64_t *score = NULL;
 	struct prio_job j = { .a = &a };
+	if (not_ready(x, resp, 503))
+		return;
 	if (parse_args(x, req, &a, resp))
 		goto out;
 	j.raw = calloc((size_t)a.n + 1, sizeof(*j.raw));
@@ -464,6 +507,8 @@ static void bind_reply(struct http_response *resp, const char *err)
 void extender_bind(void *ctx, const struct http_request *req, struct http_response *resp)
 {
 	struct extender *x = ctx;
+	if (not_ready(x, resp, 200))
+		return;
 	cJSON *root = cJSON_ParseWithLength(req->body, req->body_len);
 	/* Any casing of the keys, as kube-scheduler's own decoder accepts. */
 	const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(root, "PodName"));
@@ -505,7 +550,7 @@ done:
 	if (result == BIND_OK)
 		log_info("bound", "pod=%s/%s node=%s", ns, name, node);
 	else
-		log_warn("bind refused", "pod=%s/%s node=%s reason=\"%s\"", ns, name, node, err);
+		log_warn("bind refused", "pod=%s/%s node=%s reason=\"%s\"", ns, name, node, LOG_Q(err));
 	bind_reply(resp, err);
 	claim_release(&c);
 	jsonarena_delete(root);
@@ -593,6 +638,8 @@ static bool fits_without(const struct cache_node *cn, const struct claim *c, con
 void extender_preempt(void *ctx, const struct http_request *req, struct http_response *resp)
 {
 	struct extender *x = ctx;
+	if (not_ready(x, resp, 503))
+		return;
 	struct verb_args a;
 	memset(&a, 0, sizeof(a));
 	claim_init(&a.claim);

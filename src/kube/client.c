@@ -23,6 +23,7 @@ struct kube_client {
 	char token[4096];
 	struct timespec token_mtime;
 	time_t token_checked;
+	atomic_long auth_refused;            /* status of the current refusal streak, 0: none */
 };
 
 static void share_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *ud)
@@ -386,6 +387,16 @@ int kube_watch(struct kube_client *c, const char *path, const struct kube_watch_
 	curl_easy_cleanup(h);
 	curl_slist_free_all(hdrs);
 	return ret;
+}
+
+bool kube_client_auth_refused(struct kube_client *c, long status)
+{
+	return atomic_exchange(&c->auth_refused, status) != status;
+}
+
+void kube_client_auth_ok(struct kube_client *c)
+{
+	atomic_store(&c->auth_refused, 0);
 }
 
 int kube_escape(struct buf *out, const char *s)

@@ -12,6 +12,13 @@
 
 #define BACKOFF_MIN_MS 500
 #define BACKOFF_MAX_MS 30000
+/*
+ * A restarted API server answers 401/403 for a moment, before its
+ * authentication and RBAC caches are filled: a refusal counts only when it
+ * lasts this long; meanwhile we retry every half second.
+ */
+#define AUTH_GRACE_S 3
+#define AUTH_RETRY_MS 500
 
 struct reflector {
 	struct reflector_opts o;
@@ -28,6 +35,8 @@ struct reflector {
 	bool gone;                     /* the current watch reported 410 */
 	bool failed;                   /* ... or another ERROR event */
 	int backoff_ms;
+	time_t auth_since;             /* when the current 401/403 streak began; 0: none */
+	bool retry_soon;               /* the last failure was a refusal within the grace period */
 	unsigned seed;
 };
 
@@ -79,16 +88,35 @@ static void back_off(struct reflector *r, long retry_after_s)
 	nap(r, ms);
 }
 
-/* A refusal by the API server that a retry will not fix by itself. */
+/*
+ * A refusal by the API server (401/403). Within the grace period it only
+ * sets the reason and asks for a quick retry; after that the reflector is
+ * not ready, and the first reflector to meet the refusal logs it (one line
+ * per streak for the whole client); /readyz gets the reason.
+ */
 static void auth_problem(struct reflector *r, long status, const char *msg)
 {
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (!r->auth_since)
+		r->auth_since = now.tv_sec;
+	r->retry_soon = now.tv_sec - r->auth_since < AUTH_GRACE_S;
+	/* kube_watch's errors start with "HTTP <status>: " already. */
+	char prefix[32];
+	int pl = snprintf(prefix, sizeof(prefix), "HTTP %ld: ", status);
+	if (pl > 0 && !strncmp(msg, prefix, (size_t)pl))
+		msg += pl;
 	char line[256];
-	snprintf(line, sizeof(line), "%s: HTTP %ld from the API server: %s", r->o.name, status, msg);
-	if (atomic_exchange(&r->ready, false) || strcmp(line, r->problem))
+	snprintf(line, sizeof(line), "%s: %s (HTTP %ld: %s)", r->o.name,
+		 status == 401 ? "the API server rejected our credentials" : "RBAC forbids it", status, msg);
+	set_problem(r, line);
+	if (r->retry_soon)
+		return;
+	atomic_store(&r->ready, false);
+	if (kube_client_auth_refused(r->client, status))
 		log_error(status == 401 ? "the API server rejected our credentials (expired or wrong token?)"
 					: "the API server forbids what we need (check the RBAC in deploy/)",
-			  "resource=%s status=%ld error=\"%s\"", r->o.name, status, msg);
-	set_problem(r, line);
+			  "resource=%s status=%ld error=\"%s\"", r->o.name, status, LOG_Q(msg));
 }
 
 static const char *obj_rv(const cJSON *obj)
@@ -141,7 +169,7 @@ static int list_all(struct reflector *r)
 		char err[256];
 		if (kube_request(r->client, "GET", buf_cstr(&path), NULL, NULL, 60, &resp, err, sizeof(err))) {
 			set_problem(r, err);
-			log_warn("list failed", "resource=%s error=\"%s\"", r->o.name, err);
+			log_warn("list failed", "resource=%s error=\"%s\"", r->o.name, LOG_Q(err));
 			goto out;
 		}
 		if (resp.status != 200) {
@@ -150,7 +178,8 @@ static int list_all(struct reflector *r)
 			if (resp.status == 401 || resp.status == 403)
 				auth_problem(r, resp.status, msg);
 			else
-				log_warn("list refused", "resource=%s status=%ld error=\"%s\"", r->o.name, resp.status, msg);
+				log_warn("list refused", "resource=%s status=%ld error=\"%s\"", r->o.name, resp.status,
+					 LOG_Q(msg));
 			if (resp.status == 410 && cont.len) {
 				/* The continue token expired: start the list again. */
 				buf_clear(&cont);
@@ -195,12 +224,11 @@ static int list_all(struct reflector *r)
 	metrics_inc(M_RELISTS, r->o.resource);
 	log_info("listed", "resource=%s items=%d resourceVersion=%s", r->o.name, items, r->rv);
 out:
-	if (rc && begun) {
-		/* A list that broke off: keep what was there; a later list sweeps. */
-		s->lock(s->ctx);
-		s->list_end(s->ctx);
-		s->unlock(s->ctx);
-	}
+	/*
+	 * A list that broke off after some pages ends without list_end: the
+	 * objects of the pages not received are not gone, so nothing is swept;
+	 * the next complete list sweeps.
+	 */
 	kube_response_release(&resp);
 	buf_release(&path);
 	buf_release(&cont);
@@ -229,7 +257,7 @@ static int on_event(void *ctx, const cJSON *ev)
 							!strcmp(reason->valuestring, "Gone")));
 		const cJSON *msg = cJSON_GetObjectItemCaseSensitive(obj, "message");
 		log_info(gone ? "watch expired; relisting" : "watch error event", "resource=%s message=\"%s\"",
-			 r->o.name, cJSON_IsString(msg) ? msg->valuestring : "");
+			 r->o.name, LOG_Q(cJSON_IsString(msg) ? msg->valuestring : ""));
 		r->gone = gone;
 		r->failed = !gone;
 		return 1;
@@ -274,12 +302,18 @@ static void *run(void *arg)
 	r->backoff_ms = BACKOFF_MIN_MS;
 	while (!atomic_load(&r->stop)) {
 		if (r->need_list) {
+			r->retry_soon = false;
 			if (list_all(r)) {
-				back_off(r, 0);
+				if (r->retry_soon)
+					nap(r, AUTH_RETRY_MS);
+				else
+					back_off(r, 0);
 				continue;
 			}
 			r->need_list = false;
 			r->backoff_ms = BACKOFF_MIN_MS;
+			r->auth_since = 0;
+			kube_client_auth_ok(r->client);
 			set_problem(r, "");
 			atomic_store(&r->ready, true);
 		}
@@ -301,11 +335,15 @@ static void *run(void *arg)
 		if (status == 401 || status == 403) {
 			auth_problem(r, status, err);
 			r->need_list = true;    /* the cache may have missed events meanwhile */
-			back_off(r, 0);
+			if (r->retry_soon)
+				nap(r, AUTH_RETRY_MS);
+			else
+				back_off(r, 0);
 			continue;
 		}
 		if (rc || r->failed) {
-			log_warn("watch failed; retrying", "resource=%s status=%ld error=\"%s\"", r->o.name, status, err);
+			log_warn("watch failed; retrying", "resource=%s status=%ld error=\"%s\"", r->o.name, status,
+				 LOG_Q(err));
 			set_problem(r, err);
 			back_off(r, 0);
 			continue;

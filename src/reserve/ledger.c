@@ -49,6 +49,15 @@ void ledger_remove_at(struct ledger *l, int i)
 	l->e[i] = l->e[--l->n];
 }
 
+/* The first 8 bytes of SHA-256(s) in hex. */
+static void short_hash(const char *s, char out[17])
+{
+	unsigned char md[SHA256_DIGEST_LENGTH];
+	SHA256((const unsigned char *)s, strlen(s), md);
+	for (int i = 0; i < 8; i++)
+		snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
 void ledger_lease_name(const char *node, char *out, size_t size)
 {
 	/* Node names are DNS subdomains, so the prefix keeps the name valid; a
@@ -57,15 +66,16 @@ void ledger_lease_name(const char *node, char *out, size_t size)
 		snprintf(out, size, "gpu-ledger.%s", node);
 		return;
 	}
-	unsigned char md[SHA256_DIGEST_LENGTH];
-	SHA256((const unsigned char *)node, strlen(node), md);
-	snprintf(out, size, "gpu-ledger.%.200s-%02x%02x%02x%02x%02x%02x%02x%02x", node, md[0], md[1], md[2],
-		 md[3], md[4], md[5], md[6], md[7]);
+	char h[17];
+	short_hash(node, h);
+	snprintf(out, size, "gpu-ledger.%.200s-%s", node, h);
 }
 
-void ledger_reservation_name(const char *uid, char *out, size_t size)
+void ledger_reservation_name(const char *uid, const char *node, char *out, size_t size)
 {
-	snprintf(out, size, "gpu-reservation.%s", uid);
+	char h[17];
+	short_hash(node, h);
+	snprintf(out, size, "gpu-reservation.%s.%s", uid, h);
 }
 
 void ledger_microtime(char *out, size_t size)
@@ -209,7 +219,7 @@ int ledger_encode(const struct ledger *l, const char *ns, const char *holder, st
 int ledger_encode_reservation(const struct ledger_entry *e, const char *node, struct buf *out)
 {
 	char name[128], now[40], ids[256];
-	ledger_reservation_name(e->a.uid, name, sizeof(name));
+	ledger_reservation_name(e->a.uid, node, name, sizeof(name));
 	ledger_microtime(now, sizeof(now));
 	alloc_ids(&e->a, ids, sizeof(ids));
 	buf_adds(out, "{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\",\"metadata\":{\"name\":");

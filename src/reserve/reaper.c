@@ -78,7 +78,7 @@ static int classify_by_get(struct reserve *r, const struct lookup *l, time_t now
 	kube_response_init(&resp);
 	int reason = -3;
 	if (kube_request(r->o.client, "GET", path, NULL, NULL, 10, &resp, err, sizeof(err))) {
-		log_warn("reaper: cannot look a pod up; trying later", "pod=%s/%s error=\"%s\"", l->ns, l->pod, err);
+		log_warn("reaper: cannot look a pod up; trying later", "pod=%s/%s error=\"%s\"", l->ns, l->pod, LOG_Q(err));
 	} else if (resp.status == 404) {
 		reason = REL_POD_GONE;
 	} else if (resp.status == 200) {
@@ -175,7 +175,7 @@ static void repair(struct reserve *r, const struct repair *p)
 		log_error("a bound pod's GPUs are reserved by another pod; check the ledger", "pod=%s/%s allocated=%s",
 			  p->ns, p->pod, p->allocated);
 	else if (res < 0 || err[0])
-		log_warn("cannot put back a lost reservation", "pod=%s/%s error=\"%s\"", p->ns, p->pod, err);
+		log_warn("cannot put back a lost reservation", "pod=%s/%s error=\"%s\"", p->ns, p->pod, LOG_Q(err));
 	gpu_node_free(rc.devices);
 }
 
@@ -296,13 +296,13 @@ void reserve_reap(struct reserve *r)
 		char err[256];
 		bool ok = !reserve_release(r, rel[i].at.node, uids, since, n, err, sizeof(err));
 		if (!ok)
-			log_warn("reaper: cannot release now; retrying next pass", "node=%s error=\"%s\"", rel[i].at.node, err);
+			log_warn("reaper: cannot release now; retrying next pass", "node=%s error=\"%s\"", rel[i].at.node, LOG_Q(err));
 		for (int k = 0; k < n; k++) {
 			struct release *x = &rel[idx[k]];
 			if (ok) {
 				metrics_inc(M_RELEASED, x->reason);
 				log_info("released a reservation", "pod=%s/%s node=%s reason=\"%s\"", x->at.ns, x->at.pod,
-					 x->at.node, reason_names[x->reason]);
+					 x->at.node, LOG_Q(reason_names[x->reason]));
 				char msg[128];
 				snprintf(msg, sizeof(msg), "released: %s", reason_names[x->reason]);
 				reserve_claim_status(r, x->at.ns, x->at.claim, "Pending", "", "", "", msg);
@@ -375,7 +375,6 @@ struct reserve *reserve_new(const struct reserve_opts *o)
 	pthread_cond_init(&r->wake, NULL);
 	strmap_init(&r->ledgers);
 	strmap_init(&r->pods);
-	strmap_init(&r->reservations);
 	strmap_init(&r->gone);
 	strmap_init(&r->check);
 	return r;
@@ -439,11 +438,8 @@ void reserve_free(struct reserve *r)
 		claim_release(&((struct pod_state *)val)->claim);
 		free(val);
 	}
-	for (size_t pos = 0; strmap_next(&r->reservations, &pos, &key, &val);)
-		free(val);
 	strmap_release(&r->ledgers);
 	strmap_release(&r->pods);
-	strmap_release(&r->reservations);
 	strmap_release(&r->gone);
 	strmap_release(&r->check);
 	pthread_mutex_destroy(&r->lock);

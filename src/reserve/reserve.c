@@ -105,6 +105,7 @@ struct remove_ctx {
 	const char *const *uids;
 	const int64_t *since;
 	unsigned char *what;
+	char (*ns)[64];                      /* the namespace of each removed entry */
 	int n;
 };
 
@@ -123,6 +124,7 @@ static int edit_remove(void *ctx, struct ledger *l, char *err, size_t errlen)
 			rc->what[k] = KEPT;         /* reserved again since the caller looked */
 			continue;
 		}
+		snprintf(rc->ns[k], sizeof(rc->ns[k]), "%s", l->e[i].a.ns);
 		ledger_remove_at(l, i);
 		rc->what[k] = REMOVED;
 		removed++;
@@ -134,144 +136,49 @@ int reserve_release(struct reserve *r, const char *node, const char *const *uids
 		    char *err, size_t errlen)
 {
 	unsigned char *what = calloc((size_t)n + 1, 1);
-	if (!what) {
+	char (*ns)[64] = calloc((size_t)n + 1, sizeof(*ns));
+	if (!what || !ns) {
+		free(what);
+		free(ns);
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	struct remove_ctx rc = { uids, since, what, n };
+	struct remove_ctx rc = { uids, since, what, ns, n };
 	int res = reserve_ledger_update(r, node, edit_remove, &rc, err, errlen);
-	if (res < 0) {
-		free(what);
-		return -1;
+	if (res >= 0) {
+		/* This node's records only: the pod may hold a newer reservation elsewhere. */
+		cache_lock(r->o.cache);
+		for (int k = 0; k < n; k++)
+			if (what[k] == REMOVED)
+				cache_remove_alloc(r->o.cache, uids[k], node);
+		cache_unlock(r->o.cache);
+		for (int k = 0; k < n; k++)
+			if (what[k] == REMOVED)
+				reserve_delete_reservation(r, ns[k], uids[k], node);
 	}
-	struct alloc a;
-	char where[256];
-	cache_lock(r->o.cache);
-	for (int k = 0; k < n; k++) {
-		/* Only this node's record: the pod may hold a newer reservation elsewhere. */
-		if (what[k] != KEPT && cache_find_alloc(r->o.cache, uids[k], &a, where, sizeof(where)) &&
-		    !strcmp(where, node))
-			cache_remove_alloc(r->o.cache, uids[k]);
-	}
-	cache_unlock(r->o.cache);
-	for (int k = 0; k < n; k++)
-		if (what[k] != KEPT)
-			reserve_delete_reservation(r, uids[k], node);
 	free(what);
-	return 0;
+	free(ns);
+	return res < 0 ? -1 : 0;
 }
 
 /* ---- reservation Leases and GpuClaim status -------------------------------- */
 
-static void reservation_path(const char *ns, const char *uid, char *out, size_t size)
+void reserve_delete_reservation(struct reserve *r, const char *ns, const char *uid, const char *node)
 {
-	char name[128];
-	ledger_reservation_name(uid, name, sizeof(name));
-	snprintf(out, size, "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", ns, name);
-}
-
-/* The reservation Lease's node annotation and resourceVersion; 1 found, 0 not there, -1 error. */
-static int read_reservation(struct reserve *r, const char *path, char *node, size_t nsize, char *rv, size_t rvsize)
-{
-	char err[256];
+	/* Named after the pod and the node: a racing bind of the pod elsewhere has its own. */
+	char name[128], path[512], err[256];
+	ledger_reservation_name(uid, node, name, sizeof(name));
+	snprintf(path, sizeof(path), "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", ns, name);
 	struct kube_response resp;
 	kube_response_init(&resp);
-	int found = -1;
-	if (!kube_request(r->o.client, "GET", path, NULL, NULL, 10, &resp, err, sizeof(err))) {
-		if (resp.status == 404) {
-			found = 0;
-		} else if (resp.status == 200) {
-			cJSON *obj = cJSON_ParseWithLength(resp.body.data, resp.body.len);
-			const char *n = api_annotation(obj, LEDGER_ANN_NODE);
-			const char *v = api_str(api_path(obj, "metadata"), "resourceVersion");
-			snprintf(node, nsize, "%s", n ? n : "");
-			snprintf(rv, rvsize, "%s", v ? v : "");
-			found = obj && v ? 1 : -1;
-			cJSON_Delete(obj);
-		}
-	}
-	kube_response_release(&resp);
-	return found;
-}
-
-void reserve_delete_reservation(struct reserve *r, const char *uid, const char *node)
-{
-	char ns[64] = "";
-	pthread_mutex_lock(&r->lock);
-	const char *where = strmap_get(&r->reservations, uid);
-	if (where)
-		snprintf(ns, sizeof(ns), "%s", where);
-	pthread_mutex_unlock(&r->lock);
-	if (!ns[0])
-		return;
-	/* One Lease per pod, whichever node: a bind of this pod on another node
-	 * (that won a race with ours) may own it now. Only ours goes, and only the
-	 * version just read. */
-	char path[512], err[256], lnode[254], rv[64], body[160];
-	reservation_path(ns, uid, path, sizeof(path));
-	int found = read_reservation(r, path, lnode, sizeof(lnode), rv, sizeof(rv));
-	if (found == 0 || (found == 1 && strcmp(lnode, node)))
-		return;
-	struct kube_response resp;
-	kube_response_init(&resp);
-	if (found == 1)
-		snprintf(body, sizeof(body),
-			 "{\"apiVersion\":\"v1\",\"kind\":\"DeleteOptions\",\"preconditions\":{\"resourceVersion\":\"%s\"}}", rv);
-	if (found < 0 ||
-	    kube_request(r->o.client, "DELETE", path, body, NULL, 10, &resp, err, sizeof(err)) ||
-	    (resp.status >= 300 && resp.status != 404 && resp.status != 409))
+	if (kube_request(r->o.client, "DELETE", path, NULL, NULL, 10, &resp, err, sizeof(err)) ||
+	    (resp.status >= 300 && resp.status != 404))
 		log_warn("cannot delete a reservation Lease (the garbage collector will, with the pod)",
-			 "lease=%s status=%ld", path, resp.status);
+			 "lease=%s/%s status=%ld", ns, name, resp.status);
 	kube_response_release(&resp);
 }
 
-/* After a successful binding: the pod's reservation Lease records this node.
- * A racing bind of the same pod elsewhere may have created it first (our POST
- * got 409) or deleted it. */
-static void ensure_reservation(struct reserve *r, const struct ledger_entry *e, const char *node)
-{
-	char path[512], lnode[254], rv[64], err[256];
-	reservation_path(e->a.ns, e->a.uid, path, sizeof(path));
-	struct buf body, put;
-	buf_init(&body, 1 << 16);
-	buf_init(&put, 1 << 16);
-	ledger_encode_reservation(e, node, &body);
-	const char *meta = strstr(buf_cstr(&body), "\"metadata\":{");
-	struct kube_response resp;
-	kube_response_init(&resp);
-	bool done = false;
-	for (int attempt = 0; attempt < 4 && !done && meta; attempt++) {
-		int found = read_reservation(r, path, lnode, sizeof(lnode), rv, sizeof(rv));
-		if (found < 0)
-			break;
-		if (found == 1 && !strcmp(lnode, node)) {
-			done = true;
-			break;
-		}
-		char url[512];
-		snprintf(url, sizeof(url), "/apis/coordination.k8s.io/v1/namespaces/%s/leases", e->a.ns);
-		buf_clear(&put);
-		if (found == 1) {
-			/* The same object with the version read: a concurrent change wins, and we look again. */
-			size_t head = (size_t)(meta - buf_cstr(&body)) + strlen("\"metadata\":{");
-			buf_add(&put, buf_cstr(&body), head);
-			buf_printf(&put, "\"resourceVersion\":\"%s\",", rv);
-			buf_adds(&put, buf_cstr(&body) + head);
-		}
-		if (kube_request(r->o.client, found ? "PUT" : "POST", found ? path : url,
-				 found ? buf_cstr(&put) : buf_cstr(&body), NULL, 10, &resp, err, sizeof(err)))
-			break;
-		done = resp.status == 200 || resp.status == 201;
-	}
-	if (!done)
-		log_warn("cannot make the reservation Lease record its node; the reaper looks the pod up instead",
-			 "lease=%s node=%s", path, node);
-	kube_response_release(&resp);
-	buf_release(&put);
-	buf_release(&body);
-}
-
-static int create_reservation(struct reserve *r, const struct ledger_entry *e, const char *node, bool *created,
+static int create_reservation(struct reserve *r, const struct ledger_entry *e, const char *node,
 			      char *err, size_t errlen)
 {
 	struct buf body;
@@ -282,21 +189,11 @@ static int create_reservation(struct reserve *r, const struct ledger_entry *e, c
 	struct kube_response resp;
 	kube_response_init(&resp);
 	int rc = kube_request(r->o.client, "POST", path, buf_cstr(&body), NULL, 10, &resp, err, errlen);
+	/* 409: it exists, from an earlier try of this very bind (same pod, same node). */
 	if (!rc && resp.status != 201 && resp.status != 200 && resp.status != 409) {
 		snprintf(err, errlen, "creating the reservation Lease: HTTP %ld: %s", resp.status,
 			 kube_status_message(&resp, msg, sizeof(msg)));
 		rc = -1;
-	}
-	*created = !rc && resp.status != 409;
-	if (!rc) {
-		/* Known now, so a release deletes it even before the watch reports it. */
-		pthread_mutex_lock(&r->lock);
-		char *ns = strdup(e->a.ns);
-		void *old = NULL;
-		if (ns && strmap_put(&r->reservations, e->a.uid, ns, &old))
-			free(ns);
-		free(old);
-		pthread_mutex_unlock(&r->lock);
 	}
 	kube_response_release(&resp);
 	buf_release(&body);
@@ -329,7 +226,7 @@ void reserve_claim_status(struct reserve *r, const char *ns, const char *claim, 
 	if (kube_request(r->o.client, "PATCH", path, buf_cstr(&body), "application/merge-patch+json", 10, &resp,
 			 err, sizeof(err)) || resp.status >= 300)
 		log_warn("cannot update GpuClaim status", "claim=%s/%s status=%ld error=\"%s\"", ns, claim,
-			 resp.status, err);
+			 resp.status, LOG_Q(err));
 	kube_response_release(&resp);
 	buf_release(&body);
 }
@@ -524,8 +421,7 @@ int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t er
 
 	char ids[256];
 	alloc_ids(&b.entry.a, ids, sizeof(ids));
-	bool created = false;
-	if (create_reservation(r, &b.entry, req->node, &created, err, errlen) ||
+	if (create_reservation(r, &b.entry, req->node, err, errlen) ||
 	    post_binding(r, req, b.node, &b.entry, err, errlen)) {
 		char why[512];
 		snprintf(why, sizeof(why), "%s", err);
@@ -533,7 +429,7 @@ int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t er
 		char rel_err[256];
 		if (reserve_release(r, req->node, &uid, &b.entry.a.since, 1, rel_err, sizeof(rel_err)))
 			log_warn("cannot release a failed bind's reservation now; the reaper will", "pod=%s/%s error=\"%s\"",
-				 req->ns, req->name, rel_err);
+				 req->ns, req->name, LOG_Q(rel_err));
 		else
 			metrics_inc(M_RELEASED, REL_BIND_FAILED);
 		reserve_claim_status(r, req->ns, req->claim->gpuclaim, "Pending", "", "", "", why);
@@ -546,15 +442,13 @@ int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t er
 		char rel_err[256];
 		if (reserve_release(r, where, &uid, &old.since, 1, rel_err, sizeof(rel_err)))
 			log_warn("cannot release a moved pod's older reservation now; the reaper will", "pod=%s/%s node=%s error=\"%s\"",
-				 req->ns, req->name, where, rel_err);
+				 req->ns, req->name, where, LOG_Q(rel_err));
 		else {
 			metrics_inc(M_RELEASED, REL_BIND_FAILED);
 			log_info("released a reservation", "pod=%s/%s node=%s reason=\"bound to %s instead\"", req->ns,
 				 req->name, where, req->node);
 		}
 	}
-	if (!created)
-		ensure_reservation(r, &b.entry, req->node);
 	char pod[320];
 	snprintf(pod, sizeof(pod), "%s/%s", req->ns, req->name);
 	reserve_claim_status(r, req->ns, req->claim->gpuclaim, "Bound", req->node, ids, pod, "");

@@ -34,10 +34,9 @@ struct reserve {
 	pthread_mutex_t lock;           /* guards everything below */
 	struct strmap ledgers;          /* node -> struct ledger_box * */
 	struct strmap pods;             /* uid -> struct pod_state * */
-	struct strmap reservations;     /* uid -> namespace (char *) of its reservation Lease */
 	struct strmap gone;             /* uid -> (void *)time: pod deleted (pod watch) */
 	struct strmap check;            /* uid -> (void *)time: its reservation Lease went; look the pod up */
-	uint64_t pods_gen, resv_gen, ledger_gen;
+	uint64_t pods_gen, ledger_gen;
 	struct reflector *watch[3];
 	pthread_t reaper;
 	bool reaper_started;
@@ -64,8 +63,8 @@ int reserve_ledger_update(struct reserve *r, const char *node, ledger_edit_fn ed
  */
 int reserve_release(struct reserve *r, const char *node, const char *const *uids, const int64_t *since, int n,
 		    char *err, size_t errlen);
-/* Deletes the pod's reservation Lease if it records a reservation on node. */
-void reserve_delete_reservation(struct reserve *r, const char *uid, const char *node);
+/* Deletes the pod's reservation Lease of that node. */
+void reserve_delete_reservation(struct reserve *r, const char *ns, const char *uid, const char *node);
 void reserve_claim_status(struct reserve *r, const char *ns, const char *claim, const char *phase,
 			  const char *node, const char *ids, const char *pod, const char *message);
 /* The reflector sinks (watch.c). */

@@ -45,48 +45,15 @@ static void cache_from_ledger(struct reserve *r, const char *node, const struct 
 	free(a);
 }
 
-/*
- * The cache keeps one reservation per pod (a record on another node moves
- * it), but the ledgers may hold a pod on two nodes for a while: two binds of
- * the pod raced, and the loser has not released its own yet (or crashed
- * before it could; then the reaper does). When a ledger drops a pod that
- * another ledger still holds, that node gets its record back; otherwise the
- * filter would see GPUs free that the ledger holds, and binds there would
- * fail until that ledger's next write, which a full node never gets.
- */
-static void restore_elsewhere(struct reserve *r, const char *node, const struct ledger *old,
-			      const struct ledger *now)
-{
-	for (int i = 0; old && i < old->n; i++) {
-		const char *uid = old->e[i].a.uid;
-		if (now && ledger_find(now, uid) >= 0)
-			continue;
-		const char *key;
-		void *val;
-		for (size_t pos = 0; strmap_next(&r->ledgers, &pos, &key, &val);) {
-			const struct ledger_box *box = val;
-			/* (During a relist, only ledgers listed again: the others may be gone.) */
-			if (box->gen == r->ledger_gen && strcmp(key, node) && ledger_find(&box->l, uid) >= 0)
-				cache_from_ledger(r, key, &box->l);
-		}
-	}
-}
-
 static void ledger_store(struct reserve *r, const char *node, struct ledger *l)
 {
-	struct alloc *a = malloc(((size_t)l->n + 1) * sizeof(*a));
 	struct ledger_box *box = malloc(sizeof(*box));
-	if (!a || !box) {
-		free(a);
-		free(box);
+	if (!box) {
 		ledger_release(l);
 		log_error("out of memory storing a ledger", "node=%s", node);
 		return;
 	}
-	for (int i = 0; i < l->n; i++)
-		a[i] = l->e[i].a;
-	cache_set_allocs(r->o.cache, node, a, l->n);
-	free(a);
+	cache_from_ledger(r, node, l);
 	box->l = *l;
 	box->gen = r->ledger_gen;
 	void *old = NULL;
@@ -95,7 +62,6 @@ static void ledger_store(struct reserve *r, const char *node, struct ledger *l)
 		free(box);
 	}
 	if (old) {
-		restore_elsewhere(r, node, &((struct ledger_box *)old)->l, &box->l);
 		ledger_release(&((struct ledger_box *)old)->l);
 		free(old);
 	}
@@ -111,7 +77,6 @@ static void ledger_apply(void *ctx, bool deleted, const cJSON *obj)
 		struct ledger_box *box = strmap_del(&r->ledgers, node);
 		cache_set_allocs(r->o.cache, node, NULL, 0);
 		if (box) {
-			restore_elsewhere(r, node, &box->l, NULL);
 			ledger_release(&box->l);
 			free(box);
 		}
@@ -121,16 +86,11 @@ static void ledger_apply(void *ctx, bool deleted, const cJSON *obj)
 	char err[256];
 	if (ledger_decode(obj, &l, err, sizeof(err))) {
 		/* Keep what we had: an unreadable ledger must not free its GPUs. */
-		log_error("cannot read a ledger; keeping its last good state", "node=%s error=\"%s\"", node, err);
+		log_error("cannot read a ledger; keeping its last good state", "node=%s error=\"%s\"", node, LOG_Q(err));
 		struct ledger_box *box = strmap_get(&r->ledgers, node);
 		if (box) {
 			box->gen = r->ledger_gen;
-			struct alloc *a = malloc(((size_t)box->l.n + 1) * sizeof(*a));
-			for (int i = 0; a && i < box->l.n; i++)
-				a[i] = box->l.e[i].a;
-			if (a)
-				cache_set_allocs(r->o.cache, node, a, box->l.n);
-			free(a);
+			cache_from_ledger(r, node, &box->l);
 		}
 		return;
 	}
@@ -183,14 +143,9 @@ static void mark_gone(struct reserve *r, const char *uid)
 
 /* ---- reservation Leases: the garbage collector deletes them with their pod ---- */
 
-struct resv_box {
-	char ns[64];
-	uint64_t gen;
-};
-
-static void resv_begin(void *ctx)
+static void resv_nothing(void *ctx)
 {
-	((struct reserve *)ctx)->resv_gen++;
+	(void)ctx;
 }
 
 static const char *owner_uid(const cJSON *obj)
@@ -205,37 +160,25 @@ static const char *owner_uid(const cJSON *obj)
 	return NULL;
 }
 
+/*
+ * Only deletions matter. Usually the garbage collector, with the pod; but an
+ * extender releasing a reservation deletes its Lease too. Either way the
+ * reaper looks the pod up (the pod watch, or a GET) rather than taking it
+ * for gone.
+ */
 static void resv_apply(void *ctx, bool deleted, const cJSON *obj)
 {
 	struct reserve *r = ctx;
 	const char *uid = owner_uid(obj);
-	const char *ns = api_str(api_path(obj, "metadata"), "namespace");
-	if (!uid || !ns)
+	if (!deleted || !uid)
 		return;
-	if (deleted) {
-		/* Usually the garbage collector, with the pod; but a replica whose bind
-		 * of the pod lost a race deletes its own too: the reaper looks the pod
-		 * up (the pod watch, or a GET) rather than taking it for gone. */
-		free(strmap_del(&r->reservations, uid));
-		strmap_put(&r->check, uid, (void *)(intptr_t)time(NULL), NULL);
-		pthread_cond_signal(&r->wake);
-		return;
-	}
-	char *copy = strdup(ns);
-	void *old = NULL;
-	if (copy && strmap_put(&r->reservations, uid, copy, &old))
-		free(copy);
-	free(old);
-}
-
-static void resv_end(void *ctx)
-{
-	(void)ctx;   /* A Lease that vanished unseen is found by the reaper through the pod itself. */
+	strmap_put(&r->check, uid, (void *)(intptr_t)time(NULL), NULL);
+	pthread_cond_signal(&r->wake);
 }
 
 void reserve_reservation_sink(struct reserve *r, struct reflector_sink *out)
 {
-	*out = (struct reflector_sink){ lock, unlock, resv_begin, resv_apply, resv_end, r };
+	*out = (struct reflector_sink){ lock, unlock, resv_nothing, resv_apply, resv_nothing, r };
 }
 
 /* ---- pods that hold GPUs ---- */

@@ -30,6 +30,18 @@ bool log_level_parse(const char *s, enum log_level *out)
 	return false;
 }
 
+const char *log_quote(const char *s, char *out, size_t size)
+{
+	size_t n = 0;
+	for (; s && *s && n + 2 < size; s++) {
+		if (*s == '"' || *s == '\\')
+			out[n++] = '\\';
+		out[n++] = *s == '\n' || *s == '\r' ? ' ' : *s;
+	}
+	out[n] = '\0';
+	return out;
+}
+
 bool log_enabled(enum log_level lvl)
 {
 	return lvl >= min_level;

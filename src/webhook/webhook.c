@@ -365,7 +365,7 @@ static void review_head(struct buf *b, const char *uid)
 /* A review we cannot act on: HTTP 200, allowed:false, status 400. */
 static void deny(struct http_response *resp, const char *uid, const char *msg)
 {
-	log_warn("admission review rejected", "uid=%s error=\"%s\"", uid ? uid : "", msg);
+	log_warn("admission review rejected", "uid=%s error=\"%s\"", uid ? uid : "", LOG_Q(msg));
 	resp->status = 200;
 	buf_clear(&resp->body);
 	review_head(&resp->body, uid);

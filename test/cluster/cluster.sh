@@ -42,6 +42,18 @@
 #                                 clientConnection.kubeconfig=$CLUSTER_SCHEDULER_KUBECONFIG
 #                                 is used. Extra scheduler flags: CLUSTER_SCHEDULER_FLAGS
 #                                 (word-split) or arguments after CONFIG NAME.
+#   cluster_stop_apiserver [--kill]
+#                                 stop kube-apiserver (TERM, then KILL after 10 s;
+#                                 --kill: SIGKILL at once, like a crash); etcd and the
+#                                 other processes keep running. With clients' watches
+#                                 open, TERM takes the whole 10 s (it stops listening
+#                                 at once but keeps the open watches, silent, until
+#                                 killed)
+#   cluster_start_apiserver       start it again with the same flags, certificates,
+#                                 tokens and port (CLUSTER_API_URL and the kubeconfigs
+#                                 stay valid); waits for /readyz
+#   cluster_restart_apiserver [--kill]
+#                                 both of the above
 #   cluster_stop_scheduler [NAME] stop that instance (TERM, then KILL)
 #   cluster_scheduler_port [NAME] its secure (HTTPS) port
 #   cluster_spawn NAME CMD...     start CMD in its own process group, stdout+stderr to
@@ -421,6 +433,36 @@ _cluster_etcd_ready() {
   [[ $reply == *'"health":"true"'* ]]
 }
 
+# _cluster_launch_apiserver: start kube-apiserver on $CLUSTER_API_PORT with the
+# harness's flags and certificates (used by the first start and by restarts).
+_cluster_launch_apiserver() {
+  local p=$CLUSTER_DIR/pki
+  _cluster_start kube-apiserver "$CLUSTER_DIR/logs/kube-apiserver.log" "$CLUSTER_BIN/kube-apiserver" \
+    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$CLUSTER_API_PORT" \
+    --etcd-servers="$CLUSTER_ETCD_URL" \
+    --cert-dir="$CLUSTER_DIR/apiserver-certs" \
+    --tls-cert-file="$p/apiserver.crt" --tls-private-key-file="$p/apiserver.key" \
+    --client-ca-file="$p/ca.crt" \
+    --requestheader-client-ca-file="$p/front-proxy-ca.crt" \
+    --requestheader-allowed-names=front-proxy-client \
+    --requestheader-username-headers=X-Remote-User \
+    --requestheader-group-headers=X-Remote-Group \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- \
+    --proxy-client-cert-file="$p/front-proxy-client.crt" \
+    --proxy-client-key-file="$p/front-proxy-client.key" \
+    --token-auth-file="$p/tokens.csv" \
+    --authorization-mode=Node,RBAC \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$p/sa.pub" \
+    --service-account-signing-key-file="$p/sa.key" \
+    --service-cluster-ip-range=10.96.0.0/16 \
+    --disable-admission-plugins=TaintNodesByCondition \
+    --endpoint-reconciler-type=none \
+    --allow-privileged=true \
+    --profiling=false \
+    --v=1
+}
+
 _cluster_start_apiserver() {
   local attempt
   for attempt in 1 2 3; do
@@ -438,31 +480,7 @@ _cluster_start_apiserver() {
       esac
       _cluster_write_kubeconfig "$id" "$user" "$CLUSTER_DIR/tokens/$id"
     done
-    local p=$CLUSTER_DIR/pki
-    _cluster_start kube-apiserver "$CLUSTER_DIR/logs/kube-apiserver.log" "$CLUSTER_BIN/kube-apiserver" \
-      --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$CLUSTER_API_PORT" \
-      --etcd-servers="$CLUSTER_ETCD_URL" \
-      --cert-dir="$CLUSTER_DIR/apiserver-certs" \
-      --tls-cert-file="$p/apiserver.crt" --tls-private-key-file="$p/apiserver.key" \
-      --client-ca-file="$p/ca.crt" \
-      --requestheader-client-ca-file="$p/front-proxy-ca.crt" \
-      --requestheader-allowed-names=front-proxy-client \
-      --requestheader-username-headers=X-Remote-User \
-      --requestheader-group-headers=X-Remote-Group \
-      --requestheader-extra-headers-prefix=X-Remote-Extra- \
-      --proxy-client-cert-file="$p/front-proxy-client.crt" \
-      --proxy-client-key-file="$p/front-proxy-client.key" \
-      --token-auth-file="$p/tokens.csv" \
-      --authorization-mode=Node,RBAC \
-      --service-account-issuer=https://kubernetes.default.svc.cluster.local \
-      --service-account-key-file="$p/sa.pub" \
-      --service-account-signing-key-file="$p/sa.key" \
-      --service-cluster-ip-range=10.96.0.0/16 \
-      --disable-admission-plugins=TaintNodesByCondition \
-      --endpoint-reconciler-type=none \
-      --allow-privileged=true \
-      --profiling=false \
-      --v=1
+    _cluster_launch_apiserver
     if _cluster_wait_up kube-apiserver 90 "kube-apiserver /readyz on $CLUSTER_API_URL" _cluster_api_ready; then
       return 0
     fi
@@ -474,6 +492,53 @@ _cluster_start_apiserver() {
   done
   return 1
 }
+
+# cluster_stop_apiserver [--kill]: stop kube-apiserver (TERM, then KILL after 10 s;
+# --kill: SIGKILL at once, like a crash). etcd and everything else keep running.
+cluster_stop_apiserver() {
+  [[ -n ${CLUSTER_DIR:-} ]] || { _cluster_err "cluster_stop_apiserver: no cluster"; return 1; }
+  local pid
+  pid=$(_cluster_pid_of kube-apiserver) || { _cluster_err "cluster_stop_apiserver: kube-apiserver is not running"; return 1; }
+  if [[ ${1:-} == --kill ]]; then
+    # (in a block with stderr closed: bash would report the killed job)
+    {
+      kill -KILL -- "-$pid"
+      local i
+      for ((i = 0; i < 50; i++)); do _cluster_group_alive "$pid" || break; sleep 0.1; done
+      wait "$pid"
+    } 2>/dev/null
+  fi
+  cluster_kill kube-apiserver
+}
+
+# cluster_start_apiserver: start kube-apiserver again after cluster_stop_apiserver:
+# same flags, certificates, tokens and port (CLUSTER_API_URL and every kubeconfig
+# stay valid); waits for /readyz. The port stays free while the API server is
+# down unless another program takes it, which fails after a few tries.
+cluster_start_apiserver() {
+  [[ -n ${CLUSTER_DIR:-} && -n ${CLUSTER_API_PORT:-} ]] || { _cluster_err "cluster_start_apiserver: no cluster"; return 1; }
+  if cluster_alive kube-apiserver; then _cluster_err "cluster_start_apiserver: kube-apiserver is already running"; return 1; fi
+  local attempt rc
+  for attempt in 1 2 3 4 5; do
+    local mark
+    mark=$(wc -l <"$(cluster_log kube-apiserver)" 2>/dev/null || echo 0)
+    _cluster_launch_apiserver
+    _cluster_wait_up kube-apiserver 90 "kube-apiserver /readyz on $CLUSTER_API_URL" _cluster_api_ready
+    rc=$?
+    ((rc == 0)) && return 0
+    if ! cluster_alive kube-apiserver &&
+      tail -n +"$((mark + 1))" "$(cluster_log kube-apiserver)" | grep -q -i 'address already in use'; then
+      cluster_kill kube-apiserver 2>/dev/null
+      _cluster_err "port $CLUSTER_API_PORT is still in use; retrying"; sleep 1; continue
+    fi
+    _cluster_tail_log kube-apiserver
+    return 1
+  done
+  return 1
+}
+
+# cluster_restart_apiserver [--kill]: cluster_stop_apiserver, then cluster_start_apiserver.
+cluster_restart_apiserver() { cluster_stop_apiserver "$@" && cluster_start_apiserver; }
 
 _cluster_start_controller_manager() {
   local p=$CLUSTER_DIR/pki

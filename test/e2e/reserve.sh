@@ -142,7 +142,7 @@ import json, sys
 uid = sys.argv[1]
 for l in json.load(sys.stdin)["items"]:
     md = l["metadata"]
-    if md["name"] == "gpu-reservation." + uid:
+    if md["name"].startswith("gpu-reservation." + uid + "."):
         sys.exit(0)
     if uid in ((md.get("annotations") or {}).get("gpu.scheduling/reservations") or ""):
         sys.exit(0)

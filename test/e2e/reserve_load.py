@@ -32,6 +32,7 @@
       reservation Lease. Prints "NODE DEVICE".
       Uses kubectl (KUBECONFIG) as admin.
 """
+import hashlib
 import json
 import random
 import sys
@@ -211,7 +212,8 @@ def inject_on(ns, pod, uid, node):
     else:
         sys.exit("inject: too many conflicts")
     res = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-           "metadata": {"name": "gpu-reservation." + uid, "namespace": ns,
+           "metadata": {"name": "gpu-reservation.%s.%s" % (uid, hashlib.sha256(node.encode()).hexdigest()[:16]),
+                        "namespace": ns,
                         "labels": {"gpu.scheduling/reservation": "true"},
                         "annotations": {"gpu.scheduling/node": node,
                                         "gpu.scheduling/allocated": "%s:%d" % (node, free[0])},

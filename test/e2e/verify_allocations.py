@@ -152,7 +152,8 @@ def main():
             if not owners:
                 bad("reservation Lease %s/%s has no owning pod" % (md["namespace"], md["name"]))
                 continue
-            res_leases[owners[0]["uid"]] = l
+            # One reservation Lease per pod and node.
+            res_leases[(owners[0]["uid"], anns.get(ANN_NODE))] = l
 
     for uid, nodes in where.items():
         if len(nodes) > 1:
@@ -249,9 +250,9 @@ def main():
                     stale += 1
                     bad("LEAK ledger %s holds %s (uid %s, devices %s, since %s): %s"
                         % (node, who, e["uid"], e["devices"], e.get("since"), why))
-                elif e["uid"] not in res_leases:
+                elif (e["uid"], node) not in res_leases:
                     bad("ledger %s entry %s has no reservation Lease" % (node, who))
-        for uid, l in res_leases.items():
+        for (uid, ln), l in res_leases.items():
             md = l["metadata"]
             p = pods.get(uid)
             if p is None:
@@ -260,11 +261,8 @@ def main():
             if finished(p):
                 bad("LEAK reservation Lease %s/%s of a %s pod" % (md["namespace"], md["name"], p["status"]["phase"]))
                 continue
-            ln = (md.get("annotations") or {}).get(ANN_NODE)
-            if not where.get(uid):
-                bad("LEAK reservation Lease %s/%s (node %s) without a ledger entry" % (md["namespace"], md["name"], ln))
-            elif ln not in where[uid]:
-                bad("reservation Lease %s/%s says node %s, ledger %s" % (md["namespace"], md["name"], ln, where[uid]))
+            if ln not in where.get(uid, []):
+                bad("LEAK reservation Lease %s/%s (node %s) without a ledger entry there" % (md["namespace"], md["name"], ln))
 
     # ---- counts, and 6: every GPU used that could be ----
     nodes = [n for n in a.nodes.split(",") if n] or sorted(devices)

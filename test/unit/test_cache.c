@@ -118,14 +118,43 @@ static void test_allocations(void **state)
 	assert_int_equal(cache_set_allocs(c, "n1", ledger, 2), 0);
 	assert_false(cache_find_alloc(c, "pod-1", &got, node, sizeof(node)));
 	assert_true(cache_find_alloc(c, "pod-4", &got, node, sizeof(node)));
-	assert_true(cache_remove_alloc(c, "pod-3"));
-	assert_false(cache_remove_alloc(c, "pod-3"));
+	assert_true(cache_remove_alloc(c, "pod-3", NULL));
+	assert_false(cache_remove_alloc(c, "pod-3", NULL));
 	cache_unlock(c);
 	struct cache_stats st;
 	cache_stats(c, &st);
 	assert_int_equal(st.nodes, 2);
 	assert_int_equal(st.devices, 8);
 	assert_int_equal(st.allocs, 2);
+	cache_free(c);
+}
+
+/* Two binds of one pod raced: both ledgers hold it until the loser releases its own. */
+static void test_pod_in_two_ledgers(void **state)
+{
+	(void)state;
+	struct cache *c = cache_new();
+	cache_lock(c);
+	cache_set_gpus(c, "n1", devices("n1", 2));
+	cache_set_gpus(c, "n2", devices("n2", 2));
+	struct alloc a = make_alloc("pod-1", 0);
+	assert_int_equal(cache_set_allocs(c, "n1", &a, 1), 0);
+	assert_int_equal(cache_set_allocs(c, "n2", &a, 1), 0);
+	assert_int_equal(cache_peek(c, "n1")->dev[0].exclusive, 1);   /* both stay held */
+	assert_int_equal(cache_peek(c, "n2")->dev[0].exclusive, 1);
+	/* The loser (n1) releases; n2 keeps the pod's GPU. */
+	assert_true(cache_remove_alloc(c, "pod-1", "n1"));
+	assert_int_equal(cache_peek(c, "n1")->dev[0].exclusive, 0);
+	assert_int_equal(cache_peek(c, "n2")->dev[0].exclusive, 1);
+	struct alloc got;
+	char node[32];
+	assert_true(cache_find_alloc(c, "pod-1", &got, node, sizeof(node)));
+	assert_string_equal(node, "n2");
+	/* Or the winner's ledger is written again first: still both, until n1 drops it. */
+	assert_int_equal(cache_set_allocs(c, "n1", &a, 1), 0);
+	assert_int_equal(cache_set_allocs(c, "n1", NULL, 0), 0);
+	assert_int_equal(cache_peek(c, "n2")->dev[0].exclusive, 1);
+	cache_unlock(c);
 	cache_free(c);
 }
 
@@ -271,7 +300,7 @@ static void test_concurrent_readers_and_writers(void **state)
 		snprintf(uid, sizeof(uid), "pod-%d", round % 300);
 		struct alloc a = make_alloc(uid, round % 8);
 		cache_lock(r.c);
-		cache_remove_alloc(r.c, uid);
+		cache_remove_alloc(r.c, uid, NULL);
 		if (!cache_peek(r.c, name)->dev[round % 8].exclusive)
 			cache_add_alloc(r.c, name, &a);
 		cache_unlock(r.c);
@@ -289,6 +318,7 @@ int main(void)
 		cmocka_unit_test(test_snapshots_are_immutable),
 		cmocka_unit_test(test_labels_merge_with_devices),
 		cmocka_unit_test(test_allocations),
+		cmocka_unit_test(test_pod_in_two_ledgers),
 		cmocka_unit_test(test_shared_allocation_usage),
 		cmocka_unit_test(test_relist_sweeps_what_was_not_seen),
 		cmocka_unit_test(test_gpuclaims),

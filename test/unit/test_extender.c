@@ -374,6 +374,67 @@ static void test_inventory_errors_change_nothing(void **state)
 	assert_int_equal(inventory_load(f->cache, "config/demo-inventory.json", err, sizeof(err)), 0);
 }
 
+static bool never_ready(void *ctx, char *why, size_t size)
+{
+	(void)ctx;
+	snprintf(why, size, "watches not listed yet");
+	return false;
+}
+
+/* Until the cache is filled, every verb refuses (kube-scheduler retries). */
+static void test_not_ready_refuses(void **state)
+{
+	struct fixture *f = *state;
+	struct extender_opts o = {
+		.cache = f->cache, .res = &f->res, .default_policy = POLICY_BINPACK,
+		.bind = extender_bind_local, .bind_ctx = f->cache, .ready = never_ready,
+	};
+	struct extender *x = extender_new(&o);
+	int st;
+	cJSON *r = call(extender_filter, x, args("nr", "", "\"gpu.scheduling/gpu\":\"1\""), &st);
+	assert_int_equal(st, 200);
+	assert_string_equal(cJSON_GetObjectItem(r, "Error")->valuestring, "extender not ready: watches not listed yet");
+	cJSON_Delete(r);
+	r = call(extender_prioritize, x, args("nr", "", ""), &st);
+	assert_int_equal(st, 503);
+	cJSON_Delete(r);
+	r = call(extender_bind, x, "{\"PodName\":\"nr\",\"PodNamespace\":\"ml\",\"PodUID\":\"nr\",\"Node\":\"big\"}", &st);
+	assert_int_equal(st, 200);
+	assert_non_null(strstr(cJSON_GetObjectItem(r, "Error")->valuestring, "not ready"));
+	cJSON_Delete(r);
+	extender_free(x);
+}
+
+/* A pod's own leftover reservation (a bind that broke off) does not count against it. */
+static void test_own_reservation_not_counted(void **state)
+{
+	struct fixture *f = *state;
+	int st;
+	cJSON *r = call(extender_filter, f->x, args("own", "", "\"gpu.scheduling/gpu\":\"1\""), &st);
+	cJSON_Delete(r);
+	r = call(extender_bind, f->x, "{\"PodName\":\"own\",\"PodNamespace\":\"ml\",\"PodUID\":\"own\",\"Node\":\"small\"}", &st);
+	assert_string_equal(cJSON_GetObjectItem(r, "Error")->valuestring, "");
+	cJSON_Delete(r);
+	/* small (1 GPU) is full for anyone else ... */
+	r = call(extender_filter, f->x, args("other", "", "\"gpu.scheduling/gpu\":\"1\""), &st);
+	assert_non_null(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "FailedNodes"), "small"));
+	cJSON_Delete(r);
+	/* ... but not for the pod that holds it: filter and prioritize both let it back. */
+	r = call(extender_filter, f->x, args("own", "", "\"gpu.scheduling/gpu\":\"1\""), &st);
+	const cJSON *names = cJSON_GetObjectItem(r, "NodeNames");
+	bool small = false;
+	const cJSON *it;
+	cJSON_ArrayForEach(it, names)
+		small |= !strcmp(it->valuestring, "small");
+	assert_true(small);
+	cJSON_Delete(r);
+	r = call(extender_prioritize, f->x, args("own", "", "\"gpu.scheduling/gpu\":\"1\""), &st);
+	cJSON_ArrayForEach(it, r)
+		if (!strcmp(cJSON_GetObjectItem(it, "Host")->valuestring, "small"))
+			assert_int_equal((int)cJSON_GetObjectItem(it, "Score")->valuedouble, 10);
+	cJSON_Delete(r);
+}
+
 /* Big requests split their node loop over threads: the answer must not change. */
 static void test_large_request_in_parts(void **state)
 {
@@ -442,6 +503,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_preempt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_inventory_errors_change_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_large_request_in_parts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_not_ready_refuses, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_own_reservation_not_counted, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("extender", tests, NULL, NULL);
 }

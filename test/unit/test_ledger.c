@@ -116,8 +116,11 @@ static void test_names(void **state)
 	long_node[249] = 'b';
 	ledger_lease_name(long_node, other, sizeof(other));
 	assert_string_not_equal(name, other);      /* the hash tells them apart */
-	ledger_reservation_name("4f7d4a36-b836-4ea2-8963-df55911e571b", name, sizeof(name));
-	assert_string_equal(name, "gpu-reservation.4f7d4a36-b836-4ea2-8963-df55911e571b");
+	ledger_reservation_name("4f7d4a36-b836-4ea2-8963-df55911e571b", "gpu-a2", name, sizeof(name));
+	assert_int_equal(strncmp(name, "gpu-reservation.4f7d4a36-b836-4ea2-8963-df55911e571b.", 53), 0);
+	assert_int_equal(strlen(name), 53 + 16);
+	ledger_reservation_name("4f7d4a36-b836-4ea2-8963-df55911e571b", "gpu-a3", other, sizeof(other));
+	assert_string_not_equal(name, other);      /* one per pod and node */
 }
 
 static void test_reservation_lease(void **state)

@@ -2,6 +2,7 @@
 #include "testutil.h"
 
 #include "buf.h"
+#include "log.h"
 #include "slab.h"
 #include "workpool.h"
 #include "strmap.h"
@@ -163,6 +164,18 @@ static void test_yamljson(void **state)
 	assert_non_null(strstr(err, "/nonexistent/file.yaml"));
 }
 
+static void test_log_quote(void **state)
+{
+	(void)state;
+	char out[64];
+	assert_string_equal(log_quote("User \"x\" can\\not\nlist", out, sizeof(out)),
+			    "User \\\"x\\\" can\\\\not list");
+	assert_string_equal(log_quote(NULL, out, sizeof(out)), "");
+	char small[5];
+	log_quote("\"\"\"\"", small, sizeof(small));
+	assert_true(strlen(small) <= 4);     /* never cuts an escape in half past the end */
+}
+
 static void test_slab(void **state)
 {
 	(void)state;
@@ -235,6 +248,7 @@ int main(void)
 		cmocka_unit_test(test_strnum),
 		cmocka_unit_test(test_strmap),
 		cmocka_unit_test(test_yamljson),
+		cmocka_unit_test(test_log_quote),
 		cmocka_unit_test(test_slab),
 		cmocka_unit_test(test_workpool),
 	};
