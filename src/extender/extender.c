@@ -5,7 +5,6 @@
 #include "metrics.h"
 #include "pending.h"
 #include "workload.h"
-#include "workpool.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -13,11 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #define PENDING_CAP 65536
-/* Requests this large split their node loop over the cores (a part per core). */
-#define PARALLEL_MIN_PART 512
 
 /* An immutable copy of the learned workload that requests read. */
 struct wl_copy {
@@ -32,7 +28,6 @@ struct extender {
 	pthread_mutex_t wl_lock;      /* guards wl_master and wl_current */
 	struct workload wl_master;
 	struct wl_copy *wl_current;
-	struct workpool *pool;        /* shared by all requests; see workpool.h */
 };
 
 /* ---- the learned workload ------------------------------------------------ */
@@ -88,8 +83,6 @@ struct extender *extender_new(const struct extender_opts *opts)
 		return NULL;
 	}
 	pthread_mutex_init(&x->wl_lock, NULL);
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	x->pool = workpool_new(ncpu > 1 ? (int)ncpu - 1 : 0);
 	workload_init(&x->wl_master, true);
 	x->wl_current = malloc(sizeof(*x->wl_current));
 	if (x->wl_current) {
@@ -104,7 +97,6 @@ void extender_free(struct extender *x)
 	if (!x)
 		return;
 	pending_release(&x->pending);
-	workpool_free(x->pool);
 	wl_copy_release(x->wl_current);
 	pthread_mutex_destroy(&x->wl_lock);
 	free(x);
@@ -280,30 +272,28 @@ static bool filter_node(const struct verb_args *a, const struct cache_node *cn, 
 	return ok;
 }
 
-/* A node's filter outcome; the reasons of rejected nodes go to their part's buffer. */
+/* A node's filter outcome; the reasons of rejected nodes share one buffer. */
 struct verdict {
-	int32_t reason;        /* offset into reasons[part]; -1: the node passes */
-	int8_t part;
+	int32_t reason;        /* offset into reasons; -1: the node passes */
 	bool unresolvable;
 };
 
-/* One filter request's node loop, split over parts (workpool.h). */
+/* One filter request's node loop. */
 struct filter_job {
 	const struct verb_args *a;
 	struct snapshot *snap;
 	enum gpu_pack pack;
 	struct verdict *v;
-	struct buf reasons[WORKPOOL_MAX_PARTS];
-	atomic_bool oom;
+	struct buf reasons;
+	bool oom;
 };
 
-static void filter_part(void *ctx, size_t begin, size_t end, int part)
+static void filter_nodes(struct filter_job *j)
 {
-	struct filter_job *j = ctx;
 	const struct verb_args *a = j->a;
-	struct buf *reasons = &j->reasons[part];
+	struct buf *reasons = &j->reasons;
 	struct fit f;
-	for (size_t i = begin; i < end; i++) {
+	for (int i = 0; i < a->n; i++) {
 		if (a->claim_ok && filter_node(a, snapshot_find(j->snap, a->names[i]), j->pack, &f)) {
 			j->v[i].reason = -1;
 			continue;
@@ -313,10 +303,9 @@ static void filter_part(void *ctx, size_t begin, size_t end, int part)
 			snprintf(f.reason, sizeof(f.reason), "pod's GPU request is invalid: %s", a->claim_err);
 		}
 		j->v[i].reason = (int32_t)reasons->len;
-		j->v[i].part = (int8_t)part;
 		j->v[i].unresolvable = f.unresolvable;
 		if (buf_add(reasons, f.reason, strlen(f.reason) + 1))
-			atomic_store(&j->oom, true);
+			j->oom = true;
 	}
 }
 
@@ -334,7 +323,7 @@ static void add_failed_map(struct buf *out, const char *key, const struct filter
 		first = false;
 		buf_add_json_str(out, a->names[i]);
 		buf_addc(out, ':');
-		buf_add_json_str(out, j->reasons[v->part].data + v->reason);
+		buf_add_json_str(out, j->reasons.data + v->reason);
 	}
 	buf_addc(out, '}');
 }
@@ -346,8 +335,7 @@ void extender_filter(void *ctx, const struct http_request *req, struct http_resp
 	struct filter_job j = { .a = &a };
 	if (not_ready(x, resp, 200))
 		return;
-	for (int p = 0; p < WORKPOOL_MAX_PARTS; p++)
-		buf_init(&j.reasons[p], (size_t)1 << 28);
+	buf_init(&j.reasons, (size_t)1 << 28);
 	if (parse_args(x, req, &a, resp))
 		goto out;
 	j.v = malloc(((size_t)a.n + 1) * sizeof(*j.v));
@@ -357,9 +345,9 @@ void extender_filter(void *ctx, const struct http_request *req, struct http_resp
 	}
 	j.pack = claim_policy(x, &a.claim) == POLICY_SPREAD ? PACK_SPREAD : PACK_BINPACK;
 	j.snap = cache_acquire(x->o.cache);
-	workpool_run(x->pool, (size_t)a.n, PARALLEL_MIN_PART, filter_part, &j);
+	filter_nodes(&j);
 	snapshot_release(j.snap);
-	if (atomic_load(&j.oom)) {
+	if (j.oom) {
 		httpd_error(resp, 500, "out of memory");
 		goto out;
 	}
@@ -401,14 +389,13 @@ void extender_filter(void *ctx, const struct http_request *req, struct http_resp
 		httpd_error(resp, 500, "reply too large");
 out:
 	free(j.v);
-	for (int p = 0; p < WORKPOOL_MAX_PARTS; p++)
-		buf_release(&j.reasons[p]);
+	buf_release(&j.reasons);
 	args_release(&a);
 }
 
 /* ---- prioritize ---------------------------------------------------------- */
 
-/* One prioritize request's node loop, split over parts. */
+/* One prioritize request's node loop. */
 struct prio_job {
 	const struct verb_args *a;
 	struct snapshot *snap;
@@ -417,12 +404,10 @@ struct prio_job {
 	bool *ok;
 };
 
-static void prio_part(void *ctx, size_t begin, size_t end, int part)
+static void prio_nodes(struct prio_job *j)
 {
-	(void)part;
-	struct prio_job *j = ctx;
 	const struct verb_args *a = j->a;
-	for (size_t i = begin; i < end; i++) {
+	for (int i = 0; i < a->n; i++) {
 		const struct cache_node *cn = snapshot_find(j->snap, a->names[i]);
 		if (!claim_wants_gpu(&a->claim)) {
 			/* Pods without GPUs: prefer nodes that have none, keep GPUs for GPU pods. */
@@ -466,7 +451,7 @@ void extender_prioritize(void *ctx, const struct http_request *req, struct http_
 			.id = claim_policy(x, &a.claim), .wl = w ? &w->wl : NULL, .seed = pod_seed(a.ref.uid),
 		};
 		j.snap = cache_acquire(x->o.cache);
-		workpool_run(x->pool, (size_t)a.n, PARALLEL_MIN_PART, prio_part, &j);
+		prio_nodes(&j);
 		snapshot_release(j.snap);
 		wl_copy_release(w);
 	}

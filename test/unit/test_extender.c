@@ -435,8 +435,8 @@ static void test_own_reservation_not_counted(void **state)
 	cJSON_Delete(r);
 }
 
-/* Big requests split their node loop over threads: the answer must not change. */
-static void test_large_request_in_parts(void **state)
+/* A big request: every node judged, in request order. */
+static void test_large_request(void **state)
 {
 	struct fixture *f = *state;
 	enum { N = 2000 };
@@ -502,7 +502,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_concurrent_shared_binds_never_exceed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_preempt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_inventory_errors_change_nothing, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_large_request_in_parts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_large_request, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_not_ready_refuses, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_own_reservation_not_counted, setup, teardown),
 	};

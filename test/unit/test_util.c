@@ -4,7 +4,6 @@
 #include "buf.h"
 #include "log.h"
 #include "slab.h"
-#include "workpool.h"
 #include "strmap.h"
 #include "strnum.h"
 #include "yamljson.h"
@@ -196,49 +195,6 @@ static void test_slab(void **state)
 	slab_free(s);
 }
 
-struct sum_job {
-	int *v;
-	_Atomic long total;
-	_Atomic int parts_seen;
-};
-
-static void sum_part(void *ctx, size_t begin, size_t end, int part)
-{
-	struct sum_job *j = ctx;
-	long t = 0;
-	for (size_t i = begin; i < end; i++)
-		t += j->v[i];
-	atomic_fetch_add(&j->total, t);
-	atomic_fetch_or(&j->parts_seen, 1 << part);
-}
-
-static void test_workpool(void **state)
-{
-	(void)state;
-	enum { N = 100000 };
-	int *v = malloc(N * sizeof(*v));
-	for (int i = 0; i < N; i++)
-		v[i] = i % 7;
-	long want = 0;
-	for (int i = 0; i < N; i++)
-		want += v[i];
-	struct workpool *p = workpool_new(3);
-	for (int round = 0; round < 200; round++) {
-		struct sum_job j = { v, 0, 0 };
-		int parts = workpool_run(p, N, 1000, sum_part, &j);
-		assert_int_equal(parts, 4);
-		assert_int_equal(atomic_load(&j.total), want);
-		assert_int_equal(atomic_load(&j.parts_seen), 15);
-	}
-	struct sum_job small = { v, 0, 0 };
-	assert_int_equal(workpool_run(p, 1500, 1000, sum_part, &small), 1);   /* too small to split */
-	workpool_free(p);
-	struct sum_job none = { v, 0, 0 };
-	assert_int_equal(workpool_run(NULL, N, 1, sum_part, &none), 1);
-	assert_int_equal(atomic_load(&none.total), want);
-	free(v);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -250,7 +206,6 @@ int main(void)
 		cmocka_unit_test(test_yamljson),
 		cmocka_unit_test(test_log_quote),
 		cmocka_unit_test(test_slab),
-		cmocka_unit_test(test_workpool),
 	};
 	return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }
