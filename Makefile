@@ -107,6 +107,7 @@ unit: $(UNIT_BINS)
 blackbox: all | $(TEST_DEPS_STAMP)
 	@python3 test/blackbox/run.py $(BUILD)/gpu-extender
 	@test/agent/run.sh $(BUILD)/gpu-agent
+	@python3 test/sim/check_expected.py $(BUILD)/gpu-extender
 
 e2e: all
 	@test/e2e/run.sh
@@ -118,8 +119,10 @@ $(BUILD)/bench: bench/bench.c $(BUILD)/libgpu.a
 	@echo "  LD      $@"
 	@$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libgpu.a $(LIBS)
 
+# The openb traces (all of them; test/data has the subset the tests use).
+DATA ?= ../shared/data
 sim: $(BUILD)/gpu-extender
-	@bench/simulation-report.sh $(BUILD)/gpu-extender
+	@SIM_DATA=$(DATA) bench/simulation-report.sh $(BUILD)/gpu-extender
 
 # libFuzzer targets (clang); not part of `make test`. Run: build/fuzz_agent -max_total_time=60
 FUZZ_AGENT_SRCS := test/fuzz/fuzz_agent.c $(wildcard src/agent/nvsmi.c src/agent/rocm.c src/agent/intel.c \

@@ -56,4 +56,13 @@ double frag_shape(const struct frag_node *fn, const struct wl_shape *m, unsigned
 /* F_n(M) = sum over wl's snapshot of p_m F_n(m); wl may be NULL (a default prior). */
 double frag_amount(const struct frag_node *fn, const struct workload *wl, unsigned flags);
 
+/*
+ * GPUs of the node that the host cannot feed: idle GPUs beyond what its free
+ * CPU and memory would carry if tasks came with the workload's average CPU
+ * and memory per GPU (CPU-only tasks' share included). A node whose CPU or
+ * memory runs out before its GPUs strands them; this counts how many, 0 when
+ * the host has enough. In GPUs (not milli).
+ */
+double frag_stranded(const struct frag_node *fn, const struct workload *wl);
+
 #endif

@@ -24,7 +24,7 @@ enum policy_id {
 	POLICY_PACKING,      /* partly used GPUs, then used nodes, then idle ones */
 	POLICY_BESTFIT,      /* the node with the least CPU+GPU left after */
 	POLICY_FGD,          /* fragmentation gradient descent (Weng et al., ATC'23) */
-	POLICY_FGDX,         /* ours: FGD, extended (see src/core/policy_fgdx.c) */
+	POLICY_FGD_BALANCED, /* ours: FGD + host balance, learned online (policy_fgd_balanced.c) */
 	POLICY_COUNT
 };
 
@@ -41,9 +41,11 @@ struct policy_ctx {
 	const struct workload *wl;  /* may be NULL: policies fall back to a prior */
 	uint64_t seed;              /* varies per decision, for random choices */
 	/*
-	 * The caller wants only the rating (it will ask again for the node it
-	 * picks): a policy may then skip choosing devices, leaving out->dev
-	 * incomplete. The rating and the return value stay the same.
+	 * The caller has already found that the claim fits the node
+	 * (fit_possible) and wants only the rating; it asks again, without
+	 * this, for the node it picks. A policy may then skip the feasibility
+	 * test and the device choice (out->dev left incomplete). The rating
+	 * stays the same.
 	 */
 	bool rate_only;
 };

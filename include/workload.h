@@ -47,6 +47,15 @@ struct wl_pop {
 	double p;              /* popularity, sum over the snapshot is 1 */
 };
 
+/* The snapshot's GPU shapes as frag.c scans them (ascending gpu_milli). */
+struct wl_fast {
+	int32_t milli;
+	int16_t count;
+	int16_t spec;
+	int64_t cpu, mem;
+	double p;
+};
+
 struct workload {
 	/* The histogram. */
 	int nshapes;
@@ -61,6 +70,11 @@ struct workload {
 	struct wl_pop pop[WL_MAX_SHAPES];
 	double p_cpu_only;     /* sum of p over the CPU-only entries of pop */
 	double mean_gpu;       /* expected milli-GPU per task under pop */
+	/* Host resources the mix brings per whole GPU of demand (CPU-only tasks included). */
+	double cpu_per_gpu;    /* millicores */
+	double mem_per_gpu;    /* MiB */
+	int nfast;
+	struct wl_fast fast[WL_MAX_SHAPES];
 	uint32_t version;      /* bumped at every rebuild */
 	double rebuild_frac;   /* rebuild when since_rebuild >= total * this */
 };
@@ -87,6 +101,12 @@ void workload_shape_of(const struct workload *wl, const struct claim *c, struct 
  * caller without a workload still gets a sensible M). Sets *n.
  */
 const struct wl_pop *workload_snapshot(const struct workload *wl, int *n);
+
+/*
+ * Host CPU (millicores) and memory (MiB) per whole GPU of demand under the
+ * snapshot (wl NULL: the prior's); 0 when the mix has no GPU demand.
+ */
+void workload_host_per_gpu(const struct workload *wl, double *cpu, double *mem);
 
 /* The spec string of a shape ("" for -1). */
 const char *workload_spec(const struct workload *wl, int spec);

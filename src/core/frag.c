@@ -35,7 +35,9 @@ void frag_node_init(struct frag_node *fn, const struct gpu_node *n, const struct
 		if (d->mig || !gpu_usable(d))
 			continue;
 		uint32_t bits = 0;
-		if (last && !strcmp(last->model, in->model)) {
+		if (!nspecs) {
+			/* No model constraints in the mix: nothing to match. */
+		} else if (last && !strcmp(last->model, in->model)) {
 			bits = last_bits;
 		} else {
 			for (int s = 0; s < nspecs; s++)
@@ -121,10 +123,58 @@ double frag_shape(const struct frag_node *fn, const struct wl_shape *m, unsigned
 
 double frag_amount(const struct frag_node *fn, const struct workload *wl, unsigned flags)
 {
-	int n;
-	const struct wl_pop *pop = workload_snapshot(wl, &n);
-	double sum = 0;
-	for (int i = 0; i < n; i++)
-		sum += pop[i].p * frag_shape(fn, &pop[i].s, flags);
+	if (!wl) {
+		int n;
+		const struct wl_pop *pop = workload_snapshot(NULL, &n);
+		double sum = 0;
+		for (int i = 0; i < n; i++)
+			sum += pop[i].p * frag_shape(fn, &pop[i].s, flags);
+		return sum;
+	}
+	/*
+	 * The same sum, in one pass: CPU-only shapes see all idle GPU; GPU
+	 * shapes come by ascending milli, so the devices with room for them
+	 * (free[] is descending) only shrink to a prefix as we go.
+	 */
+	double total = (double)fn->free_sum;
+	double sum = wl->p_cpu_only * total;
+	int64_t prefix[GPU_MAX_DEVICES + 1];
+	prefix[0] = 0;
+	for (int k = 0; k < fn->ngpu; k++)
+		prefix[k + 1] = prefix[k] + fn->free[k];
+	bool mem = flags & FRAG_HOST_MEM;
+	int k = fn->ngpu;
+	for (int i = 0; i < wl->nfast; i++) {
+		const struct wl_fast *m = &wl->fast[i];
+		while (k > 0 && fn->free[k - 1] < m->milli)
+			k--;
+		double f;
+		if (fn->cpu_free < m->cpu || (mem && fn->mem_free < m->mem)) {
+			f = total;
+		} else if (m->spec < 0 || !fn->mixed) {
+			if ((m->spec >= 0 && !(fn->specs_all >> m->spec & 1u)) || k < m->count)
+				f = total;
+			else
+				f = (double)(fn->free_sum - prefix[k]);
+		} else {
+			struct wl_shape sh = { .cpu_milli = m->cpu, .mem_mib = m->mem,
+					       .gpu_milli = (uint32_t)m->milli, .count = m->count,
+					       .spec = m->spec };
+			f = frag_shape(fn, &sh, flags);
+		}
+		sum += m->p * f;
+	}
 	return sum;
+}
+
+double frag_stranded(const struct frag_node *fn, const struct workload *wl)
+{
+	double cpu, mem;
+	workload_host_per_gpu(wl, &cpu, &mem);
+	double gpus = (double)fn->free_sum / GPU_CORE_FULL, worst = 0;
+	if (cpu > 0 && fn->cpu_free != INT64_MAX)
+		worst = gpus - (double)fn->cpu_free / cpu;
+	if (mem > 0 && fn->mem_free != INT64_MAX && gpus - (double)fn->mem_free / mem > worst)
+		worst = gpus - (double)fn->mem_free / mem;
+	return worst > 0 ? worst : 0;
 }

@@ -15,7 +15,7 @@ static const struct policy_def *const policies[POLICY_COUNT] = {
 	[POLICY_PACKING] = &policy_packing_def,
 	[POLICY_BESTFIT] = &policy_bestfit_def,
 	[POLICY_FGD] = &policy_fgd_def,
-	[POLICY_FGDX] = &policy_fgdx_def,
+	[POLICY_FGD_BALANCED] = &policy_fgd_balanced_def,
 };
 
 const char *policy_name(enum policy_id id)

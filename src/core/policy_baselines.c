@@ -42,8 +42,8 @@ static uint64_t name_hash(const char *s)
 static bool place_random(const struct policy_ctx *ctx, const struct gpu_node *n,
 			 const struct claim *c, struct fit *f, double *score)
 {
-	if (ctx->rate_only && fit_possible(n, c)) {
-		f->ok = true;
+	if (ctx->rate_only) {
+		f->ok = true;   /* the caller knows it fits: only the rating */
 		f->ndev = 0;
 	} else if (!fit_node(n, c, PACK_BINPACK, f)) {
 		return false;

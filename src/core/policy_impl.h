@@ -35,7 +35,7 @@ extern const struct policy_def policy_random_def, policy_dotprod_def, policy_clu
 	policy_packing_def, policy_bestfit_def;
 /* policy_fgd.c */
 extern const struct policy_def policy_fgd_def;
-/* policy_fgdx.c */
-extern const struct policy_def policy_fgdx_def;
+/* policy_fgd_balanced.c */
+extern const struct policy_def policy_fgd_balanced_def;
 
 #endif

@@ -34,6 +34,18 @@ const struct wl_pop *workload_snapshot(const struct workload *wl, int *n)
 	return wl->pop;
 }
 
+static void host_per_gpu(const struct wl_pop *pop, int n, double *cpu, double *mem)
+{
+	double c = 0, m = 0, g = 0;
+	for (int i = 0; i < n; i++) {
+		c += pop[i].p * (double)pop[i].s.cpu_milli;
+		m += pop[i].p * (double)pop[i].s.mem_mib;
+		g += pop[i].p * (double)pop[i].s.gpu_milli * pop[i].s.count / GPU_CORE_FULL;
+	}
+	*cpu = g > 0 ? c / g : 0;
+	*mem = g > 0 ? m / g : 0;
+}
+
 static int spec_find(const struct workload *wl, const char *models)
 {
 	if (!models[0])
@@ -136,8 +148,11 @@ void workload_rebuild(struct workload *wl)
 	wl->version++;
 	wl->since_rebuild = 0;
 	wl->npop = 0;
+	wl->nfast = 0;
 	wl->p_cpu_only = 0;
 	wl->mean_gpu = 0;
+	wl->cpu_per_gpu = 0;
+	wl->mem_per_gpu = 0;
 	if (wl->total <= 0)
 		return;
 	/* Sort a copy of the histogram by weight; keep the top until the cut. */
@@ -169,6 +184,32 @@ void workload_rebuild(struct workload *wl)
 			wl->p_cpu_only += e->p;
 		wl->mean_gpu += e->p * (double)e->s.gpu_milli * e->s.count;
 	}
+	host_per_gpu(wl->pop, k, &wl->cpu_per_gpu, &wl->mem_per_gpu);
+	/* The scan layout: GPU shapes by ascending milli (insertion: few entries). */
+	wl->nfast = 0;
+	for (int i = 0; i < k; i++) {
+		const struct wl_pop *e = &wl->pop[i];
+		if (!e->s.count)
+			continue;
+		struct wl_fast x = { (int32_t)e->s.gpu_milli, (int16_t)e->s.count, (int16_t)e->s.spec,
+				     e->s.cpu_milli, e->s.mem_mib, e->p };
+		int j = wl->nfast++;
+		while (j > 0 && wl->fast[j - 1].milli > x.milli) {
+			wl->fast[j] = wl->fast[j - 1];
+			j--;
+		}
+		wl->fast[j] = x;
+	}
+}
+
+void workload_host_per_gpu(const struct workload *wl, double *cpu, double *mem)
+{
+	if (wl) {
+		*cpu = wl->cpu_per_gpu;
+		*mem = wl->mem_per_gpu;
+		return;
+	}
+	host_per_gpu(prior, NPRIOR, cpu, mem);
 }
 
 void workload_init(struct workload *wl, bool with_prior)

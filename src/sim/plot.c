@@ -107,11 +107,11 @@ int sim_plot_svg(struct buf *b, const char *title, const struct sim_series *s, i
 	for (int i = 0; i < n; i++)
 		for (int x = 80; x <= SIM_MAX_PCT; x++)
 			top = s[i].median[x] > top ? s[i].median[x] : top;
-	top = top > 30 ? 30 : top;
-	zoom.y1 = ceil((top + 0.5) / 2) * 2;
+	top = top > 30 ? 30 : top + 0.5;
+	double ystep = top <= 10 ? 1 : top <= 20 ? 2 : 5;
+	zoom.y1 = ceil(top / ystep) * ystep;
 	if (zoom.y1 < 2)
 		zoom.y1 = 2;
-	double ystep = zoom.y1 <= 10 ? 1 : zoom.y1 <= 20 ? 2 : 5;
 
 	int rc = buf_printf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
 			    "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\">\n"
@@ -131,10 +131,11 @@ int sim_plot_svg(struct buf *b, const char *title, const struct sim_series *s, i
 		rc = buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#999\" "
 				"stroke-dasharray=\"4 3\"/>\n", px(&full, 0), py(&full, 100),
 				px(&full, 100), py(&full, 0));
+	double ideal_from = 100 - zoom.y1 > zoom.x0 ? 100 - zoom.y1 : zoom.x0;
 	if (!rc)
 		rc = buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#999\" "
-				"stroke-dasharray=\"4 3\"/>\n", px(&zoom, 100 - zoom.y1),
-				py(&zoom, zoom.y1), px(&zoom, 100), py(&zoom, 0));
+				"stroke-dasharray=\"4 3\"/>\n", px(&zoom, ideal_from),
+				py(&zoom, 100 - ideal_from), px(&zoom, 100), py(&zoom, 0));
 	for (int i = 0; i < n && !rc; i++) {
 		const char *col = colors[i % NCOLORS];
 		rc = draw_series(b, &full, &s[i], col);

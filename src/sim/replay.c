@@ -15,7 +15,6 @@
 #include "sim_impl.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -177,11 +176,12 @@ int sim_run(const struct sim_cluster *cl, const struct sim_trace *tr,
 	struct gpu_node **nodes = calloc((size_t)nn, sizeof(*nodes));
 	uint32_t *gen = malloc((size_t)nn * sizeof(*gen));
 	double *frag = malloc((size_t)nn * sizeof(*frag));
-	struct memo **rows = calloc((size_t)tr->nshape, sizeof(*rows));
+	/* One row of ratings per distinct claim, allocated up front. */
+	struct memo *memo = calloc((size_t)tr->nshape * (size_t)nn, sizeof(*memo));
 	int *perm = malloc((size_t)nn * sizeof(*perm));
 	struct workload *own = NULL;
 	int *order = sim_arrivals(tr, cl->gpu_milli, cfg->tune, cfg->seed, &narr);
-	if (!nodes || !gen || !frag || !rows || !order || !perm)
+	if (!nodes || !gen || !frag || !memo || !order || !perm)
 		goto out;
 	for (int i = 0; i < nn; i++) {
 		perm[i] = i;
@@ -195,9 +195,7 @@ int sim_run(const struct sim_cluster *cl, const struct sim_trace *tr,
 		own = malloc(sizeof(*own));
 		if (!own)
 			goto out;
-		workload_init(own, !getenv("WL_NOPRIOR"));
-		if (getenv("WL_FRAC"))
-			own->rebuild_frac = atof(getenv("WL_FRAC"));
+		workload_init(own, true);
 		wl = own;
 	}
 	double frag_sum = 0;
@@ -228,8 +226,6 @@ int sim_run(const struct sim_cluster *cl, const struct sim_trace *tr,
 			perm[j] = t;
 		}
 	}
-	{ extern int fx_gap[1001]; memset(fx_gap, 0, sizeof(fx_gap)); }
-	int dumped = 0;
 	double t0 = now();
 	for (int a = 0; a < narr; a++) {
 		const struct sim_task *task = &tr->tasks[order[a]];
@@ -237,12 +233,7 @@ int sim_run(const struct sim_cluster *cl, const struct sim_trace *tr,
 		if (flags & POLICY_USES_SEED)
 			ctx.seed = sim_rng_next(&ties);
 		uint32_t ver = (flags & POLICY_USES_WORKLOAD) ? wl->version : 0;
-		struct memo *row = rows[task->shape];
-		if (!row) {
-			row = rows[task->shape] = calloc((size_t)nn, sizeof(*row));
-			if (!row)
-				goto out;
-		}
+		struct memo *row = &memo[(size_t)task->shape * (size_t)nn];
 		double best = -INFINITY;
 		long nbest = 0;
 		int win = -1;
@@ -278,19 +269,13 @@ int sim_run(const struct sim_cluster *cl, const struct sim_trace *tr,
 				win = i;
 			}
 		}
-		if (win >= 0) {
-			struct fit f;
-			double sc;
-			ctx.rate_only = false;
-			policy_place(&ctx, nodes[win], c, &f, &sc);
-			ctx.rate_only = true;
-			{
-				extern int fx_gap[1001];
-				const struct gpu_node *wn = nodes[win];
-				for (int k = 0; k < wn->ndev; k++) { int g = 1000 - (int)wn->dev[k].used_core; if (!wn->dev[k].exclusive && g > 0 && g < 1000) fx_gap[g]--; }
-				fit_apply(nodes[win], c, &f);
-				for (int k = 0; k < wn->ndev; k++) { int g = 1000 - (int)wn->dev[k].used_core; if (!wn->dev[k].exclusive && g > 0 && g < 1000) fx_gap[g]++; }
-			}
+		struct fit f;
+		double sc;
+		ctx.rate_only = false;
+		bool ok = win >= 0 && policy_place(&ctx, nodes[win], c, &f, &sc);
+		ctx.rate_only = true;
+		if (ok) {
+			fit_apply(nodes[win], c, &f);
 			gen[win]++;
 			allocated += (double)task->gpu_milli;
 			out->placed++;
@@ -298,60 +283,12 @@ int sim_run(const struct sim_cluster *cl, const struct sim_trace *tr,
 			frag_sum += fr - frag[win];
 			frag[win] = fr;
 		} else {
-			if (getenv("SIM_DEBUG") && c->count == 1 && c->mode == CLAIM_EXCLUSIVE) {
-				static __thread int shown;
-				if (shown++ < 1) {
-				double partial = 0, fullfree_cpu = 0, fullfree_ok = 0, empty_nodes = 0;
-				long nfull = 0;
-				for (int i = 0; i < nn; i++) {
-					const struct gpu_node *n = nodes[i];
-					int ff = 0;
-					for (int k = 0; k < n->ndev; k++) {
-						const struct gpu_device *d = &n->dev[k];
-						if (d->exclusive) continue;
-						if (d->used_core == 0) ff++;
-						else partial += 1000 - d->used_core;
-					}
-					if (ff == n->ndev) empty_nodes++;
-					if (ff) {
-						if (n->cpu_cap - n->cpu_used >= c->cpu_milli && n->mem_cap - n->mem_used >= c->mem_mib_host)
-							fullfree_ok += ff;
-						else { fullfree_cpu += ff; nfull++;
-							if (getenv("SIM_DEBUG2")) fprintf(stderr, "  stranded %s %s: %d free GPUs, cpu %lld/%lld mem %lld/%lld\n", n->name, n->info[0].model, ff, (long long)(n->cpu_cap - n->cpu_used), (long long)n->cpu_cap, (long long)(n->mem_cap - n->mem_used), (long long)n->mem_cap); }
-					}
-				}
-				fprintf(stderr, "STATE at %.1f%%: partial-GPU idle %.0f GPUs, fully free GPUs on nodes short of CPU/mem %.0f (%ld nodes), fully free usable %.0f, empty nodes %.0f; task cpu %lld mem %lld\n",
-					arrived * 100 / cap, partial / 1000, fullfree_cpu, nfull, fullfree_ok, empty_nodes, (long long)c->cpu_milli, (long long)c->mem_mib_host);
-				}
-			}
-			if (getenv("SIM_DEBUG"))
-				fprintf(stderr, "fail %d at %.1f%%: cpu %lld mem %lld gpu %d x %u models '%s'\n", a,
-					arrived * 100 / cap, (long long)c->cpu_milli, (long long)c->mem_mib_host,
-					c->count, c->mode == CLAIM_SHARED ? c->core : 1000, c->models);
 			out->failed++;
 			out->failed_gpu += (double)task->gpu_milli;
 		}
 		arrived += (double)task->gpu_milli;
 		if (own)
 			workload_observe(own, c);
-		if (getenv("SIM_DEBUG3") && arrived * 100.0 / cap >= 100.0 && !dumped) {
-			dumped = 1;
-			double partial = 0, ffree = 0, sumcpu = 0, summem = 0;
-			for (int i = 0; i < nn; i++) {
-				const struct gpu_node *n = nodes[i];
-				int ff = 0;
-				for (int k = 0; k < n->ndev; k++) {
-					const struct gpu_device *d = &n->dev[k];
-					if (d->exclusive) continue;
-					if (d->used_core == 0) ff++;
-					else partial += 1000 - d->used_core;
-				}
-				ffree += ff;
-				if (ff) { sumcpu += (double)(n->cpu_cap - n->cpu_used); summem += (double)(n->mem_cap - n->mem_used); }
-			}
-			fprintf(stderr, "AT100 %s seed %llu: idle %.1f GPUs: partial %.1f, fully free %.0f (cpu there %.0f, mem %.0f GiB); unalloc %.2f%%\n", policy_name(cfg->policy), (unsigned long long)cfg->seed,
-				(cap - allocated) / 1000, partial / 1000, ffree, sumcpu / 1000, summem / 1024, 100 - allocated * 100 / cap);
-		}
 		int b = (int)floor(arrived * 100.0 / cap + 0.5);
 		if (b <= SIM_MAX_PCT) {
 			sum_alloc[b] += allocated * 100.0 / cap;
@@ -378,10 +315,7 @@ out:
 	if (nodes)
 		for (int i = 0; i < nn; i++)
 			gpu_node_free(nodes[i]);
-	if (rows)
-		for (int s = 0; s < tr->nshape; s++)
-			free(rows[s]);
-	free(rows);
+	free(memo);
 	free(nodes);
 	free(gen);
 	free(frag);

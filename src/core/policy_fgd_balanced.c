@@ -1,0 +1,122 @@
+/*
+ * fgd-balanced: fragmentation gradient descent that also keeps each node's
+ * host able to feed its GPUs, with the task mix learned online.
+ *
+ * FGD (policy_fgd.c) places a task where the node's expected GPU
+ * fragmentation F_n(M) grows least. Replaying the openb traces shows where
+ * FGD still loses GPUs once the cluster is nearly full: besides the slivers
+ * of shared GPUs (mostly unavoidable: an offline first-fit-decreasing packing
+ * of the same shares wastes about as much), whole GPUs sit idle on nodes
+ * whose CPU or memory ran out first (8-GPU nodes with 12 vCPU per GPU, fed
+ * tasks that bring 15-25 vCPU per GPU). F_n(M) only notices when a shape
+ * stops fitting, which is too late. This policy adds to the fragmentation
+ * change the change in stranded GPUs (frag_stranded(): idle GPUs beyond what
+ * the node's free CPU and memory carry at the mix's average CPU and memory
+ * per GPU), weighted LAMBDA milli-GPU per GPU. The effect: CPU- and
+ * memory-hungry GPU tasks drift to host-rich nodes, lean ones to host-poor
+ * nodes, before anything is stranded. The fit test of each shape also checks
+ * host memory (the paper's only checks CPU).
+ *
+ * Like FGD, the change is rated in buckets (BUCKET milli-GPU, coarser than
+ * FGD's): differences smaller than that are noise in an estimate over a
+ * learned mix, and packing matters more. Within a node the exact change
+ * picks the GPU of a shared task. Within a bucket the node wins by a fixed
+ * pseudo-random order (a hash of its name),
+ * which packs like first-fit over a random node order (what makes FGD work
+ * in the paper's simulator) without relying on how the caller breaks ties;
+ * so the policy behaves the same whether ties go to the first node or to a
+ * random one.
+ *
+ * M is ctx->wl's snapshot, learned online (the prior when NULL).
+ */
+#include "frag.h"
+#include "policy_impl.h"
+
+#include <math.h>
+
+/*
+ * Tuned on seeds 1..6 (the reported numbers use 42..51) of default, cpu200,
+ * cpu250, gpushare60, gpushare100, multigpu30, multigpu50, gpuspec20 and
+ * gpuspec33; see docs/simulation.md. Finer buckets cost the gpuspec traces
+ * (constrained tasks need whole untouched nodes of their model), a heavier
+ * LAMBDA the multigpu ones (it breaks up empty 8-GPU nodes).
+ */
+#define LAMBDA 400.0   /* milli-GPU of penalty per stranded GPU */
+#define BUCKET 300.0   /* milli-GPU: the resolution the change is rated at */
+#define ORDER_WEIGHT 0.5   /* the in-bucket order term, below one bucket */
+
+/* The node's measure: expected fragment plus stranded GPUs, milli-GPU. */
+static double measure(const struct frag_node *fn, const struct workload *wl)
+{
+	return frag_amount(fn, wl, FRAG_HOST_MEM) + LAMBDA * frag_stranded(fn, wl);
+}
+
+static uint64_t node_order(const char *name)
+{
+	uint64_t h = 1469598103934665603ULL;   /* FNV-1a, then a mix */
+	for (; name && *name; name++)
+		h = (h ^ (unsigned char)*name) * 1099511628211ULL;
+	h ^= h >> 29;
+	h *= 0xbf58476d1ce4e5b9ULL;
+	return h ^ (h >> 32);
+}
+
+/*
+ * Higher is better: 0 for a change in (-BUCKET, 0], 1 for one BUCKET more
+ * of improvement, -1 for any growth up to a BUCKET, and so on.
+ */
+static double bucket(double delta)
+{
+	return floor(-delta / BUCKET);
+}
+
+static bool place_balanced(const struct policy_ctx *ctx, const struct gpu_node *n,
+			   const struct claim *c, struct fit *f, double *score)
+{
+	if (!fit_node(n, c, PACK_BINPACK, f))
+		return false;
+	const struct workload *wl = ctx->wl;
+	struct frag_node fn;
+	frag_node_init(&fn, n, wl);
+	double before = measure(&fn, wl);
+	double order = ORDER_WEIGHT * (double)(node_order(n->name) >> 11) / 9007199254740992.0;
+	if (c->mode == CLAIM_SHARED && c->count == 1) {
+		int idx[GPU_MAX_DEVICES];
+		int k = fit_candidates(n, c, idx);
+		double best = -INFINITY;
+		int seen[GPU_MAX_DEVICES], nseen = 0;
+		for (int i = 0; i < k; i++) {
+			int e = frag_node_find(&fn, idx[i]);
+			if (e < 0)
+				continue;
+			bool dup = false;
+			for (int j = 0; j < nseen && !fn.mixed; j++)
+				dup |= seen[j] == fn.free[e];
+			if (dup)
+				continue;
+			seen[nseen++] = fn.free[e];
+			struct frag_node after = fn;
+			frag_node_take(&after, e, (int)c->core, c->cpu_milli, c->mem_mib_host);
+			/* Within the node, the exact change picks the GPU (first among equals). */
+			double s = before - measure(&after, wl);
+			if (s > best) {
+				best = s;
+				f->dev[0] = idx[i];
+			}
+		}
+		*score = bucket(-best) + order;
+		return true;
+	}
+	struct frag_node after = fn;
+	for (int i = 0; i < f->ndev; i++) {
+		int e = frag_node_find(&after, f->dev[i]);
+		if (e >= 0)
+			frag_node_take(&after, e, c->mode == CLAIM_SHARED ? (int)c->core : GPU_CORE_FULL, 0, 0);
+	}
+	frag_node_take(&after, -1, 0, c->cpu_milli, c->mem_mib_host);
+	*score = bucket(measure(&after, wl) - before) + order;
+	return true;
+}
+
+const struct policy_def policy_fgd_balanced_def = {
+	"fgd-balanced", PACK_BINPACK, NULL, place_balanced, POLICY_USES_WORKLOAD };
