@@ -74,13 +74,16 @@ static void write_inventory(const char *path, int nodes)
 	fclose(f);
 }
 
+static const char *bench_policy = "binpack";
+
 static char *make_args(int nodes, const char *uid)
 {
 	struct buf b;
 	buf_init(&b, 1 << 26);
-	buf_printf(&b, "{\"Pod\":{\"metadata\":{\"name\":\"bench\",\"namespace\":\"ml\",\"uid\":\"%s\"},"
+	buf_printf(&b, "{\"Pod\":{\"metadata\":{\"name\":\"bench\",\"namespace\":\"ml\",\"uid\":\"%s\","
+		       "\"annotations\":{\"gpu.scheduling/policy\":\"%s\"}},"
 		       "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
-		       "{\"gpu.scheduling/gpu\":\"2\"}}}]}},\"Nodes\":null,\"NodeNames\":[", uid);
+		       "{\"gpu.scheduling/gpu\":\"2\"}}}]}},\"Nodes\":null,\"NodeNames\":[", uid, bench_policy);
 	for (int n = 0; n < nodes; n++)
 		buf_printf(&b, "%s\"node-%05d\"", n ? "," : "", n);
 	buf_adds(&b, "]}");
@@ -322,7 +325,7 @@ static void over_http(const char *extender, const char *inv, int nodes, int iter
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: bench [--extender PATH] [--nodes N] [--iters N] [--in-process]\n");
+	fprintf(stderr, "usage: bench [--extender PATH] [--nodes N] [--iters N] [--policy NAME] [--in-process]\n");
 	exit(2);
 }
 
@@ -342,13 +345,16 @@ int main(int argc, char **argv)
 			only_nodes = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--iters"))
 			iters_override = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--policy"))
+			bench_policy = argv[++i];
 		else
 			usage();
 	}
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	jsonarena_install();
 	static const int sizes[] = { 100, 1000, 5000 };
-	printf("filter+prioritize of one 2-GPU pod, 8 GPUs per node (one request pair per sample)\n\n");
+	printf("filter+prioritize of one 2-GPU pod, policy %s, 8 GPUs per node (one request pair per sample)\n\n",
+	       bench_policy);
 	printf("%-6s %-11s %7s | %9s %9s %9s | %-26s %9s %9s\n", "nodes", "path", "samples",
 	       "p50 ms", "p99 ms", "pairs/s", "baseline", "p50 ms", "p99 ms");
 	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {

@@ -21,8 +21,8 @@
 int inventory_load(struct cache *c, const char *path, char *err, size_t errlen);
 
 /*
- * Reads only the nodes (labels and devices merged by node name), for the
- * simulator. *out is an array of *n nodes the caller frees with
+ * Reads only the nodes (labels and devices merged by node name, host
+ * capacity from the Nodes' status.allocatable), for the simulator. *out is an array of *n nodes the caller frees with
  * inventory_free_nodes(). Returns 0 or -1 with err set.
  */
 int inventory_read_nodes(const char *path, struct gpu_node ***out, size_t *n,

@@ -64,9 +64,10 @@ bool policy_place(const struct policy_ctx *ctx, const struct gpu_node *n,
 		  const struct claim *c, struct fit *out, double *score);
 
 /*
- * Maps the ratings of n nodes onto 0..POLICY_SCORE_MAX: the best node gets
- * the maximum, the worst 0, linear between; nodes with ok[i] false get 0.
- * When all ratings are equal every fitting node gets the maximum.
+ * Maps the ratings of n nodes onto 0..POLICY_SCORE_MAX: the best node (and
+ * any exact tie with it) gets the maximum, the others 0..max-1, linear from
+ * the worst; nodes with ok[i] false get 0. When all ratings are equal every
+ * fitting node gets the maximum.
  */
 void policy_scale(const double *raw, const bool *ok, size_t n, int64_t *out);
 

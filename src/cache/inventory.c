@@ -2,6 +2,7 @@
 #include "api.h"
 #include "log.h"
 #include "strmap.h"
+#include "strnum.h"
 #include "yamljson.h"
 
 #include <stdio.h>
@@ -10,7 +11,7 @@
 
 /* What to do with each decoded object of an inventory file. */
 struct inventory_sink {
-	int (*node)(void *ctx, struct gpu_node *labels);               /* takes ownership */
+	int (*node)(void *ctx, struct gpu_node *labels, const cJSON *obj);   /* takes ownership */
 	int (*gpus)(void *ctx, const char *node, struct gpu_node *devs);  /* takes ownership */
 	int (*gpuclaim)(void *ctx, const cJSON *obj);
 	void *ctx;
@@ -39,7 +40,7 @@ static int walk(const cJSON *root, const struct inventory_sink *sink, char *err,
 			rc = -1;
 		} else if (!strcmp(kind, "Node")) {
 			struct gpu_node *n = api_node_decode(it, why, sizeof(why));
-			rc = n ? sink->node(sink->ctx, n) : -1;
+			rc = n ? sink->node(sink->ctx, n, it) : -1;
 		} else if (!strcmp(kind, "GpuNodeStatus")) {
 			const char *node = api_gns_node_name(it);
 			struct gpu_node *devs = gpu_node_new(node ? node : "");
@@ -78,8 +79,9 @@ static int walk(const cJSON *root, const struct inventory_sink *sink, char *err,
 
 /* ---- into the cache ---- */
 
-static int cache_node_cb(void *ctx, struct gpu_node *n)
+static int cache_node_cb(void *ctx, struct gpu_node *n, const cJSON *obj)
 {
+	(void)obj;   /* host resources: kube-scheduler checks them, the cache does not track them */
 	struct cache *c = ctx;
 	char *name = strdup(n->name);
 	int rc = name ? cache_set_node(c, name, n) : -1;
@@ -134,10 +136,24 @@ static struct gpu_node *list_find(struct node_list *l, const char *name)
 	return n;
 }
 
-static int list_node_cb(void *ctx, struct gpu_node *labels)
+/* The simulator checks host resources too: a Node's allocatable cpu and memory. */
+static void host_capacity(struct gpu_node *n, const cJSON *node)
+{
+	const cJSON *alloc = api_path(node, "status.allocatable");
+	const char *cpu = api_str(alloc, "cpu"), *mem = api_str(alloc, "memory");
+	int64_t v;
+	if (cpu && strnum_quantity(cpu, 1000, &v))
+		n->cpu_cap = v;
+	if (mem && strnum_quantity(mem, 1, &v))
+		n->mem_cap = v / (1024 * 1024);
+}
+
+static int list_node_cb(void *ctx, struct gpu_node *labels, const cJSON *obj)
 {
 	struct gpu_node *n = list_find(ctx, labels->name);
 	int rc = n ? 0 : -1;
+	if (n)
+		host_capacity(n, obj);
 	for (int i = 0; n && !rc && i < labels->nlabels; i++)
 		rc = gpu_node_set_label(n, labels->labels[i].key, labels->labels[i].value);
 	gpu_node_free(labels);

@@ -71,13 +71,19 @@ void policy_scale(const double *raw, const bool *ok, size_t n, int64_t *out)
 		lo = raw[i] < lo ? raw[i] : lo;
 		hi = raw[i] > hi ? raw[i] : hi;
 	}
+	/*
+	 * Only the best node (and exact ties with it) gets the maximum: with 11
+	 * levels, rounding would otherwise tie several near-best nodes, and
+	 * kube-scheduler picks among equal totals at random, losing the policy's
+	 * order where it matters most.
+	 */
 	for (size_t i = 0; i < n; i++) {
 		if (!ok[i])
 			out[i] = 0;
-		else if (hi - lo < 1e-12)
+		else if (raw[i] >= hi)
 			out[i] = POLICY_SCORE_MAX;
 		else
-			out[i] = lround(POLICY_SCORE_MAX * (raw[i] - lo) / (hi - lo));
+			out[i] = lround((POLICY_SCORE_MAX - 1) * (raw[i] - lo) / (hi - lo));
 	}
 }
 

@@ -104,15 +104,16 @@ static void test_names(void **state)
 static void test_scale(void **state)
 {
 	(void)state;
-	double raw[5] = { 0.2, 0.8, 0.5, 99, 0.2 };
-	bool ok[5] = { true, true, true, false, true };
-	int64_t out[5];
-	policy_scale(raw, ok, 5, out);
+	double raw[6] = { 0.0, 1.0, 0.5, 99, 0.0, 0.999 };
+	bool ok[6] = { true, true, true, false, true, true };
+	int64_t out[6];
+	policy_scale(raw, ok, 6, out);
 	assert_int_equal(out[0], 0);
 	assert_int_equal(out[1], 10);
 	assert_int_equal(out[2], 5);
 	assert_int_equal(out[3], 0);    /* does not fit: 0, and it does not stretch the range */
 	assert_int_equal(out[4], 0);
+	assert_int_equal(out[5], 9);    /* a close second stays second */
 	double same[2] = { 3, 3 };
 	bool both[2] = { true, true };
 	policy_scale(same, both, 2, out);
