@@ -64,6 +64,12 @@ struct toolrun_result {
 int toolrun_run(const struct toolrun_opts *opts, const char *const argv[],
 		struct toolrun_result *res);
 void toolrun_result_release(struct toolrun_result *res);
+/*
+ * Runs a tool for its output: 1 it ran and exited 0 (*out is the caller's
+ * to free), 0 it is not installed, -1 it failed (err says how, in one line).
+ */
+int toolrun_capture(const struct toolrun_opts *opts, const char *const argv[], char **out,
+		    char *err, size_t errlen);
 
 /* "timed out after 10000 ms", "exited with status 9", ... for log lines. */
 const char *toolrun_status_name(enum toolrun_status s);

@@ -37,6 +37,12 @@ int buf_vprintf(struct buf *b, const char *fmt, va_list ap)
 /* Appends s as a JSON string literal, quotes included. */
 int buf_add_json_str(struct buf *b, const char *s);
 
+/*
+ * Appends the whole file at path (within the cap). 0, or -1 with "PATH: why"
+ * in err: cannot open, larger than the cap, read error.
+ */
+int buf_read_file(struct buf *b, const char *path, char *err, size_t errlen);
+
 /* The content as a C string (never NULL; "" when empty). */
 const char *buf_cstr(struct buf *b);
 /* Hands the heap block to the caller (who frees it) and empties the buffer. */

@@ -18,6 +18,7 @@
 #define GPU_FRAG_H
 
 #include "claim.h"
+#include "fit.h"
 #include "gpu.h"
 #include "workload.h"
 
@@ -64,5 +65,19 @@ double frag_amount(const struct frag_node *fn, const struct workload *wl, unsign
  * the host has enough. In GPUs (not milli).
  */
 double frag_stranded(const struct frag_node *fn, const struct workload *wl);
+
+/* A node measure in milli-GPU, lower is better (F_n(M) or a variant). */
+typedef double (*frag_measure_fn)(const struct frag_node *fn, const struct workload *wl);
+/* How a policy rates the measure going from before to after; higher is better. */
+typedef double (*frag_rate_fn)(double before, double after);
+
+/*
+ * Rates placing c on n where fit_node() put it (f): rate(measure before,
+ * measure after). A single shared claim instead tries each GPU it fits
+ * (one per idle amount when the devices are alike), keeps in f the one
+ * rated best (the first among equals) and returns its rating.
+ */
+double frag_rate_placement(const struct gpu_node *n, const struct claim *c, struct fit *f,
+			   const struct workload *wl, frag_measure_fn measure, frag_rate_fn rate);
 
 #endif

@@ -18,29 +18,6 @@ struct amd_work {
 	bool have_ri, have_smi;
 };
 
-/* Runs a tool; 1 ran OK (out owned by the caller), 0 not installed, -1 failed (err set). */
-static int run_tool(const struct toolrun_opts *opts, const char *const argv[], char **out,
-		    char *err, size_t errlen)
-{
-	struct toolrun_result res;
-	*out = NULL;
-	if (toolrun_run(opts, argv, &res)) {
-		snprintf(err, errlen, "%s: out of memory", argv[0]);
-		return -1;
-	}
-	if (res.status == TOOLRUN_NOT_FOUND) {
-		toolrun_result_release(&res);
-		return 0;
-	}
-	if (res.status != TOOLRUN_OK) {
-		toolrun_describe(&res, argv[0], err, errlen);
-		toolrun_result_release(&res);
-		return -1;
-	}
-	*out = res.out;
-	return 1;
-}
-
 /* rocminfo's "GPU-5012f9bd2c780b" and rocm-smi's "0x5012f9bd2c780b" name the same GPU. */
 static bool same_unique_id(const char *uuid, const char *unique)
 {
@@ -101,7 +78,7 @@ int agent_detect_amd(const struct toolrun_opts *opts, struct agent_vendor_result
 	char *out;
 
 	static const char *const ri_argv[] = { "rocminfo", NULL };
-	int ri_rc = run_tool(opts, ri_argv, &out, ri_err, sizeof(ri_err));
+	int ri_rc = toolrun_capture(opts, ri_argv, &out, ri_err, sizeof(ri_err));
 	if (ri_rc > 0) {
 		if (rocm_parse_rocminfo(out, &w->ri, perr, sizeof(perr)))
 			snprintf(ri_err, sizeof(ri_err), "rocminfo printed output the agent cannot use: %s", perr);
@@ -113,7 +90,7 @@ int agent_detect_amd(const struct toolrun_opts *opts, struct agent_vendor_result
 	static const char *const smi_argv[] = { "rocm-smi", "--showproductname", "--showmeminfo", "vram",
 						"--showuniqueid", "--showbus", "--showdriverversion",
 						"--json", NULL };
-	int smi_rc = run_tool(opts, smi_argv, &out, smi_err, sizeof(smi_err));
+	int smi_rc = toolrun_capture(opts, smi_argv, &out, smi_err, sizeof(smi_err));
 	if (smi_rc > 0) {
 		if (rocm_parse_smi(out, &w->smi, perr, sizeof(perr)))
 			snprintf(smi_err, sizeof(smi_err), "rocm-smi printed output the agent cannot use: %s", perr);
@@ -182,7 +159,7 @@ int agent_detect_amd(const struct toolrun_opts *opts, struct agent_vendor_result
 	if (vr->ngpu >= 2 && smi_rc > 0) {
 		static const char *const topo_argv[] = { "rocm-smi", "--showtopo", "--json", NULL };
 		char terr[300];
-		int trc = run_tool(opts, topo_argv, &out, terr, sizeof(terr));
+		int trc = toolrun_capture(opts, topo_argv, &out, terr, sizeof(terr));
 		if (trc < 0) {
 			agent_note(vr, "topology unknown: %s", terr);
 		} else if (trc > 0) {

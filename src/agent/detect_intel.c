@@ -17,28 +17,6 @@ struct intel_work {
 	bool have_cl, have_xs;
 };
 
-static int run_tool(const struct toolrun_opts *opts, const char *const argv[], char **out,
-		    char *err, size_t errlen)
-{
-	struct toolrun_result res;
-	*out = NULL;
-	if (toolrun_run(opts, argv, &res)) {
-		snprintf(err, errlen, "%s: out of memory", argv[0]);
-		return -1;
-	}
-	if (res.status == TOOLRUN_NOT_FOUND) {
-		toolrun_result_release(&res);
-		return 0;
-	}
-	if (res.status != TOOLRUN_OK) {
-		toolrun_describe(&res, argv[0], err, errlen);
-		toolrun_result_release(&res);
-		return -1;
-	}
-	*out = res.out;
-	return 1;
-}
-
 /* An Intel GPU among clinfo's devices (any vendor's OpenCL platforms show up). */
 static bool intel_gpu(const struct clinfo_dev *d)
 {
@@ -119,7 +97,7 @@ int agent_detect_intel(const struct toolrun_opts *opts, struct agent_vendor_resu
 	char *out;
 
 	static const char *const cl_argv[] = { "clinfo", NULL };
-	int cl_rc = run_tool(opts, cl_argv, &out, cl_err, sizeof(cl_err));
+	int cl_rc = toolrun_capture(opts, cl_argv, &out, cl_err, sizeof(cl_err));
 	if (cl_rc > 0) {
 		if (clinfo_parse(out, &w->cl, perr, sizeof(perr)))
 			snprintf(cl_err, sizeof(cl_err), "clinfo printed output the agent cannot use: %s", perr);
@@ -129,7 +107,7 @@ int agent_detect_intel(const struct toolrun_opts *opts, struct agent_vendor_resu
 	free(out);
 
 	static const char *const xs_argv[] = { "xpu-smi", "discovery", "-j", NULL };
-	int xs_rc = run_tool(opts, xs_argv, &out, xs_err, sizeof(xs_err));
+	int xs_rc = toolrun_capture(opts, xs_argv, &out, xs_err, sizeof(xs_err));
 	if (xs_rc > 0) {
 		if (xpusmi_parse_discovery(out, &w->xs, perr, sizeof(perr)))
 			snprintf(xs_err, sizeof(xs_err), "xpu-smi printed output the agent cannot use: %s", perr);

@@ -72,10 +72,8 @@ static void clinfo_field(struct clinfo_dev *d, const char *key, const char *val)
 int clinfo_parse(const char *text, struct clinfo_out *c, char *err, size_t errlen)
 {
 	memset(c, 0, sizeof(*c));
-	if (!text || agent_text_binary(text)) {
-		agent_text_err(err, errlen, "output is not text");
+	if (!agent_text_usable(text, false, err, errlen))
 		return -1;
-	}
 	char platform[64] = "";
 	bool no_platforms = false;
 	struct clinfo_dev *d = NULL;
@@ -297,12 +295,8 @@ static int xpu_table(const char *text, struct xpusmi_out *x, char *err, size_t e
 int xpusmi_parse_discovery(const char *text, struct xpusmi_out *x, char *err, size_t errlen)
 {
 	memset(x, 0, sizeof(*x));
-	if (!text || agent_text_binary(text)) {
-		agent_text_err(err, errlen, "output is not text");
+	if (!agent_text_usable(text, false, err, errlen))
 		return -1;
-	}
-	const char *s = text;
-	while (isspace((unsigned char)*s))
-		s++;
-	return *s == '{' ? xpu_json(s, x, err, errlen) : xpu_table(text, x, err, errlen);
+	const char *json = agent_text_json(text);
+	return json ? xpu_json(json, x, err, errlen) : xpu_table(text, x, err, errlen);
 }

@@ -89,6 +89,13 @@ static bool is_na(const char *v)
 	       agent_text_ieq(v, "[Insufficient Permissions]");
 }
 
+/* A text column: kept as printed, left empty when the tool has no value. */
+static void set_text(char *dst, size_t size, const char *v)
+{
+	if (!is_na(v))
+		snprintf(dst, size, "%s", v);
+}
+
 static bool is_fault(const char *v)
 {
 	return agent_text_ieq(v, "[GPU is lost]") || agent_text_ieq(v, "[Unknown Error]") ||
@@ -214,12 +221,10 @@ static int parse_row(const char *line, size_t n, int lineno, const enum nv_col *
 			}
 			break;
 		case COL_UUID:
-			if (!is_na(v))
-				snprintf(r->uuid, sizeof(r->uuid), "%s", v);
+			set_text(r->uuid, sizeof(r->uuid), v);
 			break;
 		case COL_NAME:
-			if (!is_na(v))
-				snprintf(r->name, sizeof(r->name), "%s", v);
+			set_text(r->name, sizeof(r->name), v);
 			break;
 		case COL_MEMORY:
 			if (is_na(v))
@@ -231,16 +236,13 @@ static int parse_row(const char *line, size_t n, int lineno, const enum nv_col *
 			r->have_memory = true;
 			break;
 		case COL_DRIVER:
-			if (!is_na(v))
-				snprintf(r->driver, sizeof(r->driver), "%s", v);
+			set_text(r->driver, sizeof(r->driver), v);
 			break;
 		case COL_BUS:
-			if (!is_na(v))
-				snprintf(r->pci_bus, sizeof(r->pci_bus), "%s", v);
+			set_text(r->pci_bus, sizeof(r->pci_bus), v);
 			break;
 		case COL_CC:
-			if (!is_na(v))
-				snprintf(r->compute_cap, sizeof(r->compute_cap), "%s", v);
+			set_text(r->compute_cap, sizeof(r->compute_cap), v);
 			break;
 		case COL_MIG:
 			r->mig = tri(v);
@@ -271,18 +273,8 @@ int nvsmi_parse_query(const char *text, const char *fields, struct nvsmi_query *
 		      char *err, size_t errlen)
 {
 	memset(q, 0, sizeof(*q));
-	if (!text) {
-		agent_text_err(err, errlen, "no output");
+	if (!agent_text_usable(text, true, err, errlen))
 		return -1;
-	}
-	if (agent_text_binary(text)) {
-		agent_text_err(err, errlen, "output is not text");
-		return -1;
-	}
-	if (!agent_text_complete(text)) {
-		agent_text_err(err, errlen, "output ends in the middle of a line (cut short?)");
-		return -1;
-	}
 	enum nv_col kind[NV_MAX_COLS];
 	int ncol = 0;
 	bool have_cols = false;
@@ -423,14 +415,8 @@ static bool list_mig_line(const char *line, size_t n, struct nvsmi_mig *m)
 int nvsmi_parse_list(const char *text, struct nvsmi_list *l, char *err, size_t errlen)
 {
 	memset(l, 0, sizeof(*l));
-	if (!text || agent_text_binary(text)) {
-		agent_text_err(err, errlen, "output is not text");
+	if (!agent_text_usable(text, true, err, errlen))
 		return -1;
-	}
-	if (!agent_text_complete(text)) {
-		agent_text_err(err, errlen, "output ends in the middle of a line (cut short?)");
-		return -1;
-	}
 	const char *p = text;
 	const char *line;
 	size_t n;
@@ -511,10 +497,8 @@ static bool four_ints(const char *s, size_t n, int v[4])
 int nvsmi_parse_mig_table(const char *text, struct nvsmi_mig_table *t, char *err, size_t errlen)
 {
 	memset(t, 0, sizeof(*t));
-	if (!text || agent_text_binary(text)) {
-		agent_text_err(err, errlen, "output is not text");
+	if (!agent_text_usable(text, false, err, errlen))
 		return -1;
-	}
 	const char *p = text;
 	const char *line;
 	size_t n;
@@ -576,35 +560,6 @@ int nvsmi_parse_mig_table(const char *text, struct nvsmi_mig_table *t, char *err
 
 #define TOPO_MAX_TOKENS 256
 
-/* Whitespace tokens of line[0, n) into tok (each cut to 15 chars). */
-static int tokens(const char *line, size_t n, char tok[][16], int max)
-{
-	int k = 0;
-	size_t i = 0;
-	while (i < n) {
-		while (i < n && (line[i] == ' ' || line[i] == '\t'))
-			i++;
-		if (i >= n)
-			break;
-		size_t s = i;
-		while (i < n && line[i] != ' ' && line[i] != '\t')
-			i++;
-		if (k >= max)
-			return max + 1;
-		agent_text_copy(tok[k], sizeof(tok[0]), line + s, i - s);
-		k++;
-	}
-	return k;
-}
-
-/* "GPU12" -> 12; -1 when not a GPU label. */
-static int gpu_label(const char *t)
-{
-	int v;
-	if (strncmp(t, "GPU", 3) || !isdigit((unsigned char)t[3]))
-		return -1;
-	return strnum_int(t + 3, 0, AGENT_MAX_GPUS - 1, &v) ? v : -1;
-}
 
 static bool topo_cell(const char *c, unsigned char *type, unsigned char *links)
 {
@@ -634,14 +589,8 @@ static bool topo_cell(const char *c, unsigned char *type, unsigned char *links)
 int nvsmi_parse_topo(const char *text, struct agent_topo *t, char *err, size_t errlen)
 {
 	memset(t, 0, sizeof(*t));
-	if (!text || agent_text_binary(text)) {
-		agent_text_err(err, errlen, "output is not text");
+	if (!agent_text_usable(text, true, err, errlen))
 		return -1;
-	}
-	if (!agent_text_complete(text)) {
-		agent_text_err(err, errlen, "output ends in the middle of a line (cut short?)");
-		return -1;
-	}
 	char tok[TOPO_MAX_TOKENS + 1][16];
 	int colgpu[TOPO_MAX_TOKENS];
 	int ncol = 0, ngpu = 0, rows = 0;
@@ -661,7 +610,7 @@ int nvsmi_parse_topo(const char *text, struct agent_topo *t, char *err, size_t e
 			agent_text_err(err, errlen, "nvidia-smi says: %s", msg);
 			return -1;
 		}
-		int k = tokens(line, n, tok, TOPO_MAX_TOKENS);
+		int k = agent_text_words(line, n, tok, TOPO_MAX_TOKENS);
 		if (k > TOPO_MAX_TOKENS) {
 			agent_text_err(err, errlen, "line %d: too many columns", lineno);
 			return -1;
@@ -675,7 +624,7 @@ int nvsmi_parse_topo(const char *text, struct agent_topo *t, char *err, size_t e
 				continue;
 			for (int i = 0; i < k && strcmp(tok[i], "CPU"); i++) {
 				memcpy(header[ncol], tok[i], sizeof(header[0]));
-				colgpu[ncol] = gpu_label(tok[i]);
+				colgpu[ncol] = agent_text_gpu_label(tok[i]);
 				if (colgpu[ncol] >= 0) {
 					if (colgpu[ncol] != ngpu) {
 						agent_text_err(err, errlen, "column %s is out of order", tok[i]);
@@ -691,7 +640,7 @@ int nvsmi_parse_topo(const char *text, struct agent_topo *t, char *err, size_t e
 			break;
 		if (indented)
 			continue;
-		int r = gpu_label(tok[0]);
+		int r = agent_text_gpu_label(tok[0]);
 		if (r < 0)
 			continue;   /* NIC rows */
 		if (r >= ngpu) {

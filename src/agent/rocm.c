@@ -95,10 +95,8 @@ static void agent_field(struct ri_agent *cur, const char *key, const char *val)
 int rocm_parse_rocminfo(const char *text, struct rocm_info *ri, char *err, size_t errlen)
 {
 	memset(ri, 0, sizeof(*ri));
-	if (!text || agent_text_binary(text)) {
-		agent_text_err(err, errlen, "output is not text");
+	if (!agent_text_usable(text, false, err, errlen))
 		return -1;
-	}
 	if (!strstr(text, "HSA Agents")) {
 		const char *bad = strstr(text, "HSA_STATUS_ERROR");
 		if (!bad)
@@ -309,14 +307,10 @@ static int smi_text(const char *text, struct rocm_smi *s, char *err, size_t errl
 int rocm_parse_smi(const char *text, struct rocm_smi *s, char *err, size_t errlen)
 {
 	memset(s, 0, sizeof(*s));
-	if (!text || agent_text_binary(text)) {
-		agent_text_err(err, errlen, "output is not text");
+	if (!agent_text_usable(text, false, err, errlen))
 		return -1;
-	}
-	const char *t = text;
-	while (isspace((unsigned char)*t))
-		t++;
-	int rc = *t == '{' ? smi_json(t, s, err, errlen) : smi_text(text, s, err, errlen);
+	const char *json = agent_text_json(text);
+	int rc = json ? smi_json(json, s, err, errlen) : smi_text(text, s, err, errlen);
 	if (rc)
 		return rc;
 	/* keep cards in index order */
@@ -416,34 +410,6 @@ out:
 	return rc;
 }
 
-/* Whitespace tokens (each cut to 15 chars). */
-static int tokens(const char *line, size_t n, char tok[][16], int max)
-{
-	int k = 0;
-	size_t i = 0;
-	while (i < n) {
-		while (i < n && (line[i] == ' ' || line[i] == '\t'))
-			i++;
-		if (i >= n)
-			break;
-		size_t st = i;
-		while (i < n && line[i] != ' ' && line[i] != '\t')
-			i++;
-		if (k >= max)
-			return max + 1;
-		agent_text_copy(tok[k], sizeof(tok[0]), line + st, i - st);
-		k++;
-	}
-	return k;
-}
-
-static int gpu_label(const char *t)
-{
-	int v;
-	if (strncmp(t, "GPU", 3) || !isdigit((unsigned char)t[3]))
-		return -1;
-	return strnum_int(t + 3, 0, AGENT_MAX_GPUS - 1, &v) ? v : -1;
-}
 
 static int topo_text(const char *text, struct agent_topo *t, char *err, size_t errlen)
 {
@@ -464,7 +430,7 @@ static int topo_text(const char *text, struct agent_topo *t, char *err, size_t e
 	const char *line;
 	size_t n;
 	while ((line = agent_text_line(&p, &n))) {
-		int k = tokens(line, n, tok, AGENT_MAX_GPUS + 1);
+		int k = agent_text_words(line, n, tok, AGENT_MAX_GPUS + 1);
 		if (k > AGENT_MAX_GPUS + 1) {
 			agent_text_err(err, errlen, "more than %d GPUs in the matrix", AGENT_MAX_GPUS);
 			return -1;
@@ -473,7 +439,7 @@ static int topo_text(const char *text, struct agent_topo *t, char *err, size_t e
 			break;
 		if (ncol < 0) {
 			for (int i = 0; i < k; i++) {
-				if (gpu_label(tok[i]) != i) {
+				if (agent_text_gpu_label(tok[i]) != i) {
 					agent_text_err(err, errlen, "matrix header: '%s' where GPU%d was expected",
 						       tok[i], i);
 					return -1;
@@ -482,7 +448,7 @@ static int topo_text(const char *text, struct agent_topo *t, char *err, size_t e
 			ncol = k;
 			continue;
 		}
-		int r = gpu_label(tok[0]);
+		int r = agent_text_gpu_label(tok[0]);
 		if (r < 0 || r >= ncol || seen[r]) {
 			agent_text_err(err, errlen, "matrix row '%s' is not a GPU row", tok[0]);
 			return -1;
@@ -515,12 +481,8 @@ static int topo_text(const char *text, struct agent_topo *t, char *err, size_t e
 int rocm_parse_topo(const char *text, struct agent_topo *t, char *err, size_t errlen)
 {
 	memset(t, 0, sizeof(*t));
-	if (!text || agent_text_binary(text)) {
-		agent_text_err(err, errlen, "output is not text");
+	if (!agent_text_usable(text, false, err, errlen))
 		return -1;
-	}
-	const char *s = text;
-	while (isspace((unsigned char)*s))
-		s++;
-	return *s == '{' ? topo_json(s, t, err, errlen) : topo_text(text, t, err, errlen);
+	const char *json = agent_text_json(text);
+	return json ? topo_json(json, t, err, errlen) : topo_text(text, t, err, errlen);
 }

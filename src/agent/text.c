@@ -1,5 +1,6 @@
 /* Shared text helpers of the agent's parsers. */
 #include "text.h"
+#include "agent.h"
 
 #include "strnum.h"
 
@@ -140,6 +141,26 @@ bool agent_text_binary(const char *text)
 	return false;
 }
 
+bool agent_text_usable(const char *text, bool whole_lines, char *err, size_t errlen)
+{
+	if (!text || agent_text_binary(text)) {
+		agent_text_err(err, errlen, "output is not text");
+		return false;
+	}
+	if (whole_lines && !agent_text_complete(text)) {
+		agent_text_err(err, errlen, "output ends in the middle of a line (cut short?)");
+		return false;
+	}
+	return true;
+}
+
+const char *agent_text_json(const char *text)
+{
+	while (isspace((unsigned char)*text))
+		text++;
+	return *text == '{' ? text : NULL;
+}
+
 void agent_text_err(char *err, size_t errlen, const char *fmt, ...)
 {
 	if (!err || !errlen)
@@ -148,4 +169,32 @@ void agent_text_err(char *err, size_t errlen, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
+}
+
+int agent_text_words(const char *line, size_t n, char tok[][16], int max)
+{
+	int k = 0;
+	size_t i = 0;
+	while (i < n) {
+		while (i < n && (line[i] == ' ' || line[i] == '\t'))
+			i++;
+		if (i >= n)
+			break;
+		size_t start = i;
+		while (i < n && line[i] != ' ' && line[i] != '\t')
+			i++;
+		if (k >= max)
+			return max + 1;
+		agent_text_copy(tok[k], sizeof(tok[0]), line + start, i - start);
+		k++;
+	}
+	return k;
+}
+
+int agent_text_gpu_label(const char *t)
+{
+	int v;
+	if (strncmp(t, "GPU", 3) || !isdigit((unsigned char)t[3]))
+		return -1;
+	return strnum_int(t + 3, 0, AGENT_MAX_GPUS - 1, &v) ? v : -1;
 }

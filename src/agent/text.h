@@ -44,6 +44,24 @@ bool agent_text_complete(const char *text);
 /* True when the text holds bytes no tool prints (NUL aside: controls, 0x7f). */
 bool agent_text_binary(const char *text);
 
+/*
+ * The blank-separated words of line[0, n) into tok (each cut to 15
+ * characters): their number, or max + 1 when there are more than max.
+ */
+int agent_text_words(const char *line, size_t n, char tok[][16], int max);
+
+/* "GPU12" -> 12 (a topology matrix label); -1 when t is not one. */
+int agent_text_gpu_label(const char *t);
+
+/*
+ * Whether a tool's output can be parsed: false, with the reason in err, when
+ * it is NULL or binary, or (whole_lines) ends in the middle of a line.
+ */
+bool agent_text_usable(const char *text, bool whole_lines, char *err, size_t errlen);
+
+/* The output's opening '{' when it is a JSON document (blanks before it), else NULL. */
+const char *agent_text_json(const char *text);
+
 /* snprintf into err, tolerating a NULL or empty buffer. */
 void agent_text_err(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

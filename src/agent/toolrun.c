@@ -397,6 +397,28 @@ void toolrun_result_release(struct toolrun_result *res)
 	res->out_len = 0;
 }
 
+int toolrun_capture(const struct toolrun_opts *opts, const char *const argv[], char **out,
+		    char *err, size_t errlen)
+{
+	struct toolrun_result res;
+	*out = NULL;
+	if (toolrun_run(opts, argv, &res)) {
+		snprintf(err, errlen, "%s: out of memory", argv[0]);
+		return -1;
+	}
+	if (res.status == TOOLRUN_NOT_FOUND) {
+		toolrun_result_release(&res);
+		return 0;
+	}
+	if (res.status != TOOLRUN_OK) {
+		toolrun_describe(&res, argv[0], err, errlen);
+		toolrun_result_release(&res);
+		return -1;
+	}
+	*out = res.out;
+	return 1;
+}
+
 const char *toolrun_status_name(enum toolrun_status s)
 {
 	switch (s) {

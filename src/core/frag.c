@@ -1,5 +1,6 @@
 #include "frag.h"
 
+#include <math.h>
 #include <string.h>
 
 /* Inserts entry (free, idx, specs) keeping free[] descending, stable by position. */
@@ -177,4 +178,46 @@ double frag_stranded(const struct frag_node *fn, const struct workload *wl)
 	if (mem > 0 && fn->mem_free != INT64_MAX && gpus - (double)fn->mem_free / mem > worst)
 		worst = gpus - (double)fn->mem_free / mem;
 	return worst > 0 ? worst : 0;
+}
+
+double frag_rate_placement(const struct gpu_node *n, const struct claim *c, struct fit *f,
+			   const struct workload *wl, frag_measure_fn measure, frag_rate_fn rate)
+{
+	struct frag_node fn;
+	frag_node_init(&fn, n, wl);
+	double before = measure(&fn, wl);
+	if (c->mode == CLAIM_SHARED && c->count == 1) {
+		int idx[GPU_MAX_DEVICES], seen[GPU_MAX_DEVICES], nseen = 0;
+		int k = fit_candidates(n, c, idx);
+		double best = -INFINITY;
+		for (int i = 0; i < k; i++) {
+			int e = frag_node_find(&fn, idx[i]);
+			if (e < 0)
+				continue;
+			/* Equal idle milli on devices of one kind: the same result. */
+			bool dup = false;
+			for (int j = 0; j < nseen && !fn.mixed; j++)
+				dup |= seen[j] == fn.free[e];
+			if (dup)
+				continue;
+			seen[nseen++] = fn.free[e];
+			struct frag_node after = fn;
+			frag_node_take(&after, e, (int)c->core, c->cpu_milli, c->mem_mib_host);
+			double s = rate(before, measure(&after, wl));
+			if (s > best) {
+				best = s;
+				f->dev[0] = idx[i];
+			}
+		}
+		if (best > -INFINITY)
+			return best;
+	}
+	struct frag_node after = fn;
+	for (int i = 0; i < f->ndev; i++) {
+		int e = frag_node_find(&after, f->dev[i]);
+		if (e >= 0)
+			frag_node_take(&after, e, c->mode == CLAIM_SHARED ? (int)c->core : GPU_CORE_FULL, 0, 0);
+	}
+	frag_node_take(&after, -1, 0, c->cpu_milli, c->mem_mib_host);
+	return rate(before, measure(&after, wl));
 }

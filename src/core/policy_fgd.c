@@ -22,49 +22,17 @@ static double quantized(double before, double after)
 	return (double)(int64_t)(100.0 / (1.0 + exp(-x)));
 }
 
+static double fragmentation(const struct frag_node *fn, const struct workload *wl)
+{
+	return frag_amount(fn, wl, 0);
+}
+
 static bool place_fgd(const struct policy_ctx *ctx, const struct gpu_node *n,
 		      const struct claim *c, struct fit *f, double *score)
 {
 	if (!fit_node(n, c, PACK_BINPACK, f))
 		return false;
-	struct frag_node fn;
-	frag_node_init(&fn, n, ctx->wl);
-	double before = frag_amount(&fn, ctx->wl, 0);
-	if (c->mode == CLAIM_SHARED && c->count == 1) {
-		int idx[GPU_MAX_DEVICES];
-		int k = fit_candidates(n, c, idx);
-		double best = -1;
-		int seen[GPU_MAX_DEVICES], nseen = 0;
-		for (int i = 0; i < k; i++) {
-			int e = frag_node_find(&fn, idx[i]);
-			if (e < 0)
-				continue;
-			/* Equal idle milli on devices of one kind: the same result. */
-			bool dup = false;
-			for (int j = 0; j < nseen && !fn.mixed; j++)
-				dup |= seen[j] == fn.free[e];
-			if (dup)
-				continue;
-			seen[nseen++] = fn.free[e];
-			struct frag_node after = fn;
-			frag_node_take(&after, e, (int)c->core, c->cpu_milli, c->mem_mib_host);
-			double s = quantized(before, frag_amount(&after, ctx->wl, 0));
-			if (s > best) {
-				best = s;
-				f->dev[0] = idx[i];
-			}
-		}
-		*score = best;
-		return true;
-	}
-	struct frag_node after = fn;
-	for (int i = 0; i < f->ndev; i++) {
-		int e = frag_node_find(&after, f->dev[i]);
-		if (e >= 0)
-			frag_node_take(&after, e, c->mode == CLAIM_SHARED ? (int)c->core : GPU_CORE_FULL, 0, 0);
-	}
-	frag_node_take(&after, -1, 0, c->cpu_milli, c->mem_mib_host);
-	*score = quantized(before, frag_amount(&after, ctx->wl, 0));
+	*score = frag_rate_placement(n, c, f, ctx->wl, fragmentation, quantized);
 	return true;
 }
 

@@ -61,13 +61,19 @@ static uint64_t node_order(const char *name)
 	return h ^ (h >> 32);
 }
 
-/*
- * Higher is better: 0 for a change in (-BUCKET, 0], 1 for one BUCKET more
- * of improvement, -1 for any growth up to a BUCKET, and so on.
- */
-static double bucket(double delta)
+/* The measure's improvement; within a node the exact change picks the GPU. */
+static double improvement(double before, double after)
 {
-	return floor(-delta / BUCKET);
+	return before - after;
+}
+
+/*
+ * Higher is better: 0 for an improvement in [0, BUCKET), 1 for one BUCKET
+ * more, -1 for any growth up to a BUCKET, and so on.
+ */
+static double bucket(double improved)
+{
+	return floor(improved / BUCKET);
 }
 
 static bool place_balanced(const struct policy_ctx *ctx, const struct gpu_node *n,
@@ -75,46 +81,8 @@ static bool place_balanced(const struct policy_ctx *ctx, const struct gpu_node *
 {
 	if (!fit_node(n, c, PACK_BINPACK, f))
 		return false;
-	const struct workload *wl = ctx->wl;
-	struct frag_node fn;
-	frag_node_init(&fn, n, wl);
-	double before = measure(&fn, wl);
 	double order = ORDER_WEIGHT * (double)(node_order(n->name) >> 11) / 9007199254740992.0;
-	if (c->mode == CLAIM_SHARED && c->count == 1) {
-		int idx[GPU_MAX_DEVICES];
-		int k = fit_candidates(n, c, idx);
-		double best = -INFINITY;
-		int seen[GPU_MAX_DEVICES], nseen = 0;
-		for (int i = 0; i < k; i++) {
-			int e = frag_node_find(&fn, idx[i]);
-			if (e < 0)
-				continue;
-			bool dup = false;
-			for (int j = 0; j < nseen && !fn.mixed; j++)
-				dup |= seen[j] == fn.free[e];
-			if (dup)
-				continue;
-			seen[nseen++] = fn.free[e];
-			struct frag_node after = fn;
-			frag_node_take(&after, e, (int)c->core, c->cpu_milli, c->mem_mib_host);
-			/* Within the node, the exact change picks the GPU (first among equals). */
-			double s = before - measure(&after, wl);
-			if (s > best) {
-				best = s;
-				f->dev[0] = idx[i];
-			}
-		}
-		*score = bucket(-best) + order;
-		return true;
-	}
-	struct frag_node after = fn;
-	for (int i = 0; i < f->ndev; i++) {
-		int e = frag_node_find(&after, f->dev[i]);
-		if (e >= 0)
-			frag_node_take(&after, e, c->mode == CLAIM_SHARED ? (int)c->core : GPU_CORE_FULL, 0, 0);
-	}
-	frag_node_take(&after, -1, 0, c->cpu_milli, c->mem_mib_host);
-	*score = bucket(measure(&after, wl) - before) + order;
+	*score = bucket(frag_rate_placement(n, c, f, ctx->wl, measure, improvement)) + order;
 	return true;
 }
 

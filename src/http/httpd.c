@@ -4,7 +4,6 @@
 #include "strnum.h"
 
 #include <arpa/inet.h>
-#include <errno.h>
 #include <microhttpd.h>
 #include <stdatomic.h>
 #include <netinet/in.h>
@@ -201,21 +200,14 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 static char *read_pem(const char *path, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		return NULL;
-	}
 	struct buf b;
 	buf_init(&b, 1 << 20);
-	char chunk[4096];
-	size_t n;
-	int rc = 0;
-	while (!rc && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-		rc = buf_add(&b, chunk, n);
-	fclose(f);
-	if (rc || !b.len) {
-		snprintf(err, errlen, "%s: unreadable or empty", path);
+	int rc = buf_read_file(&b, path, err, errlen);
+	if (!rc && !b.len) {
+		snprintf(err, errlen, "%s: empty", path);
+		rc = -1;
+	}
+	if (rc) {
 		buf_release(&b);
 		return NULL;
 	}

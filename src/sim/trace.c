@@ -92,35 +92,13 @@ static bool field_i64(const struct csv *c, int i, int64_t min, int64_t max, int6
 
 static char *slurp(const char *path, char *err, size_t errsz)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		snprintf(err, errsz, "%s: cannot open", path);
-		return NULL;
-	}
 	struct buf b;
 	buf_init(&b, TRACE_MAX_BYTES);
-	char chunk[65536];
-	size_t n;
-	int rc = 0;
-	while (!rc && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-		rc = buf_add(&b, chunk, n);
-	bool bad = ferror(f);
-	fclose(f);
-	if (rc || bad) {
-		snprintf(err, errsz, "%s: %s", path, rc == BUF_ETOOBIG ? "file too big" :
-			 bad ? "read error" : "out of memory");
+	if (buf_read_file(&b, path, err, errsz)) {
 		buf_release(&b);
 		return NULL;
 	}
-	buf_cstr(&b);
-	size_t len;
-	char *text = buf_detach(&b, &len);
-	if (!text) {
-		text = malloc(1);
-		if (text)
-			text[0] = '\0';
-	}
-	return text;
+	return buf_detach(&b, NULL);
 }
 
 /* ---- nodes ---- */

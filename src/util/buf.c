@@ -1,5 +1,7 @@
 #include "buf.h"
 
+#include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -161,4 +163,27 @@ char *buf_detach(struct buf *b, size_t *len)
 		p = calloc(1, 1);
 	buf_init(b, b->cap);
 	return p;
+}
+
+int buf_read_file(struct buf *b, const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		return -1;
+	}
+	char chunk[65536];
+	size_t n;
+	int rc = 0;
+	while (!rc && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+		rc = buf_add(b, chunk, n);
+	bool failed = ferror(f);
+	fclose(f);
+	if (!rc && !failed)
+		return 0;
+	if (rc == BUF_ETOOBIG)
+		snprintf(err, errlen, "%s: larger than %zu bytes", path, b->cap);
+	else
+		snprintf(err, errlen, "%s: %s", path, rc ? "out of memory" : "read error");
+	return -1;
 }

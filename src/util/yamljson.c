@@ -3,7 +3,6 @@
 #include "strnum.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <yaml.h>
@@ -125,26 +124,10 @@ cJSON *yamljson_parse(const char *text, size_t len, char *err, size_t errlen)
 
 cJSON *yamljson_load(const char *path, size_t max_bytes, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		return NULL;
-	}
 	struct buf b;
 	buf_init(&b, max_bytes);
-	char chunk[65536];
-	size_t n;
-	int rc = 0;
-	while (!rc && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-		rc = buf_add(&b, chunk, n);
-	bool read_err = ferror(f);
-	fclose(f);
 	cJSON *out = NULL;
-	if (rc == BUF_ETOOBIG)
-		snprintf(err, errlen, "%s: larger than %zu bytes", path, max_bytes);
-	else if (rc || read_err)
-		snprintf(err, errlen, "%s: read failed", path);
-	else
+	if (buf_read_file(&b, path, err, errlen) == 0)
 		out = yamljson_parse(buf_cstr(&b), b.len, err, errlen);
 	buf_release(&b);
 	if (!out && err[0] && strncmp(err, path, strlen(path))) {

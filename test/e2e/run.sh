@@ -5,7 +5,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 # Build the control-plane binaries once, up front (cached after the first time).
-test/cluster/build.sh >/dev/null || { echo "e2e: 0 passed, 1 failed (building the control plane)"; exit 1; }
+test/cluster/build.sh || { echo "e2e: 0 passed, 1 failed (building the control plane)"; exit 1; }
 suites=("$@")
 if ((${#suites[@]} == 0)); then
   for f in test/e2e/*.sh; do
