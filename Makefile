@@ -134,7 +134,8 @@ $(BUILD)/fuzz_agent: $(FUZZ_AGENT_SRCS) $(HDRS)
 		-o $@ $(FUZZ_AGENT_SRCS) -lcjson -lm
 
 # The extender's inputs: request bodies and watched objects. Run from the
-# repository root: build/fuzz_extender -max_total_time=60 test/fuzz/corpus-extender
+# repository root (new inputs go to the first folder, outside the tree's seeds):
+#   mkdir -p build/fuzz-extender && build/fuzz_extender -max_total_time=60 build/fuzz-extender test/fuzz/corpus-extender
 $(BUILD)/fuzz_extender: test/fuzz/fuzz_extender.c $(LIB_SRCS) $(HDRS)
 	@command -v clang >/dev/null || apt-get install -y -qq clang libclang-rt-14-dev >/dev/null
 	clang -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -fsanitize=fuzzer,address,undefined \

@@ -9,7 +9,10 @@
  *
  * Each row has a baseline measured in the same run, so that noise on a
  * shared machine shows: in-process, parsing the same request JSON alone;
- * over HTTP, GET /healthz round trips on the same connection.
+ * over HTTP, GET /healthz round trips on the same connection. HTTP rows
+ * also show the server's own mean time per pair (its /metrics) and its
+ * resident memory after the run. The starred cluster has every node in a
+ * state of its own: the worst case for the per-state memo (class_memo.h).
  */
 #include "extender.h"
 #include "inventory.h"
@@ -47,8 +50,13 @@ static double pct(double *v, int n, double p)
 	return v[i < 0 ? 0 : i];
 }
 
-/* A synthetic cluster: 8 GPUs per node in two NVLink islands, a third of them partly used. */
-static void write_inventory(const char *path, int nodes)
+/*
+ * A synthetic cluster: 8 GPUs per node in two NVLink islands, a third of
+ * them partly used. So nodes come in a few states (model x usage), as in a
+ * cluster of a few node types; distinct gives every node a memory size of
+ * its own instead, so that no two nodes are alike.
+ */
+static void write_inventory(const char *path, int nodes, bool distinct)
 {
 	FILE *f = fopen(path, "w");
 	if (!f) {
@@ -64,9 +72,10 @@ static void write_inventory(const char *path, int nodes)
 		for (int d = 0; d < 8; d++) {
 			bool busy = n % 3 == 0 && d < 3;
 			fprintf(f, "%s{\"id\":%d,\"uuid\":\"GPU-%05d-%d\",\"vendor\":\"nvidia\",\"model\":\"%s\","
-				   "\"architecture\":\"hopper\",\"memoryMiB\":81559,\"health\":\"Healthy\","
+				   "\"architecture\":\"hopper\",\"memoryMiB\":%d,\"health\":\"Healthy\","
 				   "\"island\":\"nvlink-%d\",\"bandwidthGBps\":900,\"inUseBy\":[%s]}",
-				d ? "," : "", d, n, d, models[n % 3], d / 4, busy ? "\"other\"" : "");
+				d ? "," : "", d, n, d, models[n % 3], distinct ? 40000 + n : 81559, d / 4,
+				busy ? "\"other\"" : "");
 		}
 		fprintf(f, "]}}");
 	}
@@ -92,6 +101,7 @@ static char *make_args(int nodes, const char *uid)
 
 struct stats {
 	double p50, p99, per_s;
+	double server_ms;   /* over HTTP: the server's own mean time per pair, from /metrics */
 };
 
 static void summarize(double *lat, int n, double wall, struct stats *s)
@@ -205,14 +215,44 @@ static void get(CURL *h, const char *url)
 	}
 }
 
+static size_t keep(char *p, size_t size, size_t n, void *ud)
+{
+	buf_add(ud, p, size * n);
+	return size * n;
+}
+
+/* Seconds the server spent on filter and prioritize so far (its /metrics sums). */
+static double server_seconds(CURL *h, const char *url)
+{
+	struct buf b;
+	buf_init(&b, 1 << 20);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, keep);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+	get(h, url);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
+	double total = 0;
+	static const char *const keys[] = {
+		"gpu_extender_request_duration_seconds_sum{verb=\"filter\"} ",
+		"gpu_extender_request_duration_seconds_sum{verb=\"prioritize\"} ",
+	};
+	for (size_t k = 0; k < 2; k++) {
+		const char *at = strstr(buf_cstr(&b), keys[k]);
+		if (at)
+			total += atof(at + strlen(keys[k]));
+	}
+	buf_release(&b);
+	return total;
+}
+
 /* The load generator's job: sequential latency, then two connections for throughput. */
 static void loadgen(int port, int nodes, int iters, int out_fd)
 {
-	char base[64], filter[96], prio[96], health[96];
+	char base[64], filter[96], prio[96], health[96], metrics[96];
 	snprintf(base, sizeof(base), "http://127.0.0.1:%d", port);
 	snprintf(filter, sizeof(filter), "%s/filter", base);
 	snprintf(prio, sizeof(prio), "%s/prioritize", base);
 	snprintf(health, sizeof(health), "%s/healthz", base);
+	snprintf(metrics, sizeof(metrics), "%s/metrics", base);
 	char *body = make_args(nodes, "uid-bench");
 	size_t len = strlen(body);
 	double *lat = malloc((size_t)iters * sizeof(*lat));
@@ -221,6 +261,7 @@ static void loadgen(int port, int nodes, int iters, int out_fd)
 	for (int i = 0; i < 20; i++)        /* warm up the connection and the caches */
 		post(h, filter, body, len);
 	for (int pass = 0; pass < 2; pass++) {
+		double served = server_seconds(h, metrics);
 		double t0 = now_s();
 		for (int i = 0; i < iters; i++) {
 			double t = now_s();
@@ -234,6 +275,7 @@ static void loadgen(int port, int nodes, int iters, int out_fd)
 			lat[i] = now_s() - t;
 		}
 		summarize(lat, iters, now_s() - t0, &st[pass]);
+		st[pass].server_ms = (server_seconds(h, metrics) - served) / iters * 1e3;
 	}
 	/* Throughput with two clients in parallel (the server has two cores too). */
 	pid_t kid = fork();
@@ -268,8 +310,23 @@ static int free_port(void)
 	return ntohs(a.sin_port);
 }
 
+/* Resident memory of a process in MiB, from /proc; 0 when unknown. */
+static double rss_of(pid_t pid)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "r");
+	double kib = 0;
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "VmRSS:", 6))
+			kib = atof(line + 6);
+	if (f)
+		fclose(f);
+	return kib / 1024;
+}
+
 static void over_http(const char *extender, const char *inv, int nodes, int iters,
-		      struct stats *verb, struct stats *base, double *two_clients)
+		      struct stats *verb, struct stats *base, double *two_clients, double *rss_mib)
 {
 	int port = free_port();
 	char listen[32], url[64];
@@ -312,6 +369,7 @@ static void over_http(const char *extender, const char *inv, int nodes, int iter
 	close(fds[0]);
 	int gen_status = 0;
 	waitpid(gen, &gen_status, 0);
+	*rss_mib = rss_of(srv);
 	kill(srv, SIGTERM);
 	waitpid(srv, NULL, 0);
 	if (got != (ssize_t)sizeof(st)) {
@@ -352,37 +410,43 @@ int main(int argc, char **argv)
 	}
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	jsonarena_install();
-	static const int sizes[] = { 100, 1000, 5000 };
+	/* Cluster sizes; the last, starred, has every node in a state of its own. */
+	static const struct { int nodes; bool distinct; } runs[] = {
+		{ 100, false }, { 1000, false }, { 5000, false }, { 5000, true },
+	};
 	printf("filter+prioritize of one 2-GPU pod, policy %s, 8 GPUs per node (one request pair per sample)\n\n",
 	       bench_policy);
-	printf("%-6s %-11s %7s | %9s %9s %9s | %-26s %9s %9s\n", "nodes", "path", "samples",
-	       "p50 ms", "p99 ms", "pairs/s", "baseline", "p50 ms", "p99 ms");
-	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
-		int nodes = only_nodes ? only_nodes : sizes[k];
+	printf("%-6s %-11s %7s | %9s %9s %9s %10s %8s | %-26s %9s %9s\n", "nodes", "path", "samples",
+	       "p50 ms", "p99 ms", "pairs/s", "server ms", "RSS MiB", "baseline", "p50 ms", "p99 ms");
+	for (size_t k = 0; k < sizeof(runs) / sizeof(runs[0]); k++) {
+		int nodes = only_nodes ? only_nodes : runs[k].nodes;
+		bool distinct = runs[k].distinct;
+		if (only_nodes && k > 0 && !distinct)
+			continue;
 		int iters = iters_override ? iters_override : nodes >= 5000 ? 400 : nodes >= 1000 ? 1000 : 3000;
-		char inv[] = "/tmp/gpu-bench-XXXXXX";
+		char inv[] = "/tmp/gpu-bench-XXXXXX", label[16];
 		int fd = mkstemp(inv);
 		if (fd < 0) {
 			perror("mkstemp");
 			return 1;
 		}
 		close(fd);
-		write_inventory(inv, nodes);
+		write_inventory(inv, nodes, distinct);
+		snprintf(label, sizeof(label), "%d%s", nodes, distinct ? "*" : "");
 		struct stats v, b;
 		in_process(inv, nodes, iters, &v, &b);
-		printf("%-6d %-11s %7d | %9.3f %9.3f %9.0f | %-26s %9.3f %9.3f\n", nodes, "in-process", iters,
-		       v.p50, v.p99, v.per_s, "JSON parse of the 2 bodies", b.p50, b.p99);
+		printf("%-6s %-11s %7d | %9.3f %9.3f %9.0f %10s %8s | %-26s %9.3f %9.3f\n", label, "in-process", iters,
+		       v.p50, v.p99, v.per_s, "", "", "JSON parse of the 2 bodies", b.p50, b.p99);
 		if (!in_process_only) {
-			double two;
-			over_http(extender, inv, nodes, iters, &v, &b, &two);
-			printf("%-6d %-11s %7d | %9.3f %9.3f %9.0f | %-26s %9.3f %9.3f\n", nodes, "http", iters,
-			       v.p50, v.p99, v.per_s, "2 x GET /healthz", b.p50, b.p99);
-			printf("%-6d %-11s %7s | %9s %9s %9.0f |\n", nodes, "http 2 conn", "", "", "", two);
+			double two, rss;
+			over_http(extender, inv, nodes, iters, &v, &b, &two, &rss);
+			printf("%-6s %-11s %7d | %9.3f %9.3f %9.0f %10.3f %8.1f | %-26s %9.3f %9.3f\n", label, "http",
+			       iters, v.p50, v.p99, v.per_s, v.server_ms, rss, "2 x GET /healthz", b.p50, b.p99);
+			printf("%-6s %-11s %7s | %9s %9s %9.0f %10s %8s |\n", label, "http 2 conn", "", "", "", two, "", "");
 		}
 		unlink(inv);
-		if (only_nodes)
-			break;
 	}
+	printf("\n* every node in a state of its own (no two alike), the worst case for the per-state memo\n");
 	printf("\ngoal: 5000 nodes, http p99 under 2 ms\n");
 	curl_global_cleanup();
 	return 0;

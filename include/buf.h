@@ -26,6 +26,9 @@ void buf_release(struct buf *b);
 /* Forgets the content, keeps the memory. */
 void buf_clear(struct buf *b);
 
+/* Makes room for n more bytes in one allocation (a reply's known size). Same returns as buf_add. */
+int buf_reserve(struct buf *b, size_t n);
+
 /* Each returns 0, BUF_ETOOBIG when the cap would be passed, or BUF_ENOMEM. */
 int buf_add(struct buf *b, const void *p, size_t n);
 int buf_adds(struct buf *b, const char *s);
@@ -36,6 +39,8 @@ int buf_vprintf(struct buf *b, const char *fmt, va_list ap)
 	__attribute__((format(printf, 2, 0)));
 /* Appends s as a JSON string literal, quotes included. */
 int buf_add_json_str(struct buf *b, const char *s);
+/* Appends s[0, n) in quotes, for a string known to need no JSON escaping. */
+int buf_add_quoted(struct buf *b, const char *s, size_t n);
 
 /*
  * Appends the whole file at path (within the cap). 0, or -1 with "PATH: why"

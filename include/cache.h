@@ -55,12 +55,20 @@ struct cache_node {
 	bool has_node;             /* a Node object was seen */
 	bool has_gns;              /* a GpuNodeStatus was seen */
 	int nallocs;
+	struct gpu_state_digest state;   /* gpu_node_state_digest(node) */
 	struct gpu_node *node;     /* labels, devices, islands, usage */
 	struct alloc *allocs;
 	void *cold;                /* the block with strings, labels, allocations */
 	struct slab *slab;         /* where this (hot) block came from */
 	size_t hot_size;
 };
+
+/* Asks the CPU to fetch a view's hot block, ahead of reading it. */
+static inline void cache_node_prefetch(const struct cache_node *v)
+{
+	for (size_t off = 0; off < v->hot_size; off += 64)
+		__builtin_prefetch((const char *)v + off);
+}
 
 /* Name index of a snapshot: the hash and name kept beside the node, so a lookup misses the cache once. */
 struct snapshot_slot {
@@ -88,6 +96,13 @@ void cache_free(struct cache *c);
 struct snapshot *cache_acquire(struct cache *c);
 void snapshot_release(struct snapshot *s);
 const struct cache_node *snapshot_find(const struct snapshot *s, const char *name);
+/*
+ * snapshot_find() for each of n names into out[] (NULL where unknown), with
+ * the memory each lookup needs fetched ahead of it: a request looks up
+ * thousands of nodes, and one at a time they wait on memory.
+ */
+void snapshot_find_all(const struct snapshot *s, const char *const *names, int n,
+		       const struct cache_node **out);
 
 /* ---- writers: call between cache_lock() and cache_unlock() ---- */
 void cache_lock(struct cache *c);

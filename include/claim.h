@@ -59,6 +59,8 @@ int claim_copy(struct claim *dst, const struct claim *src);
 int claim_add_match(struct claim *c, const char *key, const char *value);
 
 bool claim_wants_gpu(const struct claim *c);
+/* Whether its fit reads a node's labels or device strings (model, architecture, MIG profile). */
+bool claim_reads_node_strings(const struct claim *c);
 /* TASK_KIND_* bit of this claim. */
 uint32_t claim_task_kind(const struct claim *c);
 /* GPU demand in milli-GPU (count * 1000 for whole devices). */

@@ -131,4 +131,25 @@ int gpu_node_island(struct gpu_node *n, const char *name, double bandwidth_gbps)
 /* Index of the device with that id, or -1. */
 int gpu_node_find_device(const struct gpu_node *n, int id);
 
+/*
+ * A node's state as the fit and the name-blind policies see it: its devices
+ * (kind, size, health, usage), islands (names too: a filter's reasons quote
+ * them) and host; not its name, labels, device strings (model, uuid) or who
+ * holds what. Nodes in the same state get the same fit and rating for a
+ * claim that names no labels or device strings, so a request can work out
+ * each state once (class_memo.h).
+ *
+ * As a 128-bit digest, two independent 64-bit chains in which each step is
+ * a bijection of the running value: states that differ in one field always
+ * differ here, and otherwise the chance that both halves agree is about
+ * 2^-128, which a request of a few thousand nodes never meets. (Should it,
+ * a node would get another state's answer to filter or prioritize; bind
+ * fits the pod afresh against the node's reservations either way.)
+ */
+struct gpu_state_digest {
+	uint64_t a, b;
+};
+
+struct gpu_state_digest gpu_node_state_digest(const struct gpu_node *n);
+
 #endif

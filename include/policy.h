@@ -31,6 +31,7 @@ enum policy_id {
 /* What a policy's rating reads besides the node and the claim. */
 #define POLICY_USES_SEED 1u      /* ctx.seed: varies per decision */
 #define POLICY_USES_WORKLOAD 2u  /* ctx.wl: changes with wl->version */
+#define POLICY_USES_NAME 4u      /* the node's name */
 
 #define POLICY_SCORE_MAX 10   /* kube-scheduler's MaxExtenderPriority */
 

@@ -17,6 +17,7 @@
 #include "reserve.h"
 #include "webhook.h"
 
+#include <malloc.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -185,6 +186,8 @@ static int load_inventory(struct server *s)
 		log_error("cannot load the inventory", "file=%s error=\"%s\"", s->cfg.inventory, LOG_Q(err));
 		return -1;
 	}
+	/* The file's JSON tree is gone; give its pages back rather than keep them in the heap. */
+	malloc_trim(0);
 	struct cache_stats st;
 	cache_stats(s->cache, &st);
 	log_info("inventory loaded", "file=%s nodes=%zu devices=%zu gpuclaims=%zu", s->cfg.inventory,

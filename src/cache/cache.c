@@ -189,6 +189,7 @@ static struct cache_node *view_layout(struct arena *hot, struct arena *cold, con
 	v->nallocs = s->nallocs;
 	for (int i = 0; i < s->nallocs; i++)
 		alloc_apply(n, &s->allocs[i]);
+	v->state = gpu_node_state_digest(n);
 	return v;
 }
 
@@ -225,11 +226,9 @@ void snapshot_release(struct snapshot *s)
 	free(s);
 }
 
-const struct cache_node *snapshot_find(const struct snapshot *s, const char *name)
+static const struct cache_node *find_hashed(const struct snapshot *s, const char *name, size_t h)
 {
-	if (!s->index_cap)
-		return NULL;
-	size_t mask = s->index_cap - 1, h = strmap_hash(name);
+	size_t mask = s->index_cap - 1;
 	for (size_t i = h & mask;; i = (i + 1) & mask) {
 		const struct snapshot_slot *slot = &s->index[i];
 		if (!slot->name)
@@ -237,6 +236,40 @@ const struct cache_node *snapshot_find(const struct snapshot *s, const char *nam
 		if (slot->hash == h && !strcmp(slot->name, name))
 			return slot->node;
 	}
+}
+
+const struct cache_node *snapshot_find(const struct snapshot *s, const char *name)
+{
+	return s->index_cap ? find_hashed(s, name, strmap_hash(name)) : NULL;
+}
+
+/* How many lookups ahead the node's name (and header beside it) is fetched. */
+#define FETCH_AHEAD 8
+
+void snapshot_find_all(const struct snapshot *s, const char *const *names, int n,
+		       const struct cache_node **out)
+{
+	size_t *hash = s->index_cap && n > 0 ? malloc((size_t)n * sizeof(*hash)) : NULL;
+	if (!hash) {
+		for (int i = 0; i < n; i++)
+			out[i] = snapshot_find(s, names[i]);
+		return;
+	}
+	size_t mask = s->index_cap - 1;
+	/* First every name's index slot, then each node a few lookups ahead. */
+	for (int i = 0; i < n; i++) {
+		hash[i] = strmap_hash(names[i]);
+		__builtin_prefetch(&s->index[hash[i] & mask]);
+	}
+	for (int i = 0; i < n; i++) {
+		if (i + FETCH_AHEAD < n) {
+			const struct snapshot_slot *ahead = &s->index[hash[i + FETCH_AHEAD] & mask];
+			if (ahead->name)
+				__builtin_prefetch(ahead->name);
+		}
+		out[i] = find_hashed(s, names[i], hash[i]);
+	}
+	free(hash);
 }
 
 static bool src_visible(const struct node_src *s)

@@ -53,6 +53,11 @@ bool claim_wants_gpu(const struct claim *c)
 	return c->mode != CLAIM_NONE && c->count > 0;
 }
 
+bool claim_reads_node_strings(const struct claim *c)
+{
+	return c->models[0] || c->arch[0] || c->nmatch > 0;
+}
+
 uint32_t claim_task_kind(const struct claim *c)
 {
 	if (!claim_wants_gpu(c))

@@ -262,3 +262,46 @@ int gpu_node_find_device(const struct gpu_node *n, int id)
 			return i;
 	return -1;
 }
+
+/* One step of each chain: xor, multiply (odd), xor-shift; each a bijection. */
+static void mix(struct gpu_state_digest *h, uint64_t v)
+{
+	h->a = (h->a ^ v) * 0x9e3779b97f4a7c15ULL;
+	h->a ^= h->a >> 31;
+	h->b = (h->b ^ v) * 0xc2b2ae3d27d4eb4fULL;
+	h->b ^= h->b >> 29;
+}
+
+struct gpu_state_digest gpu_node_state_digest(const struct gpu_node *n)
+{
+	struct gpu_state_digest h = { 0x5eedULL, 0x243f6a8885a308d3ULL };
+	mix(&h, (uint64_t)(uint32_t)n->ndev << 32 | (uint32_t)n->nisland);
+	mix(&h, n->task_kinds);
+	mix(&h, (uint64_t)n->cpu_cap);
+	mix(&h, (uint64_t)n->cpu_used);
+	mix(&h, (uint64_t)n->mem_cap);
+	mix(&h, (uint64_t)n->mem_used);
+	for (int i = 0; i < n->ndev; i++) {
+		const struct gpu_device *d = &n->dev[i];
+		mix(&h, (uint64_t)(uint32_t)d->id << 32 | (uint32_t)d->island);
+		mix(&h, (uint64_t)d->vendor << 48 | (uint64_t)d->health << 40 | (uint64_t)d->external << 33 |
+			(uint64_t)d->mig << 32 | d->memory_mib);
+		mix(&h, (uint64_t)d->used_mib << 32 | (uint64_t)d->used_core << 16 | d->exclusive);
+		mix(&h, d->shared);
+	}
+	for (int i = 0; i < n->nisland; i++) {
+		uint64_t bw;
+		memcpy(&bw, &n->islands[i].bandwidth_gbps, sizeof(bw));
+		mix(&h, bw);
+		/* The name in words, its length last: "ab" and "a" + "b" differ. */
+		const char *name = n->islands[i].name;
+		size_t len = strnlen(name, sizeof(n->islands[i].name));
+		for (size_t k = 0; k < len; k += 8) {
+			uint64_t w = 0;
+			memcpy(&w, name + k, len - k < 8 ? len - k : 8);
+			mix(&h, w);
+		}
+		mix(&h, len);
+	}
+	return h;
+}

@@ -157,7 +157,7 @@ static double rate_bestfit(const struct policy_ctx *ctx, const struct gpu_node *
 }
 
 const struct policy_def policy_random_def = {
-	"random", PACK_BINPACK, rate_none, place_random, POLICY_USES_SEED };
+	"random", PACK_BINPACK, rate_none, place_random, POLICY_USES_SEED | POLICY_USES_NAME };
 const struct policy_def policy_dotprod_def = {
 	"dotprod", PACK_BINPACK, rate_dotprod, NULL, 0 };
 const struct policy_def policy_clustering_def = {

@@ -87,4 +87,5 @@ static bool place_balanced(const struct policy_ctx *ctx, const struct gpu_node *
 }
 
 const struct policy_def policy_fgd_balanced_def = {
-	"fgd-balanced", PACK_BINPACK, NULL, place_balanced, POLICY_USES_WORKLOAD };
+	"fgd-balanced", PACK_BINPACK, NULL, place_balanced,
+	POLICY_USES_WORKLOAD | POLICY_USES_NAME };

@@ -1,6 +1,8 @@
 /* The extender verbs: request decoding, the core on one snapshot, replies. */
 #include "extender.h"
+#include "class_memo.h"
 #include "jsonarena.h"
+#include "jsonscan.h"
 #include "log.h"
 #include "metrics.h"
 #include "pending.h"
@@ -106,7 +108,9 @@ void extender_free(struct extender *x)
 
 /* What filter, prioritize and preempt share: the pod, its claim, the nodes. */
 struct verb_args {
-	cJSON *root;
+	cJSON *root;            /* the Pod (filter, prioritize) or the whole request (preempt) */
+	cJSON *nodes_root;      /* the Nodes list, when the request sends one */
+	char *text;             /* a copy of the body; NodeNames are decoded in place */
 	const cJSON *pod;
 	struct api_pod_ref ref;
 	struct claim claim;
@@ -115,6 +119,7 @@ struct verb_args {
 	bool by_name;           /* NodeNames (nodeCacheCapable) vs Nodes */
 	int n;
 	const char **names;
+	int32_t *plain_len;     /* NodeNames form: the name's length when it needs no escaping, else -1 */
 	cJSON **items;          /* Nodes form: the node objects, to echo back */
 };
 
@@ -122,13 +127,17 @@ static void args_release(struct verb_args *a)
 {
 	claim_release(&a->claim);
 	free(a->names);
+	free(a->plain_len);
 	free(a->items);
+	free(a->text);
 	jsonarena_delete(a->root);
+	jsonarena_delete(a->nodes_root);
 }
 
-static int parse_pod(struct extender *x, struct verb_args *a, struct http_response *resp)
+static int parse_pod(struct extender *x, struct verb_args *a, const cJSON *pod,
+		     struct http_response *resp)
 {
-	a->pod = cJSON_GetObjectItem(a->root, "Pod");
+	a->pod = pod;
 	if (!cJSON_IsObject(a->pod)) {
 		httpd_error(resp, 400, "request has no Pod object");
 		return -1;
@@ -143,40 +152,65 @@ static int parse_pod(struct extender *x, struct verb_args *a, struct http_respon
 	return 0;
 }
 
-/* Decodes ExtenderArgs; on a malformed request sets a 400 reply. */
-static int parse_args(struct extender *x, const struct http_request *req, struct verb_args *a,
-		      struct http_response *resp)
+/*
+ * NodeNames, the request's one big value, without a cJSON node per name:
+ * each name is decoded in place in a->text (a decoded string and its NUL
+ * never outgrow the literal).
+ */
+static int parse_names(struct verb_args *a, struct jsonscan *s, struct http_response *resp)
 {
-	memset(a, 0, sizeof(*a));
-	claim_init(&a->claim);
-	a->root = cJSON_ParseWithLength(req->body, req->body_len);
-	if (!cJSON_IsObject(a->root)) {
-		httpd_error(resp, 400, "request body is not a JSON object");
+	if (jsonscan_open(s, '[')) {
+		httpd_error(resp, 400, "NodeNames must be a list of strings");
 		return -1;
 	}
-	if (parse_pod(x, a, resp))
-		return -1;
-	const cJSON *names = cJSON_GetObjectItem(a->root, "NodeNames");
-	const cJSON *nodes = cJSON_GetObjectItem(a->root, "Nodes");
-	if (names && !cJSON_IsNull(names)) {
-		if (!cJSON_IsArray(names)) {
-			httpd_error(resp, 400, "NodeNames must be a list of strings");
+	a->by_name = true;
+	int cap = 0, seen = 0, more;
+	while ((more = jsonscan_next(s, '[', &seen, NULL)) == 1) {
+		struct json_str lit;
+		if (jsonscan_string(s, &lit)) {
+			httpd_error(resp, 400, "NodeNames[%d] is not a string", a->n);
 			return -1;
 		}
-		a->by_name = true;
-		a->n = cJSON_GetArraySize(names);
-		a->names = calloc((size_t)a->n + 1, sizeof(*a->names));
-		int i = 0;
-		const cJSON *it;
-		cJSON_ArrayForEach(it, names) {
-			if (!cJSON_IsString(it)) {
-				httpd_error(resp, 400, "NodeNames[%d] is not a string", i);
+		char *name = (char *)lit.raw + 1;   /* inside a->text, which we own */
+		long len = json_str_decode(&lit, name);
+		if (len < 0) {
+			httpd_error(resp, 400, "NodeNames[%d] has an invalid \\u escape", a->n);
+			return -1;
+		}
+		if (a->n == cap) {
+			cap = cap ? cap * 2 : 1024;
+			const char **names = realloc(a->names, (size_t)cap * sizeof(*names));
+			if (names)
+				a->names = names;
+			int32_t *lens = realloc(a->plain_len, (size_t)cap * sizeof(*lens));
+			if (lens)
+				a->plain_len = lens;
+			if (!names || !lens) {
+				httpd_error(resp, 500, "out of memory");
 				return -1;
 			}
-			a->names[i++] = it->valuestring;
 		}
-		return a->names ? 0 : -1;
+		/* A literal without escapes has nothing to escape on the way back. */
+		a->plain_len[a->n] = lit.escaped || len > INT32_MAX ? -1 : (int32_t)len;
+		a->names[a->n++] = name;
 	}
+	if (more) {
+		httpd_error(resp, 400, "request body is not valid JSON (in NodeNames)");
+		return -1;
+	}
+	return 0;
+}
+
+static cJSON *parse_member(const struct jsonscan *v)
+{
+	return v->p ? cJSON_ParseWithLength(v->p, (size_t)(v->end - v->p)) : NULL;
+}
+
+/* The Nodes form: the names from each item's metadata. */
+static int parse_nodes(struct verb_args *a, const struct jsonscan *v, struct http_response *resp)
+{
+	a->nodes_root = parse_member(v);
+	const cJSON *nodes = a->nodes_root;
 	const cJSON *items = cJSON_GetObjectItem(nodes, "items");
 	if (!cJSON_IsObject(nodes) || (items && !cJSON_IsNull(items) && !cJSON_IsArray(items))) {
 		httpd_error(resp, 400, "request has neither NodeNames nor a Nodes list");
@@ -203,6 +237,67 @@ static int parse_args(struct extender *x, const struct http_request *req, struct
 	return 0;
 }
 
+/* Writes node i's name as a JSON string. */
+static void add_name(struct buf *out, const struct verb_args *a, int i)
+{
+	if (a->plain_len && a->plain_len[i] >= 0)
+		buf_add_quoted(out, a->names[i], (size_t)a->plain_len[i]);
+	else
+		buf_add_json_str(out, a->names[i]);
+}
+
+/*
+ * Decodes ExtenderArgs in one checked pass over the body; on a malformed
+ * request sets a 400 reply. Of a member named twice the first counts (as
+ * cJSON picks); names match ignoring case (as Go's encoding/json does).
+ */
+static int parse_args(struct extender *x, const struct http_request *req, struct verb_args *a,
+		      struct http_response *resp)
+{
+	memset(a, 0, sizeof(*a));
+	claim_init(&a->claim);
+	a->text = malloc(req->body_len + 1);
+	if (!a->text) {
+		httpd_error(resp, 500, "out of memory");
+		return -1;
+	}
+	memcpy(a->text, req->body, req->body_len);
+	a->text[req->body_len] = '\0';
+	struct jsonscan s = { a->text, a->text + req->body_len }, pod = { 0 }, nodes = { 0 };
+	bool names_seen = false;
+	int seen = 0, more = -1;
+	struct json_str key;
+	if (!jsonscan_open(&s, '{')) {
+		while ((more = jsonscan_next(&s, '{', &seen, &key)) == 1) {
+			if (!names_seen && json_str_ieq(&key, "NodeNames")) {
+				names_seen = true;
+				if (jsonscan_peek(&s) != 'n') {
+					if (parse_names(a, &s, resp))
+						return -1;
+					continue;
+				}
+			}
+			jsonscan_peek(&s);   /* past the blanks: value starts at the value */
+			struct jsonscan value = s;
+			if (jsonscan_skip(&s))
+				break;
+			value.end = s.p;
+			if (!pod.p && json_str_ieq(&key, "Pod"))
+				pod = value;
+			else if (!nodes.p && json_str_ieq(&key, "Nodes"))
+				nodes = value;
+		}
+	}
+	if (more || !jsonscan_at_end(&s)) {
+		httpd_error(resp, 400, "request body is not a JSON object");
+		return -1;
+	}
+	a->root = parse_member(&pod);
+	if (parse_pod(x, a, a->root, resp))
+		return -1;
+	return a->by_name ? 0 : parse_nodes(a, &nodes, resp);
+}
+
 /* Refuses the request (with status, or 200 and Error where the protocol wants that) until ready. */
 static bool not_ready(struct extender *x, struct http_response *resp, int status)
 {
@@ -213,6 +308,15 @@ static bool not_ready(struct extender *x, struct http_response *resp, int status
 	return true;
 }
 
+/* The pod's own reservation on the node, or NULL. */
+static const struct alloc *own_alloc(const struct cache_node *cn, const char *uid)
+{
+	for (int i = 0; uid[0] && i < cn->nallocs; i++)
+		if (!strcmp(cn->allocs[i].uid, uid))
+			return &cn->allocs[i];
+	return NULL;
+}
+
 /*
  * The node without this pod's own reservation, or NULL when it holds none
  * there. A bind of the pod that broke off half-way leaves one until the
@@ -221,15 +325,11 @@ static bool not_ready(struct extender *x, struct http_response *resp, int status
  */
 static struct gpu_node *without_own(const struct cache_node *cn, const char *uid)
 {
-	for (int i = 0; uid[0] && i < cn->nallocs; i++) {
-		if (strcmp(cn->allocs[i].uid, uid))
-			continue;
-		struct gpu_node *n = gpu_node_clone(cn->node);
-		if (n)
-			alloc_unapply(n, &cn->allocs[i]);
-		return n;
-	}
-	return NULL;
+	const struct alloc *own = own_alloc(cn, uid);
+	struct gpu_node *n = own ? gpu_node_clone(cn->node) : NULL;
+	if (n)
+		alloc_unapply(n, own);
+	return n;
 }
 
 static enum policy_id claim_policy(const struct extender *x, const struct claim *c)
@@ -248,64 +348,123 @@ static uint64_t pod_seed(const char *uid)
 
 /* ---- filter -------------------------------------------------------------- */
 
-/* Decides one node; returns true if it passes, else fills reason/unresolvable. */
-static bool filter_node(const struct verb_args *a, const struct cache_node *cn, enum gpu_pack pack,
-			struct fit *f)
+/* Whether the nodes of one state share their results in this request (class_memo.h). */
+static bool results_by_state(const struct verb_args *a, enum policy_id policy)
 {
-	if (!claim_wants_gpu(&a->claim)) {
-		f->ok = true;
-		return true;
-	}
-	if (!cn || !cn->has_gns) {
-		f->ok = false;
-		f->unresolvable = true;
-		snprintf(f->reason, sizeof(f->reason),
-			 "no GpuNodeStatus for this node (no GPUs reported; is gpu-agent running there?)");
-		return false;
-	}
-	/* Filter needs no device choice: the cheap check first, the reason only on failure. */
-	if (fit_possible(cn->node, &a->claim))
-		return true;
-	struct gpu_node *own = without_own(cn, a->ref.uid);
-	bool ok = fit_node(own ? own : cn->node, &a->claim, pack, f);
-	gpu_node_free(own);
-	return ok;
+	return a->claim_ok && claim_wants_gpu(&a->claim) && !claim_reads_node_strings(&a->claim) &&
+	       !policy_flags(policy);
 }
 
-/* A node's filter outcome; the reasons of rejected nodes share one buffer. */
-struct verdict {
-	int32_t reason;        /* offset into reasons; -1: the node passes */
-	bool unresolvable;
-};
+/*
+ * The memo's result for cn's state, when it holds for cn: a failure does
+ * not when the pod has a reservation of its own there (see without_own).
+ */
+static const struct class_result *known_result(const struct class_memo *m, const struct cache_node *cn,
+					       const char *uid)
+{
+	if (!m || !cn || !cn->has_gns)
+		return NULL;
+	const struct class_result *r = class_memo_find(m, cn->state);
+	return r && (r->ok || !own_alloc(cn, uid)) ? r : NULL;
+}
+
+/* How many nodes ahead of the one decided the loops fetch a node to decide. */
+#define DECIDE_AHEAD 4
+
+/* Fetches node i + DECIDE_AHEAD's devices unless its state's result is known. */
+static void fetch_ahead(const struct class_memo *m, const struct cache_node *const *node, int i, int n)
+{
+	const struct cache_node *cn = i + DECIDE_AHEAD < n ? node[i + DECIDE_AHEAD] : NULL;
+	if (cn && cn->has_gns && (!m || !class_memo_find(m, cn->state)))
+		cache_node_prefetch(cn);
+}
+
+/* Remembers r for cn's state, unless cn's state is known already. */
+static void learn_result(struct class_memo *m, const struct cache_node *cn, const struct class_result *r)
+{
+	if (m && cn && cn->has_gns && !class_memo_find(m, cn->state))
+		class_memo_add(m, cn->state, r);
+}
+
+/* Decides node i into r; returns whether r holds for every node in its state. */
+typedef bool (*decide_fn)(void *job, const struct cache_node *cn, struct class_result *r);
+
+/* Node i's result: the memo's when it knows the state, else decide's (learned when shared). */
+static struct class_result result_of(struct class_memo *m, const struct cache_node *const *node, int i, int n,
+				     const char *uid, decide_fn decide, void *job)
+{
+	fetch_ahead(m, node, i, n);
+	const struct class_result *known = known_result(m, node[i], uid);
+	if (known)
+		return *known;
+	struct class_result r;
+	if (decide(job, node[i], &r))
+		learn_result(m, node[i], &r);
+	return r;
+}
 
 /* One filter request's node loop. */
 struct filter_job {
 	const struct verb_args *a;
 	struct snapshot *snap;
 	enum gpu_pack pack;
-	struct verdict *v;
-	struct buf reasons;
+	struct class_memo *memo;   /* NULL: every node on its own */
+	const struct cache_node **node;   /* the request's nodes in snap, NULL where unknown */
+	struct verdict {
+		int32_t reason;    /* offset into reasons; -1: the node passes */
+		bool unresolvable;
+	} *v;
+	struct buf reasons;        /* the reasons of rejected nodes, NUL-separated */
 	bool oom;
 };
+
+/*
+ * Decides one node into r; the reason of a failure goes to j->reasons.
+ * Returns whether r holds for every node in cn's state (it does not when
+ * the pod's own reservation there was counted out). A decide_fn.
+ */
+static bool filter_node(void *job, const struct cache_node *cn, struct class_result *r)
+{
+	struct filter_job *j = job;
+	const struct verb_args *a = j->a;
+	struct fit f;
+	bool shared = true;
+	*r = (struct class_result){ .ok = true, .reason = -1 };
+	if (!a->claim_ok) {
+		f.unresolvable = true;
+		snprintf(f.reason, sizeof(f.reason), "pod's GPU request is invalid: %s", a->claim_err);
+	} else if (!claim_wants_gpu(&a->claim)) {
+		return true;
+	} else if (!cn || !cn->has_gns) {
+		f.unresolvable = true;
+		snprintf(f.reason, sizeof(f.reason),
+			 "no GpuNodeStatus for this node (no GPUs reported; is gpu-agent running there?)");
+	} else if (fit_possible(cn->node, &a->claim)) {
+		/* Filter needs no device choice: the cheap check first, the reason only on failure. */
+		return true;
+	} else {
+		struct gpu_node *own = without_own(cn, a->ref.uid);
+		shared = !own;
+		bool ok = fit_node(own ? own : cn->node, &a->claim, j->pack, &f);
+		gpu_node_free(own);
+		if (ok)
+			return shared;
+	}
+	r->ok = false;
+	r->unresolvable = f.unresolvable;
+	r->reason = (int32_t)j->reasons.len;
+	if (buf_add(&j->reasons, f.reason, strlen(f.reason) + 1))
+		j->oom = true;
+	return shared;
+}
 
 static void filter_nodes(struct filter_job *j)
 {
 	const struct verb_args *a = j->a;
-	struct buf *reasons = &j->reasons;
-	struct fit f;
 	for (int i = 0; i < a->n; i++) {
-		if (a->claim_ok && filter_node(a, snapshot_find(j->snap, a->names[i]), j->pack, &f)) {
-			j->v[i].reason = -1;
-			continue;
-		}
-		if (!a->claim_ok) {
-			f.unresolvable = true;
-			snprintf(f.reason, sizeof(f.reason), "pod's GPU request is invalid: %s", a->claim_err);
-		}
-		j->v[i].reason = (int32_t)reasons->len;
-		j->v[i].unresolvable = f.unresolvable;
-		if (buf_add(reasons, f.reason, strlen(f.reason) + 1))
-			j->oom = true;
+		struct class_result r = result_of(j->memo, j->node, i, a->n, a->ref.uid, filter_node, j);
+		j->v[i].reason = r.ok ? -1 : r.reason;
+		j->v[i].unresolvable = r.unresolvable;
 	}
 }
 
@@ -321,7 +480,7 @@ static void add_failed_map(struct buf *out, const char *key, const struct filter
 		if (!first)
 			buf_addc(out, ',');
 		first = false;
-		buf_add_json_str(out, a->names[i]);
+		add_name(out, a, i);
 		buf_addc(out, ':');
 		buf_add_json_str(out, j->reasons.data + v->reason);
 	}
@@ -339,12 +498,17 @@ void extender_filter(void *ctx, const struct http_request *req, struct http_resp
 	if (parse_args(x, req, &a, resp))
 		goto out;
 	j.v = malloc(((size_t)a.n + 1) * sizeof(*j.v));
-	if (!j.v) {
+	j.node = malloc(((size_t)a.n + 1) * sizeof(*j.node));
+	if (!j.v || !j.node) {
 		httpd_error(resp, 500, "out of memory");
 		goto out;
 	}
-	j.pack = claim_policy(x, &a.claim) == POLICY_SPREAD ? PACK_SPREAD : PACK_BINPACK;
+	enum policy_id policy = claim_policy(x, &a.claim);
+	j.pack = policy == POLICY_SPREAD ? PACK_SPREAD : PACK_BINPACK;
+	if (results_by_state(&a, policy) && (j.memo = malloc(sizeof(*j.memo))))
+		class_memo_init(j.memo);
 	j.snap = cache_acquire(x->o.cache);
+	snapshot_find_all(j.snap, a.names, a.n, j.node);
 	filter_nodes(&j);
 	snapshot_release(j.snap);
 	if (j.oom) {
@@ -353,6 +517,7 @@ void extender_filter(void *ctx, const struct http_request *req, struct http_resp
 	}
 
 	struct buf *out = &resp->body;
+	buf_reserve(out, req->body_len + 64);   /* the names that pass, in one allocation */
 	if (a.by_name) {
 		buf_adds(out, "{\"NodeNames\":[");
 		bool first = true;
@@ -362,7 +527,7 @@ void extender_filter(void *ctx, const struct http_request *req, struct http_resp
 			if (!first)
 				buf_addc(out, ',');
 			first = false;
-			buf_add_json_str(out, a.names[i]);
+			add_name(out, &a, i);
 		}
 		buf_adds(out, "],\"Nodes\":null");
 	} else {
@@ -389,6 +554,8 @@ void extender_filter(void *ctx, const struct http_request *req, struct http_resp
 		httpd_error(resp, 500, "reply too large");
 out:
 	free(j.v);
+	free(j.node);
+	free(j.memo);
 	buf_release(&j.reasons);
 	args_release(&a);
 }
@@ -400,31 +567,45 @@ struct prio_job {
 	const struct verb_args *a;
 	struct snapshot *snap;
 	struct policy_ctx pctx;
+	struct class_memo *memo;   /* NULL: every node on its own */
+	const struct cache_node **node;   /* the request's nodes in snap, NULL where unknown */
 	double *raw;
 	bool *ok;
 };
+
+/* Rates one node into r; returns whether r holds for every node in cn's state. A decide_fn. */
+static bool prio_node(void *job, const struct cache_node *cn, struct class_result *r)
+{
+	const struct prio_job *j = job;
+	const struct verb_args *a = j->a;
+	struct fit f;
+	*r = (struct class_result){ .reason = -1 };
+	r->ok = policy_place(&j->pctx, cn->node, &a->claim, &f, &r->raw);
+	if (r->ok)
+		return true;
+	struct gpu_node *own = without_own(cn, a->ref.uid);
+	if (own)
+		r->ok = policy_place(&j->pctx, own, &a->claim, &f, &r->raw);
+	gpu_node_free(own);
+	return !own;
+}
 
 static void prio_nodes(struct prio_job *j)
 {
 	const struct verb_args *a = j->a;
 	for (int i = 0; i < a->n; i++) {
-		const struct cache_node *cn = snapshot_find(j->snap, a->names[i]);
+		const struct cache_node *cn = j->node[i];
 		if (!claim_wants_gpu(&a->claim)) {
 			/* Pods without GPUs: prefer nodes that have none, keep GPUs for GPU pods. */
 			j->ok[i] = true;
 			j->raw[i] = !cn || cn->node->ndev == 0;
 			continue;
 		}
-		struct fit f;
 		if (!cn || !cn->has_gns)
 			continue;
-		j->ok[i] = policy_place(&j->pctx, cn->node, &a->claim, &f, &j->raw[i]);
-		if (!j->ok[i]) {
-			struct gpu_node *own = without_own(cn, a->ref.uid);
-			if (own)
-				j->ok[i] = policy_place(&j->pctx, own, &a->claim, &f, &j->raw[i]);
-			gpu_node_free(own);
-		}
+		struct class_result r = result_of(j->memo, j->node, i, a->n, a->ref.uid, prio_node, j);
+		j->ok[i] = r.ok;
+		j->raw[i] = r.raw;
 	}
 }
 
@@ -441,7 +622,8 @@ void extender_prioritize(void *ctx, const struct http_request *req, struct http_
 	j.raw = calloc((size_t)a.n + 1, sizeof(*j.raw));
 	j.ok = calloc((size_t)a.n + 1, sizeof(*j.ok));
 	score = calloc((size_t)a.n + 1, sizeof(*score));
-	if (!j.raw || !j.ok || !score) {
+	j.node = malloc(((size_t)a.n + 1) * sizeof(*j.node));
+	if (!j.raw || !j.ok || !score || !j.node) {
 		httpd_error(resp, 500, "out of memory");
 		goto out;
 	}
@@ -450,13 +632,18 @@ void extender_prioritize(void *ctx, const struct http_request *req, struct http_
 		j.pctx = (struct policy_ctx){
 			.id = claim_policy(x, &a.claim), .wl = w ? &w->wl : NULL, .seed = pod_seed(a.ref.uid),
 		};
+		if (results_by_state(&a, j.pctx.id) && (j.memo = malloc(sizeof(*j.memo))))
+			class_memo_init(j.memo);
 		j.snap = cache_acquire(x->o.cache);
+		snapshot_find_all(j.snap, a.names, a.n, j.node);
 		prio_nodes(&j);
 		snapshot_release(j.snap);
 		wl_copy_release(w);
 	}
 	policy_scale(j.raw, j.ok, (size_t)a.n, score);
 	struct buf *out = &resp->body;
+	/* Each name comes back with 23 bytes of {"Host":,"Score":10}: one allocation. */
+	buf_reserve(out, req->body_len + (size_t)a.n * 23 + 64);
 	buf_addc(out, '[');
 	for (int i = 0; i < a.n; i++) {
 		/* Scores are 0..10: two digits by hand, not printf for every node. */
@@ -467,12 +654,14 @@ void extender_prioritize(void *ctx, const struct http_request *req, struct http_
 		tail[t++] = (char)('0' + score[i] % 10);
 		tail[t++] = '}';
 		buf_adds(out, i ? ",{\"Host\":" : "{\"Host\":");
-		buf_add_json_str(out, a.names[i]);
+		add_name(out, &a, i);
 		buf_add(out, tail, t);
 	}
 	if (buf_adds(out, "]\n"))
 		httpd_error(resp, 500, "reply too large");
 out:
+	free(j.memo);
+	free(j.node);
 	free(j.raw);
 	free(j.ok);
 	free(score);
@@ -633,7 +822,7 @@ void extender_preempt(void *ctx, const struct http_request *req, struct http_res
 		httpd_error(resp, 400, "request body is not a JSON object");
 		goto out;
 	}
-	if (parse_pod(x, &a, resp))
+	if (parse_pod(x, &a, cJSON_GetObjectItem(a.root, "Pod"), resp))
 		goto out;
 	const cJSON *map = cJSON_GetObjectItem(a.root, "NodeNameToMetaVictims");
 	if (!cJSON_IsObject(map))

@@ -47,6 +47,11 @@ static int buf_grow(struct buf *b, size_t n)
 	return 0;
 }
 
+int buf_reserve(struct buf *b, size_t n)
+{
+	return buf_grow(b, n);
+}
+
 int buf_add(struct buf *b, const void *p, size_t n)
 {
 	int rc = buf_grow(b, n);
@@ -97,6 +102,20 @@ int buf_printf(struct buf *b, const char *fmt, ...)
 	return rc;
 }
 
+int buf_add_quoted(struct buf *b, const char *s, size_t n)
+{
+	int rc = buf_grow(b, n + 2);
+	if (rc)
+		return rc;
+	char *p = b->data + b->len;
+	p[0] = '"';
+	memcpy(p + 1, s, n);
+	p[n + 1] = '"';
+	b->len += n + 2;
+	b->data[b->len] = '\0';
+	return 0;
+}
+
 int buf_add_json_str(struct buf *b, const char *s)
 {
 	static const char hex[] = "0123456789abcdef";
@@ -104,18 +123,8 @@ int buf_add_json_str(struct buf *b, const char *s)
 	size_t plain = 0;
 	while (s[plain] && (unsigned char)s[plain] >= 0x20 && s[plain] != '"' && s[plain] != '\\')
 		plain++;
-	if (!s[plain]) {
-		int rc = buf_grow(b, plain + 2);
-		if (rc)
-			return rc;
-		char *p = b->data + b->len;
-		p[0] = '"';
-		memcpy(p + 1, s, plain);
-		p[plain + 1] = '"';
-		b->len += plain + 2;
-		b->data[b->len] = '\0';
-		return 0;
-	}
+	if (!s[plain])
+		return buf_add_quoted(b, s, plain);
 	int rc = buf_addc(b, '"');
 	const unsigned char *p = (const unsigned char *)s;
 	while (!rc && *p) {

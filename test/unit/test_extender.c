@@ -149,7 +149,12 @@ static void test_filter_invalid_requests(void **state)
 	struct fixture *f = *state;
 	int st;
 	const char *bad[] = { "", "{", "[]", "{\"Pod\":3}", "{\"Pod\":{\"spec\":{}},\"NodeNames\":[1]}",
-			      "{\"Pod\":{\"spec\":{}}}", "{\"Pod\":{\"spec\":{}},\"Nodes\":{\"items\":[{}]}}" };
+			      "{\"Pod\":{\"spec\":{}}}", "{\"Pod\":{\"spec\":{}},\"Nodes\":{\"items\":[{}]}}",
+			      /* broken JSON anywhere: in the names, after them, in a member nobody reads */
+			      "{\"Pod\":{\"spec\":{}},\"NodeNames\":[\"a\",]}", "{\"Pod\":{\"spec\":{}},\"NodeNames\":[\"a\"",
+			      "{\"Pod\":{\"spec\":{}},\"NodeNames\":[\"a\"]} x", "{\"Pod\":{\"spec\":{}},\"NodeNames\":\"a\"}",
+			      "{\"Pod\":{\"spec\":{}},\"NodeNames\":[\"\\udc00\"]}", "{\"Pod\":{\"spec\":{}},\"NodeNames\":[\"a\\q\"]}",
+			      "{\"Pod\":{\"spec\":{}},\"Other\":[1,,2],\"NodeNames\":[]}", "{\"Pod\":{\"spec\":{}}, \"NodeNames\":[\"a\nb\"]}" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		cJSON *r = call(extender_filter, f->x, bad[i], &st);
 		assert_int_equal(st, 400);
@@ -163,6 +168,34 @@ static void test_filter_invalid_requests(void **state)
 	const cJSON *un = cJSON_GetObjectItem(r, "FailedAndUnresolvableNodes");
 	assert_int_equal(cJSON_GetArraySize(un), 4);
 	assert_non_null(strstr(cJSON_GetObjectItem(un, "big")->valuestring, "GpuClaim ml/broken is invalid"));
+	cJSON_Delete(r);
+}
+
+/* NodeNames as Go's encoding/json reads them: escapes decoded, member names in any case, first one wins. */
+static void test_node_names_decoding(void **state)
+{
+	struct fixture *f = *state;
+	int st;
+	const char *pod = "{\"pod\":{\"metadata\":{\"uid\":\"d\"},\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":"
+			  "{\"limits\":{\"gpu.scheduling/gpu\":\"1\"}}}]}},";
+	char body[512];
+	snprintf(body, sizeof(body), "%s\"NODENAMES\":[\"b\\u0069g\", \"sm\\u0061ll\" ,\"cpu\"],\"NodeNames\":[\"small\"],"
+		 "\"Unknown\":{\"deep\":[[[{\"x\":null}]]]}}", pod);
+	cJSON *r = call(extender_filter, f->x, body, &st);
+	assert_int_equal(st, 200);
+	const cJSON *names = cJSON_GetObjectItem(r, "NodeNames");
+	assert_int_equal(cJSON_GetArraySize(names), 2);
+	assert_string_equal(cJSON_GetArrayItem(names, 0)->valuestring, "big");
+	assert_string_equal(cJSON_GetArrayItem(names, 1)->valuestring, "small");
+	assert_non_null(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "FailedAndUnresolvableNodes"), "cpu"));
+	cJSON_Delete(r);
+	/* Names that need escaping on the way back get it; "Nodes": null is no list. */
+	snprintf(body, sizeof(body), "%s\"Nodes\":null,\"NodeNames\":[\"a\\\"b\", \"tab\\there\"]}", pod);
+	r = call(extender_prioritize, f->x, body, &st);
+	assert_int_equal(st, 200);
+	assert_int_equal(cJSON_GetArraySize(r), 2);
+	assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(r, 0), "Host")->valuestring, "a\"b");
+	assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(r, 1), "Host")->valuestring, "tab\there");
 	cJSON_Delete(r);
 }
 
@@ -495,6 +528,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_filter_no_gpu_pod_passes_all, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_filter_nodes_form_echoes_objects, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_filter_invalid_requests, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_node_names_decoding, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_claim_topology_required, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prioritize_policies, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bind_flow, setup, teardown),

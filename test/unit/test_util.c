@@ -1,7 +1,8 @@
-/* buf, strnum, strmap and yamljson. */
+/* buf, strnum, strmap, yamljson, log quoting, slab and jsonscan. */
 #include "testutil.h"
 
 #include "buf.h"
+#include "jsonscan.h"
 #include "log.h"
 #include "slab.h"
 #include "strmap.h"
@@ -175,6 +176,85 @@ static void test_log_quote(void **state)
 	assert_true(strlen(small) <= 4);     /* never cuts an escape in half past the end */
 }
 
+/* Every value kind, valid and not: jsonscan_skip agrees with cJSON on what is JSON. */
+static void test_jsonscan_skip(void **state)
+{
+	(void)state;
+	static const char *const good[] = {
+		"0", "-0.5e+10", "12E3", "true", "false", "null", "\"\"", "\"a\\\"\\u00e9\"", "[]", "{}",
+		"[1,[2,{\"a\":[null]}],\"x\"]", " { \"k\" : 1 , \"l\" : [ ] } ",
+	};
+	static const char *const bad[] = {
+		"", "01", "-", "1.", ".5", "1e", "tru", "nul", "\"abc", "\"a\\x\"", "\"\\u12g4\"", "\"a\nb\"",
+		"[1,]", "[1 2]", "{\"a\"}", "{\"a\":}", "{a:1}", "{\"a\":1,}", "[", "]", "{\"a\":1]", "+1",
+	};
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		struct jsonscan s = { good[i], good[i] + strlen(good[i]) };
+		if (jsonscan_skip(&s) || !jsonscan_at_end(&s))
+			fail_msg("rejected valid %s", good[i]);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct jsonscan s = { bad[i], bad[i] + strlen(bad[i]) };
+		if (!jsonscan_skip(&s) && jsonscan_at_end(&s))
+			fail_msg("accepted invalid %s", bad[i]);
+	}
+	/* Nesting: up to the limit, not past it, and no recursion either way. */
+	char deep[2 * JSONSCAN_MAX_DEPTH + 4];
+	for (int depth = JSONSCAN_MAX_DEPTH; depth <= JSONSCAN_MAX_DEPTH + 1; depth++) {
+		memset(deep, '[', (size_t)depth);
+		memset(deep + depth, ']', (size_t)depth);
+		struct jsonscan s = { deep, deep + 2 * depth };
+		assert_int_equal(jsonscan_skip(&s), depth > JSONSCAN_MAX_DEPTH ? -1 : 0);
+	}
+}
+
+static void test_jsonscan_strings(void **state)
+{
+	(void)state;
+	const char *text = "[\"plain\", \"a\\\"b\\\\c\\/\\n\", \"\\u00e9\\u20ac\\ud83d\\ude00\", \"\\udc00\"]";
+	struct jsonscan s = { text, text + strlen(text) };
+	assert_int_equal(jsonscan_open(&s, '['), 0);
+	int seen = 0;
+	char out[64];
+	struct json_str lit;
+	assert_int_equal(jsonscan_next(&s, '[', &seen, NULL), 1);
+	assert_int_equal(jsonscan_string(&s, &lit), 0);
+	assert_false(lit.escaped);
+	assert_int_equal(json_str_decode(&lit, out), 5);
+	assert_string_equal(out, "plain");
+	assert_int_equal(jsonscan_next(&s, '[', &seen, NULL), 1);
+	assert_int_equal(jsonscan_string(&s, &lit), 0);
+	assert_true(lit.escaped);
+	assert_int_equal(json_str_decode(&lit, out), 7);
+	assert_string_equal(out, "a\"b\\c/\n");
+	assert_int_equal(jsonscan_next(&s, '[', &seen, NULL), 1);
+	assert_int_equal(jsonscan_string(&s, &lit), 0);
+	assert_int_equal(json_str_decode(&lit, out), 2 + 3 + 4);   /* U+00E9, U+20AC, U+1F600 in UTF-8 */
+	assert_string_equal(out, "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80");
+	assert_int_equal(jsonscan_next(&s, '[', &seen, NULL), 1);
+	assert_int_equal(jsonscan_string(&s, &lit), 0);
+	assert_int_equal(json_str_decode(&lit, out), -1);   /* a lone low surrogate */
+	assert_int_equal(jsonscan_next(&s, '[', &seen, NULL), 0);
+	assert_true(jsonscan_at_end(&s));
+	/* Long plain strings take the eight-bytes-a-step path; a quote at every offset ends them. */
+	for (int at = 0; at < 24; at++) {
+		char str[32];
+		memset(str, 'x', sizeof(str));
+		str[0] = '"';
+		str[1 + at] = '"';
+		struct jsonscan t = { str, str + 2 + at };
+		assert_int_equal(jsonscan_string(&t, &lit), 0);
+		assert_int_equal((int)lit.raw_len, 2 + at);
+		str[1 + at] = '\x01';   /* a control character is refused wherever it stands */
+		str[sizeof(str) - 1] = '"';
+		t = (struct jsonscan){ str, str + sizeof(str) };
+		assert_int_equal(jsonscan_string(&t, &lit), -1);
+	}
+	struct json_str key = { "\"NodeNames\"", 11, false };
+	assert_true(json_str_ieq(&key, "nodenames"));
+	assert_false(json_str_ieq(&key, "NodeName"));
+}
+
 static void test_slab(void **state)
 {
 	(void)state;
@@ -206,6 +286,8 @@ int main(void)
 		cmocka_unit_test(test_yamljson),
 		cmocka_unit_test(test_log_quote),
 		cmocka_unit_test(test_slab),
+		cmocka_unit_test(test_jsonscan_skip),
+		cmocka_unit_test(test_jsonscan_strings),
 	};
 	return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }

@@ -1,0 +1,46 @@
+/*
+ * class_memo: one request's results per state of a node. Nodes in the same
+ * state (gpu_node_state_digest: devices, usage, islands, host) get the same
+ * fit and the same rating from a claim that names no labels or device
+ * strings, under a policy that reads nothing else (no node name, seed or
+ * workload). A request then works each state out once: a cluster of a few
+ * node types, most of them empty or full, costs a few fits instead of one
+ * per node. A node in a state of its own costs one lookup more.
+ *
+ * Bounded: past CLASS_MEMO_MAX states the memo stops learning new ones.
+ */
+#ifndef GPU_CLASS_MEMO_H
+#define GPU_CLASS_MEMO_H
+
+#include "gpu.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define CLASS_MEMO_SLOTS 1024
+#define CLASS_MEMO_MAX (CLASS_MEMO_SLOTS / 2)
+
+/* What a verb found for a node in one state. */
+struct class_result {
+	bool ok;             /* the claim fits */
+	bool unresolvable;   /* filter: no preemption would help */
+	int32_t reason;      /* filter: offset of the reason in the request's reasons; -1 when ok */
+	double raw;          /* prioritize: the policy's rating */
+};
+
+struct class_memo {
+	int used;
+	struct class_slot {
+		struct gpu_state_digest state;
+		bool used;
+		struct class_result result;
+	} slot[CLASS_MEMO_SLOTS];
+};
+
+void class_memo_init(struct class_memo *m);
+/* The result recorded for the state, or NULL. */
+const struct class_result *class_memo_find(const struct class_memo *m, struct gpu_state_digest state);
+/* Records r for a state not recorded yet. */
+void class_memo_add(struct class_memo *m, struct gpu_state_digest state, const struct class_result *r);
+
+#endif

@@ -1,0 +1,36 @@
+#include "class_memo.h"
+
+static unsigned home(struct gpu_state_digest state)
+{
+	return (unsigned)(state.a % CLASS_MEMO_SLOTS);
+}
+
+void class_memo_init(struct class_memo *m)
+{
+	m->used = 0;
+	for (int i = 0; i < CLASS_MEMO_SLOTS; i++)
+		m->slot[i].used = false;
+}
+
+const struct class_result *class_memo_find(const struct class_memo *m, struct gpu_state_digest state)
+{
+	/* Never more than half full: the probe meets an empty slot. */
+	for (unsigned i = home(state);; i = (i + 1) % CLASS_MEMO_SLOTS) {
+		const struct class_slot *s = &m->slot[i];
+		if (!s->used)
+			return NULL;
+		if (s->state.a == state.a && s->state.b == state.b)
+			return &s->result;
+	}
+}
+
+void class_memo_add(struct class_memo *m, struct gpu_state_digest state, const struct class_result *r)
+{
+	if (m->used >= CLASS_MEMO_MAX)
+		return;
+	unsigned i = home(state);
+	while (m->slot[i].used)
+		i = (i + 1) % CLASS_MEMO_SLOTS;
+	m->slot[i] = (struct class_slot){ state, true, *r };
+	m->used++;
+}

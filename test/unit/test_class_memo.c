@@ -1,0 +1,328 @@
+/*
+ * Results per node state (class_memo.h): the state digest, the memo, and
+ * the extender's answers, which must be the same with the memo as without.
+ */
+#include "testutil.h"
+
+#include "cache.h"
+#include "class_memo.h"
+#include "extender.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static bool same_digest(const struct gpu_node *a, const struct gpu_node *b)
+{
+	struct gpu_state_digest x = gpu_node_state_digest(a), y = gpu_node_state_digest(b);
+	return x.a == y.a && x.b == y.b;
+}
+
+static struct gpu_node *eight(const char *name, const char *model)
+{
+	struct gpu_node *n = tu_node(name, 8, GPU_VENDOR_NVIDIA, model, 81559);
+	tu_island(n, "nvlink-0", 900, 0, 3);
+	tu_island(n, "nvlink-1", 900, 4, 7);
+	return n;
+}
+
+/* Names, labels and device strings are not state: they do not move the digest. */
+static void test_digest_ignores_what_is_not_state(void **state)
+{
+	(void)state;
+	struct gpu_node *a = eight("a", "NVIDIA H100 80GB HBM3"), *b = eight("b", "H100");
+	snprintf(b->info[3].uuid, sizeof(b->info[3].uuid), "GPU-other");
+	assert_int_equal(gpu_node_set_label(b, "zone", "z1"), 0);
+	assert_true(same_digest(a, b));
+	gpu_node_free(a);
+	gpu_node_free(b);
+}
+
+/* Any one field of the state moves it. */
+static void test_digest_sees_every_field(void **state)
+{
+	(void)state;
+	struct gpu_node *base = eight("a", "H100");
+	for (int field = 0; field < 18; field++) {
+		struct gpu_node *n = gpu_node_clone(base);
+		struct gpu_device *d = &n->dev[5];
+		switch (field) {
+		case 0: d->id = 9; break;
+		case 1: d->island = 0; break;
+		case 2: d->vendor = GPU_VENDOR_AMD; break;
+		case 3: d->health = GPU_UNHEALTHY; break;
+		case 4: d->memory_mib--; break;
+		case 5: d->used_mib = 1; break;
+		case 6: d->used_core = 1; break;
+		case 7: d->exclusive = 1; break;
+		case 8: d->shared = 1; break;
+		case 9: d->external = true; break;
+		case 10: d->mig = true; break;
+		case 11: n->islands[1].bandwidth_gbps = 600; break;
+		case 12: snprintf(n->islands[1].name, sizeof(n->islands[1].name), "nvlink-9"); break;
+		case 13: n->cpu_cap = 1000; break;
+		case 14: n->cpu_used = 1; break;
+		case 15: n->mem_cap = 1000; break;
+		case 16: n->mem_used = 1; break;
+		case 17: n->task_kinds = TASK_KIND_SHARED; break;
+		}
+		if (same_digest(base, n))
+			fail_msg("field %d changed, digest did not", field);
+		gpu_node_free(n);
+	}
+	struct gpu_node *fewer = tu_node("a", 7, GPU_VENDOR_NVIDIA, "H100", 81559);
+	assert_false(same_digest(base, fewer));
+	gpu_node_free(fewer);
+	gpu_node_free(base);
+}
+
+static void test_memo_finds_what_it_learned_and_stays_bounded(void **state)
+{
+	(void)state;
+	struct class_memo *m = malloc(sizeof(*m));
+	class_memo_init(m);
+	struct class_result r = { .ok = false, .reason = 7 };
+	for (uint64_t k = 0; k < CLASS_MEMO_SLOTS; k++) {
+		struct gpu_state_digest s = { k * CLASS_MEMO_SLOTS, k };   /* all on one home slot */
+		assert_null(class_memo_find(m, s));
+		r.raw = (double)k;
+		class_memo_add(m, s, &r);
+	}
+	assert_int_equal(m->used, CLASS_MEMO_MAX);
+	for (uint64_t k = 0; k < CLASS_MEMO_SLOTS; k++) {
+		struct gpu_state_digest s = { k * CLASS_MEMO_SLOTS, k };
+		const struct class_result *got = class_memo_find(m, s);
+		if (k < CLASS_MEMO_MAX) {
+			assert_non_null(got);
+			assert_true(got->raw == (double)k);
+			assert_int_equal(got->reason, 7);
+		} else {
+			assert_null(got);   /* past the bound: not learned */
+		}
+	}
+	/* Same first half, other second: another state. */
+	assert_null(class_memo_find(m, (struct gpu_state_digest){ 0, 99 }));
+	free(m);
+}
+
+/* ---- the extender with and without the memo ---------------------------- */
+
+struct world {
+	struct cache *cache;
+	struct extender *x;
+	struct api_resources res;
+	int nodes;
+};
+
+static struct alloc an_alloc(const char *uid, enum claim_mode mode, uint32_t mib, uint32_t core, int id)
+{
+	struct alloc a;
+	memset(&a, 0, sizeof(a));
+	snprintf(a.uid, sizeof(a.uid), "%s", uid);
+	a.mode = mode;
+	a.mem_mib = mib;
+	a.core = core;
+	a.ndev = 1;
+	a.ids[0] = id;
+	return a;
+}
+
+/*
+ * Nodes drawn from a few types with a few usage patterns, so states repeat
+ * and also come alone; some nodes hold reservations of the pods the test
+ * schedules ("p0".."p3"), which count for other pods but not for their own.
+ */
+static void build_world(struct world *w, unsigned seed)
+{
+	w->cache = cache_new();
+	w->nodes = 240;
+	srand(seed);
+	cache_lock(w->cache);
+	for (int i = 0; i < w->nodes; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "n%03d", i);
+		int type = rand() % 4;
+		struct gpu_node *labels = gpu_node_new(name);
+		assert_int_equal(gpu_node_set_label(labels, "pool", "gpu"), 0);
+		assert_int_equal(cache_set_node(w->cache, name, labels), 0);
+		struct gpu_node *g = tu_node(name, type == 3 ? 4 : 8, type == 2 ? GPU_VENDOR_AMD : GPU_VENDOR_NVIDIA,
+					     "X", type == 1 ? 40960 : 81920);
+		int half = g->ndev / 2;
+		tu_island(g, "link-0", type == 1 ? 300 : 900, 0, half - 1);
+		tu_island(g, "link-1", 900, half, g->ndev - 1);
+		if (rand() % 10 == 0)
+			g->dev[rand() % g->ndev].health = GPU_UNHEALTHY;
+		if (rand() % 10 == 0)
+			g->dev[rand() % g->ndev].external = true;
+		assert_int_equal(cache_set_gpus(w->cache, name, g), 0);
+		/* Usage: none, the first k devices, a share of device 0, or a pod's own device. */
+		int pattern = rand() % 5, k = rand() % 8;
+		for (int d = 0; pattern == 1 && d < k && d < 8; d++) {
+			char uid[16];
+			snprintf(uid, sizeof(uid), "x%d-%d", i, d);
+			struct alloc a = an_alloc(uid, CLAIM_EXCLUSIVE, 0, 0, d);
+			assert_int_equal(cache_add_alloc(w->cache, name, &a), 0);
+		}
+		if (pattern == 2) {
+			/* the same compute share with more or less memory */
+			struct alloc a = an_alloc("s", CLAIM_SHARED, 10240u * (uint32_t)(1 + rand() % 4), 500, 0);
+			snprintf(a.uid, sizeof(a.uid), "s%d", i);
+			assert_int_equal(cache_add_alloc(w->cache, name, &a), 0);
+		}
+		if (pattern == 3) {
+			/* one of the scheduled pods holds a device here already */
+			char uid[8];
+			snprintf(uid, sizeof(uid), "p%d", rand() % 4);
+			struct alloc a = an_alloc(uid, CLAIM_EXCLUSIVE, 0, 0, 1 + rand() % 3);
+			assert_int_equal(cache_add_alloc(w->cache, name, &a), 0);
+		}
+	}
+	cache_unlock(w->cache);
+	api_resources_default(&w->res);
+	struct extender_opts o = {
+		.cache = w->cache, .res = &w->res, .default_policy = POLICY_BINPACK,
+		.bind = extender_bind_local, .bind_ctx = w->cache,
+	};
+	w->x = extender_new(&o);
+}
+
+static void free_world(struct world *w)
+{
+	extender_free(w->x);
+	cache_free(w->cache);
+}
+
+/* Two GpuClaims alike but for a node selector every node meets (which turns the memo off). */
+static void add_claims(struct world *w, int k, const char *devices, const char *topology)
+{
+	for (int sel = 0; sel < 2; sel++) {
+		char name[32], text[512];
+		snprintf(name, sizeof(name), "c%d%s", k, sel ? "-sel" : "");
+		snprintf(text, sizeof(text), "{\"spec\":{\"devices\":{%s}%s%s%s}}", devices,
+			 topology[0] ? ",\"topology\":" : "", topology,
+			 sel ? ",\"selector\":{\"matchLabels\":{\"pool\":\"gpu\"}}" : "");
+		cJSON *obj = cJSON_Parse(text);
+		assert_non_null(obj);
+		assert_int_equal(cache_set_gpuclaim(w->cache, "ml", name, obj), 0);
+	}
+}
+
+static char *verb(http_handler h, void *ctx, const char *body)
+{
+	struct http_request req = { "POST", "/", body, strlen(body), NULL };
+	struct http_response resp = { 200, NULL, { 0 } };
+	buf_init(&resp.body, 1 << 24);
+	h(ctx, &req, &resp);
+	assert_int_equal(resp.status, 200);
+	return buf_detach(&resp.body, NULL);
+}
+
+static char *request(const struct world *w, const char *uid, const char *claim, const char *policy)
+{
+	struct buf b;
+	buf_init(&b, 1 << 20);
+	buf_printf(&b, "{\"Pod\":{\"metadata\":{\"name\":\"%s\",\"namespace\":\"ml\",\"uid\":\"%s\","
+		       "\"annotations\":{\"gpu.scheduling/claim\":\"%s\",\"gpu.scheduling/policy\":\"%s\"}},"
+		       "\"spec\":{\"containers\":[{\"name\":\"c\"}]}},\"NodeNames\":[", uid, uid, claim, policy);
+	for (int i = 0; i < w->nodes; i++)
+		buf_printf(&b, "%s\"n%03d\"", i ? "," : "", i);
+	buf_adds(&b, ",\"missing\"]}");
+	return buf_detach(&b, NULL);
+}
+
+static void test_memo_changes_no_answer(void **state)
+{
+	(void)state;
+	static const char *const devices[] = {
+		"\"count\":1", "\"count\":2", "\"count\":4", "\"count\":8",
+		"\"count\":2,\"vendor\":\"amd\"", "\"count\":1,\"minMemoryMiB\":50000",
+		"\"count\":1,\"exclusivity\":\"Shared\",\"memoryMiB\":30000,\"corePercent\":40",
+		"\"count\":1,\"exclusivity\":\"Shared\",\"memoryMiB\":70000",
+		"\"count\":3,\"policy\":\"contiguous\"",
+	};
+	static const char *const topology[] = {
+		"", "{\"mode\":\"Required\"}", "{\"mode\":\"Required\",\"minBandwidthGBps\":600}", "{\"mode\":\"Preferred\"}",
+	};
+	static const char *const policies[] = { "binpack", "spread", "topology", "dotprod", "bestfit", "packing" };
+	int compared = 0;
+	for (unsigned seed = 1; seed <= 3; seed++) {
+		struct world w;
+		build_world(&w, seed);
+		int k = 0;
+		for (size_t d = 0; d < sizeof(devices) / sizeof(devices[0]); d++)
+			for (size_t t = 0; t < sizeof(topology) / sizeof(topology[0]); t++)
+				add_claims(&w, k++, devices[d], topology[t]);
+		for (int c = 0; c < k; c++) {
+			char plain[32], sel[32], uid[8];
+			snprintf(plain, sizeof(plain), "c%d", c);
+			snprintf(sel, sizeof(sel), "c%d-sel", c);
+			snprintf(uid, sizeof(uid), "p%d", c % 4);
+			const char *policy = policies[(size_t)c % (sizeof(policies) / sizeof(policies[0]))];
+			char *with = request(&w, uid, plain, policy), *without = request(&w, uid, sel, policy);
+			http_handler verbs[] = { extender_filter, extender_prioritize };
+			for (int v = 0; v < 2; v++) {
+				char *a = verb(verbs[v], w.x, with), *b = verb(verbs[v], w.x, without);
+				if (strcmp(a, b))
+					fail_msg("seed %u claim %s policy %s %s: answers differ\n%.400s\n%.400s", seed, plain,
+						 policy, v ? "prioritize" : "filter", a, b);
+				compared++;
+				free(a);
+				free(b);
+			}
+			free(with);
+			free(without);
+		}
+		free_world(&w);
+	}
+	assert_int_equal(compared, 3 * 36 * 2);
+}
+
+/*
+ * Two nodes in one state, one full with another pod's device, the other
+ * with the asking pod's own: whichever comes first, the memo must not hand
+ * the first one's answer to the second.
+ */
+static void test_own_reservation_breaks_the_class(void **state)
+{
+	(void)state;
+	for (int order = 0; order < 2; order++) {
+		struct world w = { .cache = cache_new(), .nodes = 0 };
+		cache_lock(w.cache);
+		const char *names[] = { "theirs", "mine" };
+		for (int i = 0; i < 2; i++) {
+			assert_int_equal(cache_set_gpus(w.cache, names[i], tu_node(names[i], 1, GPU_VENDOR_NVIDIA, "X", 81920)), 0);
+			struct alloc a = an_alloc(i ? "me" : "them", CLAIM_EXCLUSIVE, 0, 0, 0);
+			assert_int_equal(cache_add_alloc(w.cache, names[i], &a), 0);
+		}
+		cache_unlock(w.cache);
+		api_resources_default(&w.res);
+		struct extender_opts o = { .cache = w.cache, .res = &w.res, .default_policy = POLICY_BINPACK,
+					   .bind = extender_bind_local, .bind_ctx = w.cache };
+		w.x = extender_new(&o);
+		char body[512];
+		snprintf(body, sizeof(body),
+			 "{\"Pod\":{\"metadata\":{\"name\":\"me\",\"namespace\":\"ml\",\"uid\":\"me\"},\"spec\":{\"containers\":"
+			 "[{\"name\":\"c\",\"resources\":{\"limits\":{\"gpu.scheduling/gpu\":\"1\"}}}]}},"
+			 "\"NodeNames\":[\"%s\",\"%s\"]}", names[order], names[1 - order]);
+		char *f = verb(extender_filter, w.x, body);
+		assert_non_null(strstr(f, "\"NodeNames\":[\"mine\"]"));
+		assert_non_null(strstr(f, "\"theirs\":"));
+		free(f);
+		char *p = verb(extender_prioritize, w.x, body);
+		assert_non_null(strstr(p, "{\"Host\":\"mine\",\"Score\":10}"));
+		assert_non_null(strstr(p, "{\"Host\":\"theirs\",\"Score\":0}"));
+		free(p);
+		free_world(&w);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_digest_ignores_what_is_not_state),
+		cmocka_unit_test(test_digest_sees_every_field),
+		cmocka_unit_test(test_memo_finds_what_it_learned_and_stays_bounded),
+		cmocka_unit_test(test_memo_changes_no_answer),
+		cmocka_unit_test(test_own_reservation_breaks_the_class),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
