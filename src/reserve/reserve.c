@@ -402,16 +402,19 @@ int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t er
 	bool moved = cache_find_alloc(r->o.cache, req->uid, &old, where, sizeof(where)) && strcmp(where, req->node);
 	cache_unlock(r->o.cache);
 
+	char pod[320];
+	snprintf(pod, sizeof(pod), "%s/%s", req->ns, req->name);
 	struct bind_ctx b = { .r = r, .req = req };
 	b.node = cache_clone_devices(r->o.cache, req->node);
 	if (!b.node) {
 		snprintf(err, errlen, "node %s has no GpuNodeStatus", req->node);
+		reserve_claim_status(r, req->ns, req->claim->gpuclaim, "Failed", req->node, "", pod, err);
 		return BIND_NO_FIT;
 	}
 	int rc = reserve_ledger_update(r, req->node, edit_reserve, &b, err, errlen);
 	if (rc < 0) {
 		gpu_node_free(b.node);
-		reserve_claim_status(r, req->ns, req->claim->gpuclaim, "Pending", "", "", "", err);
+		reserve_claim_status(r, req->ns, req->claim->gpuclaim, "Failed", req->node, "", pod, err);
 		return -rc;
 	}
 	/* Seen by this replica's filters at once; the ledger watch confirms it. */
@@ -421,6 +424,7 @@ int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t er
 
 	char ids[256];
 	alloc_ids(&b.entry.a, ids, sizeof(ids));
+	reserve_claim_status(r, req->ns, req->claim->gpuclaim, "Reserved", req->node, ids, pod, "binding the pod");
 	if (create_reservation(r, &b.entry, req->node, err, errlen) ||
 	    post_binding(r, req, b.node, &b.entry, err, errlen)) {
 		char why[512];
@@ -432,7 +436,7 @@ int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t er
 				 req->ns, req->name, LOG_Q(rel_err));
 		else
 			metrics_inc(M_RELEASED, REL_BIND_FAILED);
-		reserve_claim_status(r, req->ns, req->claim->gpuclaim, "Pending", "", "", "", why);
+		reserve_claim_status(r, req->ns, req->claim->gpuclaim, "Failed", req->node, "", pod, why);
 		snprintf(err, errlen, "%s", why);
 		gpu_node_free(b.node);
 		return BIND_ERROR;
@@ -449,8 +453,6 @@ int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t er
 				 req->name, where, req->node);
 		}
 	}
-	char pod[320];
-	snprintf(pod, sizeof(pod), "%s/%s", req->ns, req->name);
 	reserve_claim_status(r, req->ns, req->claim->gpuclaim, "Bound", req->node, ids, pod, "");
 	log_info("reserved and bound", "pod=%s node=%s gpus=%s retried=%s", pod, req->node, ids,
 		 b.existed ? "yes" : "no");

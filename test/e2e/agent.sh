@@ -152,6 +152,9 @@ check_update() {
   local uid rv
   uid=$(kubectl get gns n1 -o 'jsonpath={.metadata.uid}')
   rv=$(kubectl get gns n1 -o 'jsonpath={.metadata.resourceVersion}')
+  # lastUpdated has one-second resolution, and the API server keeps the
+  # resourceVersion on a PUT that changes nothing: let the clock move on
+  sleep 1.1
   agent run --once --kubeconfig "$CLUSTER_AGENT_KUBECONFIG" --node n1 >"$OUT" 2>&1 || { cat "$OUT"; return 1; }
   grep -q 'msg="updated GpuNodeStatus"' "$OUT" || { cat "$OUT"; return 1; }
   [[ $(kubectl get gns n1 -o 'jsonpath={.metadata.uid}') == "$uid" ]] || { echo "recreated"; return 1; }

@@ -74,6 +74,10 @@ spec:
   devices: {count: 2, model: A100}
   topology: {mode: Required}
 YAML
+# Every phase the claim goes through, from its watch.
+PHASES=$(mktemp)
+kubectl -n ml get gclaim pair --watch -o jsonpath='{.status.phase}{"\n"}' >"$PHASES" 2>/dev/null &
+PHASE_WATCH=$!
 e2e_pod ml claimed '{"gpu.scheduling/claim":"1"}' '{"gpu.scheduling/claim":"pair"}'
 check_claim() {
   cluster_wait 20 "claimed bound" bound ml claimed || return 1
@@ -86,6 +90,15 @@ check_claim() {
     "[[ \$(kubectl -n ml get gclaim pair -o jsonpath='{.status.phase}/{.status.nodeName}') == Bound/gpu-c ]]"
 }
 e2e_check "GpuClaim with Required topology lands on one island; status Bound" check_claim
+check_claim_phases() {
+  kill "$PHASE_WATCH" 2>/dev/null; wait "$PHASE_WATCH" 2>/dev/null
+  local seen
+  seen=$(grep -v '^$' "$PHASES" | uniq | tr '\n' ' ')
+  rm -f "$PHASES"
+  [[ $seen == *"Reserved Bound"* ]] || { echo "phases seen: $seen"; return 1; }
+  echo "phases seen: $seen"
+}
+e2e_check "GpuClaim status goes Reserved, then Bound" check_claim_phases
 
 # --- a claim no node can satisfy: the claim's reason reaches the event ---
 kubectl apply -f - >/dev/null <<'YAML'
@@ -98,6 +111,18 @@ YAML
 e2e_pod ml wantsamd '{"gpu.scheduling/claim":"1"}' '{"gpu.scheduling/claim":"amd-only"}'
 e2e_check "unresolvable reason (wrong vendor) in the event" cluster_wait 20 "amd reason" bash -c \
   "$(declare -f events_of); events_of wantsamd | grep -q 'no amd GPU'"
+# A bind the node cannot take (asked directly, as a racing scheduler might): Failed, with why.
+check_claim_failed() {
+  local uid out
+  uid=$(kubectl -n ml get pod wantsamd -o jsonpath='{.metadata.uid}')
+  out=$(curl -s -X POST "$E2E_URL/bind" \
+    -d "{\"PodName\":\"wantsamd\",\"PodNamespace\":\"ml\",\"PodUID\":\"$uid\",\"Node\":\"gpu-c\"}")
+  [[ $out == *'"Error":"'?* ]] || { echo "bind answered: $out"; return 1; }
+  cluster_wait 10 "GpuClaim amd-only Failed" bash -c \
+    "[[ \$(kubectl -n ml get gclaim amd-only -o jsonpath='{.status.phase}/{.status.nodeName}') == Failed/gpu-c ]]" || return 1
+  echo "message: $(kubectl -n ml get gclaim amd-only -o jsonpath='{.status.message}')"
+}
+e2e_check "a failed bind sets the GpuClaim Failed, with the reason" check_claim_failed
 
 # --- the ledgers agree with the pods ---
 ledger_devices() {
