@@ -31,7 +31,11 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(OBJ)/%.o)
 SLIB_OBJS := $(LIB_SRCS:%.c=$(SOBJ)/%.o)
 UNIT_BINS := $(UNIT_SRCS:test/unit/%.c=$(BUILD)/test/%)
 
+# The version stamp changes only when the version does, so a commit (or an
+# edit after one) rebuilds the two objects that print it and nothing else.
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+VERSION_STAMP := $(BUILD)/.version
+$(shell mkdir -p $(BUILD); echo '$(VERSION)' | cmp -s - $(VERSION_STAMP) || echo '$(VERSION)' > $(VERSION_STAMP))
 $(OBJ)/src/serve.o $(OBJ)/src/main.o $(SOBJ)/src/serve.o: ALL_CFLAGS += -DGPU_VERSION='"$(VERSION)"'
 
 # Debian packages the build needs, and those only the tests need; each set
@@ -71,6 +75,8 @@ $(SOBJ)/%.o: %.c $(HDRS) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	@echo "  CC-SAN  $<"
 	@$(CC) $(ALL_CFLAGS) -O1 $(SAN) -c $< -o $@
+
+$(OBJ)/src/serve.o $(OBJ)/src/main.o $(SOBJ)/src/serve.o: $(VERSION_STAMP)
 
 $(BUILD)/libgpu.a: $(LIB_OBJS)
 	@ar rcs $@ $^
