@@ -81,6 +81,8 @@ void agent_note(struct agent_vendor_result *vr, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* Resets vr to "vendor v, nothing found". */
 void agent_vendor_result_init(struct agent_vendor_result *vr, enum gpu_vendor v);
+/* Resets g to whole GPU index of vendor v, every other field empty. */
+void agent_gpu_init(struct agent_gpu *g, enum gpu_vendor v, int index);
 
 /* ---- normalisation tables (arch.c) ---- */
 
@@ -181,6 +183,8 @@ void agent_node_build(struct agent_node *node, const char *name,
 
 /* Index into node->dev of the device with that id, or -1. */
 int agent_node_find(const struct agent_node *node, int id);
+/* How many of the node's devices are Healthy. */
+int agent_node_healthy(const struct agent_node *node);
 
 /* ---- node labels (node.c) ---- */
 

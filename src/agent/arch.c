@@ -187,10 +187,8 @@ double agent_nvlink_gbps(const char *arch, const char *compute_cap, const char *
 	struct toks tk;
 	split_name(name, &tk);
 	*max_links = 0;
-	if (!arch || !*arch) {
-		*max_links = 0;
+	if (!arch || !*arch)
 		return 25.0;   /* unknown generation: the NVLink 1/2 per-direction rate */
-	}
 	if (!strcmp(arch, "pascal")) {
 		*max_links = 4;
 		return 40.0;
@@ -320,14 +318,9 @@ unsigned agent_pci_id_in_name(const char *name)
 	if (!b)
 		return 0;
 	b += 3;
-	unsigned v = 0;
-	int n = 0;
-	while (isxdigit((unsigned char)b[n]) && n < 4) {
-		int c = tolower((unsigned char)b[n]);
-		v = v * 16 + (unsigned)(isdigit(c) ? c - '0' : c - 'a' + 10);
-		n++;
-	}
-	return (n >= 3 && b[n] == ']') ? v : 0;
+	const char *end;
+	unsigned v = agent_text_hex(b, 4, &end);
+	return (end - b >= 3 && *end == ']') ? v : 0;
 }
 
 static const char *intel_arch_from_id(unsigned id)

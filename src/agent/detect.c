@@ -4,6 +4,7 @@
  * status because nvidia-smi hung once.
  */
 #include "agent.h"
+#include "text.h"
 
 #include "log.h"
 
@@ -31,17 +32,6 @@ void agent_state_release(struct agent_state *st)
 	memset(st, 0, sizeof(*st));
 }
 
-/* Log lines carry tool text; keep quotes and control bytes out of them. */
-static void clean(char *s)
-{
-	for (; *s; s++) {
-		if (*s == '"')
-			*s = '\'';
-		else if ((unsigned char)*s < 0x20)
-			*s = ' ';
-	}
-}
-
 int agent_detect_round(const struct toolrun_opts *opts, struct agent_state *st,
 		       const char *node_name, struct agent_node *node)
 {
@@ -53,12 +43,12 @@ int agent_detect_round(const struct toolrun_opts *opts, struct agent_state *st,
 			return -1;
 		char err[AGENT_ERR_MAX] = "";
 		int rc = detectors[v](opts, vr, err, sizeof(err));
-		clean(err);
+		agent_text_clean(err);   /* log lines carry tool text */
 		enum agent_vstate before = st->vstate[v];
 		if (rc == AGENT_DETECT_OK) {
 			char note[AGENT_ERR_MAX];
 			snprintf(note, sizeof(note), "%s", vr->note);
-			clean(note);
+			agent_text_clean(note);
 			/* remarks are logged when they change, not every round */
 			if (note[0] && (before != AGENT_V_OK || strcmp(note, st->vmsg[v])))
 				log_warn("gpu detection remark", "vendor=%s note=\"%s\"", vname, note);

@@ -122,10 +122,7 @@ int agent_detect_amd(const struct toolrun_opts *opts, struct agent_vendor_result
 		for (int k = 0; k < w->ri.n; k++) {
 			const struct rocm_agent *a = &w->ri.gpu[k];
 			struct agent_gpu g;
-			memset(&g, 0, sizeof(g));
-			g.vendor = GPU_VENDOR_AMD;
-			g.index = k;
-			g.mig_index = -1;
+			agent_gpu_init(&g, GPU_VENDOR_AMD, k);
 			g.health = GPU_HEALTHY;
 			g.memory_mib = a->vram_mib;
 			snprintf(g.uuid, sizeof(g.uuid), "%s", a->uuid);
@@ -145,10 +142,7 @@ int agent_detect_amd(const struct toolrun_opts *opts, struct agent_vendor_result
 	} else {
 		for (int k = 0; k < w->smi.n; k++) {
 			struct agent_gpu g;
-			memset(&g, 0, sizeof(g));
-			g.vendor = GPU_VENDOR_AMD;
-			g.index = k;
-			g.mig_index = -1;
+			agent_gpu_init(&g, GPU_VENDOR_AMD, k);
 			g.health = GPU_HEALTH_UNKNOWN;
 			snprintf(g.health_reason, sizeof(g.health_reason), "not seen by rocminfo");
 			fill_from_card(&g, &w->smi.card[k], w->smi.driver);

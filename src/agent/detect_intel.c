@@ -151,10 +151,7 @@ int agent_detect_intel(const struct toolrun_opts *opts, struct agent_vendor_resu
 			if (agent_intel_integrated(x->name, agent_intel_arch(x->name, x->pci_device_id)))
 				continue;
 			struct agent_gpu g;
-			memset(&g, 0, sizeof(g));
-			g.vendor = GPU_VENDOR_INTEL;
-			g.index = x->id;
-			g.mig_index = -1;
+			agent_gpu_init(&g, GPU_VENDOR_INTEL, x->id);
 			snprintf(g.model, sizeof(g.model), "%s", x->name);
 			snprintf(g.uuid, sizeof(g.uuid), "%s", x->uuid);
 			snprintf(g.pci_bus, sizeof(g.pci_bus), "%s", x->pci_bus);
@@ -168,10 +165,7 @@ int agent_detect_intel(const struct toolrun_opts *opts, struct agent_vendor_resu
 		for (int k = 0; k < ncl; k++) {
 			const struct clinfo_dev *d = &w->cl.dev[cl_idx[k]];
 			struct agent_gpu g;
-			memset(&g, 0, sizeof(g));
-			g.vendor = GPU_VENDOR_INTEL;
-			g.index = k;
-			g.mig_index = -1;
+			agent_gpu_init(&g, GPU_VENDOR_INTEL, k);
 			finish(&g, d, true, d->pci_device_id);
 			vr->gpu[vr->ngpu++] = g;
 		}

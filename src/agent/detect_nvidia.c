@@ -28,11 +28,6 @@ struct nv_work {
 	struct nvsmi_mig_table mt;
 };
 
-static int run(const struct toolrun_opts *opts, const char *const argv[], struct toolrun_result *res)
-{
-	return toolrun_run(opts, argv, res);
-}
-
 static bool said(const struct toolrun_result *res, const char *what)
 {
 	return (res->out && strstr(res->out, what)) || strstr(res->err, what);
@@ -124,7 +119,7 @@ static int do_query(const struct toolrun_opts *opts, struct agent_vendor_result 
 		snprintf(qarg, sizeof(qarg), "--query-gpu=%s", fields);
 		const char *argv[] = { "nvidia-smi", qarg, "--format=csv,nounits", NULL };
 		struct toolrun_result res;
-		if (run(opts, argv, &res)) {
+		if (toolrun_run(opts, argv, &res)) {
 			snprintf(err, errlen, "nvidia-smi: out of memory");
 			return AGENT_DETECT_FAILED;
 		}
@@ -176,7 +171,7 @@ static char *run_optional(const struct toolrun_opts *opts, const char *const arg
 			  struct agent_vendor_result *vr, const char *what)
 {
 	struct toolrun_result res;
-	if (run(opts, argv, &res))
+	if (toolrun_run(opts, argv, &res))
 		return NULL;
 	if (res.status != TOOLRUN_OK) {
 		char d[300];
@@ -230,10 +225,7 @@ int agent_detect_nvidia(const struct toolrun_opts *opts, struct agent_vendor_res
 		const struct nvsmi_row *r = &w->q.row[i];
 		const struct nvsmi_list_gpu *lg = list_find(&w->l, r->index);
 		struct agent_gpu g;
-		memset(&g, 0, sizeof(g));
-		g.vendor = GPU_VENDOR_NVIDIA;
-		g.index = r->index;
-		g.mig_index = -1;
+		agent_gpu_init(&g, GPU_VENDOR_NVIDIA, r->index);
 		g.memory_mib = r->memory_mib;
 		snprintf(g.uuid, sizeof(g.uuid), "%s", r->uuid[0] ? r->uuid : lg ? lg->uuid : "");
 		snprintf(g.model, sizeof(g.model), "%s", r->name[0] ? r->name : lg ? lg->name : "");

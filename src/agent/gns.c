@@ -82,7 +82,7 @@ static bool add_links(cJSON *arr, const struct agent_vendor_result *vr)
 			if (!l || !cJSON_AddItemToArray(arr, l))
 				return false;
 			if (!add_str(l, "vendor", gpu_vendor_name(vr->vendor)) || !add_num(l, "a", a) ||
-			    !add_num(l, "b", b) || !add_str(l, "type", link_name(t->type[a][b])) ||
+			    !add_num(l, "b", b) || !add_str(l, "type", link_name(ty)) ||
 			    !add_str(l, "code", t->code[a][b]))
 				return false;
 			if (t->links[a][b] && !add_num(l, "links", t->links[a][b]))
@@ -99,14 +99,11 @@ static cJSON *build(const struct agent_node *node, const char *timestamp)
 		return NULL;
 	cJSON *meta, *spec, *status, *devs, *islands, *links, *vendors;
 	/* "free" for kubectl's column: healthy devices (the extender's allocations live in its ledgers). */
-	int healthy = 0;
-	for (int i = 0; i < node->ndev; i++)
-		healthy += node->dev[i].g.health == GPU_HEALTHY;
 	if (!add_str(root, "apiVersion", "gpu.scheduling/v1") || !add_str(root, "kind", "GpuNodeStatus") ||
 	    !(meta = cJSON_AddObjectToObject(root, "metadata")) || !add_str(meta, "name", node->name) ||
 	    !(spec = cJSON_AddObjectToObject(root, "spec")) || !add_str(spec, "nodeName", node->name) ||
 	    !(status = cJSON_AddObjectToObject(root, "status")) || !add_num(status, "total", node->ndev) ||
-	    !add_num(status, "free", healthy) || !(devs = cJSON_AddArrayToObject(status, "devices")))
+	    !add_num(status, "free", agent_node_healthy(node)) || !(devs = cJSON_AddArrayToObject(status, "devices")))
 		goto fail;
 	for (int i = 0; i < node->ndev; i++) {
 		cJSON *d = device_json(&node->dev[i]);

@@ -132,14 +132,7 @@ static unsigned hex_id(const char *s)
 		s++;
 	if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
 		s += 2;
-	unsigned v = 0;
-	int n = 0;
-	while (isxdigit((unsigned char)s[n]) && n < 8) {
-		int ch = tolower((unsigned char)s[n]);
-		v = v * 16 + (unsigned)(isdigit(ch) ? ch - '0' : ch - 'a' + 10);
-		n++;
-	}
-	return n ? v : 0;
+	return agent_text_hex(s, 8, NULL);
 }
 
 static void xpu_field(struct xpusmi_dev *d, const char *key, const char *val)
@@ -211,12 +204,9 @@ static int xpu_json_dev(const cJSON *o, struct xpusmi_out *x, char *err, size_t 
 
 static int xpu_json(const char *text, struct xpusmi_out *x, char *err, size_t errlen)
 {
-	cJSON *root = cJSON_Parse(text);
-	if (!root || !cJSON_IsObject(root)) {
-		cJSON_Delete(root);
-		agent_text_err(err, errlen, "JSON output does not parse");
+	cJSON *root = agent_text_json_object(text, err, errlen);
+	if (!root)
 		return -1;
-	}
 	int rc = 0;
 	const cJSON *list = cJSON_GetObjectItemCaseSensitive(root, "device_list");
 	if (cJSON_IsArray(list)) {

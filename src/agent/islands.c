@@ -43,12 +43,12 @@ static double member_gbps(const struct agent_vendor_result *vr, const struct age
 {
 	const struct agent_topo *t = &vr->topo;
 	int i = g->index;
+	int links = 0;           /* NVLink: bonded links; Xe Link: lanes */
+	for (int j = 0; j < t->n; j++) {
+		if (j != i && member[j] && t->type[i][j] == fast)
+			links += t->links[i][j];
+	}
 	if (vr->vendor == GPU_VENDOR_NVIDIA) {
-		int links = 0;
-		for (int j = 0; j < t->n; j++) {
-			if (j != i && member[j] && t->type[i][j] == fast)
-				links += t->links[i][j];
-		}
 		int max_links;
 		double per = agent_nvlink_gbps(g->arch, g->compute_cap, g->model, &max_links);
 		if (per <= 0)
@@ -61,13 +61,7 @@ static double member_gbps(const struct agent_vendor_result *vr, const struct age
 		double bw = agent_xgmi_gbps(g->arch, g->model);
 		return bw > 0 ? bw : 50.0;   /* unknown generation: one Infinity Fabric link */
 	}
-	/* Xe Link: links holds the lane count; one lane carries about 13.6 GB/s. */
-	int lanes = 0;
-	for (int j = 0; j < t->n; j++) {
-		if (j != i && member[j] && t->type[i][j] == fast)
-			lanes += t->links[i][j];
-	}
-	return lanes * 13.6;
+	return links * 13.6;     /* one Xe Link lane carries about 13.6 GB/s */
 }
 
 int agent_compute_islands(struct agent_vendor_result *vr)

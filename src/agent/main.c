@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <time.h>
 #include <unistd.h>
 
 #define EXIT_DETECT_PARTIAL 3
@@ -219,14 +218,6 @@ static int node_name(const struct opts *o, char *buf, size_t len)
 	return 0;
 }
 
-static void rfc3339_now(char *buf, size_t len)
-{
-	time_t t = time(NULL);
-	struct tm tm;
-	gmtime_r(&t, &tm);
-	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 static int tool_timeout_ms(const struct opts *o)
 {
 	int ms = (int)(o->timeout_s * 1000 + 0.5);
@@ -281,7 +272,7 @@ static int cmd_detect(const struct opts *o, bool labels)
 		} else {
 			char ts[32];
 			if (!o->no_timestamp)
-				rfc3339_now(ts, sizeof(ts));
+				agent_rfc3339_now(ts, sizeof(ts));
 			char *json = agent_gns_json(node, o->no_timestamp ? NULL : ts, !o->compact);
 			if (!json) {
 				fprintf(stderr, "gpu-agent: out of memory\n");

@@ -16,6 +16,14 @@ void agent_vendor_result_init(struct agent_vendor_result *vr, enum gpu_vendor v)
 	vr->vendor = v;
 }
 
+void agent_gpu_init(struct agent_gpu *g, enum gpu_vendor v, int index)
+{
+	memset(g, 0, sizeof(*g));
+	g->vendor = v;
+	g->index = index;
+	g->mig_index = -1;
+}
+
 void agent_note(struct agent_vendor_result *vr, const char *fmt, ...)
 {
 	char msg[256];
@@ -89,6 +97,10 @@ void agent_node_build(struct agent_node *node, const char *name,
 		first = false;
 		for (int k = 0; k < r->ngpu; k++) {
 			const struct agent_gpu *g = &r->gpu[k];
+			/* the range covers MIG parents too: a vendor whose GPUs are
+			   all in MIG mode still reserves it */
+			if (base + g->index > max_id)
+				max_id = base + g->index;
 			struct agent_device d;
 			memset(&d, 0, sizeof(d));
 			d.g = *g;
@@ -98,19 +110,12 @@ void agent_node_build(struct agent_node *node, const char *name,
 				d.id = 1000 * (d.parent_id + 1) + g->mig_index;
 			} else {
 				d.id = base + g->index;
-				if (d.id > max_id)
-					max_id = d.id;
 			}
 			if (node->ndev >= AGENT_MAX_GPUS || agent_node_find(node, d.id) >= 0) {
 				node->dropped++;
 				continue;
 			}
 			node->dev[node->ndev++] = d;
-		}
-		/* a vendor whose GPUs are all in MIG mode still reserves its range */
-		for (int k = 0; k < r->ngpu; k++) {
-			if (base + r->gpu[k].index > max_id)
-				max_id = base + r->gpu[k].index;
 		}
 	}
 	qsort(node->dev, (size_t)node->ndev, sizeof(node->dev[0]), cmp_dev);
@@ -134,6 +139,14 @@ int agent_node_find(const struct agent_node *node, int id)
 			return i;
 	}
 	return -1;
+}
+
+int agent_node_healthy(const struct agent_node *node)
+{
+	int n = 0;
+	for (int i = 0; i < node->ndev; i++)
+		n += node->dev[i].g.health == GPU_HEALTHY;
+	return n;
 }
 
 /* ---- labels ---- */

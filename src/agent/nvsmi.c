@@ -139,13 +139,21 @@ static bool lost_line(const char *line, size_t n, struct nvsmi_query *q)
 	return true;
 }
 
-/* A line that is nvidia-smi telling us it could not do the query at all. */
-static bool failure_line(const char *line, size_t n)
+/*
+ * A line that is nvidia-smi telling us it could not do the query at all:
+ * true, with the line in err.
+ */
+static bool failure_line(const char *line, size_t n, char *err, size_t errlen)
 {
-	return agent_text_ifind(line, n, "NVIDIA-SMI has failed") ||
-	       agent_text_ifind(line, n, "is not a valid field to query") ||
-	       agent_text_ifind(line, n, "couldn't communicate with the NVIDIA driver") ||
-	       agent_text_ifind(line, n, "Invalid combination of input arguments");
+	if (!agent_text_ifind(line, n, "NVIDIA-SMI has failed") &&
+	    !agent_text_ifind(line, n, "is not a valid field to query") &&
+	    !agent_text_ifind(line, n, "couldn't communicate with the NVIDIA driver") &&
+	    !agent_text_ifind(line, n, "Invalid combination of input arguments"))
+		return false;
+	char msg[160];
+	agent_text_copy(msg, sizeof(msg), line, n);
+	agent_text_err(err, errlen, "nvidia-smi says: %s", msg);
+	return true;
 }
 
 static int set_columns_from_list(const char *list, size_t n, enum nv_col *kind, int *ncol,
@@ -296,12 +304,8 @@ int nvsmi_parse_query(const char *text, const char *fields, struct nvsmi_query *
 			continue;
 		if (lost_line(line, n, q))
 			continue;
-		if (failure_line(line, n)) {
-			char msg[160];
-			agent_text_copy(msg, sizeof(msg), line, n);
-			agent_text_err(err, errlen, "nvidia-smi says: %s", msg);
+		if (failure_line(line, n, err, errlen))
 			return -1;
-		}
 		if (agent_text_ifind(line, n, "No devices were found") && n < 40)
 			continue;
 		if (!header_seen && looks_like_header(line, n)) {
@@ -430,12 +434,8 @@ int nvsmi_parse_list(const char *text, struct nvsmi_list *l, char *err, size_t e
 		if (agent_text_ifind(line, n, "Unable to determine the device handle") ||
 		    agent_text_ifind(line, n, "No devices found"))
 			continue;
-		if (failure_line(line, n)) {
-			char msg[160];
-			agent_text_copy(msg, sizeof(msg), line, n);
-			agent_text_err(err, errlen, "nvidia-smi says: %s", msg);
+		if (failure_line(line, n, err, errlen))
 			return -1;
-		}
 		struct nvsmi_list_gpu g;
 		if (list_gpu_line(line, n, &g)) {
 			if (l->ngpu >= AGENT_MAX_GPUS) {
@@ -560,7 +560,6 @@ int nvsmi_parse_mig_table(const char *text, struct nvsmi_mig_table *t, char *err
 
 #define TOPO_MAX_TOKENS 256
 
-
 static bool topo_cell(const char *c, unsigned char *type, unsigned char *links)
 {
 	static const char *const pcie[] = { "PIX", "PXB", "PHB", "NODE", "SYS", "SOC", "PCI" };
@@ -604,12 +603,8 @@ int nvsmi_parse_topo(const char *text, struct agent_topo *t, char *err, size_t e
 		lineno++;
 		if (!n)
 			continue;
-		if (failure_line(line, n)) {
-			char msg[160];
-			agent_text_copy(msg, sizeof(msg), line, n);
-			agent_text_err(err, errlen, "nvidia-smi says: %s", msg);
+		if (failure_line(line, n, err, errlen))
 			return -1;
-		}
 		int k = agent_text_words(line, n, tok, TOPO_MAX_TOKENS);
 		if (k > TOPO_MAX_TOKENS) {
 			agent_text_err(err, errlen, "line %d: too many columns", lineno);

@@ -5,6 +5,7 @@
  * are pure; agent_publish() does the calls. See include/agent_publish.h.
  */
 #include "agent_publish.h"
+#include "text.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -247,12 +248,7 @@ static void http_error(struct agent_publisher *p, const char *what, const struct
 {
 	char msg[300];
 	kube_status_message(r, msg, sizeof(msg));
-	for (char *c = msg; *c; c++) {
-		if (*c == '"')
-			*c = '\'';
-		else if ((unsigned char)*c < 0x20)
-			*c = ' ';
-	}
+	agent_text_clean(msg);
 	const char *hint = "";
 	if (r->status == 401)
 		hint = " (the API server rejected the agent's credentials)";

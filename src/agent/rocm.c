@@ -8,7 +8,6 @@
 #include "text.h"
 
 #include <cjson/cJSON.h>
-#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -221,12 +220,9 @@ static void card_kv(struct rocm_smi *s, struct rocm_card *c, const char *key, co
 
 static int smi_json(const char *text, struct rocm_smi *s, char *err, size_t errlen)
 {
-	cJSON *root = cJSON_Parse(text);
-	if (!root || !cJSON_IsObject(root)) {
-		cJSON_Delete(root);
-		agent_text_err(err, errlen, "JSON output does not parse");
+	cJSON *root = agent_text_json_object(text, err, errlen);
+	if (!root)
 		return -1;
-	}
 	int rc = 0;
 	const cJSON *item;
 	cJSON_ArrayForEach(item, root) {
@@ -358,12 +354,9 @@ static void set_link(struct agent_topo *t, int a, int b, unsigned char type, con
 
 static int topo_json(const char *text, struct agent_topo *t, char *err, size_t errlen)
 {
-	cJSON *root = cJSON_Parse(text);
-	if (!root || !cJSON_IsObject(root)) {
-		cJSON_Delete(root);
-		agent_text_err(err, errlen, "JSON output does not parse");
+	cJSON *root = agent_text_json_object(text, err, errlen);
+	if (!root)
 		return -1;
-	}
 	static const char key[] = "(Topology) Link type between DRM devices ";
 	int maxi = -1, pairs = 0, rc = 0;
 	const cJSON *obj;
@@ -409,7 +402,6 @@ out:
 	cJSON_Delete(root);
 	return rc;
 }
-
 
 static int topo_text(const char *text, struct agent_topo *t, char *err, size_t errlen)
 {

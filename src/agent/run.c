@@ -80,7 +80,7 @@ static int64_t mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void rfc3339_now(char *buf, size_t len)
+void agent_rfc3339_now(char *buf, size_t len)
 {
 	time_t t = time(NULL);
 	struct tm tm;
@@ -145,14 +145,6 @@ static struct kube_client *connect_api(const struct agent_run_opts *o)
 	return c;
 }
 
-static int count_healthy(const struct agent_node *node)
-{
-	int n = 0;
-	for (int i = 0; i < node->ndev; i++)
-		n += node->dev[i].g.health == GPU_HEALTHY;
-	return n;
-}
-
 int agent_run(const struct agent_run_opts *o)
 {
 	if (!agent_node_name_valid(o->node)) {
@@ -210,7 +202,7 @@ int agent_run(const struct agent_run_opts *o)
 			next = start + interval_ms;
 		} else {
 			char ts[32], err[1600];
-			rfc3339_now(ts, sizeof(ts));
+			agent_rfc3339_now(ts, sizeof(ts));
 			struct agent_pub_result res;
 			int64_t now = mono_ms();
 			if (!agent_publish(&pub, node, ts, now, resync_ms, force, &res, err, sizeof(err))) {
@@ -225,7 +217,7 @@ int agent_run(const struct agent_run_opts *o)
 					if (res.gns_changed || res.gns_created || o->once)
 						log_info(res.gns_created ? "created GpuNodeStatus" : "updated GpuNodeStatus",
 							 "node=%s devices=%d healthy=%d conflicts=%d", o->node, node->ndev,
-							 count_healthy(node), res.conflicts);
+							 agent_node_healthy(node), res.conflicts);
 					else
 						log_debug("refreshed GpuNodeStatus", "node=%s devices=%d", o->node, node->ndev);
 				}

@@ -4,6 +4,7 @@
 
 #include "strnum.h"
 
+#include <cjson/cJSON.h>
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -126,6 +127,20 @@ bool agent_text_double(const char *s, double *out, const char **end)
 	return true;
 }
 
+unsigned agent_text_hex(const char *s, int max, const char **end)
+{
+	unsigned v = 0;
+	int n = 0;
+	while (n < max && isxdigit((unsigned char)s[n])) {
+		int c = tolower((unsigned char)s[n]);
+		v = v * 16 + (unsigned)(isdigit(c) ? c - '0' : c - 'a' + 10);
+		n++;
+	}
+	if (end)
+		*end = s + n;
+	return v;
+}
+
 bool agent_text_complete(const char *text)
 {
 	size_t n = strlen(text);
@@ -159,6 +174,27 @@ const char *agent_text_json(const char *text)
 	while (isspace((unsigned char)*text))
 		text++;
 	return *text == '{' ? text : NULL;
+}
+
+cJSON *agent_text_json_object(const char *text, char *err, size_t errlen)
+{
+	cJSON *root = cJSON_Parse(text);
+	if (!root || !cJSON_IsObject(root)) {
+		cJSON_Delete(root);
+		agent_text_err(err, errlen, "JSON output does not parse");
+		return NULL;
+	}
+	return root;
+}
+
+void agent_text_clean(char *s)
+{
+	for (; *s; s++) {
+		if (*s == '"')
+			*s = '\'';
+		else if ((unsigned char)*s < 0x20)
+			*s = ' ';
+	}
 }
 
 void agent_text_err(char *err, size_t errlen, const char *fmt, ...)

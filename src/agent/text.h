@@ -1,6 +1,7 @@
 /*
  * text: small helpers the agent's parsers share (line iteration, trimming,
- * checked number prefixes). Private to src/agent.
+ * checked number prefixes, JSON), and the cleaning of tool text for log
+ * lines. Private to src/agent.
  */
 #ifndef GPU_AGENT_TEXT_H
 #define GPU_AGENT_TEXT_H
@@ -38,6 +39,12 @@ bool agent_text_u64(const char *s, uint64_t *out, const char **end);
 /* A decimal number with an optional fraction ("32768.00"), false otherwise. */
 bool agent_text_double(const char *s, double *out, const char **end);
 
+/*
+ * The hex digits at the start of s, at most max of them ("56a0]" -> 0x56a0),
+ * 0 when there are none. *end (optional) is set past the digits.
+ */
+unsigned agent_text_hex(const char *s, int max, const char **end);
+
 /* True when the text is empty or its last byte is a newline. */
 bool agent_text_complete(const char *text);
 
@@ -61,6 +68,13 @@ bool agent_text_usable(const char *text, bool whole_lines, char *err, size_t err
 
 /* The output's opening '{' when it is a JSON document (blanks before it), else NULL. */
 const char *agent_text_json(const char *text);
+
+struct cJSON;
+/* The JSON object in text (the caller deletes it), or NULL with the reason in err. */
+struct cJSON *agent_text_json_object(const char *text, char *err, size_t errlen);
+
+/* Tool text made fit for a quoted log value: double quotes become single, control bytes blanks. */
+void agent_text_clean(char *s);
 
 /* snprintf into err, tolerating a NULL or empty buffer. */
 void agent_text_err(char *err, size_t errlen, const char *fmt, ...)

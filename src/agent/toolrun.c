@@ -4,6 +4,8 @@
  */
 #include "agent_toolrun.h"
 
+#include "buf.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -92,48 +94,19 @@ static void close_fd(int *fd)
 	}
 }
 
-struct outbuf {
-	char *data;
-	size_t len, alloc, cap;
-	bool over;
-};
-
-/* Appends; false once the cap is passed (the bytes past it are dropped). */
-static bool outbuf_add(struct outbuf *b, const char *p, size_t n)
-{
-	if (b->over)
-		return false;
-	if (b->len + n > b->cap) {
-		b->over = true;
-		return false;
-	}
-	if (b->len + n + 1 > b->alloc) {
-		size_t na = b->alloc ? b->alloc : 4096;
-		while (na < b->len + n + 1)
-			na *= 2;
-		char *nd = realloc(b->data, na);
-		if (!nd) {
-			b->over = true;
-			return false;
-		}
-		b->data = nd;
-		b->alloc = na;
-	}
-	memcpy(b->data + b->len, p, n);
-	b->len += n;
-	b->data[b->len] = '\0';
-	return true;
-}
-
-/* Reads what is there; returns false at EOF or on a read error. */
-static bool drain(int fd, struct outbuf *out, char *err, size_t *errlen, bool *too_big)
+/*
+ * Reads what is there; returns false at EOF or on a read error. Once stdout
+ * passes its cap (or memory runs out) *too_big is set and the rest of it is
+ * dropped.
+ */
+static bool drain(int fd, struct buf *out, char *err, size_t *errlen, bool *too_big)
 {
 	char chunk[8192];
 	for (;;) {
 		ssize_t r = read(fd, chunk, sizeof(chunk));
 		if (r > 0) {
 			if (out) {
-				if (!outbuf_add(out, chunk, (size_t)r))
+				if (!*too_big && buf_add(out, chunk, (size_t)r))
 					*too_big = true;
 			} else {
 				size_t room = TOOLRUN_ERR_MAX - 1 - *errlen;
@@ -171,15 +144,11 @@ static void reap_group(pid_t pgid)
 	}
 }
 
-static void set_result_out(struct toolrun_result *res, struct outbuf *out)
+/* Hands stdout ("" when none) to res: 0, or -1 when not even that could be allocated. */
+static int hand_over(struct toolrun_result *res, struct buf *out)
 {
-	if (!out->data) {
-		out->data = malloc(1);
-		if (out->data)
-			out->data[0] = '\0';
-	}
-	res->out = out->data;
-	res->out_len = out->data ? out->len : 0;
+	res->out = buf_detach(out, &res->out_len);
+	return res->out ? 0 : -1;
 }
 
 int toolrun_run(const struct toolrun_opts *opts, const char *const argv[], struct toolrun_result *res)
@@ -188,13 +157,13 @@ int toolrun_run(const struct toolrun_opts *opts, const char *const argv[], struc
 	res->exit_code = -1;
 	long start = now_ms();
 	int timeout_ms = opts && opts->timeout_ms > 0 ? opts->timeout_ms : DEFAULT_TIMEOUT_MS;
-	struct outbuf out = { .cap = opts && opts->out_cap ? opts->out_cap : DEFAULT_OUT_CAP };
+	struct buf out;
+	buf_init(&out, opts && opts->out_cap ? opts->out_cap : DEFAULT_OUT_CAP);
 
 	if (!argv || !argv[0]) {
 		res->status = TOOLRUN_SPAWN_ERROR;
 		snprintf(res->err, sizeof(res->err), "empty argv");
-		set_result_out(res, &out);
-		return res->out ? 0 : -1;
+		return hand_over(res, &out);
 	}
 	/* chrooted into the host: the child looks the tool up after chroot() */
 	const char *root = opts && !(opts->tools_dir && *opts->tools_dir) && opts->host_root && *opts->host_root
@@ -205,8 +174,7 @@ int toolrun_run(const struct toolrun_opts *opts, const char *const argv[], struc
 	if (root && (stat(root, &rst) || !S_ISDIR(rst.st_mode))) {
 		res->status = TOOLRUN_SPAWN_ERROR;
 		snprintf(res->err, sizeof(res->err), "the host root %s is not a directory (is / mounted there?)", root);
-		set_result_out(res, &out);
-		return res->out ? 0 : -1;
+		return hand_over(res, &out);
 	}
 	if (root) {
 		if (strchr(argv[0], '/')) {
@@ -225,8 +193,7 @@ int toolrun_run(const struct toolrun_opts *opts, const char *const argv[], struc
 	} else if (!toolrun_find(opts ? opts->tools_dir : NULL, argv[0], res->path, sizeof(res->path))) {
 		res->status = TOOLRUN_NOT_FOUND;
 		res->path[0] = '\0';
-		set_result_out(res, &out);
-		return res->out ? 0 : -1;
+		return hand_over(res, &out);
 	}
 	char **env = child_env();
 	if (!env)
@@ -298,8 +265,7 @@ int toolrun_run(const struct toolrun_opts *opts, const char *const argv[], struc
 		close_fd(&po[0]);
 		close_fd(&pe[0]);
 		res->elapsed_ms = now_ms() - start;
-		set_result_out(res, &out);
-		return res->out ? 0 : -1;
+		return hand_over(res, &out);
 	}
 
 	fcntl(po[0], F_SETFL, fcntl(po[0], F_GETFL) | O_NONBLOCK);
@@ -374,8 +340,7 @@ int toolrun_run(const struct toolrun_opts *opts, const char *const argv[], struc
 	} else {
 		res->status = TOOLRUN_SPAWN_ERROR;
 	}
-	set_result_out(res, &out);
-	return res->out ? 0 : -1;
+	return hand_over(res, &out);
 
 spawn_failed:
 	free(env);
@@ -386,8 +351,7 @@ spawn_failed:
 	close_fd(&ps[0]);
 	close_fd(&ps[1]);
 	res->elapsed_ms = now_ms() - start;
-	set_result_out(res, &out);
-	return res->out ? 0 : -1;
+	return hand_over(res, &out);
 }
 
 void toolrun_result_release(struct toolrun_result *res)

@@ -3,16 +3,7 @@
 
 #include "agent_parse.h"
 
-static struct rocm_info *rocminfo(const char *rel, int want_rc, char *err)
-{
-	struct rocm_info *ri = calloc(1, sizeof(*ri));
-	char *t = ta_read(rel);
-	int rc = rocm_parse_rocminfo(t, ri, err, 256);
-	if (rc != want_rc)
-		fail_msg("%s: rc %d (%s), want %d", rel, rc, err, want_rc);
-	free(t);
-	return ri;
-}
+TA_FIXTURE_PARSER(rocminfo, struct rocm_info, rocm_parse_rocminfo)
 
 static void test_rocminfo_mi210_4gpu(void **state)
 {
@@ -80,16 +71,7 @@ static void test_rocminfo_broken(void **state)
 	free(ri);
 }
 
-static struct rocm_smi *smi(const char *rel, int want_rc, char *err)
-{
-	struct rocm_smi *s = calloc(1, sizeof(*s));
-	char *t = ta_read(rel);
-	int rc = rocm_parse_smi(t, s, err, 256);
-	if (rc != want_rc)
-		fail_msg("%s: rc %d (%s), want %d", rel, rc, err, want_rc);
-	free(t);
-	return s;
-}
+TA_FIXTURE_PARSER(smi, struct rocm_smi, rocm_parse_smi)
 
 static void test_smi_json_consumer_and_instinct(void **state)
 {
@@ -137,16 +119,7 @@ static void test_smi_broken(void **state)
 	free(s);
 }
 
-static struct agent_topo *topo(const char *rel, int want_rc, char *err)
-{
-	struct agent_topo *t = calloc(1, sizeof(*t));
-	char *s = ta_read(rel);
-	int rc = rocm_parse_topo(s, t, err, 256);
-	if (rc != want_rc)
-		fail_msg("%s: rc %d (%s), want %d", rel, rc, err, want_rc);
-	free(s);
-	return t;
-}
+TA_FIXTURE_PARSER(topo, struct agent_topo, rocm_parse_topo)
 
 static void test_topo_xgmi_8gpu(void **state)
 {

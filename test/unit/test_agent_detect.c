@@ -38,6 +38,13 @@ static void fake_nvidia(const char *dir, const char *query, const char *list, co
 		  cat_or_fail(t, sizeof(t), topo), cat_or_fail(s, sizeof(s), smi));
 }
 
+/* The 8x A100 NVLink box: query, -L and topo -m (no MIG). */
+static void fake_nvidia_a100(const char *dir)
+{
+	fake_nvidia(dir, "nvidia/a100-sxm4-80gb-8gpu.query.csv", "nvidia/a100-sxm4-80gb-8gpu.list.txt",
+		    "nvidia/a100-sxm4-80gb-8gpu.topo.txt", NULL);
+}
+
 static struct toolrun_opts opts_for(const char *dir)
 {
 	struct toolrun_opts o = { .tools_dir = dir, .timeout_ms = 5000 };
@@ -48,8 +55,7 @@ static void test_nvidia_8gpu_nvlink(void **state)
 {
 	(void)state;
 	char *dir = ta_tmpdir();
-	fake_nvidia(dir, "nvidia/a100-sxm4-80gb-8gpu.query.csv", "nvidia/a100-sxm4-80gb-8gpu.list.txt",
-		    "nvidia/a100-sxm4-80gb-8gpu.topo.txt", NULL);
+	fake_nvidia_a100(dir);
 	struct toolrun_opts o = opts_for(dir);
 	struct agent_vendor_result *vr = malloc(sizeof(*vr));
 	char err[512];
@@ -152,12 +158,12 @@ static void test_nvidia_failures(void **state)
 	assert_non_null(strstr(err, "couldn't communicate"));
 
 	/* garbage with status 0 */
-	ta_script(dir, "nvidia-smi", "cat '%s'\n", ta_abs(p, sizeof(p), "broken/garbage-html.txt"));
+	ta_cat(dir, "nvidia-smi", "broken/garbage-html.txt");
 	assert_int_equal(agent_detect_nvidia(&o, vr, err, sizeof(err)), AGENT_DETECT_FAILED);
 	assert_non_null(strstr(err, "cannot use"));
 
 	/* cut short */
-	ta_script(dir, "nvidia-smi", "cat '%s'\n", ta_abs(p, sizeof(p), "broken/a100-8gpu.query-truncated.csv"));
+	ta_cat(dir, "nvidia-smi", "broken/a100-8gpu.query-truncated.csv");
 	assert_int_equal(agent_detect_nvidia(&o, vr, err, sizeof(err)), AGENT_DETECT_FAILED);
 	assert_non_null(strstr(err, "cut short"));
 
@@ -191,8 +197,8 @@ static void test_amd_rocminfo_and_smi(void **state)
 {
 	(void)state;
 	char *dir = ta_tmpdir();
-	char ri[1024], tp[1024];
-	ta_script(dir, "rocminfo", "cat '%s'\n", ta_abs(ri, sizeof(ri), "amd/mi210-4gpu.rocminfo.txt"));
+	char tp[1024];
+	ta_cat(dir, "rocminfo", "amd/mi210-4gpu.rocminfo.txt");
 	ta_script(dir, "rocm-smi",
 		  "case \"$*\" in\n"
 		  "*--showtopo*) cat '%s' ;;\n"
@@ -243,8 +249,7 @@ static void test_amd_smi_only_xgmi(void **state)
 	free(vr);
 
 	/* rocminfo present but broken, rocm-smi fine: a note, rocm-smi's view */
-	char bad[1024];
-	ta_script(dir, "rocminfo", "cat '%s'\n", ta_abs(bad, sizeof(bad), "broken/mi210.rocminfo-truncated.txt"));
+	ta_cat(dir, "rocminfo", "broken/mi210.rocminfo-truncated.txt");
 	vr = malloc(sizeof(*vr));
 	assert_int_equal(agent_detect_amd(&o, vr, err, sizeof(err)), AGENT_DETECT_OK);
 	assert_int_equal(vr->ngpu, 8);
@@ -252,7 +257,7 @@ static void test_amd_smi_only_xgmi(void **state)
 	free(vr);
 
 	/* both broken */
-	ta_script(dir, "rocm-smi", "cat '%s'\n", ta_abs(bad, sizeof(bad), "broken/garbage-truncated.json"));
+	ta_cat(dir, "rocm-smi", "broken/garbage-truncated.json");
 	vr = malloc(sizeof(*vr));
 	assert_int_equal(agent_detect_amd(&o, vr, err, sizeof(err)), AGENT_DETECT_FAILED);
 	assert_non_null(strstr(err, "rocminfo"));
@@ -265,14 +270,13 @@ static void test_intel(void **state)
 {
 	(void)state;
 	char *dir = ta_tmpdir();
-	char p[1024];
 	struct toolrun_opts o = opts_for(dir);
 	struct agent_vendor_result *vr = malloc(sizeof(*vr));
 	char err[512];
 	assert_int_equal(agent_detect_intel(&o, vr, err, sizeof(err)), AGENT_DETECT_ABSENT);
 
 	/* clinfo only: the Flex 140 whose memory lines the post cut off */
-	ta_script(dir, "clinfo", "cat '%s'\n", ta_abs(p, sizeof(p), "intel/flex140-openshift.clinfo-truncated.txt"));
+	ta_cat(dir, "clinfo", "intel/flex140-openshift.clinfo-truncated.txt");
 	assert_int_equal(agent_detect_intel(&o, vr, err, sizeof(err)), AGENT_DETECT_OK);
 	assert_int_equal(vr->ngpu, 1);
 	assert_string_equal(vr->gpu[0].arch, "xe-hpg");
@@ -281,22 +285,22 @@ static void test_intel(void **state)
 	assert_int_equal(vr->gpu[0].health, GPU_HEALTH_UNKNOWN);
 
 	/* integrated graphics are left out */
-	ta_script(dir, "clinfo", "cat '%s'\n", ta_abs(p, sizeof(p), "intel/gen9-igpu.clinfo-excerpt.txt"));
+	ta_cat(dir, "clinfo", "intel/gen9-igpu.clinfo-excerpt.txt");
 	assert_int_equal(agent_detect_intel(&o, vr, err, sizeof(err)), AGENT_DETECT_OK);
 	assert_int_equal(vr->ngpu, 0);
 	assert_non_null(strstr(vr->note, "integrated"));
 
 	/* xpu-smi with clinfo: xpu-smi's ids and PCI address, clinfo's memory */
-	ta_script(dir, "xpu-smi", "cat '%s'\n", ta_abs(p, sizeof(p), "intel/pvc-1gpu.xpu-discovery.json"));
-	ta_script(dir, "clinfo", "cat '%s'\n", ta_abs(p, sizeof(p), "intel/arc-a770-rebar-off.clinfo-grep.txt"));
+	ta_cat(dir, "xpu-smi", "intel/pvc-1gpu.xpu-discovery.json");
+	ta_cat(dir, "clinfo", "intel/arc-a770-rebar-off.clinfo-grep.txt");
 	assert_int_equal(agent_detect_intel(&o, vr, err, sizeof(err)), AGENT_DETECT_OK);
 	assert_int_equal(vr->ngpu, 1);
 	assert_string_equal(vr->gpu[0].pci_bus, "0000:4d:00.0");
 	assert_string_equal(vr->gpu[0].uuid, "00000000-0000-0000-0000-020a00008086");
 
 	/* garbage from both */
-	ta_script(dir, "xpu-smi", "cat '%s'\n", ta_abs(p, sizeof(p), "broken/garbage-html.txt"));
-	ta_script(dir, "clinfo", "cat '%s'\n", ta_abs(p, sizeof(p), "broken/garbage-binary.bin"));
+	ta_cat(dir, "xpu-smi", "broken/garbage-html.txt");
+	ta_cat(dir, "clinfo", "broken/garbage-binary.bin");
 	assert_int_equal(agent_detect_intel(&o, vr, err, sizeof(err)), AGENT_DETECT_FAILED);
 	assert_non_null(strstr(err, "clinfo"));
 	free(vr);
@@ -308,8 +312,7 @@ static void test_round_keeps_last_good(void **state)
 	(void)state;
 	log_setup(LOG_ERROR, false);
 	char *dir = ta_tmpdir();
-	fake_nvidia(dir, "nvidia/a100-sxm4-80gb-8gpu.query.csv", "nvidia/a100-sxm4-80gb-8gpu.list.txt",
-		    "nvidia/a100-sxm4-80gb-8gpu.topo.txt", NULL);
+	fake_nvidia_a100(dir);
 	struct toolrun_opts o = opts_for(dir);
 	struct agent_state st;
 	agent_state_init(&st);
@@ -321,8 +324,7 @@ static void test_round_keeps_last_good(void **state)
 	assert_int_equal(node->vstate[1], AGENT_V_ABSENT);
 
 	/* nvidia-smi starts printing garbage: one error, the 8 GPUs stay */
-	char p[1024];
-	ta_script(dir, "nvidia-smi", "cat '%s'\n", ta_abs(p, sizeof(p), "broken/garbage-binary.bin"));
+	ta_cat(dir, "nvidia-smi", "broken/garbage-binary.bin");
 	assert_int_equal(agent_detect_round(&o, &st, "n1", node), 1);
 	assert_int_equal(node->ndev, 8);
 	assert_int_equal(node->vstate[0], AGENT_V_STALE);
@@ -338,8 +340,7 @@ static void test_round_keeps_last_good(void **state)
 
 	/* recovers */
 	o.timeout_ms = 5000;
-	fake_nvidia(dir, "nvidia/a100-sxm4-80gb-8gpu.query.csv", "nvidia/a100-sxm4-80gb-8gpu.list.txt",
-		    "nvidia/a100-sxm4-80gb-8gpu.topo.txt", NULL);
+	fake_nvidia_a100(dir);
 	assert_int_equal(agent_detect_round(&o, &st, "n1", node), 0);
 	assert_int_equal(node->vstate[0], AGENT_V_OK);
 
@@ -387,22 +388,19 @@ static void test_round_logs_once_per_streak(void **state)
 	assert_non_null(lf);
 	assert_true(dup2(fileno(lf), 2) >= 0);
 
-	fake_nvidia(dir, "nvidia/a100-sxm4-80gb-8gpu.query.csv", "nvidia/a100-sxm4-80gb-8gpu.list.txt",
-		    "nvidia/a100-sxm4-80gb-8gpu.topo.txt", NULL);
+	fake_nvidia_a100(dir);
 	struct toolrun_opts o = opts_for(dir);
 	struct agent_state st;
 	agent_state_init(&st);
 	struct agent_node *node = malloc(sizeof(*node));
 	assert_int_equal(agent_detect_round(&o, &st, "n1", node), 0);
-	char p[1024];
-	ta_script(dir, "nvidia-smi", "cat '%s'\n", ta_abs(p, sizeof(p), "broken/garbage-binary.bin"));
+	ta_cat(dir, "nvidia-smi", "broken/garbage-binary.bin");
 	for (int i = 0; i < 4; i++)
 		assert_int_equal(agent_detect_round(&o, &st, "n1", node), 1);
 	ta_script(dir, "nvidia-smi", "exit 9\n");   /* another reason: one more line */
 	for (int i = 0; i < 3; i++)
 		assert_int_equal(agent_detect_round(&o, &st, "n1", node), 1);
-	fake_nvidia(dir, "nvidia/a100-sxm4-80gb-8gpu.query.csv", "nvidia/a100-sxm4-80gb-8gpu.list.txt",
-		    "nvidia/a100-sxm4-80gb-8gpu.topo.txt", NULL);
+	fake_nvidia_a100(dir);
 	assert_int_equal(agent_detect_round(&o, &st, "n1", node), 0);
 	assert_int_equal(agent_detect_round(&o, &st, "n1", node), 0);
 	assert_int_equal(node->ndev, 8);
@@ -429,9 +427,8 @@ static void test_round_mixed_vendors(void **state)
 	char *dir = ta_tmpdir();
 	fake_nvidia(dir, "nvidia/h100-80gb-1gpu.query-full.csv", "nvidia/h100-80gb-1gpu.list.txt",
 		    "nvidia/h100-80gb-1gpu.topo.txt", NULL);
-	char p[1024];
-	ta_script(dir, "rocminfo", "cat '%s'\n", ta_abs(p, sizeof(p), "amd/mi300x-vf-1gpu.rocminfo.txt"));
-	ta_script(dir, "clinfo", "cat '%s'\n", ta_abs(p, sizeof(p), "intel/arc-a770-rebar-off.clinfo-grep.txt"));
+	ta_cat(dir, "rocminfo", "amd/mi300x-vf-1gpu.rocminfo.txt");
+	ta_cat(dir, "clinfo", "intel/arc-a770-rebar-off.clinfo-grep.txt");
 	struct toolrun_opts o = opts_for(dir);
 	struct agent_state st;
 	agent_state_init(&st);

@@ -3,16 +3,7 @@
 
 #include "agent_parse.h"
 
-static struct clinfo_out *cl(const char *rel, int want_rc, char *err)
-{
-	struct clinfo_out *c = calloc(1, sizeof(*c));
-	char *t = ta_read(rel);
-	int rc = clinfo_parse(t, c, err, 256);
-	if (rc != want_rc)
-		fail_msg("%s: rc %d (%s), want %d", rel, rc, err, want_rc);
-	free(t);
-	return c;
-}
+TA_FIXTURE_PARSER(cl, struct clinfo_out, clinfo_parse)
 
 static void test_clinfo_arc_a770(void **state)
 {
@@ -73,16 +64,7 @@ static void test_clinfo_broken(void **state)
 	free(c);
 }
 
-static struct xpusmi_out *xs(const char *rel, int want_rc, char *err)
-{
-	struct xpusmi_out *x = calloc(1, sizeof(*x));
-	char *t = ta_read(rel);
-	int rc = xpusmi_parse_discovery(t, x, err, 256);
-	if (rc != want_rc)
-		fail_msg("%s: rc %d (%s), want %d", rel, rc, err, want_rc);
-	free(t);
-	return x;
-}
+TA_FIXTURE_PARSER(xs, struct xpusmi_out, xpusmi_parse_discovery)
 
 static void test_xpusmi_forms(void **state)
 {

@@ -3,23 +3,19 @@
 
 #include "agent_parse.h"
 
-static struct nvsmi_query *query(const char *rel, const char *fields, int want_rc, char *err)
+/* The recorded output with its header line (no fields list). */
+static int parse_query(const char *text, struct nvsmi_query *q, char *err, size_t errlen)
 {
-	struct nvsmi_query *q = calloc(1, sizeof(*q));
-	assert_non_null(q);
-	char *t = ta_read(rel);
-	int rc = nvsmi_parse_query(t, fields, q, err, 256);
-	if (rc != want_rc)
-		fail_msg("%s: rc %d (%s), want %d", rel, rc, err, want_rc);
-	free(t);
-	return q;
+	return nvsmi_parse_query(text, NULL, q, err, errlen);
 }
+
+TA_FIXTURE_PARSER(query, struct nvsmi_query, parse_query)
 
 static void test_query_h100_full_capture(void **state)
 {
 	(void)state;
 	char err[256];
-	struct nvsmi_query *q = query("nvidia/h100-80gb-1gpu.query-full.csv", NULL, 0, err);
+	struct nvsmi_query *q = query("nvidia/h100-80gb-1gpu.query-full.csv", 0, err);
 	assert_int_equal(q->ncol, 212);
 	assert_int_equal(q->nrow, 1);
 	const struct nvsmi_row *r = &q->row[0];
@@ -44,7 +40,7 @@ static void test_query_h100_mig_mode(void **state)
 {
 	(void)state;
 	char err[256];
-	struct nvsmi_query *q = query("nvidia/h100-mig.query-full.csv", NULL, 0, err);
+	struct nvsmi_query *q = query("nvidia/h100-mig.query-full.csv", 0, err);
 	assert_int_equal(q->nrow, 1);
 	assert_int_equal(q->row[0].mig, NVSMI_YES);
 	/* in MIG mode the ECC and remap counters read [N/A] */
@@ -56,7 +52,7 @@ static void test_query_8gpu_without_uuid(void **state)
 {
 	(void)state;
 	char err[256];
-	struct nvsmi_query *q = query("nvidia/a100-sxm4-80gb-8gpu.query.csv", NULL, 0, err);
+	struct nvsmi_query *q = query("nvidia/a100-sxm4-80gb-8gpu.query.csv", 0, err);
 	assert_int_equal(q->nrow, 8);
 	for (int i = 0; i < 8; i++) {
 		assert_int_equal(q->row[i].index, i);
@@ -71,7 +67,7 @@ static void test_query_several_models(void **state)
 {
 	(void)state;
 	char err[256];
-	struct nvsmi_query *q = query("nvidia/rtx-a5000-rtx4500ada-workstation.query.csv", NULL, 0, err);
+	struct nvsmi_query *q = query("nvidia/rtx-a5000-rtx4500ada-workstation.query.csv", 0, err);
 	assert_int_equal(q->nrow, 2);
 	assert_string_equal(q->row[0].name, "NVIDIA RTX A5000");
 	assert_int_equal(q->row[0].memory_mib, 24564);
@@ -80,18 +76,18 @@ static void test_query_several_models(void **state)
 	assert_string_equal(q->row[1].uuid, "GPU-fbe2dd5d-3644-5c37-3179-8ad50079b7d4");
 	free(q);
 
-	q = query("nvidia/h200-141c-vgpu-4gpu.query.csv", NULL, 0, err);
+	q = query("nvidia/h200-141c-vgpu-4gpu.query.csv", 0, err);
 	assert_int_equal(q->nrow, 4);
 	assert_string_equal(q->row[3].name, "NVIDIA H200-141C");
 	assert_int_equal(q->row[3].memory_mib, 144384);
 	free(q);
 
-	q = query("nvidia/rtx4080s-rtx3090.query.csv", NULL, 0, err);
+	q = query("nvidia/rtx4080s-rtx3090.query.csv", 0, err);
 	assert_int_equal(q->nrow, 2);
 	assert_string_equal(q->row[1].name, "NVIDIA GeForce RTX 3090");
 	free(q);
 
-	q = query("nvidia/gtx1660s.query.csv", NULL, 0, err);
+	q = query("nvidia/gtx1660s.query.csv", 0, err);
 	assert_int_equal(q->nrow, 1);
 	assert_int_equal(q->row[0].mig, NVSMI_UNKNOWN);   /* [N/A] */
 	assert_int_equal(q->row[0].memory_mib, 6144);
@@ -197,25 +193,25 @@ static void test_query_broken_outputs(void **state)
 	(void)state;
 	char err[256];
 	struct nvsmi_query *q;
-	q = query("broken/a100-8gpu.query-truncated.csv", NULL, -1, err);
+	q = query("broken/a100-8gpu.query-truncated.csv", -1, err);
 	assert_non_null(strstr(err, "cut short"));
 	free(q);
-	q = query("broken/garbage-html.txt", NULL, -1, err);
+	q = query("broken/garbage-html.txt", -1, err);
 	free(q);
-	q = query("broken/garbage-binary.bin", NULL, -1, err);
+	q = query("broken/garbage-binary.bin", -1, err);
 	assert_string_equal(err, "output is not text");
 	free(q);
-	q = query("broken/garbage-csv.csv", NULL, -1, err);
+	q = query("broken/garbage-csv.csv", -1, err);
 	assert_non_null(strstr(err, "fields"));
 	free(q);
-	q = query("broken/nvidia-smi-no-driver.txt", NULL, -1, err);
+	q = query("broken/nvidia-smi-no-driver.txt", -1, err);
 	assert_non_null(strstr(err, "couldn't communicate with the NVIDIA driver"));
 	free(q);
-	q = query("broken/nvidia-smi-bad-field.txt", NULL, -1, err);
+	q = query("broken/nvidia-smi-bad-field.txt", -1, err);
 	assert_non_null(strstr(err, "compute_cap"));
 	free(q);
 	/* a lost GPU is not a parse error: it is reported, and has no row */
-	q = query("broken/nvidia-smi-gpu-lost.txt", NULL, 0, err);
+	q = query("broken/nvidia-smi-gpu-lost.txt", 0, err);
 	assert_int_equal(q->nrow, 0);
 	assert_int_equal(q->nlost, 1);
 	assert_non_null(strstr(q->lost[0], "0000:02:00.0: GPU is lost"));
@@ -307,16 +303,7 @@ static void test_mig_table(void **state)
 	free(m);
 }
 
-static struct agent_topo *topo(const char *rel, int want_rc, char *err)
-{
-	struct agent_topo *t = calloc(1, sizeof(*t));
-	char *s = ta_read(rel);
-	int rc = nvsmi_parse_topo(s, t, err, 256);
-	if (rc != want_rc)
-		fail_msg("%s: rc %d (%s), want %d", rel, rc, err, want_rc);
-	free(s);
-	return t;
-}
+TA_FIXTURE_PARSER(topo, struct agent_topo, nvsmi_parse_topo)
 
 static void test_topo_nvlink_8gpu(void **state)
 {

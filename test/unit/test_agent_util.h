@@ -69,6 +69,24 @@ static inline char *ta_read(const char *rel)
 	return b;
 }
 
+/*
+ * Defines "static type *name(const char *rel, int want_rc, char *err)":
+ * a fresh zeroed type filled by parse(fixture text, out, err, 256), the
+ * test failing unless parse returned want_rc. The caller frees it.
+ */
+#define TA_FIXTURE_PARSER(name, type, parse)                                     \
+	static type *name(const char *rel, int want_rc, char *err)              \
+	{                                                                        \
+		type *out = calloc(1, sizeof(*out));                             \
+		assert_non_null(out);                                            \
+		char *text = ta_read(rel);                                       \
+		int rc = parse(text, out, err, 256);                             \
+		if (rc != want_rc)                                               \
+			fail_msg("%s: rc %d (%s), want %d", rel, rc, err, want_rc); \
+		free(text);                                                      \
+		return out;                                                      \
+	}
+
 /* Replaces the first occurrence of from in a heap string (for deliberate garbling). */
 static inline char *ta_replace(char *s, const char *from, const char *to)
 {
@@ -107,6 +125,13 @@ static inline void ta_script(const char *dir, const char *name, const char *fmt,
 	va_end(ap);
 	fclose(f);
 	assert_int_equal(chmod(path, 0755), 0);
+}
+
+/* A fake tool dir/name that prints the fixture rel. */
+static inline void ta_cat(const char *dir, const char *name, const char *rel)
+{
+	char path[1024];
+	ta_script(dir, name, "cat '%s'\n", ta_abs(path, sizeof(path), rel));
 }
 
 /* Removes a fake tool (the vendor's tools "uninstalled"). */
