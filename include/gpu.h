@@ -108,8 +108,12 @@ static inline uint32_t gpu_free_core(const struct gpu_device *d)
  * appears in the model as whole words ("H100" matches "NVIDIA H100 80GB HBM3").
  */
 bool gpu_model_matches(const char *want, const struct gpu_device_info *d);
-/* Adds milli-GPU to a device's use, saturating instead of wrapping. */
-void gpu_add_core(struct gpu_device *d, int32_t delta);
+/*
+ * One holder more on d: shared (taking mem_mib and core milli-GPU of it) or
+ * exclusive. gpu_unhold takes one away; the counts stop at 0.
+ */
+void gpu_hold(struct gpu_device *d, bool shared, uint32_t mem_mib, uint32_t core);
+void gpu_unhold(struct gpu_device *d, bool shared, uint32_t mem_mib, uint32_t core);
 
 /* The label's value, or NULL. Binary search; labels must be sorted. */
 const char *gpu_node_label(const struct gpu_node *n, const char *key);

@@ -55,6 +55,11 @@ const char *policy_name(enum policy_id id);
 /* POLICY_USES_* bits of the policy. */
 unsigned policy_flags(enum policy_id id);
 bool policy_parse(const char *name, enum policy_id *out);
+/*
+ * FNV-1a of s ("" for NULL): ctx.seed from a pod's UID, and the policies'
+ * per-node draws. Fixed, so choices repeat across filter, bind and restarts.
+ */
+uint64_t policy_hash(const char *s);
 
 /*
  * Chooses devices for c on n and rates the placement (higher is better;

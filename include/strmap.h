@@ -31,7 +31,12 @@ int strmap_put(struct strmap *m, const char *key, void *value, void **old);
 void *strmap_del(struct strmap *m, const char *key);
 size_t strmap_hash(const char *key);
 
-/* Iteration: for (size_t i = 0; strmap_next(m, &i, &k, &v);) */
+/*
+ * Iteration: for (size_t i = 0; strmap_next(m, &i, &k, &v);)
+ * strmap_del may be called during an iteration, for any key: it leaves a
+ * tombstone and moves no entry, so none is skipped or seen twice (k is
+ * freed when k's own entry is deleted). strmap_put may rehash: not during one.
+ */
 int strmap_next(const struct strmap *m, size_t *pos, const char **key, void **value);
 
 #endif

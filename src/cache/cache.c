@@ -76,16 +76,8 @@ void alloc_apply(struct gpu_node *n, const struct alloc *a)
 {
 	for (int k = 0; k < a->ndev; k++) {
 		int i = gpu_node_find_device(n, a->ids[k]);
-		if (i < 0)
-			continue;   /* the device is gone from the GpuNodeStatus */
-		struct gpu_device *d = &n->dev[i];
-		if (a->mode == CLAIM_SHARED) {
-			d->shared++;
-			d->used_mib += a->mem_mib;
-			gpu_add_core(d, (int32_t)a->core);
-		} else {
-			d->exclusive++;
-		}
+		if (i >= 0)   /* else the device is gone from the GpuNodeStatus */
+			gpu_hold(&n->dev[i], a->mode == CLAIM_SHARED, a->mem_mib, a->core);
 	}
 }
 
@@ -93,16 +85,8 @@ void alloc_unapply(struct gpu_node *n, const struct alloc *a)
 {
 	for (int k = 0; k < a->ndev; k++) {
 		int i = gpu_node_find_device(n, a->ids[k]);
-		if (i < 0)
-			continue;
-		struct gpu_device *d = &n->dev[i];
-		if (a->mode == CLAIM_SHARED) {
-			d->shared -= d->shared > 0;
-			d->used_mib -= d->used_mib < a->mem_mib ? d->used_mib : a->mem_mib;
-			gpu_add_core(d, -(int32_t)a->core);
-		} else {
-			d->exclusive -= d->exclusive > 0;
-		}
+		if (i >= 0)
+			gpu_unhold(&n->dev[i], a->mode == CLAIM_SHARED, a->mem_mib, a->core);
 	}
 }
 
@@ -434,34 +418,31 @@ static void src_maybe_drop(struct cache *c, struct node_src *s)
 	src_free(s);
 }
 
-int cache_set_node(struct cache *c, const char *name, struct gpu_node *n)
+/* Replaces the node's part of kind k (CACHE_NODES: s->node, CACHE_GPUS: s->gpus); NULL removes it. */
+static int src_set_part(struct cache *c, const char *name, enum cache_kind k, struct gpu_node *n)
 {
 	struct node_src *s = src_get(c, name, n != NULL);
 	if (!s) {
 		gpu_node_free(n);
 		return n ? -1 : 0;
 	}
-	gpu_node_free(s->node);
-	s->node = n;
-	s->gen[CACHE_NODES] = c->gen[CACHE_NODES];
+	struct gpu_node **part = k == CACHE_NODES ? &s->node : &s->gpus;
+	gpu_node_free(*part);
+	*part = n;
+	s->gen[k] = c->gen[k];
 	src_touch(c, s);
 	src_maybe_drop(c, s);
 	return 0;
 }
 
+int cache_set_node(struct cache *c, const char *name, struct gpu_node *n)
+{
+	return src_set_part(c, name, CACHE_NODES, n);
+}
+
 int cache_set_gpus(struct cache *c, const char *name, struct gpu_node *devices)
 {
-	struct node_src *s = src_get(c, name, devices != NULL);
-	if (!s) {
-		gpu_node_free(devices);
-		return devices ? -1 : 0;
-	}
-	gpu_node_free(s->gpus);
-	s->gpus = devices;
-	s->gen[CACHE_GPUS] = c->gen[CACHE_GPUS];
-	src_touch(c, s);
-	src_maybe_drop(c, s);
-	return 0;
+	return src_set_part(c, name, CACHE_GPUS, devices);
 }
 
 static int src_reserve(struct node_src *s, int n)
@@ -590,11 +571,11 @@ void cache_relist_begin(struct cache *c, enum cache_kind k)
 	c->gen[k]++;
 }
 
-/* Drops kind k's data of s when it was not set in this relist. */
-static void sweep_src(struct cache *c, struct node_src *s, enum cache_kind k)
+/* Drops kind k's data of s when it was not set in this relist; returns whether it did. */
+static bool sweep_src(struct cache *c, struct node_src *s, enum cache_kind k)
 {
 	if (s->gen[k] == c->gen[k])
-		return;
+		return false;
 	if (k == CACHE_NODES && s->node) {
 		gpu_node_free(s->node);
 		s->node = NULL;
@@ -605,35 +586,24 @@ static void sweep_src(struct cache *c, struct node_src *s, enum cache_kind k)
 		while (s->nallocs)
 			src_remove_alloc_at(c, s, s->nallocs - 1);
 	} else {
-		return;
+		return false;
 	}
 	src_touch(c, s);
+	return true;
 }
 
 static void sweep_claims(struct cache *c)
 {
 	pthread_rwlock_wrlock(&c->claims_lock);
-	bool more = true;
-	while (more) {
-		/* Collect, then delete: the map must not change while iterated. */
-		char *drop[64];
-		int n = 0;
-		const char *key;
-		void *val;
-		for (size_t pos = 0; n < 64 && strmap_next(&c->claims, &pos, &key, &val);) {
-			if (((struct claim_entry *)val)->gen == c->gen[CACHE_GPUCLAIMS])
-				continue;
-			if (!(drop[n] = strdup(key)))
-				break;
-			n++;
-		}
-		more = n == 64;
-		for (int i = 0; i < n; i++) {
-			struct claim_entry *e = strmap_del(&c->claims, drop[i]);
-			cJSON_Delete(e->obj);
-			free(e);
-			free(drop[i]);
-		}
+	const char *key;
+	void *val;
+	for (size_t pos = 0; strmap_next(&c->claims, &pos, &key, &val);) {
+		struct claim_entry *e = val;
+		if (e->gen == c->gen[CACHE_GPUCLAIMS])
+			continue;
+		strmap_del(&c->claims, key);
+		cJSON_Delete(e->obj);
+		free(e);
 	}
 	pthread_rwlock_unlock(&c->claims_lock);
 }
@@ -644,26 +614,11 @@ void cache_relist_sweep(struct cache *c, enum cache_kind k)
 		sweep_claims(c);
 		return;
 	}
-	for (;;) {
-		/* Collect, then change: dropping a node changes the map. */
-		struct node_src *stale[64];
-		int n = 0;
-		const char *key;
-		void *val;
-		for (size_t pos = 0; n < 64 && strmap_next(&c->srcs, &pos, &key, &val);) {
-			struct node_src *s = val;
-			bool has = k == CACHE_NODES ? s->node != NULL : k == CACHE_GPUS ? s->gpus != NULL
-											 : s->nallocs > 0;
-			if (has && s->gen[k] != c->gen[k])
-				stale[n++] = s;
-		}
-		for (int i = 0; i < n; i++) {
-			sweep_src(c, stale[i], k);
-			src_maybe_drop(c, stale[i]);
-		}
-		if (n < 64)
-			return;
-	}
+	const char *key;
+	void *val;
+	for (size_t pos = 0; strmap_next(&c->srcs, &pos, &key, &val);)
+		if (sweep_src(c, val, k))
+			src_maybe_drop(c, val);
 }
 
 /* ---- GpuClaims ----------------------------------------------------------- */

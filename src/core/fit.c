@@ -480,16 +480,8 @@ bool fit_node(const struct gpu_node *n, const struct claim *c, enum gpu_pack pac
 
 void fit_apply(struct gpu_node *n, const struct claim *c, const struct fit *f)
 {
-	for (int k = 0; k < f->ndev; k++) {
-		struct gpu_device *d = &n->dev[f->dev[k]];
-		if (c->mode == CLAIM_SHARED) {
-			d->shared++;
-			d->used_mib += c->mem_mib;
-			gpu_add_core(d, (int32_t)c->core);
-		} else {
-			d->exclusive++;
-		}
-	}
+	for (int k = 0; k < f->ndev; k++)
+		gpu_hold(&n->dev[f->dev[k]], c->mode == CLAIM_SHARED, c->mem_mib, c->core);
 	n->cpu_used += c->cpu_milli;
 	n->mem_used += c->mem_mib_host;
 	n->task_kinds |= claim_task_kind(c);
@@ -497,17 +489,8 @@ void fit_apply(struct gpu_node *n, const struct claim *c, const struct fit *f)
 
 void fit_unapply(struct gpu_node *n, const struct claim *c, const struct fit *f)
 {
-	for (int k = 0; k < f->ndev; k++) {
-		struct gpu_device *d = &n->dev[f->dev[k]];
-		if (c->mode == CLAIM_SHARED) {
-			if (d->shared)
-				d->shared--;
-			d->used_mib = d->used_mib > c->mem_mib ? d->used_mib - c->mem_mib : 0;
-			gpu_add_core(d, -(int32_t)c->core);
-		} else if (d->exclusive) {
-			d->exclusive--;
-		}
-	}
+	for (int k = 0; k < f->ndev; k++)
+		gpu_unhold(&n->dev[f->dev[k]], c->mode == CLAIM_SHARED, c->mem_mib, c->core);
 	n->cpu_used -= c->cpu_milli;
 	n->mem_used -= c->mem_mib_host;
 }

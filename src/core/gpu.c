@@ -43,10 +43,33 @@ bool gpu_health_parse(const char *s, enum gpu_health *out)
 
 static_assert(sizeof(struct gpu_device) == 32, "two devices per cache line");
 
-void gpu_add_core(struct gpu_device *d, int32_t delta)
+/* Adds milli-GPU to a device's use, saturating instead of wrapping. */
+static void add_core(struct gpu_device *d, int32_t delta)
 {
 	int32_t v = (int32_t)d->used_core + delta;
 	d->used_core = (uint16_t)(v < 0 ? 0 : v > UINT16_MAX ? UINT16_MAX : v);
+}
+
+void gpu_hold(struct gpu_device *d, bool shared, uint32_t mem_mib, uint32_t core)
+{
+	if (shared) {
+		d->shared++;
+		d->used_mib += mem_mib;
+		add_core(d, (int32_t)core);
+	} else {
+		d->exclusive++;
+	}
+}
+
+void gpu_unhold(struct gpu_device *d, bool shared, uint32_t mem_mib, uint32_t core)
+{
+	if (shared) {
+		d->shared -= d->shared > 0;
+		d->used_mib -= d->used_mib < mem_mib ? d->used_mib : mem_mib;
+		add_core(d, -(int32_t)core);
+	} else {
+		d->exclusive -= d->exclusive > 0;
+	}
 }
 
 /* Does alt (len bytes) occur in hay as whole words, case-insensitively? */

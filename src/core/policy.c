@@ -28,6 +28,14 @@ unsigned policy_flags(enum policy_id id)
 	return (unsigned)id < POLICY_COUNT ? policies[id]->flags : 0;
 }
 
+uint64_t policy_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ULL;
+	for (; s && *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return h;
+}
+
 int64_t policy_free_milli(const struct gpu_node *n)
 {
 	int64_t sum = 0;

@@ -29,14 +29,6 @@ static uint64_t mix64(uint64_t x)
 	return x ^ (x >> 31);
 }
 
-static uint64_t name_hash(const char *s)
-{
-	uint64_t h = 1469598103934665603ULL;   /* FNV-1a */
-	for (; s && *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-	return h;
-}
-
 /* A uniformly random feasible node (the score is a hash of the decision's seed
  * and the node), and for a shared claim a random fitting GPU. */
 static bool place_random(const struct policy_ctx *ctx, const struct gpu_node *n,
@@ -48,7 +40,7 @@ static bool place_random(const struct policy_ctx *ctx, const struct gpu_node *n,
 	} else if (!fit_node(n, c, PACK_BINPACK, f)) {
 		return false;
 	}
-	uint64_t h = mix64(ctx->seed ^ name_hash(n->name));
+	uint64_t h = mix64(ctx->seed ^ policy_hash(n->name));
 	*score = (double)(h >> 11) / 9007199254740992.0;
 	if (ctx->rate_only)
 		return true;

@@ -53,9 +53,7 @@ static double measure(const struct frag_node *fn, const struct workload *wl)
 
 static uint64_t node_order(const char *name)
 {
-	uint64_t h = 1469598103934665603ULL;   /* FNV-1a, then a mix */
-	for (; name && *name; name++)
-		h = (h ^ (unsigned char)*name) * 1099511628211ULL;
+	uint64_t h = policy_hash(name);   /* then a mix */
 	h ^= h >> 29;
 	h *= 0xbf58476d1ce4e5b9ULL;
 	return h ^ (h >> 32);

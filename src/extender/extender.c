@@ -337,16 +337,7 @@ static enum policy_id claim_policy(const struct extender *x, const struct claim 
 	return c->policy >= 0 ? (enum policy_id)c->policy : x->o.default_policy;
 }
 
-/* A per-pod seed, so random choices are stable across filter and bind. */
-static uint64_t pod_seed(const char *uid)
-{
-	uint64_t h = 1469598103934665603ULL;
-	for (const unsigned char *p = (const unsigned char *)uid; *p; p++)
-		h = (h ^ *p) * 1099511628211ULL;
-	return h;
-}
-
-/* ---- filter -------------------------------------------------------------- */
+/* ---- the node loops of filter and prioritize ----------------------------- */
 
 /* Whether the nodes of one state share their results in this request (class_memo.h). */
 static bool results_by_state(const struct verb_args *a, enum policy_id policy)
@@ -355,61 +346,65 @@ static bool results_by_state(const struct verb_args *a, enum policy_id policy)
 	       !policy_flags(policy);
 }
 
-/*
- * The memo's result for cn's state, when it holds for cn: a failure does
- * not when the pod has a reservation of its own there (see without_own).
- */
-static const struct class_result *known_result(const struct class_memo *m, const struct cache_node *cn,
-					       const char *uid)
+/* What the filter and prioritize node loops share. */
+struct node_loop {
+	const struct verb_args *a;
+	struct class_memo *memo;          /* NULL: every node on its own */
+	const struct cache_node **node;   /* the request's nodes in the snapshot, NULL where unknown */
+};
+
+/* Room for the request's nodes, and a memo when their results go by state. 0, or -1 (no memory). */
+static int loop_init(struct node_loop *l, const struct verb_args *a, enum policy_id policy)
 {
-	if (!m || !cn || !cn->has_gns)
-		return NULL;
-	const struct class_result *r = class_memo_find(m, cn->state);
-	return r && (r->ok || !own_alloc(cn, uid)) ? r : NULL;
+	l->a = a;
+	l->node = malloc(((size_t)a->n + 1) * sizeof(*l->node));
+	if (results_by_state(a, policy) && (l->memo = malloc(sizeof(*l->memo))))
+		class_memo_init(l->memo);
+	return l->node ? 0 : -1;
+}
+
+static void loop_release(struct node_loop *l)
+{
+	free(l->node);
+	free(l->memo);
 }
 
 /* How many nodes ahead of the one decided the loops fetch a node to decide. */
 #define DECIDE_AHEAD 4
 
 /* Fetches node i + DECIDE_AHEAD's devices unless its state's result is known. */
-static void fetch_ahead(const struct class_memo *m, const struct cache_node *const *node, int i, int n)
+static void fetch_ahead(const struct node_loop *l, int i)
 {
-	const struct cache_node *cn = i + DECIDE_AHEAD < n ? node[i + DECIDE_AHEAD] : NULL;
-	if (cn && cn->has_gns && (!m || !class_memo_find(m, cn->state)))
+	const struct cache_node *cn = i + DECIDE_AHEAD < l->a->n ? l->node[i + DECIDE_AHEAD] : NULL;
+	if (cn && cn->has_gns && (!l->memo || !class_memo_find(l->memo, cn->state)))
 		cache_node_prefetch(cn);
-}
-
-/* Remembers r for cn's state, unless cn's state is known already. */
-static void learn_result(struct class_memo *m, const struct cache_node *cn, const struct class_result *r)
-{
-	if (m && cn && cn->has_gns && !class_memo_find(m, cn->state))
-		class_memo_add(m, cn->state, r);
 }
 
 /* Decides node i into r; returns whether r holds for every node in its state. */
 typedef bool (*decide_fn)(void *job, const struct cache_node *cn, struct class_result *r);
 
 /* Node i's result: the memo's when it knows the state, else decide's (learned when shared). */
-static struct class_result result_of(struct class_memo *m, const struct cache_node *const *node, int i, int n,
-				     const char *uid, decide_fn decide, void *job)
+static struct class_result result_of(const struct node_loop *l, int i, decide_fn decide, void *job)
 {
-	fetch_ahead(m, node, i, n);
-	const struct class_result *known = known_result(m, node[i], uid);
-	if (known)
+	fetch_ahead(l, i);
+	const struct cache_node *cn = l->node[i];
+	struct class_memo *m = cn && cn->has_gns ? l->memo : NULL;   /* a state needs a GpuNodeStatus */
+	const struct class_result *known = m ? class_memo_find(m, cn->state) : NULL;
+	/* A failure does not hold where the pod has a reservation of its own (see without_own). */
+	if (known && (known->ok || !own_alloc(cn, l->a->ref.uid)))
 		return *known;
 	struct class_result r;
-	if (decide(job, node[i], &r))
-		learn_result(m, node[i], &r);
+	if (decide(job, cn, &r) && m && !known)
+		class_memo_add(m, cn->state, &r);
 	return r;
 }
 
+/* ---- filter -------------------------------------------------------------- */
+
 /* One filter request's node loop. */
 struct filter_job {
-	const struct verb_args *a;
-	struct snapshot *snap;
+	struct node_loop l;
 	enum gpu_pack pack;
-	struct class_memo *memo;   /* NULL: every node on its own */
-	const struct cache_node **node;   /* the request's nodes in snap, NULL where unknown */
 	struct verdict {
 		int32_t reason;    /* offset into reasons; -1: the node passes */
 		bool unresolvable;
@@ -426,7 +421,7 @@ struct filter_job {
 static bool filter_node(void *job, const struct cache_node *cn, struct class_result *r)
 {
 	struct filter_job *j = job;
-	const struct verb_args *a = j->a;
+	const struct verb_args *a = j->l.a;
 	struct fit f;
 	bool shared = true;
 	*r = (struct class_result){ .ok = true, .reason = -1 };
@@ -460,9 +455,8 @@ static bool filter_node(void *job, const struct cache_node *cn, struct class_res
 
 static void filter_nodes(struct filter_job *j)
 {
-	const struct verb_args *a = j->a;
-	for (int i = 0; i < a->n; i++) {
-		struct class_result r = result_of(j->memo, j->node, i, a->n, a->ref.uid, filter_node, j);
+	for (int i = 0; i < j->l.a->n; i++) {
+		struct class_result r = result_of(&j->l, i, filter_node, j);
 		j->v[i].reason = r.ok ? -1 : r.reason;
 		j->v[i].unresolvable = r.unresolvable;
 	}
@@ -470,7 +464,7 @@ static void filter_nodes(struct filter_job *j)
 
 static void add_failed_map(struct buf *out, const char *key, const struct filter_job *j, bool unresolvable)
 {
-	const struct verb_args *a = j->a;
+	const struct verb_args *a = j->l.a;
 	buf_printf(out, ",\"%s\":{", key);
 	bool first = true;
 	for (int i = 0; i < a->n; i++) {
@@ -491,26 +485,23 @@ void extender_filter(void *ctx, const struct http_request *req, struct http_resp
 {
 	struct extender *x = ctx;
 	struct verb_args a;
-	struct filter_job j = { .a = &a };
+	struct filter_job j = { .l.a = &a };
 	if (not_ready(x, resp, 200))
 		return;
 	buf_init(&j.reasons, (size_t)1 << 28);
 	if (parse_args(x, req, &a, resp))
 		goto out;
+	enum policy_id policy = claim_policy(x, &a.claim);
+	j.pack = policy == POLICY_SPREAD ? PACK_SPREAD : PACK_BINPACK;
 	j.v = malloc(((size_t)a.n + 1) * sizeof(*j.v));
-	j.node = malloc(((size_t)a.n + 1) * sizeof(*j.node));
-	if (!j.v || !j.node) {
+	if (loop_init(&j.l, &a, policy) || !j.v) {
 		httpd_error(resp, 500, "out of memory");
 		goto out;
 	}
-	enum policy_id policy = claim_policy(x, &a.claim);
-	j.pack = policy == POLICY_SPREAD ? PACK_SPREAD : PACK_BINPACK;
-	if (results_by_state(&a, policy) && (j.memo = malloc(sizeof(*j.memo))))
-		class_memo_init(j.memo);
-	j.snap = cache_acquire(x->o.cache);
-	snapshot_find_all(j.snap, a.names, a.n, j.node);
+	struct snapshot *snap = cache_acquire(x->o.cache);
+	snapshot_find_all(snap, a.names, a.n, j.l.node);
 	filter_nodes(&j);
-	snapshot_release(j.snap);
+	snapshot_release(snap);
 	if (j.oom) {
 		httpd_error(resp, 500, "out of memory");
 		goto out;
@@ -554,8 +545,7 @@ void extender_filter(void *ctx, const struct http_request *req, struct http_resp
 		httpd_error(resp, 500, "reply too large");
 out:
 	free(j.v);
-	free(j.node);
-	free(j.memo);
+	loop_release(&j.l);
 	buf_release(&j.reasons);
 	args_release(&a);
 }
@@ -564,11 +554,8 @@ out:
 
 /* One prioritize request's node loop. */
 struct prio_job {
-	const struct verb_args *a;
-	struct snapshot *snap;
+	struct node_loop l;
 	struct policy_ctx pctx;
-	struct class_memo *memo;   /* NULL: every node on its own */
-	const struct cache_node **node;   /* the request's nodes in snap, NULL where unknown */
 	double *raw;
 	bool *ok;
 };
@@ -577,7 +564,7 @@ struct prio_job {
 static bool prio_node(void *job, const struct cache_node *cn, struct class_result *r)
 {
 	const struct prio_job *j = job;
-	const struct verb_args *a = j->a;
+	const struct verb_args *a = j->l.a;
 	struct fit f;
 	*r = (struct class_result){ .reason = -1 };
 	r->ok = policy_place(&j->pctx, cn->node, &a->claim, &f, &r->raw);
@@ -592,9 +579,9 @@ static bool prio_node(void *job, const struct cache_node *cn, struct class_resul
 
 static void prio_nodes(struct prio_job *j)
 {
-	const struct verb_args *a = j->a;
+	const struct verb_args *a = j->l.a;
 	for (int i = 0; i < a->n; i++) {
-		const struct cache_node *cn = j->node[i];
+		const struct cache_node *cn = j->l.node[i];
 		if (!claim_wants_gpu(&a->claim)) {
 			/* Pods without GPUs: prefer nodes that have none, keep GPUs for GPU pods. */
 			j->ok[i] = true;
@@ -603,7 +590,7 @@ static void prio_nodes(struct prio_job *j)
 		}
 		if (!cn || !cn->has_gns)
 			continue;
-		struct class_result r = result_of(j->memo, j->node, i, a->n, a->ref.uid, prio_node, j);
+		struct class_result r = result_of(&j->l, i, prio_node, j);
 		j->ok[i] = r.ok;
 		j->raw[i] = r.raw;
 	}
@@ -614,30 +601,26 @@ void extender_prioritize(void *ctx, const struct http_request *req, struct http_
 	struct extender *x = ctx;
 	struct verb_args a;
 	int64_t *score = NULL;
-	struct prio_job j = { .a = &a };
+	struct prio_job j = { .l.a = &a };
 	if (not_ready(x, resp, 503))
 		return;
 	if (parse_args(x, req, &a, resp))
 		goto out;
+	enum policy_id policy = claim_policy(x, &a.claim);
 	j.raw = calloc((size_t)a.n + 1, sizeof(*j.raw));
 	j.ok = calloc((size_t)a.n + 1, sizeof(*j.ok));
 	score = calloc((size_t)a.n + 1, sizeof(*score));
-	j.node = malloc(((size_t)a.n + 1) * sizeof(*j.node));
-	if (!j.raw || !j.ok || !score || !j.node) {
+	if (loop_init(&j.l, &a, policy) || !j.raw || !j.ok || !score) {
 		httpd_error(resp, 500, "out of memory");
 		goto out;
 	}
 	if (a.claim_ok) {
 		struct wl_copy *w = wl_acquire(x);
-		j.pctx = (struct policy_ctx){
-			.id = claim_policy(x, &a.claim), .wl = w ? &w->wl : NULL, .seed = pod_seed(a.ref.uid),
-		};
-		if (results_by_state(&a, j.pctx.id) && (j.memo = malloc(sizeof(*j.memo))))
-			class_memo_init(j.memo);
-		j.snap = cache_acquire(x->o.cache);
-		snapshot_find_all(j.snap, a.names, a.n, j.node);
+		j.pctx = (struct policy_ctx){ .id = policy, .wl = w ? &w->wl : NULL, .seed = policy_hash(a.ref.uid) };
+		struct snapshot *snap = cache_acquire(x->o.cache);
+		snapshot_find_all(snap, a.names, a.n, j.l.node);
 		prio_nodes(&j);
-		snapshot_release(j.snap);
+		snapshot_release(snap);
 		wl_copy_release(w);
 	}
 	policy_scale(j.raw, j.ok, (size_t)a.n, score);
@@ -660,8 +643,7 @@ void extender_prioritize(void *ctx, const struct http_request *req, struct http_
 	if (buf_adds(out, "]\n"))
 		httpd_error(resp, 500, "reply too large");
 out:
-	free(j.memo);
-	free(j.node);
+	loop_release(&j.l);
 	free(j.raw);
 	free(j.ok);
 	free(score);
@@ -710,7 +692,7 @@ void extender_bind(void *ctx, const struct http_request *req, struct http_respon
 	struct wl_copy *w = wl_acquire(x);
 	struct bind_request br = {
 		.ns = ns, .name = name, .uid = uid, .node = node, .claim = &c,
-		.policy = { .id = claim_policy(x, &c), .wl = w ? &w->wl : NULL, .seed = pod_seed(uid) },
+		.policy = { .id = claim_policy(x, &c), .wl = w ? &w->wl : NULL, .seed = policy_hash(uid) },
 	};
 	result = x->o.bind(x->o.bind_ctx, &br, err, sizeof(err));
 	wl_copy_release(w);

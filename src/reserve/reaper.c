@@ -238,27 +238,13 @@ void reserve_reap(struct reserve *r)
 			nrep--;
 	}
 	/* Lease deletions of pods that hold nothing any more, or are watched: nothing to look up. */
-	for (;;) {
-		char *old = NULL;
-		for (size_t pos = 0; !old && strmap_next(&r->check, &pos, &key, &val);)
-			if (!strmap_get(&reserved, key) || strmap_get(&r->pods, key))
-				old = strdup(key);
-		if (!old)
-			break;
-		strmap_del(&r->check, old);
-		free(old);
-	}
+	for (size_t pos = 0; strmap_next(&r->check, &pos, &key, &val);)
+		if (!strmap_get(&reserved, key) || strmap_get(&r->pods, key))
+			strmap_del(&r->check, key);
 	/* Forget deleted pods after a while. */
-	for (;;) {
-		char *old = NULL;
-		for (size_t pos = 0; !old && strmap_next(&r->gone, &pos, &key, &val);)
-			if (now - (time_t)(intptr_t)val > GONE_MEMORY_S)
-				old = strdup(key);
-		if (!old)
-			break;
-		strmap_del(&r->gone, old);
-		free(old);
-	}
+	for (size_t pos = 0; strmap_next(&r->gone, &pos, &key, &val);)
+		if (now - (time_t)(intptr_t)val > GONE_MEMORY_S)
+			strmap_del(&r->gone, key);
 	pthread_mutex_unlock(&r->lock);
 	strmap_release(&reserved);
 

@@ -101,19 +101,15 @@ static void ledger_end(void *ctx)
 {
 	struct reserve *r = ctx;
 	cache_relist_sweep(r->o.cache, CACHE_ALLOCS);
-	for (;;) {
-		char *stale = NULL;
-		const char *key;
-		void *val;
-		for (size_t pos = 0; !stale && strmap_next(&r->ledgers, &pos, &key, &val);)
-			if (((struct ledger_box *)val)->gen != r->ledger_gen)
-				stale = strdup(key);
-		if (!stale)
-			return;
-		struct ledger_box *box = strmap_del(&r->ledgers, stale);
+	const char *key;
+	void *val;
+	for (size_t pos = 0; strmap_next(&r->ledgers, &pos, &key, &val);) {
+		struct ledger_box *box = val;
+		if (box->gen == r->ledger_gen)
+			continue;
+		strmap_del(&r->ledgers, key);
 		ledger_release(&box->l);
 		free(box);
-		free(stale);
 	}
 }
 
@@ -236,20 +232,16 @@ static void pods_end(void *ctx)
 {
 	struct reserve *r = ctx;
 	/* Pods that vanished while we were not watching: gone. */
-	for (;;) {
-		char *stale = NULL;
-		const char *key;
-		void *val;
-		for (size_t pos = 0; !stale && strmap_next(&r->pods, &pos, &key, &val);)
-			if (((struct pod_state *)val)->gen != r->pods_gen)
-				stale = strdup(key);
-		if (!stale)
-			return;
-		struct pod_state *p = strmap_del(&r->pods, stale);
+	const char *key;
+	void *val;
+	for (size_t pos = 0; strmap_next(&r->pods, &pos, &key, &val);) {
+		struct pod_state *p = val;
+		if (p->gen == r->pods_gen)
+			continue;
+		mark_gone(r, key);
+		strmap_del(&r->pods, key);
 		claim_release(&p->claim);
 		free(p);
-		mark_gone(r, stale);
-		free(stale);
 	}
 }
 

@@ -127,6 +127,32 @@ static void test_strmap(void **state)
 	strmap_release(&m);
 }
 
+/* Deleting while iterating (the relist sweeps do): every entry seen once. */
+static void test_strmap_del_while_iterating(void **state)
+{
+	(void)state;
+	struct strmap m;
+	strmap_init(&m);
+	char key[32];
+	for (long i = 0; i < 1000; i++) {
+		snprintf(key, sizeof(key), "node-%ld", i);
+		assert_int_equal(strmap_put(&m, key, (void *)(i + 1), NULL), 0);
+	}
+	size_t seen = 0, pos = 0;
+	const char *k;
+	void *v;
+	while (strmap_next(&m, &pos, &k, &v)) {
+		seen++;
+		if ((long)v % 2)
+			assert_ptr_equal(strmap_del(&m, k), v);
+	}
+	assert_int_equal(seen, 1000);
+	assert_int_equal(m.len, 500);
+	assert_null(strmap_get(&m, "node-0"));
+	assert_ptr_equal(strmap_get(&m, "node-1"), (void *)2);
+	strmap_release(&m);
+}
+
 static void test_yamljson(void **state)
 {
 	(void)state;
@@ -283,6 +309,7 @@ int main(void)
 		cmocka_unit_test(test_buf_json_escape),
 		cmocka_unit_test(test_strnum),
 		cmocka_unit_test(test_strmap),
+		cmocka_unit_test(test_strmap_del_while_iterating),
 		cmocka_unit_test(test_yamljson),
 		cmocka_unit_test(test_log_quote),
 		cmocka_unit_test(test_slab),
