@@ -63,13 +63,11 @@ struct workload {
 	int nspecs;
 	char specs[WL_MAX_SPECS][WL_SPEC_LEN];
 	double total;          /* sum of the weights */
-	uint64_t observed;     /* tasks observed (not decayed) */
 	double since_rebuild;  /* weight observed since the last snapshot */
 	/* The snapshot the policies read; most popular first. */
 	int npop;
 	struct wl_pop pop[WL_MAX_SHAPES];
 	double p_cpu_only;     /* sum of p over the CPU-only entries of pop */
-	double mean_gpu;       /* expected milli-GPU per task under pop */
 	/* Host resources the mix brings per whole GPU of demand (CPU-only tasks included). */
 	double cpu_per_gpu;    /* millicores */
 	double mem_per_gpu;    /* MiB */

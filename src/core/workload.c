@@ -150,7 +150,6 @@ void workload_rebuild(struct workload *wl)
 	wl->npop = 0;
 	wl->nfast = 0;
 	wl->p_cpu_only = 0;
-	wl->mean_gpu = 0;
 	wl->cpu_per_gpu = 0;
 	wl->mem_per_gpu = 0;
 	if (wl->total <= 0)
@@ -182,11 +181,9 @@ void workload_rebuild(struct workload *wl)
 		e->p = e->s.weight / cum;
 		if (!e->s.count)
 			wl->p_cpu_only += e->p;
-		wl->mean_gpu += e->p * (double)e->s.gpu_milli * e->s.count;
 	}
 	host_per_gpu(wl->pop, k, &wl->cpu_per_gpu, &wl->mem_per_gpu);
 	/* The scan layout: GPU shapes by ascending milli (insertion: few entries). */
-	wl->nfast = 0;
 	for (int i = 0; i < k; i++) {
 		const struct wl_pop *e = &wl->pop[i];
 		if (!e->s.count)
@@ -230,7 +227,6 @@ void workload_observe(struct workload *wl, const struct claim *c)
 		s.spec = spec_intern(wl, c->models);
 	if (s.spec == -2)
 		s.spec = -1;   /* table full: treat as unconstrained */
-	wl->observed++;
 	add_shape(wl, &s, 1.0);
 	if (wl->total > WL_DECAY_AT) {
 		wl->total = 0;

@@ -69,6 +69,17 @@ uint64_t sim_rng_below(struct sim_rng *r, uint64_t n)
 	return (uint64_t)(m >> 64);
 }
 
+/* Fisher-Yates: v[n] in a random order drawn from r. */
+static void shuffle(int *v, int n, struct sim_rng *r)
+{
+	for (int i = n - 1; i > 0; i--) {
+		int j = (int)sim_rng_below(r, (uint64_t)i + 1);
+		int t = v[i];
+		v[i] = v[j];
+		v[j] = t;
+	}
+}
+
 /* ---- arrivals ---- */
 
 int *sim_arrivals(const struct sim_trace *tr, int64_t capacity, double tune, uint64_t seed,
@@ -85,12 +96,7 @@ int *sim_arrivals(const struct sim_trace *tr, int64_t capacity, double tune, uin
 		return NULL;
 	for (int i = 0; i < tr->ntask; i++)
 		order[i] = i;
-	for (int i = tr->ntask - 1; i > 0; i--) {
-		int j = (int)sim_rng_below(&r, (uint64_t)i + 1);
-		int t = order[i];
-		order[i] = order[j];
-		order[j] = t;
-	}
+	shuffle(order, tr->ntask, &r);
 	size_t len = (size_t)tr->ntask;
 	if (demand < target && tr->gpu_milli > 0) {
 		/* Inflate: copies of uniformly drawn tasks until the demand reaches the target. */
@@ -219,12 +225,7 @@ int sim_run(const struct sim_cluster *cl, const struct sim_trace *tr,
 	if (cfg->ties == SIM_TIES_ORDER) {
 		struct sim_rng pr;
 		sim_rng_seed(&pr, cfg->seed ^ 0x6e6f64656f726472ULL);
-		for (int i = nn - 1; i > 0; i--) {
-			int j = (int)sim_rng_below(&pr, (uint64_t)i + 1);
-			int t = perm[i];
-			perm[i] = perm[j];
-			perm[j] = t;
-		}
+		shuffle(perm, nn, &pr);
 	}
 	double t0 = now();
 	for (int a = 0; a < narr; a++) {
@@ -284,7 +285,6 @@ int sim_run(const struct sim_cluster *cl, const struct sim_trace *tr,
 			frag[win] = fr;
 		} else {
 			out->failed++;
-			out->failed_gpu += (double)task->gpu_milli;
 		}
 		arrived += (double)task->gpu_milli;
 		if (own)

@@ -73,45 +73,54 @@ static void usage(FILE *out)
 	fprintf(out, "\n");
 }
 
+/* "online" or "trace"; false for anything else. */
+static bool parse_wl_mode(const char *s, enum sim_wl_mode *mode)
+{
+	if (!strcmp(s, "online"))
+		*mode = SIM_WL_ONLINE;
+	else if (!strcmp(s, "trace"))
+		*mode = SIM_WL_TRACE;
+	else
+		return false;
+	return true;
+}
+
+static int push_policy(struct opts *o, enum policy_id id, enum sim_wl_mode mode, bool mode_set,
+		       const char *label)
+{
+	if (o->npol >= MAX_POLICIES)
+		return -1;
+	struct pol *p = &o->pol[o->npol++];
+	p->id = id;
+	p->mode = mode;
+	p->mode_set = mode_set;
+	str_copy(p->label, sizeof(p->label), label);
+	return 0;
+}
+
 static int add_policy(struct opts *o, const char *arg)
 {
 	char name[48];
 	if (!str_copy(name, sizeof(name), arg))
 		return -1;
 	char *colon = strchr(name, ':');
+	bool mode_set = colon != NULL;   /* NAME:online / NAME:trace */
 	enum sim_wl_mode mode = SIM_WL_ONLINE;
-	bool mode_set = false;
 	if (colon) {
 		*colon = '\0';
-		if (!strcmp(colon + 1, "online"))
-			mode = SIM_WL_ONLINE;
-		else if (!strcmp(colon + 1, "trace"))
-			mode = SIM_WL_TRACE;
-		else
+		if (!parse_wl_mode(colon + 1, &mode))
 			return -1;
-		mode_set = true;
 	}
 	if (!strcmp(name, "all")) {
-		for (int i = 0; i < POLICY_COUNT; i++) {
-			if (o->npol >= MAX_POLICIES)
+		for (int i = 0; i < POLICY_COUNT; i++)
+			if (push_policy(o, (enum policy_id)i, mode, mode_set, policy_name((enum policy_id)i)))
 				return -1;
-			struct pol *p = &o->pol[o->npol++];
-			p->id = (enum policy_id)i;
-			p->mode = mode;
-			p->mode_set = mode_set;
-			str_copy(p->label, sizeof(p->label), policy_name(p->id));
-		}
 		return 0;
 	}
 	enum policy_id id;
-	if (!policy_parse(name, &id) || o->npol >= MAX_POLICIES)
+	if (!policy_parse(name, &id))
 		return -1;
-	struct pol *p = &o->pol[o->npol++];
-	p->id = id;
-	p->mode = mode;
-	p->mode_set = mode_set;
-	str_copy(p->label, sizeof(p->label), arg);
-	return 0;
+	return push_policy(o, id, mode, mode_set, arg);
 }
 
 static int parse_args(int argc, char **argv, struct opts *o)
@@ -149,14 +158,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				return -1;
 			}
 		} else if (!strcmp(a, "--workload")) {
-			if (!strcmp(v, "online"))
-				o->wl_default = SIM_WL_ONLINE;
-			else if (!strcmp(v, "trace"))
-				o->wl_default = SIM_WL_TRACE;
-			else {
+			enum sim_wl_mode mode;
+			if (!parse_wl_mode(v, &mode)) {
 				fprintf(stderr, "simulate: --workload is online or trace\n");
 				return -1;
 			}
+			o->wl_default = (int)mode;
 		} else if (!strcmp(a, "--seeds")) {
 			if (!strnum_int(v, 1, MAX_SEEDS, &o->seeds)) {
 				fprintf(stderr, "simulate: --seeds wants 1..%d\n", MAX_SEEDS);
@@ -365,11 +372,12 @@ static int write_plot(const struct opts *o, const struct sim_result *res)
 	struct buf b;
 	buf_init(&b, PLOT_MAX_BYTES);
 	char title[256];
+	const char *base = strrchr(o->pods, '/');
 	if (o->title)
 		snprintf(title, sizeof(title), "%s", o->title);
 	else
 		snprintf(title, sizeof(title), "%s (median of %d seeds, band: 25-75%%)",
-			 strrchr(o->pods, '/') ? strrchr(o->pods, '/') + 1 : o->pods, o->seeds);
+			 base ? base + 1 : o->pods, o->seeds);
 	int rc = sim_plot_svg(&b, title, s, o->npol);
 	free(s);
 	if (!rc) {

@@ -81,7 +81,6 @@ struct sim_result {
 	double alloc[SIM_NBINS];  /* allocated GPU, % of capacity */
 	double frag[SIM_NBINS];   /* fragmented GPU (trace M), % of capacity */
 	long arrivals, placed, failed;
-	double failed_gpu;        /* milli-GPU of the failed tasks */
 	double seconds;           /* the placement loop */
 };
 

@@ -82,6 +82,27 @@ static int csv_find(const struct csv *c, const char *name)
 	return -1;
 }
 
+/*
+ * Reads the header line: the column of each name, -1 for a missing one
+ * whose bit is set in optional. what names the list in the reasons.
+ */
+static int csv_header(struct csv *c, const char *what, const char *const *names, int n,
+		      unsigned optional, int *col, char *err, size_t errsz)
+{
+	if (!csv_next(c)) {
+		snprintf(err, errsz, "empty %s", what);
+		return -1;
+	}
+	for (int i = 0; i < n; i++) {
+		col[i] = csv_find(c, names[i]);
+		if (col[i] < 0 && !(optional & 1u << i)) {
+			snprintf(err, errsz, "%s: no column '%s' in the header", what, names[i]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 static bool field_i64(const struct csv *c, int i, int64_t min, int64_t max, int64_t *out)
 {
 	char s[FIELD_MAX];
@@ -99,6 +120,14 @@ static char *slurp(const char *path, char *err, size_t errsz)
 		return NULL;
 	}
 	return buf_detach(&b, NULL);
+}
+
+/* Puts "PATH: " before the reason already in err. */
+static void err_in(const char *path, char *err, size_t errsz)
+{
+	char e2[256];
+	snprintf(e2, sizeof(e2), "%s: %s", path, err);
+	snprintf(err, errsz, "%s", e2);
 }
 
 /* ---- nodes ---- */
@@ -169,19 +198,10 @@ int sim_parse_nodes(const char *text, struct sim_cluster *out, char *err, size_t
 {
 	memset(out, 0, sizeof(*out));
 	struct csv c = { .p = text };
-	if (!csv_next(&c)) {
-		snprintf(err, errsz, "empty node list");
-		return -1;
-	}
 	static const char *const names[] = { "sn", "cpu_milli", "memory_mib", "gpu", "model" };
 	int col[5];
-	for (int i = 0; i < 5; i++) {
-		col[i] = csv_find(&c, names[i]);
-		if (col[i] < 0) {
-			snprintf(err, errsz, "node list: no column '%s' in the header", names[i]);
-			return -1;
-		}
-	}
+	if (csv_header(&c, "node list", names, 5, 0, col, err, errsz))
+		return -1;
 	int cap = 0;
 	while (csv_next(&c)) {
 		if (out->nnode == cap) {
@@ -223,11 +243,8 @@ int sim_read_nodes(const char *path, struct sim_cluster *out, char *err, size_t 
 	if (csv) {
 		int rc = sim_parse_nodes(text, out, err, errsz);
 		free(text);
-		if (rc) {
-			char e2[256];
-			snprintf(e2, sizeof(e2), "%s: %s", path, err);
-			snprintf(err, errsz, "%s", e2);
-		}
+		if (rc)
+			err_in(path, err, errsz);
 		return rc;
 	}
 	free(text);
@@ -326,15 +343,15 @@ static int shape_index(struct sim_trace *t, struct shape_set *ss, const struct c
 static int csv_claim(const struct csv *c, const int *col, struct claim *cl, char *err, size_t errsz)
 {
 	int64_t cpu, mem, num, milli;
-	if (!field_i64(c, col[1], 0, INT64_MAX / 4, &cpu) ||
-	    !field_i64(c, col[2], 0, INT64_MAX / 4, &mem) ||
-	    !field_i64(c, col[3], 0, GPU_MAX_DEVICES, &num) ||
-	    !field_i64(c, col[4], 0, GPU_CORE_FULL, &milli)) {
+	if (!field_i64(c, col[0], 0, INT64_MAX / 4, &cpu) ||
+	    !field_i64(c, col[1], 0, INT64_MAX / 4, &mem) ||
+	    !field_i64(c, col[2], 0, GPU_MAX_DEVICES, &num) ||
+	    !field_i64(c, col[3], 0, GPU_CORE_FULL, &milli)) {
 		snprintf(err, errsz, "line %d: bad cpu_milli, memory_mib, num_gpu or gpu_milli", c->line);
 		return -1;
 	}
 	char spec[FIELD_MAX];
-	if (!csv_field(c, col[5], spec) || strlen(spec) >= sizeof(cl->models)) {
+	if (!csv_field(c, col[4], spec) || strlen(spec) >= sizeof(cl->models)) {
 		snprintf(err, errsz, "line %d: gpu_spec too long", c->line);
 		return -1;
 	}
@@ -363,20 +380,11 @@ int sim_parse_pods(const char *text, struct sim_trace *out, char *err, size_t er
 {
 	memset(out, 0, sizeof(*out));
 	struct csv c = { .p = text };
-	if (!csv_next(&c)) {
-		snprintf(err, errsz, "empty pod list");
+	static const char *const names[] = { "cpu_milli", "memory_mib", "num_gpu", "gpu_milli",
+					     "gpu_spec" };
+	int col[5];
+	if (csv_header(&c, "pod list", names, 5, 1u << 4, col, err, errsz))   /* gpu_spec optional */
 		return -1;
-	}
-	static const char *const names[] = { "name", "cpu_milli", "memory_mib", "num_gpu",
-					     "gpu_milli", "gpu_spec" };
-	int col[6];
-	for (int i = 0; i < 6; i++) {
-		col[i] = csv_find(&c, names[i]);
-		if (col[i] < 0 && i != 5 && i != 0) {
-			snprintf(err, errsz, "pod list: no column '%s' in the header", names[i]);
-			return -1;
-		}
-	}
 	struct shape_set ss = { 0 };
 	int cap = 0;
 	while (csv_next(&c)) {
@@ -402,12 +410,11 @@ int sim_parse_pods(const char *text, struct sim_trace *out, char *err, size_t er
 		t->gpu_milli = claim_gpu_milli(&cl);
 		out->gpu_milli += t->gpu_milli;
 	}
-	free(ss.slot);
 	if (!out->ntask) {
 		snprintf(err, errsz, "pod list has no pods");
-		sim_trace_release(out);
-		return -1;
+		goto fail;
 	}
+	free(ss.slot);
 	return 0;
 fail:
 	free(ss.slot);
@@ -423,10 +430,7 @@ int sim_read_pods(const char *path, struct sim_trace *out, char *err, size_t err
 		return -1;
 	int rc = sim_parse_pods(text, out, err, errsz);
 	free(text);
-	if (rc) {
-		char e2[256];
-		snprintf(e2, sizeof(e2), "%s: %s", path, err);
-		snprintf(err, errsz, "%s", e2);
-	}
+	if (rc)
+		err_in(path, err, errsz);
 	return rc;
 }

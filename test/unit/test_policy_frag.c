@@ -21,24 +21,6 @@ static struct gpu_node *node(const char *name, int ngpu, const char *model, int6
 	return n;
 }
 
-static struct claim task(int64_t cpu, int64_t mem, int count, uint32_t milli)
-{
-	struct claim c;
-	claim_init(&c);
-	c.cpu_milli = cpu;
-	c.mem_mib_host = mem;
-	if (count > 0) {
-		c.count = count;
-		if (milli < GPU_CORE_FULL) {
-			c.mode = CLAIM_SHARED;
-			c.core = milli;
-		} else {
-			c.mode = CLAIM_EXCLUSIVE;
-		}
-	}
-	return c;
-}
-
 static void take(struct gpu_node *n, int dev, uint32_t milli)
 {
 	if (milli >= GPU_CORE_FULL) {
@@ -96,13 +78,9 @@ static void test_frag_of_one_shape(void **state)
 static void test_frag_respects_model_specs(void **state)
 {
 	(void)state;
-	struct workload *wl = malloc(sizeof(*wl));
-	assert_non_null(wl);
-	workload_init(wl, false);
-	struct claim v = task(1000, 0, 1, 1000);
-	snprintf(v.models, sizeof(v.models), "V100M16|V100M32");
-	struct claim t4 = task(1000, 0, 1, 1000);
-	snprintf(t4.models, sizeof(t4.models), "T4");
+	struct workload *wl = tu_workload(false);
+	struct claim v = tu_task(1000, 0, 1, 1000, "V100M16|V100M32");
+	struct claim t4 = tu_task(1000, 0, 1, 1000, "T4");
 	workload_observe(wl, &v);
 	workload_observe(wl, &t4);
 	workload_rebuild(wl);
@@ -122,16 +100,14 @@ static void test_frag_respects_model_specs(void **state)
 static void test_frag_amount_fast_path_agrees(void **state)
 {
 	(void)state;
-	struct workload *wl = malloc(sizeof(*wl));
-	assert_non_null(wl);
-	workload_init(wl, true);
+	struct workload *wl = tu_workload(true);
 	unsigned seed = 11;
 	static const uint32_t sizes[] = { 100, 250, 470, 500, 810, 1000, 1000, 1000 };
 	for (int i = 0; i < 400; i++) {
 		int k = rand_r(&seed) % 10;
-		struct claim c = k < 8 ? task(1000 + rand_r(&seed) % 20 * 1000, rand_r(&seed) % 64 * 1024,
-					      1, sizes[k])
-				       : task(4000, 4096, k == 8 ? 2 : 0, 1000);
+		struct claim c = k < 8 ? tu_task(1000 + rand_r(&seed) % 20 * 1000, rand_r(&seed) % 64 * 1024,
+						 1, sizes[k], "")
+				       : tu_task(4000, 4096, k == 8 ? 2 : 0, 1000, "");
 		if (k < 3 && rand_r(&seed) % 2)
 			snprintf(c.models, sizeof(c.models), "%s", rand_r(&seed) % 2 ? "T4" : "G2|G3");
 		workload_observe(wl, &c);
@@ -186,10 +162,8 @@ static void test_frag_node_take_keeps_order(void **state)
 static void test_stranded_gpus(void **state)
 {
 	(void)state;
-	struct workload *wl = malloc(sizeof(*wl));
-	assert_non_null(wl);
-	workload_init(wl, false);
-	struct claim c = task(10000, 40960, 1, 1000);    /* 10 vCPU, 40 GiB per GPU */
+	struct workload *wl = tu_workload(false);
+	struct claim c = tu_task(10000, 40960, 1, 1000, "");    /* 10 vCPU, 40 GiB per GPU */
 	workload_observe(wl, &c);
 	workload_rebuild(wl);
 	struct gpu_node *n = node("n", 8, "G2", 96000, 393216);
@@ -240,7 +214,7 @@ static void test_random_uses_the_seed(void **state)
 {
 	(void)state;
 	struct gpu_node *n = node("n", 8, "G2", 96000, 393216);
-	struct claim c = task(1000, 0, 1, 300);
+	struct claim c = tu_task(1000, 0, 1, 300, "");
 	struct policy_ctx ctx = { .id = POLICY_RANDOM, .seed = 1 };
 	struct fit f;
 	double a, b, seen[8] = { 0 };
@@ -273,7 +247,7 @@ static void test_clustering_tiers(void **state)
 	struct gpu_node *mixed = node("mixed", 8, "G2", 96000, 393216);
 	struct gpu_node *idle = node("idle", 8, "G2", 96000, 393216);
 	struct gpu_node *other = node("other", 8, "G2", 96000, 393216);
-	struct claim share = task(1000, 0, 1, 500);
+	struct claim share = tu_task(1000, 0, 1, 500, "");
 	same->task_kinds = TASK_KIND_SHARED | TASK_KIND_CPU_ONLY;   /* CPU-only does not count */
 	mixed->task_kinds = TASK_KIND_SHARED | TASK_KIND_WHOLE(1);
 	other->task_kinds = TASK_KIND_WHOLE(2);
@@ -283,7 +257,7 @@ static void test_clustering_tiers(void **state)
 	double s3 = rate(POLICY_CLUSTERING, NULL, idle, &share, &f);
 	double s4 = rate(POLICY_CLUSTERING, NULL, other, &share, &f);
 	assert_true(s1 >= 75 && s2 >= 50 && s2 < 75 && s3 >= 25 && s3 < 50 && s4 < 25);
-	struct claim cpu = task(1000, 0, 0, 0);
+	struct claim cpu = tu_task(1000, 0, 0, 0, "");
 	assert_true(rate(POLICY_CLUSTERING, NULL, same, &cpu, &f) == 0);
 	gpu_node_free(same);
 	gpu_node_free(mixed);
@@ -299,7 +273,7 @@ static void test_packing_tiers(void **state)
 	struct gpu_node *idle = node("i", 4, "T4", 96000, 393216);
 	take(partial, 0, 500);
 	take(used, 0, 1000);
-	struct claim share = task(1000, 0, 1, 400);
+	struct claim share = tu_task(1000, 0, 1, 400, "");
 	struct fit f;
 	double a = rate(POLICY_PACKING, NULL, partial, &share, &f);
 	assert_int_equal(f.dev[0], 0);   /* best fit: the partly used GPU */
@@ -316,7 +290,7 @@ static void test_bestfit_and_dotprod_prefer_tight_nodes(void **state)
 	(void)state;
 	struct gpu_node *tight = node("t", 2, "T4", 16000, 65536);
 	struct gpu_node *roomy = node("r", 8, "G2", 96000, 393216);
-	struct claim c = task(8000, 1024, 1, 1000);
+	struct claim c = tu_task(8000, 1024, 1, 1000, "");
 	struct fit f;
 	assert_true(rate(POLICY_BESTFIT, NULL, tight, &c, &f) > rate(POLICY_BESTFIT, NULL, roomy, &c, &f));
 	assert_true(rate(POLICY_DOTPROD, NULL, tight, &c, &f) > rate(POLICY_DOTPROD, NULL, roomy, &c, &f));
@@ -328,10 +302,8 @@ static void test_bestfit_and_dotprod_prefer_tight_nodes(void **state)
 static void test_fgd_prefers_less_fragmentation(void **state)
 {
 	(void)state;
-	struct workload *wl = malloc(sizeof(*wl));
-	assert_non_null(wl);
-	workload_init(wl, false);
-	struct claim whole = task(4000, 0, 1, 1000), half = task(2000, 0, 1, 500);
+	struct workload *wl = tu_workload(false);
+	struct claim whole = tu_task(4000, 0, 1, 1000, ""), half = tu_task(2000, 0, 1, 500, "");
 	for (int i = 0; i < 10; i++)
 		workload_observe(wl, &whole);
 	for (int i = 0; i < 10; i++)
@@ -359,10 +331,8 @@ static void test_fgd_prefers_less_fragmentation(void **state)
 static void test_balanced_feeds_gpus(void **state)
 {
 	(void)state;
-	struct workload *wl = malloc(sizeof(*wl));
-	assert_non_null(wl);
-	workload_init(wl, false);
-	struct claim lean = task(4000, 16384, 1, 1000), hungry = task(24000, 65536, 1, 1000);
+	struct workload *wl = tu_workload(false);
+	struct claim lean = tu_task(4000, 16384, 1, 1000, ""), hungry = tu_task(24000, 65536, 1, 1000, "");
 	for (int i = 0; i < 20; i++)
 		workload_observe(wl, &lean);
 	for (int i = 0; i < 5; i++)
@@ -391,7 +361,7 @@ static void test_policies_refuse_what_does_not_fit(void **state)
 {
 	(void)state;
 	struct gpu_node *n = node("n", 2, "T4", 8000, 65536);
-	struct claim big = task(16000, 0, 1, 1000);
+	struct claim big = tu_task(16000, 0, 1, 1000, "");
 	for (int id = 0; id < POLICY_COUNT; id++) {
 		struct policy_ctx ctx = { .id = (enum policy_id)id, .seed = 3 };
 		struct fit f;

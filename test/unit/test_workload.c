@@ -6,33 +6,6 @@
 #include <math.h>
 #include <stdlib.h>
 
-static struct workload *new_wl(bool prior)
-{
-	struct workload *wl = malloc(sizeof(*wl));
-	assert_non_null(wl);
-	workload_init(wl, prior);
-	return wl;
-}
-
-static struct claim task(int64_t cpu, int64_t mem, int count, uint32_t milli, const char *models)
-{
-	struct claim c;
-	claim_init(&c);
-	c.cpu_milli = cpu;
-	c.mem_mib_host = mem;
-	if (count > 0) {
-		c.count = count;
-		if (milli < GPU_CORE_FULL) {
-			c.mode = CLAIM_SHARED;
-			c.core = milli;
-		} else {
-			c.mode = CLAIM_EXCLUSIVE;
-		}
-		strncpy(c.models, models, sizeof(c.models) - 1);
-	}
-	return c;
-}
-
 static double psum(const struct wl_pop *pop, int n)
 {
 	double s = 0;
@@ -44,7 +17,7 @@ static double psum(const struct wl_pop *pop, int n)
 static void test_prior_is_a_usable_mix(void **state)
 {
 	(void)state;
-	struct workload *wl = new_wl(true);
+	struct workload *wl = tu_workload(true);
 	int n;
 	const struct wl_pop *pop = workload_snapshot(wl, &n);
 	assert_true(n > 3);
@@ -66,10 +39,10 @@ static void test_prior_is_a_usable_mix(void **state)
 static void test_popularity_cut(void **state)
 {
 	(void)state;
-	struct workload *wl = new_wl(false);
+	struct workload *wl = tu_workload(false);
 	wl->rebuild_frac = 1e9;
-	struct claim a = task(4000, 1024, 1, 500, ""), b = task(8000, 1024, 1, 1000, "");
-	struct claim cpu = task(2000, 512, 0, 0, ""), rare = task(64000, 1024, 8, 1000, "");
+	struct claim a = tu_task(4000, 1024, 1, 500, ""), b = tu_task(8000, 1024, 1, 1000, "");
+	struct claim cpu = tu_task(2000, 512, 0, 0, ""), rare = tu_task(64000, 1024, 8, 1000, "");
 	for (int i = 0; i < 60; i++)
 		workload_observe(wl, &a);
 	for (int i = 0; i < 30; i++)
@@ -96,8 +69,8 @@ static void test_popularity_cut(void **state)
 static void test_memory_is_a_mean_not_a_key(void **state)
 {
 	(void)state;
-	struct workload *wl = new_wl(false);
-	struct claim a = task(4000, 1000, 1, 1000, ""), b = task(4000, 3000, 1, 1000, "");
+	struct workload *wl = tu_workload(false);
+	struct claim a = tu_task(4000, 1000, 1, 1000, ""), b = tu_task(4000, 3000, 1, 1000, "");
 	workload_observe(wl, &a);
 	workload_observe(wl, &b);
 	assert_int_equal(wl->nshapes, 1);
@@ -108,8 +81,8 @@ static void test_memory_is_a_mean_not_a_key(void **state)
 static void test_specs_are_interned(void **state)
 {
 	(void)state;
-	struct workload *wl = new_wl(false);
-	struct claim t4 = task(4000, 0, 1, 1000, "T4"), v = task(4000, 0, 1, 1000, "V100M16|V100M32");
+	struct workload *wl = tu_workload(false);
+	struct claim t4 = tu_task(4000, 0, 1, 1000, "T4"), v = tu_task(4000, 0, 1, 1000, "V100M16|V100M32");
 	workload_observe(wl, &t4);
 	workload_observe(wl, &v);
 	workload_observe(wl, &t4);
@@ -120,7 +93,7 @@ static void test_specs_are_interned(void **state)
 	struct wl_shape s;
 	workload_shape_of(wl, &v, &s);
 	assert_int_equal(s.spec, 1);
-	struct claim other = task(4000, 0, 1, 1000, "A100");
+	struct claim other = tu_task(4000, 0, 1, 1000, "A100");
 	workload_shape_of(wl, &other, &s);
 	assert_int_equal(s.spec, -2);
 	free(wl);
@@ -130,9 +103,9 @@ static void test_specs_are_interned(void **state)
 static void test_rebuilds_are_geometric(void **state)
 {
 	(void)state;
-	struct workload *wl = new_wl(true);
+	struct workload *wl = tu_workload(true);
 	uint32_t v0 = wl->version;
-	struct claim a = task(4000, 1024, 1, 470, "");
+	struct claim a = tu_task(4000, 1024, 1, 470, "");
 	for (int i = 0; i < 10000; i++)
 		workload_observe(wl, &a);
 	uint32_t versions = wl->version - v0;
@@ -146,8 +119,8 @@ static void test_rebuilds_are_geometric(void **state)
 static void test_decay_keeps_weights_bounded(void **state)
 {
 	(void)state;
-	struct workload *wl = new_wl(false);
-	struct claim a = task(4000, 1024, 1, 500, ""), b = task(8000, 1024, 1, 1000, "");
+	struct workload *wl = tu_workload(false);
+	struct claim a = tu_task(4000, 1024, 1, 500, ""), b = tu_task(8000, 1024, 1, 1000, "");
 	for (int i = 0; i < 70000; i++)
 		workload_observe(wl, &a);
 	assert_true(wl->total <= WL_DECAY_AT);
@@ -162,12 +135,12 @@ static void test_decay_keeps_weights_bounded(void **state)
 static void test_eviction_when_full(void **state)
 {
 	(void)state;
-	struct workload *wl = new_wl(false);
-	struct claim heavy = task(1000, 0, 1, 1000, "");
+	struct workload *wl = tu_workload(false);
+	struct claim heavy = tu_task(1000, 0, 1, 1000, "");
 	for (int i = 0; i < 5; i++)
 		workload_observe(wl, &heavy);
 	for (int i = 0; i < WL_MAX_SHAPES + 50; i++) {
-		struct claim c = task(2000 + i, 0, 1, 300, "");
+		struct claim c = tu_task(2000 + i, 0, 1, 300, "");
 		workload_observe(wl, &c);
 	}
 	assert_int_equal(wl->nshapes, WL_MAX_SHAPES);

@@ -1,4 +1,4 @@
-/* Shared helpers for the cmocka unit tests: small node and claim builders. */
+/* Shared helpers for the cmocka unit tests: small node, claim and workload builders. */
 #ifndef GPU_TESTUTIL_H
 #define GPU_TESTUTIL_H
 
@@ -7,10 +7,13 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "claim.h"
 #include "gpu.h"
+#include "workload.h"
 
 /* A node with ndev identical devices, ids 0..ndev-1, no islands. */
 static inline struct gpu_node *tu_node(const char *name, int ndev, enum gpu_vendor v,
@@ -61,6 +64,39 @@ static inline struct claim tu_shared(uint32_t mib, uint32_t core)
 	c.mem_mib = mib;
 	c.core = core;
 	return c;
+}
+
+/*
+ * An openb-style task: host CPU (milli) and memory (MiB), count GPUs of milli
+ * each (below 1000: a share of one GPU), on one of models ("": any).
+ */
+static inline struct claim tu_task(int64_t cpu, int64_t mem, int count, uint32_t milli,
+				   const char *models)
+{
+	struct claim c;
+	claim_init(&c);
+	c.cpu_milli = cpu;
+	c.mem_mib_host = mem;
+	if (count > 0) {
+		c.count = count;
+		if (milli < GPU_CORE_FULL) {
+			c.mode = CLAIM_SHARED;
+			c.core = milli;
+		} else {
+			c.mode = CLAIM_EXCLUSIVE;
+		}
+		strncpy(c.models, models, sizeof(c.models) - 1);
+	}
+	return c;
+}
+
+/* A workload on the heap (it is large), with or without the prior; free() it. */
+static inline struct workload *tu_workload(bool prior)
+{
+	struct workload *wl = malloc(sizeof(*wl));
+	assert_non_null(wl);
+	workload_init(wl, prior);
+	return wl;
 }
 
 #endif
