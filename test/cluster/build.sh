@@ -29,6 +29,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=versions.env
 . "$here/versions.env"
+# shellcheck source=cluster.sh
+. "$here/cluster.sh"   # cluster_binary_versions
 
 print_bin_dir=0
 case ${1:-} in
@@ -63,16 +65,7 @@ build_key() {
   } | sha256sum | cut -d' ' -f1
 }
 
-print_versions() {
-  local b=$bin_dir
-  {
-    printf '  %-24s %s\n' kube-apiserver "$("$b/kube-apiserver" --version 2>&1)"
-    printf '  %-24s %s\n' kube-controller-manager "$("$b/kube-controller-manager" --version 2>&1)"
-    printf '  %-24s %s\n' kube-scheduler "$("$b/kube-scheduler" --version 2>&1)"
-    printf '  %-24s %s\n' kubectl "$("$b/kubectl" version --client 2>&1 | head -1)"
-    printf '  %-24s %s\n' etcd "$("$b/etcd" --version 2>&1 | head -1)"
-  } >&2
-}
+print_versions() { cluster_binary_versions "$bin_dir" '  ' >&2; }
 
 is_built() {
   [[ -f $stamp ]] && [[ $(cat "$stamp") == "$(build_key)" ]] || return 1

@@ -31,6 +31,8 @@
 #   cluster_add_cleanup CMD...    run CMD (eval'd) at the start of cluster_down
 #   cluster_env                   print `export VAR=...` lines for the variables below
 #   cluster_versions              print the version of every component
+#   cluster_binary_versions DIR [INDENT]
+#                                 print the version of each binary in DIR (build.sh)
 #   cluster_start_scheduler CONFIG [NAME]
 #                                 start kube-scheduler (NAME default "scheduler"; a
 #                                 second NAME starts a second instance) with the
@@ -61,6 +63,9 @@
 #                                 (use for the extender, the agent, ...). Prints nothing;
 #                                 the pid is in CLUSTER_LAST_PID.
 #   cluster_kill NAME             stop a spawned process (TERM, 10 s, KILL)
+#   cluster_kill9 NAME            SIGKILL its process group at once, like a crash, and
+#                                 wait up to 5 s for it to go; fails if it did not.
+#                                 It stays recorded (cluster_kill forgets it)
 #   cluster_alive NAME            true if that process is still running
 #   cluster_log NAME              path of its log (etcd, kube-apiserver,
 #                                 kube-controller-manager, scheduler NAME, spawn NAME)
@@ -161,28 +166,30 @@ _cluster_pid_of() {  # NAME -> latest pid recorded for NAME
   awk -v n="$1" '$1 == n {p=$2} END {if (p == "") exit 1; print p}' "$CLUSTER_DIR/pids"
 }
 
-# _cluster_stop_groups PGID...: TERM every group, wait up to 10 s, KILL the rest.
-_cluster_stop_groups() {
-  local pg left i
-  for pg in "$@"; do kill -TERM -- "-$pg" 2>/dev/null || true; done
-  for ((i = 0; i < 100; i++)); do
+# _cluster_wait_groups TENTHS PGID...: wait up to TENTHS x 0.1 s for the groups to end.
+_cluster_wait_groups() {
+  local n=$1 pg left i; shift
+  for ((i = 0; i < n; i++)); do
     left=0
     for pg in "$@"; do _cluster_group_alive "$pg" && left=1; done
     ((left)) || break
     sleep 0.1
   done
+  return 0
+}
+
+# _cluster_stop_groups PGID...: TERM every group, wait up to 10 s, KILL the rest.
+_cluster_stop_groups() {
+  local pg
+  for pg in "$@"; do kill -TERM -- "-$pg" 2>/dev/null || true; done
+  _cluster_wait_groups 100 "$@"
   for pg in "$@"; do
     if _cluster_group_alive "$pg"; then
       _cluster_err "process group $pg did not stop on TERM; killing it"
       kill -KILL -- "-$pg" 2>/dev/null || true
     fi
   done
-  for ((i = 0; i < 50; i++)); do
-    left=0
-    for pg in "$@"; do _cluster_group_alive "$pg" && left=1; done
-    ((left)) || break
-    sleep 0.1
-  done
+  _cluster_wait_groups 50 "$@"
   # Reap those that are our children (others are reaped by their parent/init).
   for pg in "$@"; do wait "$pg" 2>/dev/null || true; done
 }
@@ -206,6 +213,18 @@ cluster_kill() {
   # Forget it, so that cluster_down never signals a recycled process id.
   awk -v p="$pid" '$2 != p' "$CLUSTER_DIR/pids" >"$CLUSTER_DIR/pids.new" &&
     mv "$CLUSTER_DIR/pids.new" "$CLUSTER_DIR/pids"
+}
+
+cluster_kill9() {
+  local pid
+  pid=$(_cluster_pid_of "$1") || return 1
+  # (in a block with stderr closed: bash would report the killed job)
+  {
+    kill -KILL -- "-$pid"
+    _cluster_wait_groups 50 "$pid"
+    wait "$pid"
+  } 2>/dev/null
+  ! _cluster_group_alive "$pid"
 }
 
 cluster_alive() {
@@ -252,11 +271,7 @@ cluster_wait() {
 
 _cluster_absent() {  # KIND NAME [NS]
   local out
-  if [[ -n ${3:-} ]]; then
-    out=$(kubectl get "$1" "$2" -n "$3" --ignore-not-found -o name 2>/dev/null) || return 1
-  else
-    out=$(kubectl get "$1" "$2" --ignore-not-found -o name 2>/dev/null) || return 1
-  fi
+  out=$(kubectl get "$1" "$2" ${3:+-n "$3"} --ignore-not-found -o name 2>/dev/null) || return 1
   [[ -z $out ]]
 }
 
@@ -499,15 +514,7 @@ cluster_stop_apiserver() {
   [[ -n ${CLUSTER_DIR:-} ]] || { _cluster_err "cluster_stop_apiserver: no cluster"; return 1; }
   local pid
   pid=$(_cluster_pid_of kube-apiserver) || { _cluster_err "cluster_stop_apiserver: kube-apiserver is not running"; return 1; }
-  if [[ ${1:-} == --kill ]]; then
-    # (in a block with stderr closed: bash would report the killed job)
-    {
-      kill -KILL -- "-$pid"
-      local i
-      for ((i = 0; i < 50; i++)); do _cluster_group_alive "$pid" || break; sleep 0.1; done
-      wait "$pid"
-    } 2>/dev/null
-  fi
+  [[ ${1:-} == --kill ]] && cluster_kill9 kube-apiserver
   cluster_kill kube-apiserver
 }
 
@@ -695,13 +702,17 @@ cluster_env() {
   printf 'export PATH=%q:"$PATH"\n' "$CLUSTER_BIN"
 }
 
+cluster_binary_versions() {  # DIR [INDENT]
+  local b=$1 in=${2:-}
+  printf '%s%-24s %s\n' "$in" kube-apiserver "$("$b/kube-apiserver" --version 2>&1)"
+  printf '%s%-24s %s\n' "$in" kube-controller-manager "$("$b/kube-controller-manager" --version 2>&1)"
+  printf '%s%-24s %s\n' "$in" kube-scheduler "$("$b/kube-scheduler" --version 2>&1)"
+  printf '%s%-24s %s\n' "$in" kubectl "$("$b/kubectl" version --client 2>&1 | head -1)"
+  printf '%s%-24s %s\n' "$in" etcd "$("$b/etcd" --version 2>&1 | head -1)"
+}
+
 cluster_versions() {
-  local b=$CLUSTER_BIN
-  printf '%-24s %s\n' kube-apiserver "$("$b/kube-apiserver" --version 2>&1)"
-  printf '%-24s %s\n' kube-controller-manager "$("$b/kube-controller-manager" --version 2>&1)"
-  printf '%-24s %s\n' kube-scheduler "$("$b/kube-scheduler" --version 2>&1)"
-  printf '%-24s %s\n' kubectl "$("$b/kubectl" version --client 2>&1 | head -1)"
-  printf '%-24s %s\n' etcd "$("$b/etcd" --version 2>&1 | head -1)"
+  cluster_binary_versions "$CLUSTER_BIN"
   printf '%-24s %s\n' "server (live)" "$(kubectl version 2>/dev/null | grep -i '^server' || echo '?')"
 }
 

@@ -25,6 +25,11 @@ summary() {
   echo "smoke.sh took $((SECONDS - t_start))s"
   echo "$passed passed, $failed failed"
 }
+bail() {  # DESC: a step the rest needs failed; hand the counts to the parent
+  fail "$1"
+  echo "$passed $failed" >"$results_file"
+  exit 1
+}
 
 # The cluster runs in a child shell, so that the parent can check after its
 # teardown (its EXIT trap) that no process is left.
@@ -37,19 +42,11 @@ trap 'rm -f "$cluster_dir_file" "$results_file"' EXIT
   . "$here/cluster.sh"
 
   t0=$SECONDS
-  if ! "$here/build.sh"; then
-    fail "build the control-plane binaries"
-    echo "$passed $failed" >"$results_file"
-    exit 1
-  fi
+  "$here/build.sh" || bail "build the control-plane binaries"
   echo "build.sh (build or cache check) took $((SECONDS - t0))s"
 
   t0=$SECONDS
-  if ! cluster_up; then
-    fail "cluster_up"
-    echo "$passed $failed" >"$results_file"
-    exit 1
-  fi
+  cluster_up || bail "cluster_up"
   pass "cluster_up (etcd, kube-apiserver, kube-controller-manager ready in $((SECONDS - t0))s)"
   echo "$CLUSTER_DIR" >"$cluster_dir_file"
   echo "API server: $CLUSTER_API_URL   dir: $CLUSTER_DIR"
@@ -63,19 +60,20 @@ trap 'rm -f "$cluster_dir_file" "$results_file"' EXIT
     kubectl get serviceaccount default -n default
 
   # Identities: RBAC applies to the extender's token.
+  extender_is() { [[ $(kubectl_as extender auth whoami -o jsonpath='{.status.userInfo.username}') == "$1" ]]; }
+  extender_can_list_nodes() {  # yes|no
+    [[ $(kubectl_as extender auth can-i list nodes 2>/dev/null) == "$1" ]]
+  }
   check "extender identity is system:serviceaccount:gpu-system:gpu-extender" \
-    bash -c 'kubectl_as() { "$CLUSTER_BIN/kubectl" --kubeconfig="$CLUSTER_DIR/kubeconfig/$1.kubeconfig" "${@:2}"; }
-      kubectl_as extender auth whoami -o jsonpath="{.status.userInfo.username}" | grep -qx "system:serviceaccount:gpu-system:gpu-extender"'
-  check "extender cannot list nodes without RBAC" \
-    bash -c '[[ $("$CLUSTER_BIN/kubectl" --kubeconfig="$CLUSTER_EXTENDER_KUBECONFIG" auth can-i list nodes 2>/dev/null) == no ]]'
+    extender_is system:serviceaccount:gpu-system:gpu-extender
+  check "extender cannot list nodes without RBAC" extender_can_list_nodes no
   kubectl create namespace gpu-system >/dev/null
   kubectl create serviceaccount gpu-extender -n gpu-system >/dev/null
   kubectl create clusterrole smoke-node-reader --verb=get,list,watch --resource=nodes >/dev/null
   kubectl create clusterrolebinding smoke-node-reader --clusterrole=smoke-node-reader \
     --serviceaccount=gpu-system:gpu-extender >/dev/null
   check "extender can list nodes once its ServiceAccount is bound" \
-    cluster_wait 10 "RBAC for the extender" \
-    bash -c '[[ $("$CLUSTER_BIN/kubectl" --kubeconfig="$CLUSTER_EXTENDER_KUBECONFIG" auth can-i list nodes 2>/dev/null) == yes ]]'
+    cluster_wait 10 "RBAC for the extender" extender_can_list_nodes yes
 
   # Fake nodes.
   check "create node gpu-a1" cluster_create_gpu_node gpu-a1 gpu.scheduling/model=H100 --resource gpu.scheduling/gpu=8

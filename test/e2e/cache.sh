@@ -77,6 +77,12 @@ EOF
   echo "$f"
 }
 
+# filter_says URL NODES TEXT [FILTER FLAGS...]: the filter's answer for NODES has TEXT.
+filter_says() {
+  local url=$1 nodes=$2 text=$3; shift 3
+  cu filter "$url" "$nodes" "$@" | grep -qF -- "$text"
+}
+
 gns_patch() {  # NODE JSON_PATCH
   kubectl patch gpunodestatus "$1" --type=json -p "$2" >/dev/null
 }
@@ -214,8 +220,7 @@ if want 1; then
 
   # Node labels, through a GpuClaim's spec.selector.matchLabels.
   kubectl apply -f "$(claim red 1 '{"team":"red"}')" >/dev/null
-  cluster_wait 5 "GpuClaim red in the cache" bash -c \
-    "python3 $CU filter $URL c1 --claim ml/red | grep -q 'claim wants team=red'"
+  cluster_wait 5 "GpuClaim red in the cache" filter_says "$URL" c1 'claim wants team=red' --claim ml/red
   e2e_check "label a Node: a matchLabels claim passes it within 1 s" \
     change "label Node -> pass" "$URL" c1 pass --claim ml/red -- kubectl label node c1 team=red
   last_delay
@@ -254,8 +259,8 @@ if want 1; then
     change "GpuClaim count 8 -> reject" "$URL" a1 reject:"claim needs 8" --claim ml/quad -- \
     kubectl -n ml patch gpuclaim quad --type=merge -p '{"spec":{"devices":{"count":8}}}'
   last_delay
-  e2e_check "GpuClaim changed: the 8-GPU node a2 passes" bash -c \
-    "python3 $CU filter $URL a2,a1 --claim ml/quad | grep -q '\"NodeNames\": \[\"a2\"\]'"
+  e2e_check "GpuClaim changed: the 8-GPU node a2 passes" \
+    filter_says "$URL" a2,a1 '"NodeNames": ["a2"]' --claim ml/quad
   e2e_check "GpuClaim deleted: 'not found' within 1 s" \
     change "GpuClaim deleted -> reject" "$URL" a1 reject:"not found" --claim ml/quad -- \
     kubectl -n ml delete gpuclaim quad --wait=false
@@ -279,7 +284,7 @@ fi
 if want 2; then
   echo "== 2. kube-apiserver restarted mid-watch"
   for n in r1 r2 r3; do e2e_gpu_node $n 4; done
-  cluster_wait 10 "r1-r3 in the cache" bash -c "python3 $CU filter $URL r3 | grep -q '\"r3\"\]'"
+  cluster_wait 10 "r1-r3 in the cache" filter_says "$URL" r3 '"r3"]'
   restarts0=$(metric "$URL" gpu_extender_watch_restarts_total gpunodestatuses)
   relists0=$(metric "$URL" gpu_extender_relists_total gpunodestatuses)
   ext_pid=$(_cluster_pid_of ext)
@@ -360,7 +365,7 @@ if want 3; then
   CLUSTER_EXTENDER_KUBECONFIG=$WORK/proxy.kubeconfig e2e_start_extender ext410 ||
     { echo "cache: ext410 did not start"; e2e_summary; exit 1; }
   URL410=$E2E_URL
-  cluster_wait 10 "g3 in ext410's cache" bash -c "python3 $CU filter $URL410 g3 | grep -q '\"g3\"\]'"
+  cluster_wait 10 "g3 in ext410's cache" filter_says "$URL410" g3 '"g3"]'
   relists_gns0=$(metric "$URL410" gpu_extender_relists_total gpunodestatuses)
   relists_nodes0=$(metric "$URL410" gpu_extender_relists_total nodes)
   log410=$(cluster_log ext410)
@@ -381,7 +386,7 @@ if want 3; then
   # extender back only when its identity is authorized, so that the 410 is what it meets.
   cluster_wait 30 "the extender identity authorized again" kubectl_as extender get gpunodestatuses
   e2e_check "ext410 still has the deleted GpuNodeStatus g1 (it was cut off)" \
-    bash -c "python3 $CU filter $URL410 g1 | grep -q '\"g1\"\]'"
+    filter_says "$URL410" g1 '"g1"]'
   cu proxyctl "$PROXY_CTL" open >/dev/null
 
   check_410_logged() {
@@ -408,7 +413,7 @@ if want 3; then
   e2e_check "deletions in the gap recovered by the relist: cache == API server" converge "$URL410" "$URL"
   show_note
   e2e_check "g1 (GpuNodeStatus deleted in the gap) now rejected" \
-    bash -c "python3 $CU filter $URL410 g1 | grep -q 'no GpuNodeStatus'"
+    filter_says "$URL410" g1 'no GpuNodeStatus'
   cluster_kill ext410
 fi
 
@@ -437,9 +442,11 @@ if want 4; then
   }
   e2e_check "(a) one clear log line for the streak, not one per retry or resource" check_wrong_log
   show_note
-  e2e_check "(a) still alive: /healthz 200, /metrics ready 0, /filter refuses (not ready)" bash -c \
-    "[[ \$(curl -s $URL_ext_wrong/healthz) == ok ]] && curl -s $URL_ext_wrong/metrics | grep -q '^gpu_extender_ready 0' &&
-     python3 $CU filter $URL_ext_wrong a1 | grep -q 'not ready'"
+  check_wrong_alive() {
+    [[ $(curl -s "$URL_ext_wrong/healthz") == ok ]] && curl -s "$URL_ext_wrong/metrics" | grep -q '^gpu_extender_ready 0' &&
+      filter_says "$URL_ext_wrong" a1 'not ready'
+  }
+  e2e_check "(a) still alive: /healthz 200, /metrics ready 0, /filter refuses (not ready)" check_wrong_alive
   cluster_kill ext-wrong
 
   # (b) a token file that rotates to a wrong token and back. A token is checked

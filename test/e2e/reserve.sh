@@ -51,22 +51,21 @@ pool() {
 }
 pool_nodes() { local i s=""; for ((i = 1; i <= $2; i++)); do s+="${s:+,}$1-$i"; done; echo "$s"; }
 
+# begin NS POOL NODES COUNT [MODEL [ISLANDS [MIB]]]: a scenario starts: t0, the
+# namespace NS and a pool of nodes, whose names NODES lists.
+begin() {
+  t0=$SECONDS NS=$1
+  cluster_ensure_namespace "$NS" >/dev/null
+  pool "${@:2}" || echo "pool $2 failed"
+  NODES=$(pool_nodes "$2" "$3")
+}
+
 # An extender on a fixed port (restarts keep the URL the scheduler was given).
 start_ext() {  # NAME PORT
   cluster_spawn "$1" "$E2E_EXTENDER" serve --kubeconfig "$CLUSTER_EXTENDER_KUBECONFIG" \
     --listen "127.0.0.1:$2" --identity "$1" "${EXT_FLAGS[@]}"
-  disown "$CLUSTER_LAST_PID" 2>/dev/null   # no "Killed" job notices after kill9
+  disown "$CLUSTER_LAST_PID" 2>/dev/null   # no "Killed" job notices after cluster_kill9
   cluster_wait 30 "$1 ready" curl -sf "http://127.0.0.1:$2/readyz"
-}
-
-# kill -9 of a spawned process (cluster_kill sends TERM, which lets it finish a bind).
-kill9() {
-  local pid
-  pid=$(_cluster_pid_of "$1") || return 1
-  kill -KILL -- "-$pid" 2>/dev/null
-  local i
-  for ((i = 0; i < 50; i++)); do _cluster_group_alive "$pid" || return 0; sleep 0.1; done
-  return 1
 }
 
 # Sum of a counter (all label values, or those matching LABEL) on the extenders' /metrics.
@@ -76,6 +75,7 @@ metric() {  # NAME [LABEL_RE] URL...
   for u in "$@"; do curl -sf "$u/metrics"; done |
     awk -v n="$name" -v re="$re" '$1 ~ "^"n"({|$)" && (re == "" || $1 ~ re) {s += $2} END {printf "%d\n", s}'
 }
+conflicts() { metric gpu_extender_reservation_conflicts_total "" "$URL1" "$URL2"; }
 
 snapshot() {  # DIR
   mkdir -p "$1"
@@ -98,6 +98,11 @@ jfield() { python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(eval(sy
 
 count_bound() {  # NS
   kubectl -n "$1" get pods -o 'jsonpath={range .items[*]}{.spec.nodeName}{"\n"}{end}' | grep -c .
+}
+gpus_used_is() {  # WANT SUMMARY: the verifier's summary counts WANT GPUs in use
+  local used
+  used=$(jfield "$2" gpus_used)
+  [[ $used == "$1" ]] || { echo "$used of $1 GPUs in use ($2)"; return 1; }
 }
 
 # wait_settled NS STABLE TIMEOUT: until the bound count of NS has not changed for STABLE s.
@@ -148,6 +153,7 @@ for l in json.load(sys.stdin)["items"]:
         sys.exit(0)
 sys.exit(1)' "$1"
 }
+released() { ! held "$1"; }
 
 create_pods() {  # NS PREFIX SPEC [load flags]
   python3 "$LOAD" pods "$@" | kubectl create -f - >/dev/null
@@ -181,34 +187,24 @@ start_ext ext1 "$PORT1" && start_ext ext2 "$PORT2" || { echo "reserve: 0 passed,
 # (one schedulerName) race for every pod and every GPU, each through its own
 # extender replica.
 if want 1; then
-  t0=$SECONDS
-  NS=race-excl
-  cluster_ensure_namespace "$NS" >/dev/null
-  pool rx 6 4 || echo "pool rx failed"
-  RX_NODES=$(pool_nodes rx 6)
-  c0=$(metric gpu_extender_reservation_conflicts_total "" "$URL1" "$URL2")
+  begin race-excl rx 6 4
+  c0=$(conflicts)
   start_race_schedulers || echo "schedulers failed to start"
   # Created while both schedulers run: each pod reaches both queues at once, and
   # both pick the oldest first, so they race for the same pods (not only GPUs).
   create_pods "$NS" rx 100xgpu1,50xgpu2 --selector pool=rx --managed-every 2
   bound=$(wait_settled "$NS" $SETTLE 90)
-  c1=$(metric gpu_extender_reservation_conflicts_total "" "$URL1" "$URL2")
-  RX_CONFLICTS=$((c1 - c0))
+  RX_CONFLICTS=$(($(conflicts) - c0))
   e2e_check "race/exclusive: zero double allocations; ledgers, Leases and annotations agree" \
-    verify "$WORK/s1" --full-use "$NS" --nodes "$RX_NODES"
+    verify "$WORK/s1" --full-use "$NS" --nodes "$NODES"
   s=$(summary_of "$WORK/s1")
-  check_rx_full() {
-    local used
-    used=$(jfield "$s" gpus_used)
-    [[ $used == 24 ]] || { echo "$used of 24 GPUs in use ($s)"; return 1; }
-  }
-  e2e_check "race/exclusive: all 24 GPUs in use with pods pending" check_rx_full
+  e2e_check "race/exclusive: all 24 GPUs in use with pods pending" gpus_used_is 24 "$s"
   check_rx_conflicts() {
     ((RX_CONFLICTS > 0)) || { echo "no reservation conflicts: the race did not happen"; return 1; }
   }
   e2e_check "race/exclusive: the replicas really raced (reservation conflicts > 0)" check_rx_conflicts
   note "race/exclusive: 150 pods (100x1 + 50x2 GPUs) for 24 GPUs; $bound bound; conflicts $RX_CONFLICTS;" \
-    "both replicas bound the same pod $(same_pod_races $NS) times;" \
+    "both replicas bound the same pod $(same_pod_races "$NS") times;" \
     "binds ok ext1 $(metric gpu_extender_binds_total 'result="ok"' "$URL1") ext2 $(metric gpu_extender_binds_total 'result="ok"' "$URL2");" \
     "failed $(metric gpu_extender_binds_total 'result="(no_fit|conflict|error)"' "$URL1" "$URL2"); $((SECONDS - t0))s"
   note "race/exclusive summary: $s"
@@ -220,28 +216,18 @@ fi
 # 4 nodes x 2 GPUs of 81559 MiB; 30 pods asking gpu-core 30 + gpu-memory 20000
 # (at most 3 per GPU, by compute) and 6 exclusive 1-GPU pods on the same GPUs.
 if want 2; then
-  t0=$SECONDS
-  NS=race-shared
-  cluster_ensure_namespace "$NS" >/dev/null
-  pool rs 4 2 "NVIDIA H100 80GB HBM3" 1 81559 || echo "pool rs failed"
-  RS_NODES=$(pool_nodes rs 4)
-  c0=$(metric gpu_extender_reservation_conflicts_total "" "$URL1" "$URL2")
+  begin race-shared rs 4 2 "NVIDIA H100 80GB HBM3" 1 81559
+  c0=$(conflicts)
   start_race_schedulers || echo "schedulers failed to start"
   create_pods "$NS" rs 30xshared,6xgpu1 --selector pool=rs --managed-every 2
   bound=$(wait_settled "$NS" $SETTLE 90)
-  c1=$(metric gpu_extender_reservation_conflicts_total "" "$URL1" "$URL2")
-  RS_CONFLICTS=$((c1 - c0))
+  RS_CONFLICTS=$(($(conflicts) - c0))
   e2e_check "race/shared: memory and compute sums within capacity; no exclusive overlap" \
-    verify "$WORK/s2" --full-use "$NS" --nodes "$RS_NODES"
+    verify "$WORK/s2" --full-use "$NS" --nodes "$NODES"
   s=$(summary_of "$WORK/s2")
-  check_rs_full() {
-    local used
-    used=$(jfield "$s" gpus_used)
-    [[ $used == 8 ]] || { echo "$used of 8 GPUs in use ($s)"; return 1; }
-  }
-  e2e_check "race/shared: all 8 GPUs in use; no pending pod fits" check_rs_full
+  e2e_check "race/shared: all 8 GPUs in use; no pending pod fits" gpus_used_is 8 "$s"
   note "race/shared: 36 pods (30 shared + 6 exclusive) for 8 GPUs; $bound bound; conflicts $RS_CONFLICTS;" \
-    "both replicas bound the same pod $(same_pod_races $NS) times; $((SECONDS - t0))s"
+    "both replicas bound the same pod $(same_pod_races "$NS") times; $((SECONDS - t0))s"
   note "race/shared summary: $s"
   stop_schedulers
   cleanup_ns "$NS"
@@ -252,17 +238,12 @@ fi
 # is filtered and bound through a random replica, retried like kube-scheduler
 # while the filter still passes some node.
 if want 3; then
-  t0=$SECONDS
-  NS=binds
-  cluster_ensure_namespace "$NS" >/dev/null
-  pool rb 3 4 || echo "pool rb failed"
-  RB_NODES=$(pool_nodes rb 3)
-  c0=$(metric gpu_extender_reservation_conflicts_total "" "$URL1" "$URL2")
+  begin binds rb 3 4
+  c0=$(conflicts)
   create_pods "$NS" rb 40xgpu1 --scheduler none --managed-every 3
   kubectl -n "$NS" get pods -o json >"$WORK/s3-pods.json"
-  python3 "$LOAD" binds "$WORK/s3-pods.json" "$URL1,$URL2" "$RB_NODES" --threads 16 >"$WORK/s3-load.json"
-  c1=$(metric gpu_extender_reservation_conflicts_total "" "$URL1" "$URL2")
-  RB_CONFLICTS=$((c1 - c0))
+  python3 "$LOAD" binds "$WORK/s3-pods.json" "$URL1,$URL2" "$NODES" --threads 16 >"$WORK/s3-load.json"
+  RB_CONFLICTS=$(($(conflicts) - c0))
   load=$(cat "$WORK/s3-load.json")
   check_rb_counts() {
     local ok fail api
@@ -273,7 +254,7 @@ if want 3; then
   }
   e2e_check "binds: exactly as many succeed as GPUs (12 of 40)" check_rb_counts
   e2e_check "binds: pods that got an Error stay unbound; the others are where /bind said" failed_unbound "$load" "$NS"
-  e2e_check "binds: zero double allocations" verify "$WORK/s3" --full-use "$NS" --nodes "$RB_NODES"
+  e2e_check "binds: zero double allocations" verify "$WORK/s3" --full-use "$NS" --nodes "$NODES"
   note "binds: 40 pods, 12 GPUs, 16 threads, 2 replicas: $(jfield "$load" 'binds') binds" \
     "($(jfield "$load" 'bind_errors') refused, $(jfield "$load" 'retried') of them on a retry), $(jfield "$load" 'filters') filters;" \
     "conflicts $RB_CONFLICTS; $((SECONDS - t0))s"
@@ -293,11 +274,7 @@ fi
 # end: no double allocation; past the reaper's bound, no reservation of a
 # pod that is not bound to that node; every pod but the abandoned ones bound.
 if want 4; then
-  t0=$SECONDS
-  NS=crash
-  cluster_ensure_namespace "$NS" >/dev/null
-  pool rc 10 8 || echo "pool rc failed"
-  RC_NODES=$(pool_nodes rc 10)
+  begin crash rc 10 8
   stop_schedulers
   cluster_alive ext2 && cluster_kill ext2
   e2e_start_scheduler sched1 "$URL1" || echo "sched1 failed to start"
@@ -332,16 +309,16 @@ json.dump({"apiVersion": "v1", "kind": "List", "items": out}, sys.stdout)' "$@"
   kubectl -n "$NS" get pods -l e2e=rd -o json >"$WORK/s4-rd.json"
   kubectl -n "$NS" get pods -l e2e=ra -o json >"$WORK/s4-ra.json"
   LOADERS=()
-  kill9 ext1
+  cluster_kill9 ext1
   for ((k = 0; k < 8; k++)); do
     slice "$k" 4 "$WORK/s4-pods.json" | kubectl create -f - >/dev/null
     slice "$k" 4 "$WORK/s4-rd.json" 2 "$WORK/s4-ra.json" >"$WORK/s4-direct-$k.json"
     start_ext ext1 "$PORT1" || echo "ext1 did not restart"
-    python3 "$LOAD" binds "$WORK/s4-direct-$k.json" "$URL1" "$RC_NODES" --threads 6 --deadline 60 \
+    python3 "$LOAD" binds "$WORK/s4-direct-$k.json" "$URL1" "$NODES" --threads 6 --deadline 60 \
       >"$WORK/s4-load-$k.json" &
     LOADERS+=($!)
     sleep "$(printf '0.%02d' $((5 + RANDOM % 30)))"
-    kill9 ext1 || echo "ext1 did not die"
+    cluster_kill9 ext1 || echo "ext1 did not die"
     KILLS=$((KILLS + 1))
     for d in $(dangling); do DANGLING[$d]=1; done
   done
@@ -353,14 +330,15 @@ json.dump({"apiVersion": "v1", "kind": "List", "items": out}, sys.stdout)' "$@"
     kubectl -n "$NS" get pods -o 'jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName}{"\n"}{end}' |
       awk '$2 == "" && $1 !~ /^ra-/ {print $1}'
   }
-  cluster_wait 45 "every pod bound" bash -c "$(declare -f unbound_left); NS=$NS; [[ -z \$(unbound_left) ]]"
+  all_bound() { [[ -z $(unbound_left) ]]; }
+  cluster_wait 45 "every pod bound" all_bound
   bound=$(count_bound "$NS")
   # The reaper's bound: a reservation cut off by the last kill is gone
   # REAP_BOUND s after the restart.
   left=$((t_last + REAP_BOUND - SECONDS))
   ((left > 0)) && sleep $left
   e2e_check "crash: zero double allocations; nothing leaked past the reaper's bound" \
-    verify "$WORK/s4" --settled --full-use "$NS" --nodes "$RC_NODES" --skip-pending '^ra-'
+    verify "$WORK/s4" --settled --full-use "$NS" --nodes "$NODES" --skip-pending '^ra-'
   s=$(summary_of "$WORK/s4")
   load=$(cat "$WORK"/s4-load-*.json | python3 -c '
 import json, sys
@@ -385,7 +363,7 @@ print(json.dumps(t))')
     [[ $# == 2 && -n $1 && -n $2 ]] || { echo "want a watched and an unwatched unbound pod, got '$*'"; return 1; }
     for p in "$@"; do
       [[ -z $(e2e_pod_node "$NS" "$p") ]] || { echo "$p is bound"; return 1; }
-      python3 "$LOAD" inject "$NS" "$p" "$RC_NODES" >/dev/null || return 1
+      python3 "$LOAD" inject "$NS" "$p" "$NODES" >/dev/null || return 1
       uids+=" $(kubectl -n "$NS" get pod "$p" -o 'jsonpath={.metadata.uid}')"
     done
     t_inj=$SECONDS
@@ -394,8 +372,7 @@ print(json.dumps(t))')
       held "$u" || { echo "reservation of $u released before the bind timeout ($((SECONDS - t_inj)) s)"; return 1; }
     done
     for u in $uids; do
-      cluster_wait $((REAP_BOUND - (SECONDS - t_inj))) "reservation of $u released" \
-        bash -c "$(declare -f held); ! held $u" || return 1
+      cluster_wait $((REAP_BOUND - (SECONDS - t_inj))) "reservation of $u released" released "$u" || return 1
     done
     echo "$((SECONDS - t_inj))" >"$WORK/s4-timeout-release"
   }
@@ -427,16 +404,13 @@ fi
 # finished is only looked up once its reservation is bind-timeout old), and
 # four new pods then get exactly those GPUs.
 if want 5; then
-  t0=$SECONDS
-  NS=release
-  cluster_ensure_namespace "$NS" >/dev/null
-  pool rr 2 4 || echo "pool rr failed"
-  RR_NODES=$(pool_nodes rr 2)
+  begin release rr 2 4
   cluster_alive ext1 || start_ext ext1 "$PORT1"
   cluster_alive scheduler-sched1 || e2e_start_scheduler sched1 "$URL1"
   # --managed-every 2 on a shuffled list: read back which pods are labelled.
   create_pods "$NS" rr 8xgpu1 --selector pool=rr --managed-every 2
-  e2e_check "release: 8 pods bound" cluster_wait 60 "8 bound" bash -c "[[ \$(kubectl -n $NS get pods -o 'jsonpath={range .items[*]}{.spec.nodeName}{\"\\n\"}{end}' | grep -c .) == 8 ]]"
+  bound_is() { [[ $(count_bound "$NS") == "$1" ]]; }
+  e2e_check "release: 8 pods bound" cluster_wait 60 "8 bound" bound_is 8
   mapfile -t MANAGED < <(kubectl -n "$NS" get pods -l gpu.scheduling/managed=true -o 'jsonpath={range .items[*]}{.metadata.name}{"\n"}{end}')
   mapfile -t PLAIN < <(kubectl -n "$NS" get pods -l 'gpu.scheduling/managed!=true' -o 'jsonpath={range .items[*]}{.metadata.name}{"\n"}{end}')
   declare -A HOW=([${MANAGED[0]}]=deleted [${PLAIN[0]}]=deleted [${MANAGED[1]}]=succeeded [${PLAIN[1]}]=succeeded)
@@ -479,7 +453,7 @@ if want 5; then
     done
   }
   e2e_check "release: four new pods get the four freed GPUs" check_new
-  e2e_check "release: ledgers and Leases consistent afterwards" verify "$WORK/s5" --settled --full-use "$NS" --nodes "$RR_NODES"
+  e2e_check "release: ledgers and Leases consistent afterwards" verify "$WORK/s5" --settled --full-use "$NS" --nodes "$NODES"
   note "release: released after (s since the deletes/patches):$RELEASE_TIMES; $((SECONDS - t0))s"
 fi
 

@@ -16,6 +16,9 @@ e2e_start_extender ext --reap-interval 2 || { echo "scheduling: 0 passed, 1 fail
 e2e_start_scheduler sched "$E2E_URL" || { echo "scheduling: 0 passed, 1 failed (scheduler)"; exit 1; }
 
 bound() { [[ -n $(e2e_pod_node "$1" "$2") ]]; }
+claim_status_is() {  # NAME PHASE/NODE: the GpuClaim ml/NAME's status
+  [[ $(kubectl -n ml get gclaim "$1" -o jsonpath='{.status.phase}/{.status.nodeName}') == "$2" ]]
+}
 
 # --- binpack (the default): 1-GPU pods fill one node before the next ---
 for i in 1 2 3 4; do e2e_pod ml bp$i '{"gpu.scheduling/gpu":"1"}'; done
@@ -58,8 +61,9 @@ events_of() {
   kubectl -n ml get events --field-selector "involvedObject.name=$1,reason=FailedScheduling" \
     -o jsonpath='{.items[*].message}'
 }
+events_have() { events_of "$1" | grep -q "$2"; }   # POD TEXT
 check_pending_reason() {
-  cluster_wait 20 "FailedScheduling for huge" bash -c "$(declare -f events_of); events_of huge | grep -q 'claim needs 16'" || return 1
+  cluster_wait 20 "FailedScheduling for huge" events_have huge 'claim needs 16' || return 1
   [[ -z $(e2e_pod_node ml huge) ]] || { echo "huge was bound"; return 1; }
   events_of huge | head -c 400; echo
 }
@@ -86,8 +90,7 @@ check_claim() {
   ids=$(e2e_ann ml claimed gpu.scheduling/allocated); ids=${ids#*:}
   a=${ids%,*}; b=${ids#*,}
   (( a / 4 == b / 4 )) || { echo "ids $ids span islands"; return 1; }
-  cluster_wait 10 "GpuClaim status Bound" bash -c \
-    "[[ \$(kubectl -n ml get gclaim pair -o jsonpath='{.status.phase}/{.status.nodeName}') == Bound/gpu-c ]]"
+  cluster_wait 10 "GpuClaim status Bound" claim_status_is pair Bound/gpu-c
 }
 e2e_check "GpuClaim with Required topology lands on one island; status Bound" check_claim
 check_claim_phases() {
@@ -109,8 +112,7 @@ spec:
   devices: {count: 1, vendor: amd}
 YAML
 e2e_pod ml wantsamd '{"gpu.scheduling/claim":"1"}' '{"gpu.scheduling/claim":"amd-only"}'
-e2e_check "unresolvable reason (wrong vendor) in the event" cluster_wait 20 "amd reason" bash -c \
-  "$(declare -f events_of); events_of wantsamd | grep -q 'no amd GPU'"
+e2e_check "unresolvable reason (wrong vendor) in the event" cluster_wait 20 "amd reason" events_have wantsamd 'no amd GPU'
 # A bind the node cannot take (asked directly, as a racing scheduler might): Failed, with why.
 check_claim_failed() {
   local uid out
@@ -118,8 +120,7 @@ check_claim_failed() {
   out=$(curl -s -X POST "$E2E_URL/bind" \
     -d "{\"PodName\":\"wantsamd\",\"PodNamespace\":\"ml\",\"PodUID\":\"$uid\",\"Node\":\"gpu-c\"}")
   [[ $out == *'"Error":"'?* ]] || { echo "bind answered: $out"; return 1; }
-  cluster_wait 10 "GpuClaim amd-only Failed" bash -c \
-    "[[ \$(kubectl -n ml get gclaim amd-only -o jsonpath='{.status.phase}/{.status.nodeName}') == Failed/gpu-c ]]" || return 1
+  cluster_wait 10 "GpuClaim amd-only Failed" claim_status_is amd-only Failed/gpu-c || return 1
   echo "message: $(kubectl -n ml get gclaim amd-only -o jsonpath='{.status.message}')"
 }
 e2e_check "a failed bind sets the GpuClaim Failed, with the reason" check_claim_failed
