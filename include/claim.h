@@ -59,6 +59,8 @@ int claim_copy(struct claim *dst, const struct claim *src);
 int claim_add_match(struct claim *c, const char *key, const char *value);
 
 bool claim_wants_gpu(const struct claim *c);
+/* The mode as GpuClaims and reservations spell it: Exclusive, Shared or MIG. */
+const char *claim_mode_name(enum claim_mode m);
 /* Whether its fit reads a node's labels or device strings (model, architecture, MIG profile). */
 bool claim_reads_node_strings(const struct claim *c);
 /* TASK_KIND_* bit of this claim. */

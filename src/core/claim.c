@@ -53,6 +53,11 @@ bool claim_wants_gpu(const struct claim *c)
 	return c->mode != CLAIM_NONE && c->count > 0;
 }
 
+const char *claim_mode_name(enum claim_mode m)
+{
+	return m == CLAIM_SHARED ? "Shared" : m == CLAIM_MIG ? "MIG" : "Exclusive";
+}
+
 bool claim_reads_node_strings(const struct claim *c)
 {
 	return c->models[0] || c->arch[0] || c->nmatch > 0;

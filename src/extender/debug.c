@@ -72,7 +72,7 @@ static void write_node(struct buf *out, const struct cache_node *cn)
 		buf_printf(out, "\"%s/%s\",\"uid\":", a->ns, a->name);
 		buf_add_json_str(out, a->uid);
 		buf_printf(out, ",\"devices\":\"%s\",\"mode\":\"%s\",\"memoryMiB\":%u,\"corePercent\":%.1f,\"since\":%lld}",
-			   ids, a->mode == CLAIM_SHARED ? "Shared" : a->mode == CLAIM_MIG ? "MIG" : "Exclusive",
+			   ids, claim_mode_name(a->mode),
 			   a->mem_mib, a->core / 10.0, (long long)a->since);
 	}
 	buf_adds(out, "]}");

@@ -89,11 +89,6 @@ void ledger_microtime(char *out, size_t size)
 	snprintf(out, size, "%s.%06ldZ", base, (long)tv.tv_usec);
 }
 
-static const char *mode_name(enum claim_mode m)
-{
-	return m == CLAIM_SHARED ? "Shared" : m == CLAIM_MIG ? "MIG" : "Exclusive";
-}
-
 static int decode_entry(const cJSON *j, struct ledger_entry *e, char *err, size_t errlen)
 {
 	memset(e, 0, sizeof(*e));
@@ -177,7 +172,7 @@ static int encode_list(const struct ledger *l, struct buf *out)
 			buf_adds(out, ",\"claim\":");
 			buf_add_json_str(out, e->claim);
 		}
-		buf_printf(out, ",\"mode\":\"%s\",\"devices\":[", mode_name(e->a.mode));
+		buf_printf(out, ",\"mode\":\"%s\",\"devices\":[", claim_mode_name(e->a.mode));
 		for (int k = 0; k < e->a.ndev; k++)
 			buf_printf(out, "%s%d", k ? "," : "", e->a.ids[k]);
 		buf_printf(out, "],\"memoryMiB\":%u,\"coreMilli\":%u,\"since\":%lld}", e->a.mem_mib, e->a.core,
