@@ -191,9 +191,16 @@ def inject_on(ns, pod, uid, node):
     ids = [d["id"] for d in json.loads(out)["status"]["devices"]]
     for attempt in range(20):
         rc, out, err = kubectl(["-n", "gpu-system", "get", "lease", "gpu-ledger." + node, "-o", "json"])
-        if rc:
+        if rc and "NotFound" not in err:
             sys.exit("inject: " + err)
-        lease = json.loads(out)
+        # A node nothing was ever reserved on has no ledger yet: create it,
+        # as the extender's first reservation there would.
+        lease = json.loads(out) if rc == 0 else {
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "gpu-ledger." + node, "namespace": "gpu-system",
+                         "labels": {"gpu.scheduling/ledger": "true"},
+                         "annotations": {"gpu.scheduling/node": node}},
+            "spec": {"holderIdentity": "e2e-inject"}}
         anns = lease["metadata"]["annotations"]
         entries = json.loads(anns.get("gpu.scheduling/reservations") or "[]")
         used = {d for e in entries for d in e["devices"]}
@@ -203,10 +210,11 @@ def inject_on(ns, pod, uid, node):
         entries.append({"uid": uid, "namespace": ns, "pod": pod, "mode": "Exclusive", "devices": [free[0]],
                         "memoryMiB": 0, "coreMilli": 0, "since": int(time.time())})
         anns["gpu.scheduling/reservations"] = json.dumps(entries, separators=(",", ":"))
-        rc, out, err = kubectl(["replace", "-f", "-"], json.dumps(lease))
+        rc, out, err = kubectl(["replace" if "resourceVersion" in lease["metadata"] else "create", "-f", "-"],
+                               json.dumps(lease))
         if rc == 0:
             break
-        if "the object has been modified" not in err and "Conflict" not in err:
+        if not any(m in err for m in ("the object has been modified", "Conflict", "AlreadyExists")):
             sys.exit("inject: " + err)
         time.sleep(0.1)
     else:
