@@ -28,12 +28,10 @@ cd "$(dirname "$0")/../.."
 . test/cluster/cluster.sh
 . test/e2e/lib.sh
 
-SCENARIOS=${CACHE_SCENARIOS:-1 2 3 4 5}
-want() { [[ " $SCENARIOS " == *" $1 "* ]]; }
+E2E_SCENARIOS=${CACHE_SCENARIOS:-1 2 3 4 5}
 T_START=$SECONDS
 CU=test/e2e/cache_util.py
 cu() { python3 "$CU" "$@"; }
-note() { echo "  .. $*"; }
 # A command line that runs a lib.sh/cluster.sh function in a fresh bash (for
 # cache_util.py, which times the command it runs).
 LIBSH=(bash -c '. test/cluster/cluster.sh && . test/e2e/lib.sh && "$@"' libsh)
@@ -63,7 +61,7 @@ change() {
   ((rc == 0)) && printf '%-36s %s\n' "$label" "$out" >>"$WORK/delays"
   return $rc
 }
-last_delay() { note "$(tail -1 "$WORK/delays" | sed 's/  */ /g')"; }
+last_delay() { e2e_note "$(tail -1 "$WORK/delays" | sed 's/  */ /g')"; }
 
 # A GpuClaim in namespace ml: claim NAME COUNT [MATCH_LABELS_JSON] writes its
 # manifest to $WORK/claim-NAME.json and prints that path; apply it with kubectl.
@@ -165,7 +163,7 @@ NOTE_FAILED=0
 show_note() {  # the timing lines of the last wait_readyz or converge (when it passed)
   local l
   if ((E2E_FAILED == NOTE_FAILED)); then
-    while IFS= read -r l; do note "${l:0:240}"; done <"$WORK/last_note" 2>/dev/null
+    while IFS= read -r l; do e2e_note "${l:0:240}"; done <"$WORK/last_note" 2>/dev/null
   fi
   NOTE_FAILED=$E2E_FAILED
   rm -f "$WORK/last_note"
@@ -211,7 +209,7 @@ e2e_gpu_node a2 8
 e2e_start_extender ext || { echo "cache: 0 passed, 1 failed (extender)"; exit 1; }
 URL=$E2E_URL
 
-if want 1; then
+if e2e_want 1; then
   echo "== 1. changes reach the filter within a second"
   # Node and GpuNodeStatus created: from "no GpuNodeStatus" to passing.
   e2e_check "create Node + GpuNodeStatus: filter passes it within 1 s" \
@@ -281,7 +279,7 @@ fi
 # ================================================================================
 # 2. kube-apiserver killed and restarted mid-watch
 # ================================================================================
-if want 2; then
+if e2e_want 2; then
   echo "== 2. kube-apiserver restarted mid-watch"
   for n in r1 r2 r3; do e2e_gpu_node $n 4; done
   cluster_wait 10 "r1-r3 in the cache" filter_says "$URL" r3 '"r3"]'
@@ -297,7 +295,7 @@ if want 2; then
   gns_patch r2 '[{"op":"replace","path":"/status/devices/1/health","value":"Unhealthy"}]'
   cluster_stop_apiserver --kill
   t_down=$(date +%s%N)
-  note "kube-apiserver killed (SIGKILL)"
+  e2e_note "kube-apiserver killed (SIGKILL)"
 
   # While it is down: the extender serves from its cache, and etcd changes under it.
   check_serving_while_down() {
@@ -318,7 +316,7 @@ if want 2; then
   sleep 1
 
   cluster_start_apiserver || { echo "cache: kube-apiserver did not come back"; e2e_summary; exit 1; }
-  note "kube-apiserver back, $((($(date +%s%N) - t_down) / 1000000)) ms after it was killed"
+  e2e_note "kube-apiserver back, $((($(date +%s%N) - t_down) / 1000000)) ms after it was killed"
   # Changes right after it is back.
   e2e_gpu_node r5 4
   kubectl delete gpunodestatus r4 --wait=false >/dev/null
@@ -344,14 +342,14 @@ if want 2; then
     monitor_report mon
   }
   e2e_check "extender never crashed: same process, /healthz 200 throughout" check_no_crash
-  note "$(monitor_report mon)"
+  e2e_note "$(monitor_report mon)"
   cluster_kill mon
 fi
 
 # ================================================================================
 # 3. A compacted resourceVersion (410) handled by a relist
 # ================================================================================
-if want 3; then
+if e2e_want 3; then
   echo "== 3. 410: a compacted resourceVersion makes the extender relist"
   # The extender reaches the API server through a proxy that can cut it off. While
   # it is cut off: a GpuNodeStatus and a Node are deleted (it misses the DELETED
@@ -381,7 +379,7 @@ if want 3; then
   cluster_stop_apiserver --kill
   cluster_start_apiserver || { echo "cache: kube-apiserver did not come back"; e2e_summary; exit 1; }
   rev=$(cu etcd "$CLUSTER_ETCD_URL" compact)
-  note "etcd compacted at revision $rev (physical)"
+  e2e_note "etcd compacted at revision $rev (physical)"
   # The restarted API server answers 403 until its RBAC caches are filled; let the
   # extender back only when its identity is authorized, so that the 410 is what it meets.
   cluster_wait 30 "the extender identity authorized again" kubectl_as extender get gpunodestatuses
@@ -420,7 +418,7 @@ fi
 # ================================================================================
 # 4. Token problems
 # ================================================================================
-if want 4; then
+if e2e_want 4; then
   echo "== 4. wrong, rotated and unauthorized credentials"
   # (a) a wrong static token in the kubeconfig.
   kubeconfig_variant "$WORK/wrong.kubeconfig" --token "wrong-$(openssl rand -hex 8)"
@@ -509,7 +507,7 @@ fi
 # ================================================================================
 # 5. A relist that breaks off after its first page loses nothing
 # ================================================================================
-if want 5; then
+if e2e_want 5; then
   echo "== 5. a paged relist that breaks off keeps the objects of the pages it missed"
   # 600 GpuNodeStatuses (8 GPUs each): the reflector lists them in two pages of
   # at most 500. A relist is forced (a 401 streak: wrong token, connections cut,
@@ -542,7 +540,7 @@ PY
     pids+=($!)
   done
   wait "${pids[@]}"
-  note "$BULK GpuNodeStatuses created in $((SECONDS - t0))s"
+  e2e_note "$BULK GpuNodeStatuses created in $((SECONDS - t0))s"
   start_proxy px-page || { echo "cache: proxy failed"; e2e_summary; exit 1; }
   cp "$CLUSTER_EXTENDER_TOKEN_FILE" "$WORK/page.token"
   kubeconfig_variant "$WORK/page.kubeconfig" --server "$PROXY_URL" --token-file "$WORK/page.token"

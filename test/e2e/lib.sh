@@ -3,6 +3,8 @@
 #
 #   e2e_check NAME CMD...      run CMD; count and print a PASS/FAIL line
 #   e2e_summary                print "N passed, N failed"; exit status 1 on failures
+#   e2e_want N                 true when scenario N is among $E2E_SCENARIOS
+#   e2e_note TEXT...           print a figure the run measured ("  .. TEXT"), not a check
 #   e2e_setup                  cluster up, deploy/ CRDs and RBAC, namespace ml
 #   e2e_gns NODE COUNT [MODEL [ISLANDS [MEMORY_MIB]]]
 #                              create/replace a GpuNodeStatus: COUNT NVIDIA devices,
@@ -41,6 +43,9 @@ e2e_summary() {
   echo "$(basename "$0" .sh): $E2E_PASSED passed, $E2E_FAILED failed"
   ((E2E_FAILED == 0))
 }
+
+e2e_want() { [[ " $E2E_SCENARIOS " == *" $1 "* ]]; }
+e2e_note() { echo "  .. $*"; }
 
 e2e_setup() {
   cluster_up || return 1

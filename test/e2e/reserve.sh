@@ -13,8 +13,7 @@ cd "$(dirname "$0")/../.."
 . test/cluster/cluster.sh
 . test/e2e/lib.sh
 
-SCENARIOS=${RESERVE_SCENARIOS:-1 2 3 4 5}
-want() { [[ " $SCENARIOS " == *" $1 "* ]]; }
+E2E_SCENARIOS=${RESERVE_SCENARIOS:-1 2 3 4 5}
 T_START=$SECONDS
 # Small bounds so that the reaper's work is visible within the suite's time.
 BIND_TIMEOUT=5
@@ -34,7 +33,6 @@ e2e_setup || { echo "reserve: 0 passed, 1 failed (cluster setup)"; exit 1; }
 WORK=$CLUSTER_DIR/reserve
 mkdir -p "$WORK"
 
-note() { echo "  .. $*"; }
 # Binds of one pod by both replicas at once (the loser's POST binding got 409).
 same_pod_races() {  # NS
   cat "$(cluster_log ext1)" "$(cluster_log ext2)" | grep "pod=$1/" | grep -c 'already assigned to node'
@@ -186,7 +184,7 @@ start_ext ext1 "$PORT1" && start_ext ext2 "$PORT2" || { echo "reserve: 0 passed,
 # 6 nodes x 4 GPUs; 150 pods of 1 or 2 GPUs (200 GPUs asked); both schedulers
 # (one schedulerName) race for every pod and every GPU, each through its own
 # extender replica.
-if want 1; then
+if e2e_want 1; then
   begin race-excl rx 6 4
   c0=$(conflicts)
   start_race_schedulers || echo "schedulers failed to start"
@@ -206,11 +204,11 @@ if want 1; then
       { echo "no ledger conflict and no pod bound by both: the race did not happen"; return 1; }
   }
   e2e_check "race/exclusive: the replicas really raced (ledger conflicts or same-pod binds > 0)" check_rx_raced
-  note "race/exclusive: 150 pods (100x1 + 50x2 GPUs) for 24 GPUs; $bound bound; conflicts $RX_CONFLICTS;" \
+  e2e_note "race/exclusive: 150 pods (100x1 + 50x2 GPUs) for 24 GPUs; $bound bound; conflicts $RX_CONFLICTS;" \
     "both replicas bound the same pod $(same_pod_races "$NS") times;" \
     "binds ok ext1 $(metric gpu_extender_binds_total 'result="ok"' "$URL1") ext2 $(metric gpu_extender_binds_total 'result="ok"' "$URL2");" \
     "failed $(metric gpu_extender_binds_total 'result="(no_fit|conflict|error)"' "$URL1" "$URL2"); $((SECONDS - t0))s"
-  note "race/exclusive summary: $s"
+  e2e_note "race/exclusive summary: $s"
   stop_schedulers
   cleanup_ns "$NS"
 fi
@@ -218,7 +216,7 @@ fi
 # ==== 2. race, shared ===============================================================
 # 4 nodes x 2 GPUs of 81559 MiB; 30 pods asking gpu-core 30 + gpu-memory 20000
 # (at most 3 per GPU, by compute) and 6 exclusive 1-GPU pods on the same GPUs.
-if want 2; then
+if e2e_want 2; then
   begin race-shared rs 4 2 "NVIDIA H100 80GB HBM3" 1 81559
   c0=$(conflicts)
   start_race_schedulers || echo "schedulers failed to start"
@@ -229,9 +227,9 @@ if want 2; then
     verify "$WORK/s2" --full-use "$NS" --nodes "$NODES"
   s=$(summary_of "$WORK/s2")
   e2e_check "race/shared: all 8 GPUs in use; no pending pod fits" gpus_used_is 8 "$s"
-  note "race/shared: 36 pods (30 shared + 6 exclusive) for 8 GPUs; $bound bound; conflicts $RS_CONFLICTS;" \
+  e2e_note "race/shared: 36 pods (30 shared + 6 exclusive) for 8 GPUs; $bound bound; conflicts $RS_CONFLICTS;" \
     "both replicas bound the same pod $(same_pod_races "$NS") times; $((SECONDS - t0))s"
-  note "race/shared summary: $s"
+  e2e_note "race/shared summary: $s"
   stop_schedulers
   cleanup_ns "$NS"
 fi
@@ -240,7 +238,7 @@ fi
 # 3 nodes x 4 GPUs; 40 one-GPU pods of a schedulerName nobody serves; each pod
 # is filtered and bound through a random replica, retried like kube-scheduler
 # while the filter still passes some node.
-if want 3; then
+if e2e_want 3; then
   begin binds rb 3 4
   c0=$(conflicts)
   create_pods "$NS" rb 40xgpu1 --scheduler none --managed-every 3
@@ -258,7 +256,7 @@ if want 3; then
   e2e_check "binds: exactly as many succeed as GPUs (12 of 40)" check_rb_counts
   e2e_check "binds: pods that got an Error stay unbound; the others are where /bind said" failed_unbound "$load" "$NS"
   e2e_check "binds: zero double allocations" verify "$WORK/s3" --full-use "$NS" --nodes "$NODES"
-  note "binds: 40 pods, 12 GPUs, 16 threads, 2 replicas: $(jfield "$load" 'binds') binds" \
+  e2e_note "binds: 40 pods, 12 GPUs, 16 threads, 2 replicas: $(jfield "$load" 'binds') binds" \
     "($(jfield "$load" 'bind_errors') refused, $(jfield "$load" 'retried') of them on a retry), $(jfield "$load" 'filters') filters;" \
     "conflicts $RB_CONFLICTS; $((SECONDS - t0))s"
   cleanup_ns "$NS"
@@ -276,7 +274,7 @@ fi
 # binds began, and restarted on the same port. 80 pods for 80 GPUs. In the
 # end: no double allocation; past the reaper's bound, no reservation of a
 # pod that is not bound to that node; every pod but the abandoned ones bound.
-if want 4; then
+if e2e_want 4; then
   begin crash rc 10 8
   stop_schedulers
   cluster_alive ext2 && cluster_kill ext2
@@ -392,7 +390,7 @@ print(json.dumps(t))')
     check_timeout_release "$RA_M" "$RA_P"
   CUT=$(grep 'Error scheduling pod' "$(cluster_log sched1)" | grep 'pod="crash/' | grep -cE '/bind\\?": .*(EOF|connection reset)')
   rel() { grep 'released a reservation' "$(cluster_log ext1)" | grep 'pod=crash/' | grep -c "$1"; }
-  note "crash: $KILLS kill -9 of ext1; requests cut off: $CUT /bind from sched1, $(jfield "$load" cut) from the direct client;" \
+  e2e_note "crash: $KILLS kill -9 of ext1; requests cut off: $CUT /bind from sched1, $(jfield "$load" cut) from the direct client;" \
     "${#DANGLING[@]} reservations found without their binding right after a kill (${!DANGLING[*]});" \
     "released: $(rel 'not bound in time') for bind timeout, $(rel 'instead') after the pod was bound elsewhere;" \
     "$(grep 'pod=crash/' "$(cluster_log ext1)" | grep -c 'retried=yes') binds reused their reservation;" \
@@ -409,7 +407,7 @@ fi
 # reaper's bound (REAP_BOUND + 3 s; an unwatched pod that
 # finished is only looked up once its reservation is bind-timeout old), and
 # four new pods then get exactly those GPUs.
-if want 5; then
+if e2e_want 5; then
   begin release rr 2 4
   cluster_alive ext1 || start_ext ext1 "$PORT1"
   cluster_alive scheduler-sched1 || e2e_start_scheduler sched1 "$URL1"
@@ -460,7 +458,7 @@ if want 5; then
   }
   e2e_check "release: four new pods get the four freed GPUs" check_new
   e2e_check "release: ledgers and Leases consistent afterwards" verify "$WORK/s5" --settled --full-use "$NS" --nodes "$NODES"
-  note "release: released after (s since the deletes/patches):$RELEASE_TIMES; $((SECONDS - t0))s"
+  e2e_note "release: released after (s since the deletes/patches):$RELEASE_TIMES; $((SECONDS - t0))s"
 fi
 
 stop_schedulers
