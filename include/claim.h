@@ -67,8 +67,13 @@ bool claim_reads_node_strings(const struct claim *c);
 uint32_t claim_task_kind(const struct claim *c);
 /* GPU demand in milli-GPU (count * 1000 for whole devices). */
 int64_t claim_gpu_milli(const struct claim *c);
-
-/* One short human description, e.g. "2 nvidia GPUs >= 24576 MiB". */
-void claim_describe(const struct claim *c, char *out, size_t size);
+/*
+ * An openb task as the FGD benchmark reads one: host CPU (milli) and memory
+ * (MiB); count GPUs of milli each, below GPU_CORE_FULL a share of one GPU;
+ * on one of models ('|'-separated, "" any, cut to fit). No GPU when count or
+ * milli is 0.
+ */
+void claim_from_task(struct claim *c, int64_t cpu_milli, int64_t mem_mib, int count, uint32_t milli,
+		     const char *models);
 
 #endif

@@ -21,12 +21,13 @@
 int inventory_load(struct cache *c, const char *path, char *err, size_t errlen);
 
 /*
- * Reads only the nodes (labels and devices merged by node name, host
- * capacity from the Nodes' status.allocatable), for the simulator. *out is an array of *n nodes the caller frees with
- * inventory_free_nodes(). Returns 0 or -1 with err set.
+ * Parses only the nodes of an inventory's text (labels and devices merged by
+ * node name, host capacity from the Nodes' status.allocatable), for the
+ * simulator, which has read the file already. *out is an array of *n nodes
+ * the caller frees with inventory_free_nodes(). Returns 0 or -1 with err set.
  */
-int inventory_read_nodes(const char *path, struct gpu_node ***out, size_t *n,
-			 char *err, size_t errlen);
+int inventory_parse_nodes(const char *text, size_t len, struct gpu_node ***out, size_t *n,
+			  char *err, size_t errlen);
 void inventory_free_nodes(struct gpu_node **nodes, size_t n);
 
 #endif

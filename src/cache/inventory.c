@@ -222,12 +222,12 @@ int inventory_load(struct cache *c, const char *path, char *err, size_t errlen)
 	return rc;
 }
 
-int inventory_read_nodes(const char *path, struct gpu_node ***out, size_t *n,
-			 char *err, size_t errlen)
+int inventory_parse_nodes(const char *text, size_t len, struct gpu_node ***out, size_t *n,
+			  char *err, size_t errlen)
 {
 	*out = NULL;
 	*n = 0;
-	cJSON *root = yamljson_load(path, INVENTORY_MAX_BYTES, err, errlen);
+	cJSON *root = yamljson_parse(text, len, err, errlen);
 	if (!root)
 		return -1;
 	struct node_list l;

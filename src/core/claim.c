@@ -81,26 +81,20 @@ int64_t claim_gpu_milli(const struct claim *c)
 	return (int64_t)c->count * GPU_CORE_FULL;
 }
 
-void claim_describe(const struct claim *c, char *out, size_t size)
+void claim_from_task(struct claim *c, int64_t cpu_milli, int64_t mem_mib, int count, uint32_t milli,
+		     const char *models)
 {
-	if (!claim_wants_gpu(c)) {
-		snprintf(out, size, "no GPU");
+	claim_init(c);
+	c->cpu_milli = cpu_milli;
+	c->mem_mib_host = mem_mib;
+	if (count <= 0 || !milli)
 		return;
+	c->count = count;
+	if (milli < GPU_CORE_FULL) {
+		c->mode = CLAIM_SHARED;
+		c->core = milli;
+	} else {
+		c->mode = CLAIM_EXCLUSIVE;
 	}
-	size_t n = 0;
-#define ADD(...) do { int w_ = snprintf(out + n, size - n, __VA_ARGS__); \
-		if (w_ > 0) n = (size_t)w_ < size - n ? n + (size_t)w_ : size - 1; } while (0)
-	const char *kind = c->mode == CLAIM_MIG ? " MIG instance" : " GPU";
-	ADD("%d%s%s%s", c->count, c->vendor ? " " : "", gpu_vendor_name(c->vendor), kind);
-	if (c->count != 1)
-		ADD("s");
-	if (c->models[0])
-		ADD(" of model %s", c->models);
-	if (c->arch[0])
-		ADD(" arch %s", c->arch);
-	if (c->min_mem_mib)
-		ADD(" >= %u MiB", c->min_mem_mib);
-	if (c->mode == CLAIM_SHARED)
-		ADD(", sharing %u MiB and %u%% compute each", c->mem_mib, (c->core + 9) / 10);
-#undef ADD
+	snprintf(c->models, sizeof(c->models), "%s", models);
 }

@@ -89,7 +89,7 @@ int *sim_arrivals(const struct sim_trace *tr, int64_t capacity, double tune, uin
 	sim_rng_seed(&r, seed);
 	double target = tune * (double)capacity;
 	double demand = (double)tr->gpu_milli;
-	/* How many extra draws we may need: bounded by the target over the smallest demand. */
+	/* Room for the tasks and a few inflated draws; doubled when inflating needs more. */
 	size_t cap = (size_t)tr->ntask + 16;
 	int *order = malloc(cap * sizeof(*order));
 	if (!order)

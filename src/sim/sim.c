@@ -293,10 +293,9 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Quantile q of v[n] (sorted in place), linear between order statistics. */
-static double quantile(double *v, int n, double q)
+/* Quantile q of the sorted v[n], linear between order statistics. */
+static double quantile(const double *v, int n, double q)
 {
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
 	double pos = q * (n - 1);
 	int i = (int)pos;
 	if (i >= n - 1)
@@ -312,6 +311,7 @@ static void series_of(const struct opts *o, const struct sim_result *res, int p,
 	for (int b = 0; b < SIM_NBINS; b++) {
 		for (int s = 0; s < o->seeds; s++)
 			v[s] = 100.0 - res[p * o->seeds + s].alloc[b];
+		qsort(v, (size_t)o->seeds, sizeof(*v), cmp_double);
 		out->median[b] = quantile(v, o->seeds, 0.5);
 		out->lo[b] = quantile(v, o->seeds, 0.25);
 		out->hi[b] = quantile(v, o->seeds, 0.75);

@@ -5,8 +5,10 @@
  */
 #include "inventory.h"
 #include "sim_impl.h"
+#include "strmap.h"
 #include "strnum.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,15 +113,15 @@ static bool field_i64(const struct csv *c, int i, int64_t min, int64_t max, int6
 	return *out >= min && *out <= max;
 }
 
-static char *slurp(const char *path, char *err, size_t errsz)
+/* The whole file in b (NUL-terminated); 0 or -1 with err set. */
+static int slurp(const char *path, struct buf *b, char *err, size_t errsz)
 {
-	struct buf b;
-	buf_init(&b, TRACE_MAX_BYTES);
-	if (buf_read_file(&b, path, err, errsz)) {
-		buf_release(&b);
-		return NULL;
+	buf_init(b, TRACE_MAX_BYTES);
+	if (buf_read_file(b, path, err, errsz)) {
+		buf_release(b);
+		return -1;
 	}
-	return buf_detach(&b, NULL);
+	return 0;
 }
 
 /* Puts "PATH: " before the reason already in err. */
@@ -229,39 +231,44 @@ fail:
 	return -1;
 }
 
-int sim_read_nodes(const char *path, struct sim_cluster *out, char *err, size_t errsz)
+/* The standalone inventory (a Kubernetes List of Node / GpuNodeStatus). */
+static int inventory_nodes(struct buf *b, struct sim_cluster *out, char *err, size_t errsz)
 {
-	memset(out, 0, sizeof(*out));
-	char *text = slurp(path, err, errsz);
-	if (!text)
+	if (b->len > INVENTORY_MAX_BYTES) {
+		snprintf(err, errsz, "an inventory is limited to %u bytes", INVENTORY_MAX_BYTES);
 		return -1;
-	const char *p = text;
-	while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
-		p++;
-	bool csv = !(*p == '{' || *p == '[' || !strncmp(p, "apiVersion", 10) ||
-		     !strncmp(p, "kind", 4) || !strncmp(p, "---", 3) || !strncmp(p, "items", 5));
-	if (csv) {
-		int rc = sim_parse_nodes(text, out, err, errsz);
-		free(text);
-		if (rc)
-			err_in(path, err, errsz);
-		return rc;
 	}
-	free(text);
-	/* The standalone inventory (a Kubernetes List of Node / GpuNodeStatus). */
 	struct gpu_node **nodes;
 	size_t n;
-	if (inventory_read_nodes(path, &nodes, &n, err, errsz))
+	if (inventory_parse_nodes(buf_cstr(b), b->len, &nodes, &n, err, errsz))
 		return -1;
 	if (!n) {
 		free(nodes);
-		snprintf(err, errsz, "%s: no nodes", path);
+		snprintf(err, errsz, "no nodes");
 		return -1;
 	}
 	out->nodes = nodes;
 	out->nnode = (int)n;
 	cluster_capacity(out);
 	return 0;
+}
+
+int sim_read_nodes(const char *path, struct sim_cluster *out, char *err, size_t errsz)
+{
+	memset(out, 0, sizeof(*out));
+	struct buf b;
+	if (slurp(path, &b, err, errsz))
+		return -1;
+	const char *p = buf_cstr(&b);
+	while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+		p++;
+	bool csv = !(*p == '{' || *p == '[' || !strncmp(p, "apiVersion", 10) ||
+		     !strncmp(p, "kind", 4) || !strncmp(p, "---", 3) || !strncmp(p, "items", 5));
+	int rc = csv ? sim_parse_nodes(buf_cstr(&b), out, err, errsz) : inventory_nodes(&b, out, err, errsz);
+	buf_release(&b);
+	if (rc)
+		err_in(path, err, errsz);
+	return rc;
 }
 
 /* ---- pods ---- */
@@ -275,67 +282,30 @@ void sim_trace_release(struct sim_trace *t)
 	memset(t, 0, sizeof(*t));
 }
 
-static bool same_claim(const struct claim *a, const struct claim *b)
+/*
+ * The index of c among the distinct claims (added when new). shapes maps
+ * the fields a trace row sets (see csv_claim) to index + 1.
+ */
+static int shape_index(struct sim_trace *t, struct strmap *shapes, int *cap, const struct claim *c)
 {
-	return a->mode == b->mode && a->count == b->count && a->core == b->core &&
-	       a->cpu_milli == b->cpu_milli && a->mem_mib_host == b->mem_mib_host &&
-	       !strcmp(a->models, b->models);
-}
-
-static uint64_t claim_hash(const struct claim *c)
-{
-	uint64_t h = 1469598103934665603ULL;
-	uint64_t v[4] = { (uint64_t)c->mode << 32 | (uint64_t)c->count, c->core,
-			  (uint64_t)c->cpu_milli, (uint64_t)c->mem_mib_host };
-	for (int i = 0; i < 4; i++)
-		h = (h ^ v[i]) * 1099511628211ULL;
-	for (const char *s = c->models; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-	return h ^ (h >> 29);
-}
-
-/* The distinct claims, by an open-addressing table of shape indices. */
-struct shape_set {
-	int *slot;        /* -1 empty */
-	size_t nslot;
-	int cap;
-};
-
-static int shape_index(struct sim_trace *t, struct shape_set *ss, const struct claim *c)
-{
-	if ((size_t)t->nshape * 2 >= ss->nslot) {
-		size_t ns = ss->nslot ? ss->nslot * 2 : 1024;
-		int *slot = malloc(ns * sizeof(*slot));
-		if (!slot)
-			return -1;
-		for (size_t i = 0; i < ns; i++)
-			slot[i] = -1;
-		for (int i = 0; i < t->nshape; i++) {
-			size_t h = claim_hash(&t->shapes[i]) & (ns - 1);
-			while (slot[h] >= 0)
-				h = (h + 1) & (ns - 1);
-			slot[h] = i;
-		}
-		free(ss->slot);
-		ss->slot = slot;
-		ss->nslot = ns;
-	}
-	size_t h = claim_hash(c) & (ss->nslot - 1);
-	while (ss->slot[h] >= 0) {
-		if (same_claim(&t->shapes[ss->slot[h]], c))
-			return ss->slot[h];
-		h = (h + 1) & (ss->nslot - 1);
-	}
-	if (t->nshape == ss->cap) {
-		int cap = ss->cap ? ss->cap * 2 : 64;
-		struct claim *v = realloc(t->shapes, (size_t)cap * sizeof(*v));
+	char key[sizeof(c->models) + 96];
+	snprintf(key, sizeof(key), "%d/%d/%u/%lld/%lld/%s", (int)c->mode, c->count, c->core,
+		 (long long)c->cpu_milli, (long long)c->mem_mib_host, c->models);
+	intptr_t known = (intptr_t)strmap_get(shapes, key);
+	if (known)
+		return (int)known - 1;
+	if (t->nshape == *cap) {
+		int ncap = *cap ? *cap * 2 : 64;
+		struct claim *v = realloc(t->shapes, (size_t)ncap * sizeof(*v));
 		if (!v)
 			return -1;
 		t->shapes = v;
-		ss->cap = cap;
+		*cap = ncap;
 	}
+	void *old;
+	if (strmap_put(shapes, key, (void *)(intptr_t)(t->nshape + 1), &old))
+		return -1;
 	t->shapes[t->nshape] = *c;
-	ss->slot[h] = t->nshape;
 	return t->nshape++;
 }
 
@@ -355,24 +325,12 @@ static int csv_claim(const struct csv *c, const int *col, struct claim *cl, char
 		snprintf(err, errsz, "line %d: gpu_spec too long", c->line);
 		return -1;
 	}
-	claim_init(cl);
-	cl->cpu_milli = cpu;
-	cl->mem_mib_host = mem;
-	if (num > 0 && milli > 0) {
-		cl->count = (int)num;
-		if (milli < GPU_CORE_FULL) {
-			if (num != 1) {
-				snprintf(err, errsz, "line %d: a GPU share (gpu_milli %lld) of %lld GPUs",
-					 c->line, (long long)milli, (long long)num);
-				return -1;
-			}
-			cl->mode = CLAIM_SHARED;
-			cl->core = (uint32_t)milli;
-		} else {
-			cl->mode = CLAIM_EXCLUSIVE;
-		}
-		str_copy(cl->models, sizeof(cl->models), spec);
+	if (num > 1 && milli > 0 && milli < GPU_CORE_FULL) {
+		snprintf(err, errsz, "line %d: a GPU share (gpu_milli %lld) of %lld GPUs", c->line,
+			 (long long)milli, (long long)num);
+		return -1;
 	}
+	claim_from_task(cl, cpu, mem, (int)num, (uint32_t)milli, spec);
 	return 0;
 }
 
@@ -385,8 +343,9 @@ int sim_parse_pods(const char *text, struct sim_trace *out, char *err, size_t er
 	int col[5];
 	if (csv_header(&c, "pod list", names, 5, 1u << 4, col, err, errsz))   /* gpu_spec optional */
 		return -1;
-	struct shape_set ss = { 0 };
-	int cap = 0;
+	struct strmap shapes;
+	strmap_init(&shapes);
+	int cap = 0, shape_cap = 0;
 	while (csv_next(&c)) {
 		if (out->ntask == cap) {
 			cap = cap ? cap * 2 : 1024;
@@ -400,7 +359,7 @@ int sim_parse_pods(const char *text, struct sim_trace *out, char *err, size_t er
 		struct claim cl;
 		if (csv_claim(&c, col, &cl, err, errsz))
 			goto fail;
-		int s = shape_index(out, &ss, &cl);
+		int s = shape_index(out, &shapes, &shape_cap, &cl);
 		if (s < 0) {
 			snprintf(err, errsz, "out of memory");
 			goto fail;
@@ -414,10 +373,10 @@ int sim_parse_pods(const char *text, struct sim_trace *out, char *err, size_t er
 		snprintf(err, errsz, "pod list has no pods");
 		goto fail;
 	}
-	free(ss.slot);
+	strmap_release(&shapes);
 	return 0;
 fail:
-	free(ss.slot);
+	strmap_release(&shapes);
 	sim_trace_release(out);
 	return -1;
 }
@@ -425,11 +384,11 @@ fail:
 int sim_read_pods(const char *path, struct sim_trace *out, char *err, size_t errsz)
 {
 	memset(out, 0, sizeof(*out));
-	char *text = slurp(path, err, errsz);
-	if (!text)
+	struct buf b;
+	if (slurp(path, &b, err, errsz))
 		return -1;
-	int rc = sim_parse_pods(text, out, err, errsz);
-	free(text);
+	int rc = sim_parse_pods(buf_cstr(&b), out, err, errsz);
+	buf_release(&b);
 	if (rc)
 		err_in(path, err, errsz);
 	return rc;

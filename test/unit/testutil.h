@@ -67,26 +67,15 @@ static inline struct claim tu_shared(uint32_t mib, uint32_t core)
 }
 
 /*
- * An openb-style task: host CPU (milli) and memory (MiB), count GPUs of milli
- * each (below 1000: a share of one GPU), on one of models ("": any).
+ * An openb task, by the simulator's own rule (claim_from_task): host CPU
+ * (milli) and memory (MiB), count GPUs of milli each (below 1000: a share
+ * of one GPU), on one of models ("": any).
  */
 static inline struct claim tu_task(int64_t cpu, int64_t mem, int count, uint32_t milli,
 				   const char *models)
 {
 	struct claim c;
-	claim_init(&c);
-	c.cpu_milli = cpu;
-	c.mem_mib_host = mem;
-	if (count > 0) {
-		c.count = count;
-		if (milli < GPU_CORE_FULL) {
-			c.mode = CLAIM_SHARED;
-			c.core = milli;
-		} else {
-			c.mode = CLAIM_EXCLUSIVE;
-		}
-		strncpy(c.models, models, sizeof(c.models) - 1);
-	}
+	claim_from_task(&c, cpu, mem, count, milli, models);
 	return c;
 }
 
