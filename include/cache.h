@@ -36,9 +36,6 @@ struct alloc {
 	int64_t since;             /* unix seconds when reserved */
 };
 
-/* Fills a from a claim and the devices of f on n. */
-void alloc_from_fit(struct alloc *a, const struct gpu_node *n, const struct claim *c,
-		    const struct fit *f);
 /* "0,1" of a's ids. */
 void alloc_ids(const struct alloc *a, char *out, size_t size);
 /* Adds / removes a's usage on the devices of n (ids n lacks are skipped). */

@@ -23,6 +23,9 @@ struct bind_request {
 	struct policy_ctx policy;    /* how to choose the devices on the node */
 };
 
+/* The allocation a bind of req makes with the devices of f on n: reserved now. */
+void bind_alloc(struct alloc *a, const struct bind_request *req, const struct gpu_node *n, const struct fit *f);
+
 /* Returns a BIND_* result (metrics.h); on failure err says why in one line. */
 typedef int (*extender_bind_fn)(void *ctx, const struct bind_request *req, char *err, size_t errlen);
 

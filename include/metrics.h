@@ -30,7 +30,6 @@ enum { BIND_OK = 0, BIND_NO_FIT, BIND_CONFLICT, BIND_ERROR };
 enum { RES_NODES = 0, RES_GNS, RES_GPUCLAIMS, RES_PODS, RES_LEASES, RES_COUNT };
 enum { REL_POD_GONE = 0, REL_POD_FINISHED, REL_BIND_TIMEOUT, REL_BIND_FAILED };
 
-const char *metrics_verb_name(enum metric_verb v);
 /* Records one served request: its verb, HTTP status and duration. */
 void metrics_request(enum metric_verb v, int status, double seconds);
 void metrics_inc(enum metric_counter m, int label);

@@ -38,17 +38,6 @@ struct cache {
 	uint64_t gen[CACHE_KINDS];    /* current relist generation per kind */
 };
 
-void alloc_from_fit(struct alloc *a, const struct gpu_node *n, const struct claim *c,
-		    const struct fit *f)
-{
-	a->mode = c->mode;
-	a->mem_mib = c->mode == CLAIM_SHARED ? c->mem_mib : 0;
-	a->core = c->mode == CLAIM_SHARED ? c->core : 0;
-	a->ndev = f->ndev;
-	for (int k = 0; k < f->ndev; k++)
-		a->ids[k] = n->dev[f->dev[k]].id;
-}
-
 void alloc_ids(const struct alloc *a, char *out, size_t size)
 {
 	size_t len = 0;

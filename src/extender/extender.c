@@ -50,6 +50,19 @@ static struct wl_copy *wl_acquire(struct extender *x)
 	return w;
 }
 
+/* Makes a copy of the master mix the current one; returns the replaced copy. Under wl_lock. */
+static struct wl_copy *wl_publish(struct extender *x)
+{
+	struct wl_copy *w = malloc(sizeof(*w));
+	if (!w)
+		return NULL;
+	atomic_init(&w->refs, 1);
+	memcpy(&w->wl, &x->wl_master, sizeof(w->wl));
+	struct wl_copy *old = x->wl_current;
+	x->wl_current = w;
+	return old;
+}
+
 /* Learns a scheduled pod's shape; publishes a new copy when the mix moved. */
 static void wl_observe(struct extender *x, const struct claim *c)
 {
@@ -57,15 +70,8 @@ static void wl_observe(struct extender *x, const struct claim *c)
 	uint32_t before = x->wl_master.version;
 	workload_observe(&x->wl_master, c);
 	struct wl_copy *old = NULL;
-	if (x->wl_master.version != before || !x->wl_current) {
-		struct wl_copy *w = malloc(sizeof(*w));
-		if (w) {
-			atomic_init(&w->refs, 1);
-			memcpy(&w->wl, &x->wl_master, sizeof(w->wl));
-			old = x->wl_current;
-			x->wl_current = w;
-		}
-	}
+	if (x->wl_master.version != before || !x->wl_current)
+		old = wl_publish(x);
 	pthread_mutex_unlock(&x->wl_lock);
 	wl_copy_release(old);
 }
@@ -86,11 +92,7 @@ struct extender *extender_new(const struct extender_opts *opts)
 	}
 	pthread_mutex_init(&x->wl_lock, NULL);
 	workload_init(&x->wl_master, true);
-	x->wl_current = malloc(sizeof(*x->wl_current));
-	if (x->wl_current) {
-		atomic_init(&x->wl_current->refs, 1);
-		memcpy(&x->wl_current->wl, &x->wl_master, sizeof(x->wl_master));
-	}
+	wl_publish(x);   /* none yet: replaces nothing */
 	return x;
 }
 
@@ -339,11 +341,14 @@ static enum policy_id claim_policy(const struct extender *x, const struct claim 
 
 /* ---- the node loops of filter and prioritize ----------------------------- */
 
-/* Whether the nodes of one state share their results in this request (class_memo.h). */
-static bool results_by_state(const struct verb_args *a, enum policy_id policy)
+/*
+ * Whether the nodes of one state share their fit in this request
+ * (class_memo.h). Filter needs only the fit; prioritize also needs its
+ * policy to read nothing but the state (policy_flags() == 0).
+ */
+static bool fit_by_state(const struct verb_args *a)
 {
-	return a->claim_ok && claim_wants_gpu(&a->claim) && !claim_reads_node_strings(&a->claim) &&
-	       !policy_flags(policy);
+	return a->claim_ok && claim_wants_gpu(&a->claim) && !claim_reads_node_strings(&a->claim);
 }
 
 /* What the filter and prioritize node loops share. */
@@ -354,11 +359,11 @@ struct node_loop {
 };
 
 /* Room for the request's nodes, and a memo when their results go by state. 0, or -1 (no memory). */
-static int loop_init(struct node_loop *l, const struct verb_args *a, enum policy_id policy)
+static int loop_init(struct node_loop *l, const struct verb_args *a, bool by_state)
 {
 	l->a = a;
 	l->node = malloc(((size_t)a->n + 1) * sizeof(*l->node));
-	if (results_by_state(a, policy) && (l->memo = malloc(sizeof(*l->memo))))
+	if (by_state && (l->memo = malloc(sizeof(*l->memo))))
 		class_memo_init(l->memo);
 	return l->node ? 0 : -1;
 }
@@ -410,8 +415,23 @@ struct filter_job {
 		bool unresolvable;
 	} *v;
 	struct buf reasons;        /* the reasons of rejected nodes, NUL-separated */
+	int32_t invalid_reason;    /* offset of the reason for every node when the claim is invalid, or -1 */
+	int32_t no_status_reason;  /* offset of the reason for nodes without a GpuNodeStatus, or -1 */
 	bool oom;
 };
+
+/* Rejects with the reason at *at, which goes into j->reasons the first time only. */
+static void reject_unresolvable(struct filter_job *j, int32_t *at, const char *reason, struct class_result *r)
+{
+	if (*at < 0) {
+		*at = (int32_t)j->reasons.len;
+		if (buf_add(&j->reasons, reason, strlen(reason) + 1))
+			j->oom = true;
+	}
+	r->ok = false;
+	r->unresolvable = true;
+	r->reason = *at;
+}
 
 /*
  * Decides one node into r; the reason of a failure goes to j->reasons.
@@ -422,35 +442,35 @@ static bool filter_node(void *job, const struct cache_node *cn, struct class_res
 {
 	struct filter_job *j = job;
 	const struct verb_args *a = j->l.a;
-	struct fit f;
-	bool shared = true;
 	*r = (struct class_result){ .ok = true, .reason = -1 };
 	if (!a->claim_ok) {
-		f.unresolvable = true;
-		snprintf(f.reason, sizeof(f.reason), "pod's GPU request is invalid: %s", a->claim_err);
-	} else if (!claim_wants_gpu(&a->claim)) {
+		char why[sizeof(((struct fit *)0)->reason)];
+		snprintf(why, sizeof(why), "pod's GPU request is invalid: %s", a->claim_err);
+		reject_unresolvable(j, &j->invalid_reason, why, r);
 		return true;
-	} else if (!cn || !cn->has_gns) {
-		f.unresolvable = true;
-		snprintf(f.reason, sizeof(f.reason),
-			 "no GpuNodeStatus for this node (no GPUs reported; is gpu-agent running there?)");
-	} else if (fit_possible(cn->node, &a->claim)) {
-		/* Filter needs no device choice: the cheap check first, the reason only on failure. */
-		return true;
-	} else {
-		struct gpu_node *own = without_own(cn, a->ref.uid);
-		shared = !own;
-		bool ok = fit_node(own ? own : cn->node, &a->claim, j->pack, &f);
-		gpu_node_free(own);
-		if (ok)
-			return shared;
 	}
-	r->ok = false;
-	r->unresolvable = f.unresolvable;
-	r->reason = (int32_t)j->reasons.len;
-	if (buf_add(&j->reasons, f.reason, strlen(f.reason) + 1))
-		j->oom = true;
-	return shared;
+	if (!claim_wants_gpu(&a->claim))
+		return true;
+	if (!cn || !cn->has_gns) {
+		reject_unresolvable(j, &j->no_status_reason,
+				    "no GpuNodeStatus for this node (no GPUs reported; is gpu-agent running there?)", r);
+		return true;
+	}
+	/* Filter needs no device choice: the cheap check first, the reason only on failure. */
+	if (fit_possible(cn->node, &a->claim))
+		return true;
+	struct gpu_node *own = without_own(cn, a->ref.uid);
+	struct fit f;
+	bool ok = fit_node(own ? own : cn->node, &a->claim, j->pack, &f);
+	gpu_node_free(own);
+	if (!ok) {
+		r->ok = false;
+		r->unresolvable = f.unresolvable;
+		r->reason = (int32_t)j->reasons.len;
+		if (buf_add(&j->reasons, f.reason, strlen(f.reason) + 1))
+			j->oom = true;
+	}
+	return !own;
 }
 
 static void filter_nodes(struct filter_job *j)
@@ -485,7 +505,7 @@ void extender_filter(void *ctx, const struct http_request *req, struct http_resp
 {
 	struct extender *x = ctx;
 	struct verb_args a;
-	struct filter_job j = { .l.a = &a };
+	struct filter_job j = { .l.a = &a, .invalid_reason = -1, .no_status_reason = -1 };
 	if (not_ready(x, resp, 200))
 		return;
 	buf_init(&j.reasons, (size_t)1 << 28);
@@ -494,7 +514,7 @@ void extender_filter(void *ctx, const struct http_request *req, struct http_resp
 	enum policy_id policy = claim_policy(x, &a.claim);
 	j.pack = policy == POLICY_SPREAD ? PACK_SPREAD : PACK_BINPACK;
 	j.v = malloc(((size_t)a.n + 1) * sizeof(*j.v));
-	if (loop_init(&j.l, &a, policy) || !j.v) {
+	if (loop_init(&j.l, &a, fit_by_state(&a)) || !j.v) {
 		httpd_error(resp, 500, "out of memory");
 		goto out;
 	}
@@ -610,7 +630,7 @@ void extender_prioritize(void *ctx, const struct http_request *req, struct http_
 	j.raw = calloc((size_t)a.n + 1, sizeof(*j.raw));
 	j.ok = calloc((size_t)a.n + 1, sizeof(*j.ok));
 	score = calloc((size_t)a.n + 1, sizeof(*score));
-	if (loop_init(&j.l, &a, policy) || !j.raw || !j.ok || !score) {
+	if (loop_init(&j.l, &a, fit_by_state(&a) && !policy_flags(policy)) || !j.raw || !j.ok || !score) {
 		httpd_error(resp, 500, "out of memory");
 		goto out;
 	}
@@ -651,6 +671,22 @@ out:
 }
 
 /* ---- bind ---------------------------------------------------------------- */
+
+void bind_alloc(struct alloc *a, const struct bind_request *req, const struct gpu_node *n, const struct fit *f)
+{
+	const struct claim *c = req->claim;
+	memset(a, 0, sizeof(*a));
+	snprintf(a->uid, sizeof(a->uid), "%s", req->uid);
+	snprintf(a->ns, sizeof(a->ns), "%s", req->ns);
+	snprintf(a->name, sizeof(a->name), "%s", req->name);
+	a->since = (int64_t)time(NULL);
+	a->mode = c->mode;
+	a->mem_mib = c->mode == CLAIM_SHARED ? c->mem_mib : 0;
+	a->core = c->mode == CLAIM_SHARED ? c->core : 0;
+	a->ndev = f->ndev;
+	for (int k = 0; k < f->ndev; k++)
+		a->ids[k] = n->dev[f->dev[k]].id;
+}
 
 static void bind_reply(struct http_response *resp, const char *err)
 {
@@ -738,12 +774,7 @@ int extender_bind_local(void *ctx, const struct bind_request *req, char *err, si
 		snprintf(err, errlen, "node %s no longer fits: %s", req->node, f.reason);
 		rc = BIND_NO_FIT;
 	} else {
-		memset(&a, 0, sizeof(a));
-		snprintf(a.uid, sizeof(a.uid), "%s", req->uid);
-		snprintf(a.ns, sizeof(a.ns), "%s", req->ns);
-		snprintf(a.name, sizeof(a.name), "%s", req->name);
-		a.since = (int64_t)time(NULL);
-		alloc_from_fit(&a, n, req->claim, &f);
+		bind_alloc(&a, req, n, &f);
 		if (cache_add_alloc(c, req->node, &a)) {
 			snprintf(err, errlen, "out of memory");
 			rc = BIND_ERROR;
@@ -785,8 +816,7 @@ static bool fits_without(const struct cache_node *cn, const struct claim *c, con
 		for (int k = 0; k < nv; k++)
 			if (!strcmp(cn->allocs[i].uid, uids[k]))
 				alloc_unapply(n, &cn->allocs[i]);
-	struct fit f;
-	bool ok = fit_node(n, c, PACK_BINPACK, &f);
+	bool ok = fit_possible(n, c);
 	gpu_node_free(n);
 	return ok;
 }

@@ -45,11 +45,6 @@ static struct counter_family counters[M_COUNTER_COUNT] = {
 
 static _Atomic int64_t newest_event[RES_COUNT];
 
-const char *metrics_verb_name(enum metric_verb v)
-{
-	return (unsigned)v < VERB_COUNT ? verb_names[v] : "other";
-}
-
 void metrics_request(enum metric_verb v, int status, double seconds)
 {
 	struct verb_stats *s = &verbs[(unsigned)v < VERB_COUNT ? v : VERB_OTHER];

@@ -51,7 +51,7 @@ int reserve_ledger_update(struct reserve *r, const char *node, ledger_edit_fn ed
 		} else if (resp.status == 200) {
 			cJSON *obj = cJSON_ParseWithLength(resp.body.data, resp.body.len);
 			int bad = !obj || ledger_decode(obj, &l, err, errlen);
-			cJSON_Delete(obj);
+			jsonarena_delete(obj);   /* during /bind the tree is the request arena's */
 			if (bad) {
 				if (!obj)
 					snprintf(err, errlen, "the ledger of %s is not JSON", node);
@@ -273,13 +273,8 @@ static int edit_reserve(void *ctx, struct ledger *l, char *err, size_t errlen)
 		return -BIND_NO_FIT;
 	}
 	memset(&b->entry, 0, sizeof(b->entry));
-	struct alloc *a = &b->entry.a;
-	snprintf(a->uid, sizeof(a->uid), "%s", b->req->uid);
-	snprintf(a->ns, sizeof(a->ns), "%s", b->req->ns);
-	snprintf(a->name, sizeof(a->name), "%s", b->req->name);
+	bind_alloc(&b->entry.a, b->req, n, &f);
 	snprintf(b->entry.claim, sizeof(b->entry.claim), "%s", b->req->claim->gpuclaim);
-	a->since = (int64_t)time(NULL);
-	alloc_from_fit(a, n, b->req->claim, &f);
 	gpu_node_free(n);
 	if (ledger_add(l, &b->entry)) {
 		snprintf(err, errlen, "out of memory");

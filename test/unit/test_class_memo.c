@@ -242,7 +242,8 @@ static void test_memo_changes_no_answer(void **state)
 	static const char *const topology[] = {
 		"", "{\"mode\":\"Required\"}", "{\"mode\":\"Required\",\"minBandwidthGBps\":600}", "{\"mode\":\"Preferred\"}",
 	};
-	static const char *const policies[] = { "binpack", "spread", "topology", "dotprod", "bestfit", "packing" };
+	static const char *const policies[] = { "binpack", "spread", "topology", "dotprod", "bestfit", "packing",
+						"fgd", "fgd-balanced", "random" };
 	int compared = 0;
 	for (unsigned seed = 1; seed <= 3; seed++) {
 		struct world w;
