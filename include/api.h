@@ -57,6 +57,8 @@ struct api_pod_ref {
 	const char *ns, *name, *uid;
 };
 void api_pod_ref(const cJSON *pod, struct api_pod_ref *out);
+/* Whether the pod has run to its end (phase Succeeded or Failed): it uses no devices any more. */
+bool api_pod_finished(const cJSON *pod);
 
 /*
  * GpuClaim spec -> claim. Validates every field (enums, ranges); on error

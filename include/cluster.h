@@ -17,8 +17,6 @@
 #define CLUSTER_MAX_REFLECTORS 8
 
 struct cluster {
-	struct cache *cache;
-	struct kube_client *client;
 	int n;
 	struct reflector *r[CLUSTER_MAX_REFLECTORS];
 };

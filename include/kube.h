@@ -29,7 +29,6 @@ struct kube_config {
 	char cert_file[KUBE_PATH_MAX];   /* client certificate: files or PEM data */
 	char key_file[KUBE_PATH_MAX];
 	struct buf cert_pem, key_pem;
-	char tls_server_name[256];
 	char namespace[64];           /* the context's namespace, or the pod's */
 	bool insecure;
 };

@@ -31,15 +31,15 @@ struct server {
 	atomic_bool ready;            /* standalone: the inventory is loaded */
 	/* cluster mode */
 	struct kube_client *client;
-	struct cluster cl;
-	bool cl_started;
+	struct cluster cl;            /* zeroed: stopping it does nothing */
 	struct reserve *resv;
 	struct webhook *wh;
 };
 
 /* Ready when the cache is filled (and, in cluster mode, reservations rebuilt); else why not. */
-static bool is_ready(struct server *s, char *why, size_t size)
+static bool is_ready(void *ctx, char *why, size_t size)
 {
+	struct server *s = ctx;
 	if (!s->client) {
 		snprintf(why, size, "the inventory is not loaded");
 		return atomic_load(&s->ready);
@@ -51,11 +51,6 @@ static bool is_ready(struct server *s, char *why, size_t size)
 		return false;
 	}
 	return true;
-}
-
-static bool serve_ready(void *ctx, char *why, size_t size)
-{
-	return is_ready(ctx, why, size);
 }
 
 static void on_healthz(void *ctx, const struct http_request *req, struct http_response *resp)
@@ -128,7 +123,6 @@ static int start_cluster(struct server *s)
 		log_error("cannot start the watches", "error=\"%s\"", LOG_Q(err));
 		return -1;
 	}
-	s->cl_started = true;
 	struct reserve_opts ro = {
 		.client = s->client, .cache = s->cache, .res = &s->cfg.res, .ns = s->cfg.lease_namespace,
 		.identity = s->cfg.identity, .bind_timeout_s = s->cfg.bind_timeout_s,
@@ -240,7 +234,7 @@ int serve_main(int argc, char **argv)
 		xo.bind_ctx = s.resv;
 		xo.fetch = reserve_fetch_pod;
 		xo.fetch_ctx = s.resv;
-		xo.ready = serve_ready;
+		xo.ready = is_ready;
 		xo.ready_ctx = &s;
 	}
 	s.ext = extender_new(&xo);
@@ -297,8 +291,7 @@ out:
 	httpd_stop(wh_httpd);
 	httpd_stop(h);
 	reserve_stop(s.resv);
-	if (s.cl_started)
-		cluster_stop(&s.cl);
+	cluster_stop(&s.cl);
 	reserve_free(s.resv);
 	kube_client_free(s.client);
 	extender_free(s.ext);

@@ -52,6 +52,12 @@ void api_pod_ref(const cJSON *pod, struct api_pod_ref *out)
 		out->uid = "";
 }
 
+bool api_pod_finished(const cJSON *pod)
+{
+	const char *phase = api_str(api_path(pod, "status"), "phase");
+	return phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"));
+}
+
 struct gpu_node *api_node_decode(const cJSON *node, char *err, size_t errlen)
 {
 	const char *name = api_str(api_path(node, "metadata"), "name");

@@ -16,8 +16,6 @@ int cluster_start(struct cluster *cl, struct kube_client *client, struct cache *
 		  char *err, size_t errlen)
 {
 	memset(cl, 0, sizeof(*cl));
-	cl->cache = cache;
-	cl->client = client;
 	struct reflector_opts o[3] = {
 		{ .name = "nodes", .resource = RES_NODES, .path = "/api/v1/nodes" },
 		{ .name = "gpunodestatuses", .resource = RES_GNS, .path = "/apis/gpu.scheduling/v1/gpunodestatuses" },

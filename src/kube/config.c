@@ -1,6 +1,7 @@
 /* Where the API server is and who we are: kubeconfig and in-cluster auth. */
 #include "base64.h"
 #include "kube.h"
+#include "log.h"
 #include "yamljson.h"
 
 #include <errno.h>
@@ -94,8 +95,10 @@ int kube_config_load(struct kube_config *cfg, const char *path, const char *cont
 	const cJSON *insecure = cJSON_GetObjectItemCaseSensitive(cluster, "insecure-skip-tls-verify");
 	cfg->insecure = cJSON_IsTrue(insecure);
 	const char *v;
-	if ((v = str(cluster, "tls-server-name")))
-		snprintf(cfg->tls_server_name, sizeof(cfg->tls_server_name), "%s", v);
+	/* libcurl checks the certificate against the server's own host name only. */
+	if (str(cluster, "tls-server-name"))
+		log_warn("the kubeconfig's tls-server-name is not applied; the certificate must name the server",
+			 "kubeconfig=%s server=%s", path, cfg->server);
 	if ((v = str(cluster, "certificate-authority-data")) &&
 	    set_data(&cfg->ca_pem, v, "certificate-authority-data", err, errlen))
 		goto out;

@@ -37,6 +37,7 @@ struct reflector {
 	int backoff_ms;
 	time_t auth_since;             /* when the current 401/403 streak began; 0: none */
 	bool retry_soon;               /* the last failure was a refusal within the grace period */
+	long retry_after_s;            /* the last refused list's Retry-After, or 0 */
 	unsigned seed;
 };
 
@@ -78,12 +79,20 @@ static void nap(struct reflector *r, long ms)
 	pthread_mutex_unlock(&r->lock);
 }
 
-/* Exponential backoff with full jitter; Retry-After wins when longer. */
-static void back_off(struct reflector *r, long retry_after_s)
+/*
+ * The pause after a failure: short within a refusal's grace period, else
+ * exponential backoff with full jitter, or Retry-After when that is longer
+ * (up to the backoff's longest pause).
+ */
+static void back_off(struct reflector *r)
 {
+	if (r->retry_soon) {
+		nap(r, AUTH_RETRY_MS);
+		return;
+	}
 	long ms = BACKOFF_MIN_MS + rand_r(&r->seed) % (r->backoff_ms + 1);
-	if (retry_after_s * 1000 > ms)
-		ms = retry_after_s * 1000;
+	if (r->retry_after_s * 1000 > ms)
+		ms = r->retry_after_s * 1000 < BACKOFF_MAX_MS ? r->retry_after_s * 1000 : BACKOFF_MAX_MS;
 	r->backoff_ms = r->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : r->backoff_ms * 2;
 	nap(r, ms);
 }
@@ -164,6 +173,7 @@ static int list_all(struct reflector *r)
 	const struct reflector_sink *s = &r->o.sink;
 	int rc = -1, items = 0;
 	bool begun = false;
+	r->retry_after_s = 0;
 	for (;;) {
 		build_path(r, &path, false, buf_cstr(&cont));
 		char err[256];
@@ -175,6 +185,7 @@ static int list_all(struct reflector *r)
 		if (resp.status != 200) {
 			char msg[200];
 			kube_status_message(&resp, msg, sizeof(msg));
+			r->retry_after_s = resp.retry_after;
 			if (resp.status == 401 || resp.status == 403)
 				auth_problem(r, resp.status, msg);
 			else
@@ -304,10 +315,7 @@ static void *run(void *arg)
 		if (r->need_list) {
 			r->retry_soon = false;
 			if (list_all(r)) {
-				if (r->retry_soon)
-					nap(r, AUTH_RETRY_MS);
-				else
-					back_off(r, 0);
+				back_off(r);
 				continue;
 			}
 			r->need_list = false;
@@ -335,17 +343,14 @@ static void *run(void *arg)
 		if (status == 401 || status == 403) {
 			auth_problem(r, status, err);
 			r->need_list = true;    /* the cache may have missed events meanwhile */
-			if (r->retry_soon)
-				nap(r, AUTH_RETRY_MS);
-			else
-				back_off(r, 0);
+			back_off(r);
 			continue;
 		}
 		if (rc || r->failed) {
 			log_warn("watch failed; retrying", "resource=%s status=%ld error=\"%s\"", r->o.name, status,
 				 LOG_Q(err));
 			set_problem(r, err);
-			back_off(r, 0);
+			back_off(r);
 			continue;
 		}
 		r->backoff_ms = BACKOFF_MIN_MS;   /* the server ended the stream: watch again */

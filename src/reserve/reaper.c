@@ -49,6 +49,21 @@ static void *push(void *arrp, size_t *n, size_t *cap, size_t elem)
 
 static const char *const reason_names[] = { "pod deleted", "pod finished", "not bound in time", "bind failed" };
 
+/*
+ * Why the reservation on node (made at since) of a pod that still exists
+ * should go: the pod finished, is bound elsewhere, or was not bound in time;
+ * -1: keep it.
+ */
+static int verdict(const struct reserve *r, bool finished, const char *pod_node, const char *node, int64_t since,
+		   time_t now)
+{
+	if (finished)
+		return REL_POD_FINISHED;
+	if (pod_node[0])
+		return strcmp(pod_node, node) ? REL_POD_GONE : -1;
+	return now - since > r->o.bind_timeout_s ? REL_BIND_TIMEOUT : -1;
+}
+
 /* Why a reservation should go, from what the watches tell; -1: keep, -2: look the pod up. */
 static int classify(struct reserve *r, const char *node, const struct ledger_entry *e, time_t now)
 {
@@ -60,13 +75,7 @@ static int classify(struct reserve *r, const char *node, const struct ledger_ent
 	 * deletes it with the pod, but so does a replica whose bind of the pod lost. */
 	if (!p)
 		return late || strmap_get(&r->check, e->a.uid) ? -2 : -1;
-	if (p->finished)
-		return REL_POD_FINISHED;
-	if (p->node[0] && strcmp(p->node, node))
-		return REL_POD_GONE;    /* bound elsewhere */
-	if (!p->node[0] && late)
-		return REL_BIND_TIMEOUT;
-	return -1;
+	return verdict(r, p->finished, p->node, node, e->a.since, now);
 }
 
 /* Looks a pod outside the watch up; the same answers as classify(), or -3 when it cannot. */
@@ -82,20 +91,14 @@ static int classify_by_get(struct reserve *r, const struct lookup *l, time_t now
 	} else if (resp.status == 404) {
 		reason = REL_POD_GONE;
 	} else if (resp.status == 200) {
-		reason = -1;
 		cJSON *pod = cJSON_ParseWithLength(resp.body.data, resp.body.len);
 		struct api_pod_ref ref;
 		api_pod_ref(pod, &ref);
 		const char *node = api_str(api_path(pod, "spec"), "nodeName");
-		const char *phase = api_str(api_path(pod, "status"), "phase");
 		if (!pod || strcmp(ref.uid, l->uid))
 			reason = REL_POD_GONE;          /* a new pod of the same name */
-		else if (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed")))
-			reason = REL_POD_FINISHED;
-		else if (!node || !*node)        /* (a lookup for a deleted Lease may come before the timeout) */
-			reason = now - l->since > r->o.bind_timeout_s ? REL_BIND_TIMEOUT : -1;
-		else if (strcmp(node, l->node))
-			reason = REL_POD_GONE;
+		else    /* (a lookup for a deleted Lease may come before the timeout) */
+			reason = verdict(r, api_pod_finished(pod), node ? node : "", l->node, l->since, now);
 		cJSON_Delete(pod);
 	}
 	kube_response_release(&resp);

@@ -216,8 +216,7 @@ static void pod_apply(void *ctx, bool deleted, const cJSON *obj)
 	snprintf(p->node, sizeof(p->node), "%s", node ? node : "");
 	const char *ann = api_annotation(obj, ANN_ALLOCATED);
 	snprintf(p->allocated, sizeof(p->allocated), "%s", ann ? ann : "");
-	const char *phase = api_str(api_path(obj, "status"), "phase");
-	p->finished = phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"));
+	p->finished = api_pod_finished(obj);
 	char err[256];
 	cache_claims_rdlock(r->o.cache);
 	p->wants_gpu = !api_pod_claim(obj, r->o.res, cache_gpuclaim_lookup, r->o.cache, &p->claim, err, sizeof(err)) &&

@@ -436,13 +436,15 @@ static int decide(const struct webhook *w, const cJSON *root, const char **uid, 
 		api_pod_ref(obj, &ref);
 		if (api_str(request, "namespace"))
 			ref.ns = api_str(request, "namespace");   /* the object may not carry it yet */
-		const char *name = ref.name ? ref.name : api_str(api_path(obj, "metadata"), "generateName");
+		/* A pod created with generateName has no name yet. */
+		const char *name = ref.name[0] ? ref.name : api_str(api_path(obj, "metadata"), "generateName");
+		if (!name)
+			name = "";
 		if (patch->len)
-			log_info("GPU pod mutated", "uid=%s namespace=%s name=%s patch_bytes=%zu", *uid,
-				 ref.ns ? ref.ns : "", name ? name : "", patch->len);
+			log_info("GPU pod mutated", "uid=%s namespace=%s name=%s patch_bytes=%zu", *uid, ref.ns, name,
+				 patch->len);
 		else
-			log_debug("pod admitted unchanged", "uid=%s namespace=%s name=%s", *uid,
-				  ref.ns ? ref.ns : "", name ? name : "");
+			log_debug("pod admitted unchanged", "uid=%s namespace=%s name=%s", *uid, ref.ns, name);
 	}
 	return 0;
 }
