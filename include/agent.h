@@ -94,7 +94,7 @@ const char *agent_nvidia_arch(const char *compute_cap, const char *name);
 /*
  * NVLink speed of one link in GB/s (both directions together) for an
  * architecture, and the most links one GPU of it has. 0 when the
- * architecture has no NVLink we know of.
+ * architecture is unknown or has no NVLink we know of.
  */
 double agent_nvlink_gbps(const char *arch, const char *compute_cap, const char *name, int *max_links);
 /*

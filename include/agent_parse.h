@@ -130,7 +130,6 @@ struct rocm_card {
 	int card;                    /* cardN / GPU[N] */
 	char series[64];             /* "Card Series" */
 	char model[32];              /* "Card Model" (a PCI id on newer versions) */
-	char sku[32];
 	char gfx[24];                /* "GFX Version", normalised */
 	char device_name[64];        /* "Device Name" (rocm-smi -a) */
 	char unique_id[40];

@@ -71,8 +71,6 @@ void toolrun_result_release(struct toolrun_result *res);
 int toolrun_capture(const struct toolrun_opts *opts, const char *const argv[], char **out,
 		    char *err, size_t errlen);
 
-/* "timed out after 10000 ms", "exited with status 9", ... for log lines. */
-const char *toolrun_status_name(enum toolrun_status s);
 /*
  * One line for a log: "nvidia-smi exited with status 9: NVIDIA-SMI has
  * failed because ..." (the first non-empty line of stderr, else of stdout).

@@ -184,11 +184,11 @@ const char *agent_nvidia_arch(const char *compute_cap, const char *name)
 
 double agent_nvlink_gbps(const char *arch, const char *compute_cap, const char *name, int *max_links)
 {
-	struct toks tk;
-	split_name(name, &tk);
 	*max_links = 0;
 	if (!arch || !*arch)
-		return 25.0;   /* unknown generation: the NVLink 1/2 per-direction rate */
+		return 0;      /* unknown generation: the caller's fallback rate */
+	struct toks tk;
+	split_name(name, &tk);
 	if (!strcmp(arch, "pascal")) {
 		*max_links = 4;
 		return 40.0;

@@ -52,7 +52,7 @@ static double member_gbps(const struct agent_vendor_result *vr, const struct age
 		int max_links;
 		double per = agent_nvlink_gbps(g->arch, g->compute_cap, g->model, &max_links);
 		if (per <= 0)
-			per = 25.0;   /* NVLink seen on a part we have no table row for */
+			per = 25.0;   /* NVLink seen on a part we have no table row for: the NVLink 1/2 rate */
 		if (max_links > 0 && links > max_links)
 			links = max_links;
 		return links * per;

@@ -193,8 +193,6 @@ static void card_kv(struct rocm_smi *s, struct rocm_card *c, const char *key, co
 		snprintf(c->series, sizeof(c->series), "%s", val);
 	else if (agent_text_ieq(key, "Card Model"))
 		snprintf(c->model, sizeof(c->model), "%s", val);
-	else if (agent_text_ieq(key, "Card SKU"))
-		snprintf(c->sku, sizeof(c->sku), "%s", val);
 	else if (agent_text_ieq(key, "GFX Version")) {
 		char gfx[24];
 		if (agent_amd_gfx(val, gfx, sizeof(gfx)))

@@ -135,9 +135,9 @@ static struct kube_client *connect_api(const struct agent_run_opts *o)
 	}
 	struct kube_client *c = NULL;
 	if (rc)
-		log_error("cannot configure the API client", "error=\"%s\"", err);
+		log_error("cannot configure the API client", "error=\"%s\"", LOG_Q(err));
 	else if (!(c = kube_client_new(&kc, err, sizeof(err))))
-		log_error("cannot create the API client", "error=\"%s\"", err);
+		log_error("cannot create the API client", "error=\"%s\"", LOG_Q(err));
 	else
 		log_info("publishing to the API server", "server=%s auth=%s", kc.server,
 			 path && *path ? path : "in-cluster");
@@ -225,7 +225,7 @@ int agent_run(const struct agent_run_opts *o)
 				next = start + interval_ms;
 			} else {
 				if (o->once) {
-					log_error("cannot publish", "node=%s error=\"%s\"", o->node, err);
+					log_error("cannot publish", "node=%s error=\"%s\"", o->node, LOG_Q(err));
 					status = 1;
 					break;
 				}
@@ -234,10 +234,10 @@ int agent_run(const struct agent_run_opts *o)
 					delay = pub.retry_after_s * 1000;
 				if (bo.failures == 1)
 					log_error("cannot publish; keeping the last good status and retrying with backoff",
-						  "node=%s error=\"%s\" retry_in_ms=%lld", o->node, err, (long long)delay);
+						  "node=%s error=\"%s\" retry_in_ms=%lld", o->node, LOG_Q(err), (long long)delay);
 				else
 					log_debug("still cannot publish", "node=%s failures=%d error=\"%s\" retry_in_ms=%lld",
-						  o->node, bo.failures, err, (long long)delay);
+						  o->node, bo.failures, LOG_Q(err), (long long)delay);
 				next = mono_ms() + delay;
 			}
 		}

@@ -383,27 +383,6 @@ int toolrun_capture(const struct toolrun_opts *opts, const char *const argv[], c
 	return 1;
 }
 
-const char *toolrun_status_name(enum toolrun_status s)
-{
-	switch (s) {
-	case TOOLRUN_OK:
-		return "ok";
-	case TOOLRUN_EXIT_NONZERO:
-		return "exit-nonzero";
-	case TOOLRUN_SIGNALED:
-		return "signaled";
-	case TOOLRUN_TIMEOUT:
-		return "timeout";
-	case TOOLRUN_TOO_BIG:
-		return "too-big";
-	case TOOLRUN_NOT_FOUND:
-		return "not-found";
-	case TOOLRUN_SPAWN_ERROR:
-		return "spawn-error";
-	}
-	return "unknown";
-}
-
 /* The first non-blank line of s, cut to fit, into buf. */
 static void first_line(const char *s, char *buf, size_t len)
 {
