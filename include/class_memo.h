@@ -1,8 +1,8 @@
 /*
  * class_memo: one request's results per state of a node. Nodes in the same
  * state (gpu_node_state_digest: devices, usage, islands, host) get the same
- * fit and the same rating from a claim that names no labels or device
- * strings, under a policy that reads nothing else (no node name, seed or
+ * fit from a claim that names no labels or device strings, and the same
+ * rating under a policy that reads nothing else (no node name, seed or
  * workload). A request then works each state out once: a cluster of a few
  * node types, most of them empty or full, costs a few fits instead of one
  * per node. A node in a state of its own costs one lookup more.
