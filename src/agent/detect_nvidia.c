@@ -115,7 +115,8 @@ static int do_query(const struct toolrun_opts *opts, struct agent_vendor_result 
 {
 	const char *fields = fields_full;
 	char qarg[sizeof(fields_full) + 16];
-	for (int attempt = 0; attempt < 2; attempt++) {
+	/* At most two attempts: only the first goes on to the short list. */
+	for (int attempt = 0;; attempt++) {
 		snprintf(qarg, sizeof(qarg), "--query-gpu=%s", fields);
 		const char *argv[] = { "nvidia-smi", qarg, "--format=csv,nounits", NULL };
 		struct toolrun_result res;
@@ -162,8 +163,6 @@ static int do_query(const struct toolrun_opts *opts, struct agent_vendor_result 
 		toolrun_result_release(&res);
 		return AGENT_DETECT_FAILED;
 	}
-	snprintf(err, errlen, "nvidia-smi rejected the short query too");
-	return AGENT_DETECT_FAILED;
 }
 
 /* Optional output: parse failures become notes. Returns the tool's output or NULL. */
