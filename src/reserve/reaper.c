@@ -333,11 +333,14 @@ static void *reaper_main(void *arg)
 		until.tv_sec += atomic_load(&r->reconciled) ? r->o.reap_interval_s : 1;
 		pthread_mutex_lock(&r->lock);
 		int rc = 0;
-		while (!atomic_load(&r->stop) && rc == 0)
+		while (!atomic_load(&r->stop) && !r->kicked && rc == 0)
 			rc = pthread_cond_timedwait(&r->wake, &r->lock, &until);
+		bool kicked = r->kicked;
+		r->kicked = false;
 		pthread_mutex_unlock(&r->lock);
-		if (rc == 0 && !atomic_load(&r->stop)) {
-			struct timespec pause = { 1, 0 };   /* let a burst of deletions gather */
+		if (kicked && !atomic_load(&r->stop)) {
+			/* let a burst of deletions gather into one pass (one ledger write per node) */
+			struct timespec pause = { 0, 200 * 1000 * 1000 };
 			nanosleep(&pause, NULL);
 		}
 	}

@@ -262,8 +262,12 @@ static int edit_reserve(void *ctx, struct ledger *l, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return -BIND_ERROR;
 	}
+	/* a deleted pod's entry waits for the reaper, but its GPUs are free */
+	pthread_mutex_lock(&b->r->lock);
 	for (int k = 0; k < l->n; k++)
-		alloc_apply(n, &l->e[k].a);
+		if (!strmap_get(&b->r->gone, l->e[k].a.uid))
+			alloc_apply(n, &l->e[k].a);
+	pthread_mutex_unlock(&b->r->lock);
 	struct fit f;
 	double score;
 	bool ok = policy_place(&b->req->policy, n, b->req->claim, &f, &score);

@@ -42,8 +42,16 @@ struct reserve {
 	bool reaper_started;
 	atomic_bool stop;
 	pthread_cond_t wake;
+	bool kicked;                    /* a pod went or finished: reap now, not at the interval */
 	atomic_bool reconciled;         /* the first reap after the lists ran */
 };
+
+/* Wakes the reaper for a pass now; the caller holds r->lock. */
+static inline void reaper_kick(struct reserve *r)
+{
+	r->kicked = true;
+	pthread_cond_signal(&r->wake);
+}
 
 /* What an edit of a ledger decided. */
 enum { LEDGER_WRITE = 0, LEDGER_UNCHANGED = 1 };

@@ -31,7 +31,11 @@ static void ledger_begin(void *ctx)
 	cache_relist_begin(r->o.cache, CACHE_ALLOCS);
 }
 
-/* The cache's allocations of a node: exactly its ledger. */
+/*
+ * The cache's allocations of a node: its ledger, less the pods known to be
+ * deleted (their entries wait for the reaper, but their GPUs are free now:
+ * kube-scheduler retries waiting pods on the deletion, not on our release).
+ */
 static void cache_from_ledger(struct reserve *r, const char *node, const struct ledger *l)
 {
 	struct alloc *a = malloc(((size_t)l->n + 1) * sizeof(*a));
@@ -39,9 +43,11 @@ static void cache_from_ledger(struct reserve *r, const char *node, const struct 
 		log_error("out of memory storing a ledger", "node=%s", node);
 		return;
 	}
+	int n = 0;
 	for (int i = 0; i < l->n; i++)
-		a[i] = l->e[i].a;
-	cache_set_allocs(r->o.cache, node, a, l->n);
+		if (!strmap_get(&r->gone, l->e[i].a.uid))
+			a[n++] = l->e[i].a;
+	cache_set_allocs(r->o.cache, node, a, n);
 	free(a);
 }
 
@@ -130,11 +136,18 @@ static void unlock(void *ctx)
 	pthread_mutex_unlock(&((struct reserve *)ctx)->lock);
 }
 
-/* Remembers that a pod is gone, and wakes the reaper to release its GPUs. */
+/*
+ * Remembers that a pod is gone, frees its GPUs in the cache at once, and
+ * wakes the reaper to release them in the ledger. Under r->lock.
+ */
 static void mark_gone(struct reserve *r, const char *uid)
 {
 	strmap_put(&r->gone, uid, (void *)(intptr_t)time(NULL), NULL);
-	pthread_cond_signal(&r->wake);
+	cache_lock(r->o.cache);
+	while (cache_remove_alloc(r->o.cache, uid, NULL))
+		;
+	cache_unlock(r->o.cache);
+	reaper_kick(r);
 }
 
 /* ---- reservation Leases: the garbage collector deletes them with their pod ---- */
@@ -169,7 +182,7 @@ static void resv_apply(void *ctx, bool deleted, const cJSON *obj)
 	if (!deleted || !uid)
 		return;
 	strmap_put(&r->check, uid, (void *)(intptr_t)time(NULL), NULL);
-	pthread_cond_signal(&r->wake);
+	reaper_kick(r);
 }
 
 void reserve_reservation_sink(struct reserve *r, struct reflector_sink *out)
@@ -224,7 +237,7 @@ static void pod_apply(void *ctx, bool deleted, const cJSON *obj)
 	cache_claims_unlock(r->o.cache);
 	p->gen = r->pods_gen;
 	if (p->finished)
-		pthread_cond_signal(&r->wake);
+		reaper_kick(r);
 }
 
 static void pods_end(void *ctx)
