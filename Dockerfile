@@ -1,18 +1,18 @@
 # gpu-extender and gpu-agent in one image. (Not built in this repository's
-# CI: the build machines have no container engine; the same Makefile builds
-# the binaries there.)
+# CI: the build machines have no container engine. The test node builds the
+# same file tree with the same script, deploy/image/rootfs.sh, and packs it
+# as gpu-extender:dev without an engine: test/node/images.sh.)
 FROM debian:bookworm-slim AS build
 RUN apt-get update && apt-get install -y --no-install-recommends \
-      build-essential libmicrohttpd-dev libcjson-dev libcurl4-openssl-dev libssl-dev libyaml-dev \
-      pkg-config ca-certificates git && rm -rf /var/lib/apt/lists/*
+      build-essential ca-certificates git && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
-RUN make -j"$(nproc)" all
+# `make all` first installs the libraries it builds against (BUILD_PKGS in
+# the Makefile). The rootfs: the two programs, exactly the shared libraries
+# they load, CA certificates, passwd/group (root, nonroot 65532) and /tmp.
+RUN make -j"$(nproc)" all && deploy/image/rootfs.sh /rootfs build
 
-FROM debian:bookworm-slim
-RUN apt-get update && apt-get install -y --no-install-recommends \
-      libmicrohttpd12 libcjson1 libcurl4 libssl3 libyaml-0-2 ca-certificates pciutils \
-    && rm -rf /var/lib/apt/lists/*
-COPY --from=build /src/build/gpu-extender /src/build/gpu-agent /usr/local/bin/
+FROM scratch
+COPY --from=build /rootfs /
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/gpu-extender"]

@@ -15,8 +15,10 @@ BUILD := build
 WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wstrict-prototypes \
 	-Wmissing-prototypes -Wvla -Wimplicit-fallthrough -Wno-format-truncation
 CFLAGS ?= -O2 -g
-ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -Iinclude -pthread $(CFLAGS)
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -Iinclude -Isrc/proto -pthread $(CFLAGS)
 LIBS := -lmicrohttpd -lcjson -lcurl -lssl -lcrypto -lyaml -lm -pthread
+# The node agent also speaks gRPC to the kubelet (HTTP/2 and protobuf).
+AGENT_LIBS := -lnghttp2 -lprotobuf-c
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 # Every module but the two programs' entry points goes into one library.
@@ -40,12 +42,14 @@ $(OBJ)/src/serve.o $(OBJ)/src/main.o $(SOBJ)/src/serve.o: ALL_CFLAGS += -DGPU_VE
 
 # Debian packages the build needs, and those only the tests need; each set
 # is installed when missing (apt-get as root, else sudo).
-BUILD_PKGS := libmicrohttpd-dev libcjson-dev libcurl4-openssl-dev libssl-dev libyaml-dev pkg-config
-TEST_PKGS := libcmocka-dev openssl curl python3 wrk
+BUILD_PKGS := libmicrohttpd-dev libcjson-dev libcurl4-openssl-dev libssl-dev libyaml-dev pkg-config \
+	libnghttp2-dev libprotobuf-c-dev
+TEST_PKGS := libcmocka-dev openssl curl python3 wrk \
+	procps runc containernetworking-plugins busybox-static iproute2 mount kmod ca-certificates
 DEPS_STAMP := $(BUILD)/.deps-build
 TEST_DEPS_STAMP := $(BUILD)/.deps-test
 
-.PHONY: all deps run test unit blackbox e2e bench sim fuzz clean
+.PHONY: all deps run test unit blackbox e2e bench sim fuzz proto clean
 all: $(BUILD)/gpu-extender $(BUILD)/gpu-agent
 
 define install_missing
@@ -90,12 +94,12 @@ $(BUILD)/gpu-extender: $(OBJ)/src/main.o $(BUILD)/libgpu.a
 
 $(BUILD)/gpu-agent: $(OBJ)/src/agent/main.o $(BUILD)/libgpu.a
 	@echo "  LD      $@"
-	@$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS)
+	@$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS) $(AGENT_LIBS)
 
 $(BUILD)/test/%: test/unit/%.c $(wildcard test/unit/*.h) $(BUILD)/libgpu-asan.a | $(TEST_DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	@echo "  LD-SAN  $@"
-	@$(CC) $(ALL_CFLAGS) -O1 $(SAN) -Itest/unit -o $@ $< $(BUILD)/libgpu-asan.a $(LIBS) -lcmocka
+	@$(CC) $(ALL_CFLAGS) -O1 $(SAN) -Itest/unit -o $@ $< $(BUILD)/libgpu-asan.a $(LIBS) $(AGENT_LIBS) -lcmocka
 
 run: $(BUILD)/gpu-extender
 	$(BUILD)/gpu-extender serve --inventory config/demo-inventory.json \
@@ -145,7 +149,23 @@ $(BUILD)/fuzz_agent: $(FUZZ_AGENT_SRCS) $(HDRS)
 $(BUILD)/fuzz_extender: test/fuzz/fuzz_extender.c $(LIB_SRCS) $(HDRS)
 	@command -v clang >/dev/null || apt-get install -y -qq clang libclang-rt-14-dev >/dev/null
 	clang -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -fsanitize=fuzzer,address,undefined \
-		-o $@ test/fuzz/fuzz_extender.c $(filter-out src/agent/%,$(LIB_SRCS)) $(LIBS)
+		-o $@ test/fuzz/fuzz_extender.c $(filter-out src/agent/% src/devplugin/% src/proto/%,$(LIB_SRCS)) $(LIBS)
+
+# The kubelet APIs' protobuf-c code (committed) from the k8s.io/kubelet module's .proto files.
+proto:
+	@src/proto/gen.sh
 
 clean:
 	rm -rf $(BUILD)
+
+# A one-machine cluster to try it out: the e2e control plane, this machine as
+# a real kubelet node with 8 fake GPUs (FAKE_NODES=N adds fake nodes), and
+# deploy/ as gpu-extender:dev (test/node/local-cluster.sh; needs root). Runs in
+# the background; the last line is the `export KUBECONFIG=...` to use.
+FAKE_NODES ?= 0
+.PHONY: cluster cluster-down
+cluster: all | $(TEST_DEPS_STAMP)
+	@FAKE_NODES=$(FAKE_NODES) test/node/local-cluster.sh up
+
+cluster-down:
+	@test/node/local-cluster.sh down

@@ -166,6 +166,7 @@ struct agent_node {
 	char vmsg[AGENT_NVENDOR][AGENT_ERR_MAX];
 	const struct agent_vendor_result *vr[AGENT_NVENDOR];  /* borrowed, for links */
 	int dropped;             /* devices beyond AGENT_MAX_GPUS that were left out */
+	int share_slots;         /* set by the device plugin (status.shareSlots); 0 = none */
 };
 
 /*

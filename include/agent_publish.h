@@ -23,6 +23,8 @@
 #include "buf.h"
 #include "kube.h"
 
+struct dp_config;
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -156,6 +158,7 @@ struct agent_run_opts {
 	int resync_rounds;           /* write even without changes every N rounds (default 10) */
 	bool once;                   /* one round, then return */
 	struct toolrun_opts tools;
+	const struct dp_config *plugin;   /* serve kubelet as its device plugin; NULL = no */
 };
 
 /*

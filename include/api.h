@@ -35,12 +35,16 @@ struct api_resources {
 	char gpu[API_MAX_ALIASES][API_NAME_MAX];        /* whole GPUs (count) */
 	char memory[API_MAX_ALIASES][API_NAME_MAX];     /* MiB per GPU, shared */
 	char core[API_MAX_ALIASES][API_NAME_MAX];       /* percent per GPU, shared */
-	int ngpu, nmemory, ncore;
+	char share[API_MAX_ALIASES][API_NAME_MAX];      /* how many GPUs a share spans (node slots) */
+	int ngpu, nmemory, ncore, nshare;
 };
 
-/* The defaults: gpu.scheduling/gpu, gpu.scheduling/gpu-memory, gpu.scheduling/gpu-core. */
+/*
+ * The defaults: gpu.scheduling/gpu, gpu.scheduling/gpu-memory,
+ * gpu.scheduling/gpu-core, gpu.scheduling/gpu-share.
+ */
 void api_resources_default(struct api_resources *r);
-/* Replaces one list from "a, b, c"; which is "gpu", "memory" or "core". */
+/* Replaces one list from "a, b, c"; which is "gpu", "memory", "core" or "share". */
 int api_resources_set(struct api_resources *r, const char *which, const char *list,
 		      char *err, size_t errlen);
 /* True if name is one of the configured names. */
@@ -72,7 +76,12 @@ typedef const cJSON *(*api_claim_lookup)(void *ctx, const char *ns, const char *
 /*
  * A pod -> its claim: the gpu.scheduling/claim annotation (looked up), else
  * the extended resources on its containers (sum over containers, max with
- * each init container), else CLAIM_NONE. The gpu.scheduling/policy
+ * each init container), else CLAIM_NONE. Resources: gpu alone is whole
+ * GPUs; gpu-memory or gpu-core make a share spanning gpu-share GPUs (or,
+ * as before gpu-share existed, gpu; default 1). A pod that asks whole GPUs
+ * and shares, or a share count without memory or compute, is invalid; so
+ * is a claim pod whose gpu/gpu-share count disagrees with its GpuClaim
+ * (kubelet would hand it a different number of devices). The gpu.scheduling/policy
  * annotation sets claim->policy. Returns 0, or -1 with a reason when the
  * request is invalid (missing GpuClaim, bad quantity, unknown policy).
  */

@@ -43,6 +43,8 @@ struct config {
 	char webhook_cert[CONFIG_PATH_MAX];
 	char webhook_key[CONFIG_PATH_MAX];
 	char marker_resource[API_NAME_MAX];
+	bool webhook_env;             /* inject the visible-devices variables (off with the device plugin) */
+	char system_namespaces[512];  /* privileged pods here may select GPUs themselves */
 };
 
 void config_defaults(struct config *cfg);

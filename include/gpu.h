@@ -73,6 +73,7 @@ struct gpu_node {
 	int64_t cpu_cap, cpu_used;       /* millicores */
 	int64_t mem_cap, mem_used;       /* MiB */
 	uint32_t task_kinds;             /* TASK_KIND_* bits of what runs here */
+	int share_slots;                 /* shares one GPU may hold (the device plugin's slots); 0 = no limit */
 };
 
 /* Kinds of task for policies that group by type (GPU clustering). */

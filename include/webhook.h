@@ -1,29 +1,33 @@
 /*
- * webhook: the mutating admission webhook (admission.k8s.io/v1) that makes
- * a GPU pod see the devices the extender gives it.
- *
- * The devices are only known at bind time, long after admission, so the
- * webhook cannot inject values. It injects downward-API references instead:
- * every container and init container of a GPU pod gets
- *
- *   CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES   (NVIDIA)
- *   ROCR_VISIBLE_DEVICES                           (AMD)
- *   ZE_AFFINITY_MASK                               (Intel)
- *
- * each as valueFrom.fieldRef.fieldPath metadata.annotations['<ANN_*>'],
- * which the kubelet resolves when it starts the container (the binding
- * writes the annotations together with spec.nodeName; a missing annotation
- * reads as ""). A variable the container already sets is left alone.
+ * webhook: the mutating admission webhook (admission.k8s.io/v1) for GPU
+ * pods, and the second layer of the rule that no pod picks its own GPUs.
  *
  * "A GPU pod" is a pod with the gpu.scheduling/claim annotation, or with a
  * configured GPU resource name (api_resources_has) in the requests or
- * limits of any container or init container. Such a pod also gets the label
- * gpu.scheduling/managed=true (the extender watches those pods to release
- * their reservations). A claim-only pod (annotation, no GPU resource) also
- * gets the marker resource ("1" in the first container's limits and
- * requests) so that kube-scheduler, whose extender entry lists the marker in
- * managedResources, sends it to the extender. Every other pod, and every
- * operation but CREATE on pods, is allowed unchanged.
+ * limits of any container or init container. On CREATE such a pod gets:
+ *
+ *   - the label gpu.scheduling/managed=true (the extender watches those
+ *     pods to release their reservations);
+ *   - for a container that asks gpu-memory or gpu-core: gpu-share (its gpu
+ *     count, else 1) in limits and requests, and its gpu removed, so that
+ *     kubelet counts it in share slots instead of handing it whole GPUs;
+ *   - for a claim-only pod (annotation, no GPU resource): in the first
+ *     container, the claim's count of gpu (Exclusive, MIG) or gpu-share
+ *     (Shared) when claim_of reads the GpuClaim, else the marker resource
+ *     ("1"), so that kube-scheduler sends it to the extender (its extender
+ *     entry lists these in managedResources) and kubelet counts it;
+ *   - unless no_env: in every container and init container,
+ *     CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES (NVIDIA),
+ *     ROCR_VISIBLE_DEVICES (AMD) and ZE_AFFINITY_MASK (Intel) as downward-API
+ *     references (valueFrom.fieldRef) to the annotations the binding writes.
+ *     For clusters without the node agent's device plugin, which sets them
+ *     itself; a variable the container already sets is left alone.
+ *
+ * Every pod, GPU pod or not, on CREATE and UPDATE (pods/ephemeralcontainers
+ * included) is refused (webhook_bypass) when it selects GPUs itself. The
+ * same rule ships as a ValidatingAdmissionPolicy
+ * (deploy/08-admission-policy.yaml), which no label opts out of and which
+ * cannot be down; this is its second layer for clusters older than 1.30.
  *
  * Applying a patch again (reinvocationPolicy IfNeeded) is a no-op: what is
  * already there is not added twice.
@@ -33,14 +37,27 @@
 
 #include "api.h"
 #include "buf.h"
+#include "claim.h"
 #include "httpd.h"
 
 #include <cjson/cJSON.h>
 #include <stddef.h>
 
+#define WEBHOOK_NAMESPACES_MAX 512
+
 struct webhook_opts {
 	const struct api_resources *res;   /* the GPU resource names */
 	const char *marker_resource;       /* e.g. "gpu.scheduling/claim"; NULL or "" = never add one */
+	bool no_env;                       /* add no visible-devices variables (the device plugin sets them) */
+	/* Comma-separated namespaces whose privileged pods may select GPUs themselves; NULL = none. */
+	const char *system_namespaces;
+	/*
+	 * Reads a claim-only pod's GpuClaim into out: 0, or -1 when it cannot
+	 * (then the marker is added). NULL: always the marker. Called from any
+	 * handler thread.
+	 */
+	int (*claim_of)(void *ctx, const char *ns, const char *name, struct claim *out);
+	void *claim_ctx;
 };
 
 /* The handle is immutable after webhook_new(): handlers on any thread may share it. */
@@ -54,7 +71,8 @@ void webhook_free(struct webhook *w);
  * http_handler for POST /mutate; ctx is the struct webhook. Body: an
  * AdmissionReview v1. Reply: an AdmissionReview v1 whose response echoes
  * request.uid, allowed:true, and patchType "JSONPatch" + the base64 patch
- * when the pod is changed. A body that is not JSON gets HTTP 400 with a
+ * when the pod is changed; a pod webhook_bypass refuses gets allowed:false
+ * with status {code:403, message} (the reason and what to do). A body that is not JSON gets HTTP 400 with a
  * JSON error; a JSON body that is not a usable review (wrong apiVersion or
  * kind, no request.uid, an object that is not a Pod) gets HTTP 200 with
  * allowed:false and status {code:400, message}. Keeps no cJSON tree.
@@ -62,13 +80,33 @@ void webhook_free(struct webhook *w);
 void webhook_mutate(void *ctx, const struct http_request *req, struct http_response *resp);
 
 /*
- * Pure: the RFC 6902 JSON patch (a JSON array as text) that pod needs,
+ * Pure but for o->claim_of: the RFC 6902 JSON patch (a JSON array as text)
+ * that pod, created in namespace ns (NULL: its metadata.namespace), needs,
  * appended to patch. Appends nothing when the pod is not a GPU pod or has
  * everything already. Returns 0, or -1 with a one-line reason in err when
  * the pod is malformed (no spec.containers list, a container that is not an
  * object, env that is not a list, ...) or the patch passes patch's cap.
  */
-int webhook_patch(const cJSON *pod, const struct webhook_opts *o, struct buf *patch, char *err,
+int webhook_patch(const cJSON *pod, const char *ns, const struct webhook_opts *o, struct buf *patch, char *err,
 		  size_t errlen);
+
+/*
+ * Pure: 1 with the reason (and what to do) in why when the pod selects GPUs
+ * itself, else 0. old is the pod before an UPDATE, NULL on CREATE; ns its
+ * namespace (NULL: its metadata.namespace). Refused:
+ *   - a container, init or ephemeral container whose env sets
+ *     NVIDIA_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES,
+ *     HIP_VISIBLE_DEVICES, GPU_DEVICE_ORDINAL or ZE_AFFINITY_MASK, other
+ *     than as the webhook's own reference to the binding's annotation;
+ *   - a cdi.k8s.io/ annotation added or changed;
+ *   - an allocation annotation (gpu.scheduling/allocated, device-uuids, the
+ *     visible-devices and shared-* ones) set at CREATE or changed by an
+ *     UPDATE: only the binding writes them.
+ * Exempt: a pod in one of o->system_namespaces with a privileged container.
+ * envFrom cannot be seen at admission (its values live in a ConfigMap or
+ * Secret); the runtime setting closes it (docs/node.md).
+ */
+int webhook_bypass(const cJSON *pod, const cJSON *old, const char *ns, const struct webhook_opts *o, char *why,
+		   size_t len);
 
 #endif

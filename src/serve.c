@@ -138,6 +138,18 @@ static int start_cluster(struct server *s)
 	return 0;
 }
 
+/* The webhook's view of a claim-only pod's GpuClaim: the cached object, decoded under the claims lock. */
+static int webhook_claim_of(void *ctx, const char *ns, const char *name, struct claim *out)
+{
+	struct server *s = ctx;
+	char err[200];
+	cache_claims_rdlock(s->cache);
+	const cJSON *gc = cache_gpuclaim_lookup(s->cache, ns, name);
+	int rc = gc ? api_gpuclaim_decode(gc, out, err, sizeof(err)) : -1;
+	cache_claims_unlock(s->cache);
+	return rc;
+}
+
 /* The admission webhook: its own HTTPS server (the API server calls webhooks over TLS only). */
 static struct httpd *start_webhook(struct server *s, char *err, size_t errlen)
 {
@@ -145,7 +157,10 @@ static struct httpd *start_webhook(struct server *s, char *err, size_t errlen)
 		log_error("--webhook-listen needs --webhook-cert and --webhook-key", "listen=%s", s->cfg.webhook_listen);
 		return NULL;
 	}
-	struct webhook_opts wo = { .res = &s->cfg.res, .marker_resource = s->cfg.marker_resource };
+	struct webhook_opts wo = {
+		.res = &s->cfg.res, .marker_resource = s->cfg.marker_resource, .no_env = !s->cfg.webhook_env,
+		.system_namespaces = s->cfg.system_namespaces, .claim_of = webhook_claim_of, .claim_ctx = s,
+	};
 	s->wh = webhook_new(&wo);
 	if (!s->wh)
 		return NULL;
@@ -168,8 +183,8 @@ static struct httpd *start_webhook(struct server *s, char *err, size_t errlen)
 		log_error("cannot start the webhook server", "error=\"%s\"", LOG_Q(err));
 		return NULL;
 	}
-	log_info("serving the webhook", "address=%s:%d path=/mutate marker=%s", host, httpd_port(h),
-		 s->cfg.marker_resource);
+	log_info("serving the webhook", "address=%s:%d path=/mutate marker=%s visible_devices_env=%s", host,
+		 httpd_port(h), s->cfg.marker_resource, s->cfg.webhook_env ? "true" : "false");
 	return h;
 }
 

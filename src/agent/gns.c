@@ -149,6 +149,9 @@ static cJSON *build(const struct agent_node *node, const char *timestamp)
 	}
 	if (node->dropped && !add_num(status, "droppedDevices", node->dropped))
 		goto fail;
+	/* the device plugin's share slots per GPU: the extender places no more shares on one */
+	if (node->share_slots && !add_num(status, "shareSlots", node->share_slots))
+		goto fail;
 	if (!add_str(status, "agentVersion", AGENT_VERSION))
 		goto fail;
 	if (timestamp && !add_str(status, "lastUpdated", timestamp))

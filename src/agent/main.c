@@ -5,6 +5,7 @@
  */
 #include "agent.h"
 #include "agent_publish.h"
+#include "devplugin.h"
 
 #include "log.h"
 #include "strnum.h"
@@ -31,7 +32,10 @@ static void usage(FILE *f)
 	      "  detect             print the GpuNodeStatus JSON; needs no cluster\n"
 	      "  labels             print the node labels the agent would set, key=value\n"
 	      "  run                publish the GpuNodeStatus and the node labels, and keep\n"
-	      "                     them up to date (until SIGTERM/SIGINT; SIGHUP: a round now)\n"
+	      "                     them up to date (until SIGTERM/SIGINT; SIGHUP: a round now);\n"
+	      "                     with --device-plugin also hand the devices to containers\n"
+	      "  podresources       print kubelet's record of the devices each container got\n"
+	      "                     (its PodResources API), one JSON object per line\n"
 	      "\n"
 	      "options:\n"
 	      "  --node NAME        node name (default: $NODE_NAME, else the host name)\n"
@@ -57,6 +61,30 @@ static void usage(FILE *f)
 	      "                     status.lastUpdated shows the agent is alive (default 10)\n"
 	      "  --once             one round, then exit: 0 published, 3 published but some\n"
 	      "                     vendor's tools failed, 1 could not publish\n"
+	      "\n"
+	      "the device plugin (run --device-plugin; docs/node.md):\n"
+	      "  --device-plugin    be kubelet's device plugin for gpu.scheduling/gpu (whole\n"
+	      "                     GPUs), gpu.scheduling/gpu-share (share slots) and\n"
+	      "                     gpu.scheduling/claim (claim tickets): each container gets\n"
+	      "                     exactly the devices the extender bound to its pod\n"
+	      "  --delivery MODE    how a container gets its devices: devices (device files\n"
+	      "                     and env, any runtime), volume-mounts (NVIDIA container\n"
+	      "                     runtime, env from the pod ignored), cdi (CDI device names;\n"
+	      "                     the spec is written to --cdi-dir) (default devices)\n"
+	      "  --plugin-dir DIR   kubelet's device-plugins directory\n"
+	      "                     (default " DP_PLUGIN_DIR ")\n"
+	      "  --podresources-socket PATH\n"
+	      "                     kubelet's PodResources socket, also for the podresources\n"
+	      "                     command (default " DP_PODRESOURCES_SOCKET ")\n"
+	      "  --cdi-dir DIR      where the CDI spec goes (default " DP_CDI_DIR ")\n"
+	      "  --share-slots N    share slots per GPU: at most N shared pods on one GPU\n"
+	      "                     (default 48, what one MPS server serves)\n"
+	      "  --claim-tickets N  tickets for claim-only pods whose claim the webhook could\n"
+	      "                     not read (default 110, kubelet's pod limit)\n"
+	      "  --mps-pipe-dir DIR the MPS control daemon's pipe directory on the host: shared\n"
+	      "                     containers get it mounted and CUDA_MPS_PIPE_DIRECTORY set\n"
+	      "  --device-root DIR  TEST ONLY: the device files are under DIR instead of /\n"
+	      "                     (fake GPUs made by the test harness)\n"
 	      "  -h, --help         this text\n"
 	      "  --version          the agent's version\n"
 	      "\n"
@@ -87,7 +115,21 @@ struct opts {
 	int interval_s;
 	int resync_rounds;
 	bool once;
+	bool device_plugin;
+	struct dp_config dp;
 };
+
+/* An absolute path option into dst (DP_PATH_MAX); false after a usage message. */
+static bool path_option(char *dst, const char *opt, const char *value)
+{
+	if (value[0] != '/' || strlen(value) >= DP_PATH_MAX) {
+		fprintf(stderr, "gpu-agent: %s wants an absolute path shorter than %d characters, not '%s'\n",
+			opt, DP_PATH_MAX, value);
+		return false;
+	}
+	snprintf(dst, DP_PATH_MAX, "%s", value);
+	return true;
+}
 
 /* 0 ok, 1 exit 0 (help/version printed), 2 usage error. */
 static int parse_args(int argc, char **argv, struct opts *o)
@@ -95,6 +137,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	enum {
 		OPT_NODE = 256, OPT_TOOLS, OPT_TIMEOUT, OPT_COMPACT, OPT_NOTS, OPT_LEVEL, OPT_LJSON, OPT_VERSION,
 		OPT_KUBECONFIG, OPT_CONTEXT, OPT_INTERVAL, OPT_RESYNC, OPT_ONCE, OPT_HOST_ROOT,
+		OPT_DEVICE_PLUGIN, OPT_DELIVERY, OPT_PLUGIN_DIR, OPT_PODRES, OPT_CDI_DIR, OPT_SHARE_SLOTS,
+		OPT_CLAIM_TICKETS, OPT_MPS_PIPE_DIR, OPT_DEVICE_ROOT,
 	};
 	static const struct option longopts[] = {
 		{ "node", required_argument, NULL, OPT_NODE },
@@ -110,6 +154,15 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "interval", required_argument, NULL, OPT_INTERVAL },
 		{ "resync", required_argument, NULL, OPT_RESYNC },
 		{ "once", no_argument, NULL, OPT_ONCE },
+		{ "device-plugin", no_argument, NULL, OPT_DEVICE_PLUGIN },
+		{ "delivery", required_argument, NULL, OPT_DELIVERY },
+		{ "plugin-dir", required_argument, NULL, OPT_PLUGIN_DIR },
+		{ "podresources-socket", required_argument, NULL, OPT_PODRES },
+		{ "cdi-dir", required_argument, NULL, OPT_CDI_DIR },
+		{ "share-slots", required_argument, NULL, OPT_SHARE_SLOTS },
+		{ "claim-tickets", required_argument, NULL, OPT_CLAIM_TICKETS },
+		{ "mps-pipe-dir", required_argument, NULL, OPT_MPS_PIPE_DIR },
+		{ "device-root", required_argument, NULL, OPT_DEVICE_ROOT },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -119,6 +172,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	o->level = LOG_INFO;
 	o->interval_s = 30;
 	o->resync_rounds = 10;
+	dp_config_default(&o->dp);
 	int c;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -131,6 +185,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_HOST_ROOT:
 			o->host_root = optarg;
+			if (!path_option(o->dp.host_root, "--host-root", optarg))
+				return 2;
 			break;
 		case OPT_TIMEOUT:
 			if (!strnum_double(optarg, &o->timeout_s) || o->timeout_s <= 0 || o->timeout_s > 3600) {
@@ -176,6 +232,48 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_ONCE:
 			o->once = true;
+			break;
+		case OPT_DEVICE_PLUGIN:
+			o->device_plugin = true;
+			break;
+		case OPT_DELIVERY:
+			if (!dp_delivery_parse(optarg, &o->dp.delivery)) {
+				fprintf(stderr, "gpu-agent: --delivery wants devices, volume-mounts or cdi, not '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case OPT_PLUGIN_DIR:
+			if (!path_option(o->dp.plugin_dir, "--plugin-dir", optarg))
+				return 2;
+			break;
+		case OPT_PODRES:
+			if (!path_option(o->dp.podresources_socket, "--podresources-socket", optarg))
+				return 2;
+			break;
+		case OPT_CDI_DIR:
+			if (!path_option(o->dp.cdi_dir, "--cdi-dir", optarg))
+				return 2;
+			break;
+		case OPT_MPS_PIPE_DIR:
+			if (!path_option(o->dp.mps_pipe_dir, "--mps-pipe-dir", optarg))
+				return 2;
+			break;
+		case OPT_DEVICE_ROOT:
+			if (!path_option(o->dp.device_root, "--device-root", optarg))
+				return 2;
+			break;
+		case OPT_SHARE_SLOTS:
+			if (!strnum_int(optarg, 1, 100, &o->dp.share_slots)) {
+				fprintf(stderr, "gpu-agent: --share-slots wants a number between 1 and 100, not '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case OPT_CLAIM_TICKETS:
+			if (!strnum_int(optarg, 1, 1000, &o->dp.claim_tickets)) {
+				fprintf(stderr, "gpu-agent: --claim-tickets wants a number between 1 and 1000, not '%s'\n",
+					optarg);
+				return 2;
+			}
 			break;
 		case 'h':
 			usage(stdout);
@@ -240,7 +338,44 @@ static int cmd_run(const struct opts *o)
 		.once = o->once,
 		.tools = { .tools_dir = o->tools_dir, .host_root = o->host_root, .timeout_ms = tool_timeout_ms(o) },
 	};
+	struct dp_config dp = o->dp;
+	snprintf(dp.node, sizeof(dp.node), "%s", name);
+	if (o->device_plugin && !o->once)
+		ro.plugin = &dp;
 	return agent_run(&ro);
+}
+
+/* One JSON line per container and resource of kubelet's record. */
+static void print_podres(void *ctx, const char *ns, const char *pod, const char *container, const char *resource,
+			 const char *const *ids, size_t nids)
+{
+	(void)ctx;
+	cJSON *o = cJSON_CreateObject();
+	cJSON *list = cJSON_CreateStringArray(ids, (int)nids);
+	char *line = NULL;
+	if (o && list && cJSON_AddStringToObject(o, "namespace", ns) && cJSON_AddStringToObject(o, "pod", pod) &&
+	    cJSON_AddStringToObject(o, "container", container) && cJSON_AddStringToObject(o, "resource", resource) &&
+	    cJSON_AddItemToObject(o, "deviceIds", list)) {
+		list = NULL;
+		line = cJSON_PrintUnformatted(o);
+	}
+	if (line)
+		printf("%s\n", line);
+	else
+		fprintf(stderr, "gpu-agent: out of memory\n");
+	free(line);
+	cJSON_Delete(list);
+	cJSON_Delete(o);
+}
+
+static int cmd_podresources(const struct opts *o)
+{
+	char err[512];
+	if (dp_podresources_each(o->dp.podresources_socket, print_podres, NULL, err, sizeof(err))) {
+		fprintf(stderr, "gpu-agent: %s: %s\n", o->dp.podresources_socket, err);
+		return 1;
+	}
+	return fflush(stdout) ? 1 : 0;
 }
 
 static int cmd_detect(const struct opts *o, bool labels)
@@ -312,6 +447,8 @@ int main(int argc, char **argv)
 		return cmd_detect(&o, true);
 	if (!strcmp(o.cmd, "run"))
 		return cmd_run(&o);
+	if (!strcmp(o.cmd, "podresources"))
+		return cmd_podresources(&o);
 	if (!strcmp(o.cmd, "help")) {
 		usage(stdout);
 		return 0;

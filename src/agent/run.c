@@ -12,6 +12,7 @@
  */
 #include "agent_publish.h"
 
+#include "devplugin.h"
 #include "log.h"
 
 #include <errno.h>
@@ -145,6 +146,19 @@ static struct kube_client *connect_api(const struct agent_run_opts *o)
 	return c;
 }
 
+/* Starts the device plugin once kubelet's directory is there; one error line per streak. */
+static struct devplugin *plugin_start(const struct dp_config *cfg, struct kube_client *kube, bool *failing)
+{
+	char err[512];
+	struct devplugin *dp = devplugin_start(cfg, kube, err, sizeof(err));
+	if (!dp && !*failing)
+		log_error("cannot start the device plugin; trying again each round", "error=\"%s\"", LOG_Q(err));
+	else if (dp && *failing)
+		log_info("device plugin started", "dir=%s", cfg->plugin_dir);
+	*failing = !dp;
+	return dp;
+}
+
 int agent_run(const struct agent_run_opts *o)
 {
 	if (!agent_node_name_valid(o->node)) {
@@ -183,6 +197,8 @@ int agent_run(const struct agent_run_opts *o)
 	agent_publisher_init(&pub, kube, o->node);
 	struct agent_backoff bo = { 0, 0 };
 	int status = 0;
+	struct devplugin *plugin = NULL;
+	bool plugin_failing = false;
 	if (!o->once)
 		log_info("gpu-agent running", "node=%s interval_s=%d resync_rounds=%d version=%s", o->node,
 			 interval_s, resync_rounds, AGENT_VERSION);
@@ -192,6 +208,12 @@ int agent_run(const struct agent_run_opts *o)
 		bool force = sig_hup != 0;
 		sig_hup = 0;
 		int drc = agent_detect_round(&o->tools, &st, o->node, node);
+		if (drc >= 0 && o->plugin) {
+			if (!plugin)
+				plugin = plugin_start(o->plugin, kube, &plugin_failing);
+			if (plugin)
+				devplugin_update(plugin, node);   /* before publishing: it may mark devices unhealthy */
+		}
 		int64_t next;
 		if (drc < 0) {
 			log_error("out of memory during detection; trying again next round", "node=%s", o->node);
@@ -251,6 +273,7 @@ int agent_run(const struct agent_run_opts *o)
 		status = 0;   /* a clean stop */
 	if (sig_stop)
 		log_info("stopping on signal", "node=%s signal=%d", o->node, (int)sig_stop);
+	devplugin_stop(plugin);
 	signals_remove();
 	sig_stop = 0;
 	sig_hup = 0;

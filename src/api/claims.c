@@ -14,7 +14,8 @@ void api_resources_default(struct api_resources *r)
 	snprintf(r->gpu[0], API_NAME_MAX, "%s", API_GROUP "/gpu");
 	snprintf(r->memory[0], API_NAME_MAX, "%s", API_GROUP "/gpu-memory");
 	snprintf(r->core[0], API_NAME_MAX, "%s", API_GROUP "/gpu-core");
-	r->ngpu = r->nmemory = r->ncore = 1;
+	snprintf(r->share[0], API_NAME_MAX, "%s", API_GROUP "/gpu-share");
+	r->ngpu = r->nmemory = r->ncore = r->nshare = 1;
 }
 
 int api_resources_set(struct api_resources *r, const char *which, const char *list,
@@ -31,8 +32,11 @@ int api_resources_set(struct api_resources *r, const char *which, const char *li
 	} else if (!strcmp(which, "core")) {
 		names = r->core;
 		count = &r->ncore;
+	} else if (!strcmp(which, "share")) {
+		names = r->share;
+		count = &r->nshare;
 	} else {
-		snprintf(err, errlen, "unknown resource kind '%s' (gpu, memory, core)", which);
+		snprintf(err, errlen, "unknown resource kind '%s' (gpu, memory, core, share)", which);
 		return -1;
 	}
 	int n = 0;
@@ -73,7 +77,7 @@ bool api_resources_has(const struct api_resources *r, const char *name)
 {
 	struct api_resources *m = (struct api_resources *)r;
 	return in_list(m->gpu, m->ngpu, name) || in_list(m->memory, m->nmemory, name) ||
-	       in_list(m->core, m->ncore, name);
+	       in_list(m->core, m->ncore, name) || in_list(m->share, m->nshare, name);
 }
 
 /* ---- GpuClaim ---------------------------------------------------------- */
@@ -260,7 +264,7 @@ static int container_amount(const cJSON *ctr, char (*names)[API_NAME_MAX], int n
 }
 
 struct amounts {
-	int64_t gpu, mem, core;
+	int64_t gpu, mem, core, share;
 };
 
 static int container_amounts(const cJSON *ctr, const struct api_resources *res, struct amounts *a,
@@ -269,7 +273,8 @@ static int container_amounts(const cJSON *ctr, const struct api_resources *res, 
 	struct api_resources *r = (struct api_resources *)res;
 	return container_amount(ctr, r->gpu, r->ngpu, &a->gpu, err, errlen) ||
 	       container_amount(ctr, r->memory, r->nmemory, &a->mem, err, errlen) ||
-	       container_amount(ctr, r->core, r->ncore, &a->core, err, errlen) ? -1 : 0;
+	       container_amount(ctr, r->core, r->ncore, &a->core, err, errlen) ||
+	       container_amount(ctr, r->share, r->nshare, &a->share, err, errlen) ? -1 : 0;
 }
 
 /* As kube-scheduler does: sum over containers, then max with each init container. */
@@ -285,6 +290,7 @@ static int pod_amounts(const cJSON *pod, const struct api_resources *res, struct
 		total->gpu += a.gpu;
 		total->mem += a.mem;
 		total->core += a.core;
+		total->share += a.share;
 	}
 	cJSON_ArrayForEach(ctr, api_path(pod, "spec.initContainers")) {
 		struct amounts a;
@@ -293,6 +299,7 @@ static int pod_amounts(const cJSON *pod, const struct api_resources *res, struct
 		total->gpu = a.gpu > total->gpu ? a.gpu : total->gpu;
 		total->mem = a.mem > total->mem ? a.mem : total->mem;
 		total->core = a.core > total->core ? a.core : total->core;
+		total->share = a.share > total->share ? a.share : total->share;
 	}
 	return 0;
 }
@@ -303,8 +310,18 @@ static int claim_from_resources(const cJSON *pod, const struct api_resources *re
 	struct amounts a;
 	if (pod_amounts(pod, res, &a, err, errlen))
 		return -1;
-	if (a.gpu > GPU_MAX_DEVICES)
+	if (a.gpu > GPU_MAX_DEVICES || a.share > GPU_MAX_DEVICES)
 		return bad(err, errlen, "pod asks for more GPUs than any node can have");
+	if (a.share && a.gpu) {
+		snprintf(err, errlen, "pod asks whole GPUs (%s) and shares (%s): a pod gets one or the other",
+			 res->gpu[0], res->share[0]);
+		return -1;
+	}
+	if (a.share && !a.mem && !a.core) {
+		snprintf(err, errlen, "%s needs %s or %s: say how much of each GPU the share takes",
+			 res->share[0], res->memory[0], res->core[0]);
+		return -1;
+	}
 	if (a.core > 100) {
 		snprintf(err, errlen, "%s is percent of one GPU: %lld is over 100", res->core[0], (long long)a.core);
 		return -1;
@@ -313,12 +330,37 @@ static int claim_from_resources(const cJSON *pod, const struct api_resources *re
 		return bad(err, errlen, "GPU memory request too large");
 	if (a.mem || a.core) {
 		c->mode = CLAIM_SHARED;
-		c->count = a.gpu ? (int)a.gpu : 1;
+		c->count = a.share ? (int)a.share : a.gpu ? (int)a.gpu : 1;
 		c->mem_mib = (uint32_t)a.mem;
 		c->core = (uint32_t)a.core * (GPU_CORE_FULL / 100);
 	} else if (a.gpu) {
 		c->mode = CLAIM_EXCLUSIVE;
 		c->count = (int)a.gpu;
+	}
+	return 0;
+}
+
+/*
+ * A claim pod may also name the counted resources (the webhook adds them so
+ * that kubelet's record names the devices): they must say what the claim
+ * says, or kubelet would hand over another number or kind of device.
+ */
+static int claim_matches_resources(const cJSON *pod, const struct api_resources *res, const struct claim *c,
+				   const char *claim_name, char *err, size_t errlen)
+{
+	struct amounts a;
+	if (pod_amounts(pod, res, &a, err, errlen))
+		return -1;
+	if (!a.gpu && !a.share)
+		return 0;
+	bool shared = c->mode == CLAIM_SHARED;
+	const char *want = shared ? res->share[0] : res->gpu[0];
+	int64_t n = shared ? a.share : a.gpu;
+	if (n != c->count || (shared ? a.gpu : a.share)) {
+		snprintf(err, errlen, "GpuClaim %s is %d GPU(s) of %s, the containers ask %lld %s and %lld %s: "
+			 "drop those or make them match", claim_name, c->count, want, (long long)a.gpu,
+			 res->gpu[0], (long long)a.share, res->share[0]);
+		return -1;
 	}
 	return 0;
 }
@@ -344,6 +386,10 @@ int api_pod_claim(const cJSON *pod, const struct api_resources *res, api_claim_l
 			return -1;
 		}
 		snprintf(c->gpuclaim, sizeof(c->gpuclaim), "%s", claim_name);
+		if (claim_matches_resources(pod, res, c, claim_name, err, errlen)) {
+			claim_release(c);
+			return -1;
+		}
 	} else if (claim_from_resources(pod, res, c, err, errlen)) {
 		return -1;
 	}

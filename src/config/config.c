@@ -32,6 +32,7 @@ static const struct option_def options[] = {
 	{ "resource-gpu", "resources.gpu", NUM(OPT_RESOURCES, res), "NAMES", "extended resources counted as whole GPUs (comma-separated aliases)", "gpu" },
 	{ "resource-gpu-memory", "resources.gpuMemory", NUM(OPT_RESOURCES, res), "NAMES", "extended resources giving shared GPU memory in MiB per GPU", "memory" },
 	{ "resource-gpu-core", "resources.gpuCore", NUM(OPT_RESOURCES, res), "NAMES", "extended resources giving shared GPU compute in percent per GPU", "core" },
+	{ "resource-gpu-share", "resources.gpuShare", NUM(OPT_RESOURCES, res), "NAMES", "extended resources giving how many GPUs a share spans (the node's share slots)", "share" },
 	{ "inventory", "inventory", STR(inventory), "FILE", "standalone mode: read the cluster from this List (JSON or YAML) instead of an API server", NULL },
 	{ "tls-cert", "tls.certFile", STR(tls_cert), "FILE", "serve the verbs over HTTPS with this PEM certificate (enableHTTPS)", NULL },
 	{ "tls-key", "tls.keyFile", STR(tls_key), "FILE", "private key of --tls-cert", NULL },
@@ -48,6 +49,8 @@ static const struct option_def options[] = {
 	{ "webhook-listen", "webhook.listen", STR(webhook_listen), "HOST:PORT", "serve the mutating webhook (/mutate, HTTPS) on this address", NULL },
 	{ "webhook-cert", "webhook.certFile", STR(webhook_cert), "FILE", "PEM certificate of the webhook server", NULL },
 	{ "webhook-key", "webhook.keyFile", STR(webhook_key), "FILE", "private key of --webhook-cert", NULL },
+	{ "webhook-visible-devices-env", "webhook.visibleDevicesEnv", NUM(OPT_BOOL, webhook_env), NULL, "add CUDA/NVIDIA/ROCR visible-devices variables to GPU pods (default true; false where the node agent's device plugin delivers the devices)", NULL },
+	{ "system-namespaces", "webhook.systemNamespaces", STR(system_namespaces), "NS,NS", "namespaces whose privileged pods may select GPUs themselves (default kube-system,gpu-system)", NULL },
 	{ "marker-resource", "webhook.markerResource", STR(marker_resource), "NAME", "resource the webhook adds to claim-only pods so kube-scheduler sends them to the extender (default gpu.scheduling/claim)", NULL },
 };
 
@@ -66,6 +69,8 @@ void config_defaults(struct config *cfg)
 	cfg->bind_timeout_s = 60;
 	snprintf(cfg->pod_selector, sizeof(cfg->pod_selector), "gpu.scheduling/managed=true");
 	snprintf(cfg->marker_resource, sizeof(cfg->marker_resource), "gpu.scheduling/claim");
+	cfg->webhook_env = true;
+	snprintf(cfg->system_namespaces, sizeof(cfg->system_namespaces), "kube-system,gpu-system");
 }
 
 static int set_option(struct config *cfg, const struct option_def *o, const char *value,

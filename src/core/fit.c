@@ -27,13 +27,19 @@ static inline enum sel dev_mismatch(const struct gpu_node *n, int i, const struc
 	return SEL_COUNT;
 }
 
-/* Could d take the claim's share now (given it matches and is usable)? */
-static inline bool dev_free_for(const struct gpu_device *d, const struct claim *c)
+/* Whether d already holds as many shares as the node's device plugin has slots for it. */
+static inline bool slots_full(const struct gpu_device *d, int slots)
+{
+	return slots > 0 && d->shared >= slots;
+}
+
+/* Could d take the claim's share now (given it matches and is usable)? slots: the node's share slots. */
+static inline bool dev_free_for(const struct gpu_device *d, const struct claim *c, int slots)
 {
 	if (!gpu_usable(d) || d->exclusive)
 		return false;
 	if (c->mode == CLAIM_SHARED)
-		return gpu_free_mib(d) >= c->mem_mib && gpu_free_core(d) >= c->core;
+		return gpu_free_mib(d) >= c->mem_mib && gpu_free_core(d) >= c->core && !slots_full(d, slots);
 	return d->shared == 0;
 }
 
@@ -96,7 +102,7 @@ static void scan_node(const struct gpu_node *n, const struct claim *c, struct sc
 		s->capable++;
 		if (d->island >= 0)
 			s->island_cap[d->island]++;
-		if (!dev_free_for(d, c))
+		if (!dev_free_for(d, c, n->share_slots))
 			continue;
 		s->free_idx[s->nfree++] = i;
 		if (d->island >= 0)
@@ -153,7 +159,7 @@ int fit_candidates(const struct gpu_node *n, const struct claim *c, int *idx)
 {
 	int k = 0;
 	for (int i = 0; i < n->ndev && k < GPU_MAX_DEVICES; i++)
-		if (dev_mismatch(n, i, c) == SEL_COUNT && dev_free_for(&n->dev[i], c))
+		if (dev_mismatch(n, i, c) == SEL_COUNT && dev_free_for(&n->dev[i], c, n->share_slots))
 			idx[k++] = i;
 	return k;
 }
@@ -258,6 +264,11 @@ static void explain_busy(const struct gpu_node *n, const struct claim *c,
 		return;
 	}
 	const struct gpu_device *d = &n->dev[best];
+	if (slots_full(d, n->share_slots)) {
+		REASON(f, "%s: %d with room, claim needs %d (gpu %d holds %d shares, the node's share slots)",
+		       range, s->nfree, c->count, d->id, (int)d->shared);
+		return;
+	}
 	REASON(f, "%s: %d with %u MiB and %u%% compute free, claim needs %d (roomiest: gpu %d, %u MiB, %u%%)",
 	       range, s->nfree, c->mem_mib, (c->core + 9) / 10, c->count, d->id,
 	       gpu_free_mib(d), gpu_free_core(d) / 10);

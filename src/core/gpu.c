@@ -299,7 +299,7 @@ struct gpu_state_digest gpu_node_state_digest(const struct gpu_node *n)
 {
 	struct gpu_state_digest h = { 0x5eedULL, 0x243f6a8885a308d3ULL };
 	mix(&h, (uint64_t)(uint32_t)n->ndev << 32 | (uint32_t)n->nisland);
-	mix(&h, n->task_kinds);
+	mix(&h, (uint64_t)n->task_kinds << 32 | (uint32_t)n->share_slots);
 	mix(&h, (uint64_t)n->cpu_cap);
 	mix(&h, (uint64_t)n->cpu_used);
 	mix(&h, (uint64_t)n->mem_cap);

@@ -19,7 +19,8 @@
 struct webhook {
 	struct api_resources res;
 	char marker[API_NAME_MAX];
-	struct webhook_opts o;        /* points at the two members above */
+	char system_namespaces[WEBHOOK_NAMESPACES_MAX];
+	struct webhook_opts o;        /* points at the members above */
 };
 
 /* The variables every container of a GPU pod gets, and the annotation each reads. */
@@ -33,6 +34,23 @@ static const struct {
 };
 #define NENV (sizeof(env_vars) / sizeof(env_vars[0]))
 
+/* Every variable some runtime or library reads to pick GPUs: a pod may not set them itself. */
+static const char *const selecting_vars[] = {
+	"NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
+	"HIP_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "ZE_AFFINITY_MASK",
+};
+
+/* The annotations only the extender's binding writes. */
+static const char *const allocation_annotations[] = {
+	ANN_ALLOCATED, ANN_UUIDS, ANN_CUDA, ANN_NVIDIA, ANN_ROCR, ANN_ZE, ANN_SHARED_MEMORY, ANN_SHARED_CORE,
+};
+
+/* Annotations with this prefix make containerd or CRI-O inject CDI devices. */
+#define CDI_ANNOTATION_PREFIX "cdi.k8s.io/"
+
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+static const char *const container_lists[] = { "containers", "initContainers", "ephemeralContainers" };
+
 /* ---- lifecycle ----------------------------------------------------------- */
 
 struct webhook *webhook_new(const struct webhook_opts *opts)
@@ -43,8 +61,12 @@ struct webhook *webhook_new(const struct webhook_opts *opts)
 	if (opts->res)
 		w->res = *opts->res;
 	snprintf(w->marker, sizeof(w->marker), "%s", opts->marker_resource ? opts->marker_resource : "");
+	snprintf(w->system_namespaces, sizeof(w->system_namespaces), "%s",
+		 opts->system_namespaces ? opts->system_namespaces : "");
+	w->o = *opts;
 	w->o.res = &w->res;
 	w->o.marker_resource = w->marker;
+	w->o.system_namespaces = w->system_namespaces;
 	return w;
 }
 
@@ -264,63 +286,176 @@ static int patch_label(struct patcher *p, const cJSON *pod, char *err, size_t er
 	return 0;
 }
 
-/* marker: "1" in the first container's resources.limits and resources.requests. */
-static void patch_marker(struct patcher *p, const cJSON *containers, const char *marker)
+/* One {"op":"remove","path":path}. */
+static void op_remove(struct patcher *p, struct buf *path)
 {
-	const cJSON *c0 = cJSON_GetArrayItem(containers, 0);
-	if (!cJSON_IsObject(c0))
+	if (p->rc)
 		return;
+	int rc = buf_adds(&p->ops, p->nops ? ",{\"op\":\"remove\",\"path\":" : "[{\"op\":\"remove\",\"path\":");
+	if (!rc)
+		rc = buf_add_json_str(&p->ops, buf_cstr(path));
+	if (!rc)
+		rc = buf_addc(&p->ops, '}');
+	p->rc = rc;
+	p->nops++;
+}
+
+/*
+ * name: value (a quantity) in resources.limits and resources.requests of
+ * spec.<field>[i], unless it is there already. Extended resources need
+ * both to agree, so both get it.
+ */
+static void patch_resource(struct patcher *p, const char *field, int i, const cJSON *ctr, const char *name,
+			   const char *value)
+{
 	static const char *const lists[] = { "limits", "requests" };
-	const cJSON *res = cJSON_GetObjectItemCaseSensitive(c0, "resources");
-	struct buf path, value;
+	const cJSON *res = cJSON_GetObjectItemCaseSensitive(ctr, "resources");
+	struct buf path, val;
 	buf_init(&path, PATH_CAP);
-	buf_init(&value, PATH_CAP);
+	buf_init(&val, PATH_CAP);
 	int rc = 0;
 	if (!cJSON_IsObject(res)) {
-		rc = buf_adds(&path, "/spec/containers/0/resources");
+		rc = buf_printf(&path, "/spec/%s/%d/resources", field, i);
 		for (size_t k = 0; k < 2 && !rc; k++) {
-			rc = buf_printf(&value, "%s\"%s\":{", k ? "," : "{", lists[k]);
+			rc = buf_printf(&val, "%s\"%s\":{", k ? "," : "{", lists[k]);
 			if (!rc)
-				rc = buf_add_json_str(&value, marker);
+				rc = buf_add_json_str(&val, name);
 			if (!rc)
-				rc = buf_adds(&value, ":\"1\"}");
+				rc = buf_addc(&val, ':');
+			if (!rc)
+				rc = buf_add_json_str(&val, value);
+			if (!rc)
+				rc = buf_addc(&val, '}');
 		}
 		if (!rc)
-			rc = buf_addc(&value, '}');
+			rc = buf_addc(&val, '}');
 		if (!rc)
-			op_add(p, &path, buf_cstr(&value));
+			op_add(p, &path, buf_cstr(&val));
 	}
 	for (size_t k = 0; k < 2 && !rc && cJSON_IsObject(res); k++) {
 		const cJSON *m = cJSON_GetObjectItemCaseSensitive(res, lists[k]);
-		const char *cur = api_str(m, marker);
-		if (cur && !strcmp(cur, "1"))
+		const char *cur = api_str(m, name);
+		if (cur && !strcmp(cur, value))
 			continue;
 		buf_clear(&path);
-		buf_clear(&value);
-		rc = buf_printf(&path, "/spec/containers/0/resources/%s", lists[k]);
+		buf_clear(&val);
+		rc = buf_printf(&path, "/spec/%s/%d/resources/%s", field, i, lists[k]);
 		if (cJSON_IsObject(m)) {
 			if (!rc)
-				rc = ptr_add(&path, marker);
+				rc = ptr_add(&path, name);
 			if (!rc)
-				rc = buf_adds(&value, "\"1\"");
+				rc = buf_add_json_str(&val, value);
 		} else {
 			if (!rc)
-				rc = buf_addc(&value, '{');
+				rc = buf_addc(&val, '{');
 			if (!rc)
-				rc = buf_add_json_str(&value, marker);
+				rc = buf_add_json_str(&val, name);
 			if (!rc)
-				rc = buf_adds(&value, ":\"1\"}");
+				rc = buf_addc(&val, ':');
+			if (!rc)
+				rc = buf_add_json_str(&val, value);
+			if (!rc)
+				rc = buf_addc(&val, '}');
 		}
 		if (!rc)
-			op_add(p, &path, buf_cstr(&value));
+			op_add(p, &path, buf_cstr(&val));
 	}
 	if (rc)
 		p->rc = rc;
 	buf_release(&path);
-	buf_release(&value);
+	buf_release(&val);
 }
 
-int webhook_patch(const cJSON *pod, const struct webhook_opts *o, struct buf *patch, char *err,
+/* The container's quantity of any of names (limits first), as text; NULL when none. */
+static const char *quantity_of(const cJSON *ctr, const char (*names)[API_NAME_MAX], int n)
+{
+	const cJSON *res = cJSON_GetObjectItemCaseSensitive(ctr, "resources");
+	for (int k = 0; k < n; k++) {
+		const char *q = api_str(cJSON_GetObjectItemCaseSensitive(res, "limits"), names[k]);
+		if (!q)
+			q = api_str(cJSON_GetObjectItemCaseSensitive(res, "requests"), names[k]);
+		if (q)
+			return q;
+	}
+	return NULL;
+}
+
+static bool container_has_any(const cJSON *ctr, const char (*names)[API_NAME_MAX], int n)
+{
+	static const char *const lists[] = { "limits", "requests" };
+	const cJSON *res = cJSON_GetObjectItemCaseSensitive(ctr, "resources");
+	for (size_t l = 0; l < 2; l++)
+		for (int k = 0; k < n; k++)
+			if (cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(res, lists[l]), names[k]))
+				return true;
+	return false;
+}
+
+/*
+ * A container that asks gpu-memory or gpu-core is a share, which kubelet
+ * counts in share slots: it gets gpu-share (its gpu count, else 1) and
+ * loses gpu, which would make kubelet hand it whole GPUs.
+ */
+static void patch_shares(struct patcher *p, const cJSON *spec, const struct api_resources *res)
+{
+	static const char *const lists[] = { "limits", "requests" };
+	static const char *const fields[] = { "containers", "initContainers" };
+	struct buf path;
+	buf_init(&path, PATH_CAP);
+	for (size_t f = 0; f < 2; f++) {
+		int i = 0;
+		const cJSON *ctr;
+		cJSON_ArrayForEach(ctr, cJSON_GetObjectItemCaseSensitive(spec, fields[f])) {
+			bool share = container_has_any(ctr, res->memory, res->nmemory) ||
+				     container_has_any(ctr, res->core, res->ncore);
+			if (share && !container_has_any(ctr, res->share, res->nshare)) {
+				const char *n = quantity_of(ctr, res->gpu, res->ngpu);
+				patch_resource(p, fields[f], i, ctr, res->share[0], n ? n : "1");
+			}
+			for (size_t l = 0; share && l < 2; l++) {
+				const cJSON *m = cJSON_GetObjectItemCaseSensitive(
+					cJSON_GetObjectItemCaseSensitive(ctr, "resources"), lists[l]);
+				for (int k = 0; k < res->ngpu; k++) {
+					if (!cJSON_GetObjectItemCaseSensitive(m, res->gpu[k]))
+						continue;
+					buf_clear(&path);
+					p->rc = p->rc ? p->rc : buf_printf(&path, "/spec/%s/%d/resources/%s", fields[f], i, lists[l]);
+					p->rc = p->rc ? p->rc : ptr_add(&path, res->gpu[k]);
+					op_remove(p, &path);
+				}
+			}
+			i++;
+		}
+	}
+	buf_release(&path);
+}
+
+/*
+ * What a claim-only pod's first container gets so that kube-scheduler sends
+ * it to the extender and kubelet counts it: the claim's count of gpu
+ * (Exclusive, MIG) or gpu-share (Shared) when the claim can be read, which
+ * makes kubelet's record name its devices; else the marker ticket.
+ */
+static void patch_claim_count(struct patcher *p, const cJSON *pod, const char *ns, const cJSON *containers,
+			      const struct webhook_opts *o)
+{
+	const cJSON *c0 = cJSON_GetArrayItem(containers, 0);
+	if (!cJSON_IsObject(c0))
+		return;
+	const char *name = api_annotation(pod, ANN_CLAIM);
+	struct claim c;
+	claim_init(&c);
+	if (o->claim_of && ns && o->claim_of(o->claim_ctx, ns, name, &c) == 0 && c.count > 0) {
+		char count[16];
+		snprintf(count, sizeof(count), "%d", c.count);
+		patch_resource(p, "containers", 0, c0, c.mode == CLAIM_SHARED ? o->res->share[0] : o->res->gpu[0], count);
+	} else if (o->marker_resource && o->marker_resource[0]) {
+		patch_resource(p, "containers", 0, c0, o->marker_resource, "1");
+	}
+	claim_release(&c);
+}
+
+int webhook_patch(const cJSON *pod, const char *ns, const struct webhook_opts *o, struct buf *patch, char *err,
 		  size_t errlen)
 {
 	const cJSON *spec = cJSON_GetObjectItemCaseSensitive(pod, "spec");
@@ -331,17 +466,23 @@ int webhook_patch(const cJSON *pod, const struct webhook_opts *o, struct buf *pa
 	bool resources = pod_asks_gpu_resource(spec, o->res);
 	if (!claim && !resources)
 		return 0;
+	if (!ns)
+		ns = api_str(api_path(pod, "metadata"), "namespace");
 
 	struct patcher p;
 	memset(&p, 0, sizeof(p));
 	buf_init(&p.ops, patch->cap);
-	int rc = patch_env(&p, spec, "containers", err, errlen);
-	if (!rc)
+	int rc = 0;
+	if (!o->no_env)
+		rc = patch_env(&p, spec, "containers", err, errlen);
+	if (!rc && !o->no_env)
 		rc = patch_env(&p, spec, "initContainers", err, errlen);
 	if (!rc)
 		rc = patch_label(&p, pod, err, errlen);
-	if (!rc && !resources && o->marker_resource && o->marker_resource[0])
-		patch_marker(&p, containers, o->marker_resource);
+	if (!rc && resources)
+		patch_shares(&p, spec, o->res);
+	if (!rc && !resources)
+		patch_claim_count(&p, pod, ns, containers, o);
 	if (!rc && !p.rc && p.nops)
 		p.rc = buf_addc(&p.ops, ']');
 	if (!rc && !p.rc && p.nops)
@@ -354,6 +495,114 @@ int webhook_patch(const cJSON *pod, const struct webhook_opts *o, struct buf *pa
 	return rc;
 }
 
+/* ---- the bypass ------------------------------------------------------------ */
+
+static bool in_comma_list(const char *list, const char *s)
+{
+	size_t n = strlen(s);
+	for (const char *p = list; p && *p;) {
+		p += strspn(p, " ,");
+		size_t len = strcspn(p, " ,");
+		if (len == n && !strncmp(p, s, n))
+			return true;
+		p += len;
+	}
+	return false;
+}
+
+static bool is_privileged(const cJSON *ctr)
+{
+	return cJSON_IsTrue(api_path(ctr, "securityContext.privileged"));
+}
+
+/* A privileged pod in an allow-listed namespace (a vendor's own device plugin, DCGM). */
+static bool trusted(const cJSON *pod, const char *ns, const struct webhook_opts *o)
+{
+	if (!ns || !in_comma_list(o->system_namespaces, ns))
+		return false;
+	for (size_t f = 0; f < NELEM(container_lists); f++) {
+		const cJSON *ctr;
+		cJSON_ArrayForEach(ctr, api_path(api_path(pod, "spec"), container_lists[f]))
+			if (is_privileged(ctr))
+				return true;
+	}
+	return false;
+}
+
+/* The webhook's own entry: a downward-API reference to the binding's annotation for that variable. */
+static bool injected_form(const cJSON *e, const char *name)
+{
+	const char *path = api_str(api_path(e, "valueFrom.fieldRef"), "fieldPath");
+	char want[API_NAME_MAX + 32];
+	for (size_t k = 0; path && k < NENV; k++) {
+		if (strcmp(env_vars[k].name, name))
+			continue;
+		snprintf(want, sizeof(want), "metadata.annotations['%s']", env_vars[k].annotation);
+		return !strcmp(path, want);
+	}
+	return false;
+}
+
+/* The first GPU-selecting variable a container sets itself, or NULL. */
+static const char *selecting_var(const cJSON *ctr)
+{
+	const cJSON *e;
+	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(ctr, "env")) {
+		const char *name = api_str(e, "name");
+		for (size_t k = 0; name && k < NELEM(selecting_vars); k++)
+			if (!strcmp(name, selecting_vars[k]) && !injected_form(e, name))
+				return name;
+	}
+	return NULL;
+}
+
+/* Whether annotation key is set or changed by this write (old NULL: a CREATE, where any value is new). */
+static bool annotation_changed(const cJSON *pod, const cJSON *old, const char *key)
+{
+	const char *now = api_annotation(pod, key), *before = old ? api_annotation(old, key) : NULL;
+	return now ? !before || strcmp(now, before) : before != NULL;
+}
+
+int webhook_bypass(const cJSON *pod, const cJSON *old, const char *ns, const struct webhook_opts *o, char *why,
+		   size_t len)
+{
+	if (!ns)
+		ns = api_str(api_path(pod, "metadata"), "namespace");
+	if (trusted(pod, ns, o))
+		return 0;
+	const cJSON *spec = api_path(pod, "spec");
+	for (size_t f = 0; f < NELEM(container_lists); f++) {
+		const cJSON *ctr;
+		cJSON_ArrayForEach(ctr, cJSON_GetObjectItemCaseSensitive(spec, container_lists[f])) {
+			const char *var = selecting_var(ctr);
+			if (var) {
+				const char *cname = api_str(ctr, "name");
+				snprintf(why, len, "container %s sets %s itself: GPUs are given by the gpu-scheduler; ask for "
+					 "gpu.scheduling/gpu (or name a GpuClaim) and remove the variable (docs/node.md)",
+					 cname ? cname : "?", var);
+				return 1;
+			}
+		}
+	}
+	const cJSON *ann;
+	cJSON_ArrayForEach(ann, api_path(pod, "metadata.annotations")) {
+		if (ann->string && !strncmp(ann->string, CDI_ANNOTATION_PREFIX, strlen(CDI_ANNOTATION_PREFIX)) &&
+		    annotation_changed(pod, old, ann->string)) {
+			snprintf(why, len, "annotation %s asks the runtime for CDI devices: GPUs are given by the "
+				 "gpu-scheduler; ask for gpu.scheduling/gpu and remove the annotation", ann->string);
+			return 1;
+		}
+	}
+	for (size_t k = 0; k < NELEM(allocation_annotations); k++) {
+		const char *key = allocation_annotations[k];
+		if (annotation_changed(pod, old, key)) {
+			snprintf(why, len, "annotation %s is written by the gpu-scheduler's binding only; remove it", key);
+			return 1;
+		}
+	}
+	return 0;
+}
+
 /* ---- the review ---------------------------------------------------------- */
 
 static void review_head(struct buf *b, const char *uid)
@@ -362,14 +611,14 @@ static void review_head(struct buf *b, const char *uid)
 	buf_add_json_str(b, uid ? uid : "");
 }
 
-/* A review we cannot act on: HTTP 200, allowed:false, status 400. */
-static void deny(struct http_response *resp, const char *uid, const char *msg)
+/* HTTP 200, allowed:false, status code: 400 a review we cannot act on, 403 a pod the rules refuse. */
+static void deny(struct http_response *resp, const char *uid, int code, const char *msg)
 {
-	log_warn("admission review rejected", "uid=%s error=\"%s\"", uid ? uid : "", LOG_Q(msg));
+	log_warn("admission review rejected", "uid=%s code=%d error=\"%s\"", uid ? uid : "", code, LOG_Q(msg));
 	resp->status = 200;
 	buf_clear(&resp->body);
 	review_head(&resp->body, uid);
-	buf_adds(&resp->body, ",\"allowed\":false,\"status\":{\"code\":400,\"message\":");
+	buf_printf(&resp->body, ",\"allowed\":false,\"status\":{\"code\":%d,\"message\":", code);
 	buf_add_json_str(&resp->body, msg);
 	if (buf_adds(&resp->body, "}}}\n"))
 		httpd_error(resp, 500, "reply too large");
@@ -392,8 +641,9 @@ static void allow(struct http_response *resp, const char *uid, const struct buf 
 }
 
 /*
- * Decides one review: 0 with *patch filled (empty: allowed unchanged), or -1
- * with msg saying why the review is unusable. *uid is request.uid or NULL.
+ * Decides one review: 0 with *patch filled (empty: allowed unchanged), 1
+ * with msg when the rules refuse the pod, or -1 with msg saying why the
+ * review is unusable. *uid is request.uid or NULL.
  */
 static int decide(const struct webhook *w, const cJSON *root, const char **uid, struct buf *patch,
 		  char *msg, size_t msglen)
@@ -420,22 +670,33 @@ static int decide(const struct webhook *w, const cJSON *root, const char **uid, 
 	if (!what)
 		what = api_str(obj, "kind");
 	const char *sub = api_str(request, "subResource");
-	/* Only the CREATE of a pod itself is ours; anything else passes unchanged. */
-	if (strcmp(op, "CREATE") || (sub && sub[0]) || (what && strcmp(what, "Pod")))
+	if (sub && !sub[0])
+		sub = NULL;
+	/*
+	 * Ours: a pod's CREATE (checked and mutated), its UPDATE and the
+	 * ephemeralcontainers UPDATE (checked only). Anything else passes unchanged.
+	 */
+	bool create = !strcmp(op, "CREATE") && !sub;
+	bool update = !strcmp(op, "UPDATE") && (!sub || !strcmp(sub, "ephemeralcontainers"));
+	if ((!create && !update) || (what && strcmp(what, "Pod")))
 		return 0;
 	const char *okind = api_str(obj, "kind");
 	if (!cJSON_IsObject(obj))
 		return fail(msg, msglen, "request.object is missing or not an object, not a Pod");
 	if (okind && strcmp(okind, "Pod"))
 		return fail(msg, msglen, "request.object is a %s, not a Pod", okind);
+	const char *ns = api_str(request, "namespace");   /* the object may not carry it yet */
+	const cJSON *old = update ? cJSON_GetObjectItemCaseSensitive(request, "oldObject") : NULL;
+	if (webhook_bypass(obj, cJSON_IsObject(old) ? old : NULL, ns, &w->o, msg, msglen))
+		return 1;
 	char err[256];
-	if (webhook_patch(obj, &w->o, patch, err, sizeof(err)))
+	if (create && webhook_patch(obj, ns, &w->o, patch, err, sizeof(err)))
 		return fail(msg, msglen, "request.object: %s", err);
 	if (log_enabled(LOG_INFO)) {
 		struct api_pod_ref ref;
 		api_pod_ref(obj, &ref);
-		if (api_str(request, "namespace"))
-			ref.ns = api_str(request, "namespace");   /* the object may not carry it yet */
+		if (ns)
+			ref.ns = ns;
 		/* A pod created with generateName has no name yet. */
 		const char *name = ref.name[0] ? ref.name : api_str(api_path(obj, "metadata"), "generateName");
 		if (!name)
@@ -464,8 +725,9 @@ void webhook_mutate(void *ctx, const struct http_request *req, struct http_respo
 	buf_init(&patch, PATCH_CAP);
 	const char *uid;
 	char msg[512];
-	if (decide(w, root, &uid, &patch, msg, sizeof(msg)))
-		deny(resp, uid, msg);
+	int verdict = decide(w, root, &uid, &patch, msg, sizeof(msg));
+	if (verdict)
+		deny(resp, uid, verdict > 0 ? 403 : 400, msg);
 	else
 		allow(resp, uid, &patch);
 	buf_release(&patch);

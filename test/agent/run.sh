@@ -263,5 +263,18 @@ expect_rc "unknown option" 2
 run_agent -- --timeout nope detect
 expect_rc "bad --timeout" 2
 
+# ---- the device plugin's options and kubelet's record ----
+run_agent -- run --device-plugin --delivery envvar --node n1
+expect_rc "bad --delivery" 2
+expect_err "bad --delivery: names the modes" "devices, volume-mounts or cdi"
+run_agent -- run --device-plugin --share-slots 0 --node n1
+expect_rc "bad --share-slots" 2
+run_agent -- run --device-plugin --device-root relative/dir --node n1
+expect_rc "relative --device-root" 2
+expect_err "relative --device-root: says why" "absolute path"
+run_agent -- podresources --podresources-socket "$TMP/no-kubelet.sock"
+expect_rc "podresources without kubelet" 1
+expect_err "podresources without kubelet: names the socket" "no-kubelet.sock"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

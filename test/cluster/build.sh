@@ -7,10 +7,15 @@
 #                                    build if needed, then print only the bin
 #                                    directory on stdout (logs go to stderr)
 #
-# Binaries: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl
-# (all from k8s.io/kubernetes at $K8S_VERSION, see versions.env), etcd (from
-# go.etcd.io/etcd/server/v3 at the version that release requires) and
+# Binaries: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
+# kubelet (all from k8s.io/kubernetes at $K8S_VERSION, see versions.env), etcd
+# (from go.etcd.io/etcd/server/v3 at the version that release requires) and
 # freeport (a helper that prints free 127.0.0.1 ports).
+#
+# Without --print-bin-dir it also builds containerd for the test node
+# (test/node/build-containerd.sh, its own cache entry) and prints its version;
+# cluster_up needs only the Kubernetes binaries, cluster_node_up builds
+# containerd itself.
 #
 # Cache layout (GPU_EXTENDER_CACHE defaults to $HOME/.cache/gpu-extender):
 #   $GPU_EXTENDER_CACHE/k8s-<version>/bin/     the binaries and a .stamp
@@ -53,7 +58,7 @@ cache_root=${GPU_EXTENDER_CACHE:-$HOME/.cache/gpu-extender}
 version_dir=$cache_root/k8s-$K8S_VERSION
 bin_dir=$version_dir/bin
 stamp=$bin_dir/.stamp
-binaries=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd freeport)
+binaries=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet etcd freeport)
 
 # Everything that decides what gets built: if any of it changes, build again.
 build_key() {
@@ -77,7 +82,11 @@ finish() {  # [built]
   log "binaries in $bin_dir"
   # cluster_up calls --print-bin-dir on every start: keep that quiet.
   if ((!print_bin_dir)) || [[ ${1:-} == built ]]; then print_versions; fi
-  if ((print_bin_dir)); then echo "$bin_dir"; fi
+  if ((print_bin_dir)); then
+    echo "$bin_dir"
+  else
+    "$here/../node/build-containerd.sh"
+  fi
 }
 
 mkdir -p "$version_dir"
@@ -127,6 +136,7 @@ packages=(
   k8s.io/kubernetes/cmd/kube-controller-manager
   k8s.io/kubernetes/cmd/kube-scheduler
   k8s.io/kubernetes/cmd/kubectl
+  k8s.io/kubernetes/cmd/kubelet
   ./etcd
   ./freeport
 )

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # A real Kubernetes control plane on 127.0.0.1 for tests: etcd, kube-apiserver,
-# kube-controller-manager (garbage collector + service-account controllers only)
-# and, on request, kube-scheduler. There is no kubelet and no node lifecycle
-# controller: nodes are fake Node objects whose status the tests write.
+# kube-controller-manager (garbage collector, service accounts, root CA
+# publisher, endpoints, Deployments/ReplicaSets/DaemonSets; never the node
+# lifecycle controller) and, on request, kube-scheduler. Nodes are fake Node
+# objects whose status the tests write; on request (cluster_node_up, root) this
+# machine also joins as one real node: containerd, runc, a CNI bridge and kubelet.
 # Binaries come from test/cluster/build.sh (cached; built on first use).
 #
 # ---------------------------------------------------------------------------
@@ -85,6 +87,34 @@
 #                                 print "timed out after Ns waiting for DESC" and fail
 #   cluster_wait_gone SECONDS KIND NAME [NS]
 #                                 wait until the object no longer exists
+#   cluster_node_up [NAME]        (root) this machine as a real node, NAME default the
+#                                 host name in lower case: containerd 2.x (own config,
+#                                 CDI on, runc v2, cgroupfs), CNI bridge cni0 with
+#                                 10.244.0.0/24, the images of test/node/images.sh
+#                                 imported, kubelet with a client certificate for
+#                                 system:node:NAME and a serving certificate from the
+#                                 harness CA, node IP = the default route's address,
+#                                 label gpu-extender.test/real-node=true. Waits for Ready.
+#                                 One per host (kubelet root /var/lib/kubelet). Details:
+#                                 node.sh
+#   cluster_node_down             delete the node's pods (while kubelet runs), stop
+#                                 kubelet and containerd, delete the Node, then remove
+#                                 every shim, container, mount, kubepods cgroup, cni0 and
+#                                 host path the node made; cluster_down calls it
+#   cluster_kubelet_restart       stop kubelet and start it with the same configuration
+#                                 (pods keep running); waits for /healthz and Ready
+#   cluster_containerd_restart    the same for containerd
+#   cluster_node_ready [NAME]     true when the Node's Ready condition is True
+#   cluster_ctr ARGS...           ctr -n k8s.io against the node's containerd
+#   cluster_make_cert DIR NAME SUBJECT [EXT-LINE...]
+#                                 DIR/NAME.{key,crt} signed by the harness CA (openssl
+#                                 extension lines; default: a client certificate)
+#   cluster_fake_gpus DIR N       (test only) N fake NVIDIA GPUs under DIR: char devices
+#                                 DIR/dev/nvidia0..N-1 (195:i), nvidiactl (195:255),
+#                                 nvidia-uvm (511:0), and DIR/bin/nvidia-smi printing
+#                                 recorded A100 outputs (interpreter: a static busybox in
+#                                 DIR/bin, so it runs in the product image too); DIR is
+#                                 removed by cluster_down
 #   kubectl ARGS...               the built kubectl with the admin kubeconfig
 #   kubectl_as ID ARGS...         kubectl as ID: admin, extender, agent, scheduler,
 #                                 controller-manager
@@ -111,11 +141,23 @@
 #   ServiceAccounts gpu-system/gpu-extender and gpu-system/gpu-agent apply to them.
 #   (The gpu-system namespace is not created; apply deploy/ for that.)
 #
+# Variables set (and exported) by cluster_node_up (also in $CLUSTER_DIR/node/env)
+#   CLUSTER_NODE_NAME      the Node's name (the agent's NODE_NAME must agree)
+#   CLUSTER_NODE_IP        its InternalIP (the address of the default route)
+#   CLUSTER_NODE_DIR       $CLUSTER_DIR/node: configs, certificates, containerd's root
+#                          and state, CNI config and IPAM state
+#   CLUSTER_CONTAINERD_ADDRESS, CLUSTER_CONTAINERD_BIN (containerd, ctr, the shim)
+#   CLUSTER_KUBELET_PORT   kubelet's HTTPS port on CLUSTER_NODE_IP
+#   Constants: CLUSTER_BUSYBOX_IMAGE (gpu-test/busybox:local), CLUSTER_PRODUCT_IMAGE
+#   (gpu-extender:dev), CLUSTER_PAUSE_IMAGE, CLUSTER_KUBELET_ROOT (/var/lib/kubelet);
+#   pods must use imagePullPolicy: Never (no registry).
+#
 # Environment read
 #   GPU_EXTENDER_CACHE     build cache root (see build.sh)
 #   TMPDIR                 where CLUSTER_DIR is made (default /tmp)
 #   CLUSTER_KEEP=1         keep CLUSTER_DIR after cluster_down (logs for debugging)
 #   CLUSTER_VERBOSE=1      log each step to stderr
+#   CLUSTER_KUBELET_V      kubelet's --v (default 1)
 #
 # Standalone use:
 #   test/cluster/cluster.sh up        start detached, print `export` lines (eval them);
@@ -125,6 +167,7 @@
 #   test/cluster/cluster.sh run CMD...
 #                                     start, run CMD with the variables exported, stop;
 #                                     exits with CMD's status
+#   (test/node/local-cluster.sh, `make cluster`: the same plus the real node and deploy/)
 # ---------------------------------------------------------------------------
 
 # Where this file lives (works when sourced from anywhere).
@@ -199,7 +242,7 @@ cluster_spawn() {
   [[ -n ${CLUSTER_DIR:-} ]] || { _cluster_err "cluster_spawn: no cluster (run cluster_up)"; return 1; }
   [[ $name =~ ^[A-Za-z0-9_.-]+$ ]] || { _cluster_err "cluster_spawn: bad name '$name'"; return 1; }
   case $name in
-    etcd|kube-apiserver|kube-controller-manager|watchdog|scheduler-*)
+    etcd|kube-apiserver|kube-controller-manager|watchdog|scheduler-*|kubelet|containerd)
       _cluster_err "cluster_spawn: '$name' is reserved"; return 1 ;;
   esac
   if cluster_alive "$name"; then _cluster_err "cluster_spawn: $name is already running"; return 1; fi
@@ -327,6 +370,14 @@ EOF
       "extendedKeyUsage=clientAuth" >front-proxy-client.ext
     openssl x509 -req -in front-proxy-client.csr -CA front-proxy-ca.crt -CAkey front-proxy-ca.key \
       -CAcreateserial -out front-proxy-client.crt -days 2 -extfile front-proxy-client.ext 2>/dev/null
+    # The API server's client certificate towards kubelets (logs, exec, port-forward).
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+      -keyout apiserver-kubelet-client.key -out apiserver-kubelet-client.csr \
+      -subj "/O=system:masters/CN=kube-apiserver-kubelet-client" 2>/dev/null
+    printf '%s\n' "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature,keyEncipherment" \
+      "extendedKeyUsage=clientAuth" >apiserver-kubelet-client.ext
+    openssl x509 -req -in apiserver-kubelet-client.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
+      -out apiserver-kubelet-client.crt -days 2 -extfile apiserver-kubelet-client.ext 2>/dev/null
     openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out sa.key 2>/dev/null
     openssl pkey -in sa.key -pubout -out sa.pub 2>/dev/null
     chmod 600 ./*.key
@@ -360,8 +411,17 @@ _cluster_make_tokens() {
 }
 
 _cluster_write_kubeconfig() {  # ID USER TOKENFILE
-  local f=$CLUSTER_DIR/kubeconfig/$1.kubeconfig
-  cat >"$f" <<EOF
+  _cluster_kubeconfig "$CLUSTER_DIR/kubeconfig/$1.kubeconfig" "$1" "$2" "tokenFile: $3"
+}
+
+# _cluster_kubeconfig FILE CONTEXT USER CREDENTIALS...: a kubeconfig for the
+# harness's API server; each CREDENTIALS line goes under the user (e.g.
+# "tokenFile: F", or "client-certificate: C" and "client-key: K").
+_cluster_kubeconfig() {
+  local f=$1 ctx=$2 user=$3 line
+  shift 3
+  {
+    cat <<EOF
 apiVersion: v1
 kind: Config
 clusters:
@@ -369,17 +429,16 @@ clusters:
   cluster:
     server: $CLUSTER_API_URL
     certificate-authority: $CLUSTER_CA_FILE
-users:
-- name: $2
-  user:
-    tokenFile: $3
 contexts:
-- name: $1
-  context:
-    cluster: gpu-test
-    user: $2
-current-context: $1
+- name: $ctx
+  context: {cluster: gpu-test, user: "$user"}
+current-context: $ctx
+users:
+- name: "$user"
+  user:
 EOF
+    for line in "$@"; do echo "    $line"; done
+  } >"$f"
   chmod 600 "$f"
 }
 
@@ -472,7 +531,13 @@ _cluster_launch_apiserver() {
     --service-account-signing-key-file="$p/sa.key" \
     --service-cluster-ip-range=10.96.0.0/16 \
     --disable-admission-plugins=TaintNodesByCondition \
+    --enable-admission-plugins=NodeRestriction \
     --endpoint-reconciler-type=none \
+    --kubelet-client-certificate="$p/apiserver-kubelet-client.crt" \
+    --kubelet-client-key="$p/apiserver-kubelet-client.key" \
+    --kubelet-certificate-authority="$p/ca.crt" \
+    --kubelet-preferred-address-types=InternalIP,Hostname \
+    --enable-aggregator-routing=true \
     --allow-privileged=true \
     --profiling=false \
     --v=1
@@ -547,12 +612,24 @@ cluster_start_apiserver() {
 # cluster_restart_apiserver [--kill]: cluster_stop_apiserver, then cluster_start_apiserver.
 cluster_restart_apiserver() { cluster_stop_apiserver "$@" && cluster_start_apiserver; }
 
+# What the fake nodes and the real one (cluster_node_up) need, and never the
+# node lifecycle or node IPAM controllers: fake nodes have no kubelet, and the
+# lifecycle controller would mark them NotReady and taint them.
+_CLUSTER_CONTROLLERS=garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller
+# kube-root-ca.crt in every namespace (service-account token volumes need it)
+_CLUSTER_CONTROLLERS+=,root-ca-certificate-publisher-controller
+# Services get endpoints (webhook Services are called at their endpoints:
+# --enable-aggregator-routing, no kube-proxy)
+_CLUSTER_CONTROLLERS+=,endpoints-controller,endpointslice-controller
+# deploy/ runs as Deployments and a DaemonSet
+_CLUSTER_CONTROLLERS+=,deployment-controller,replicaset-controller,daemonset-controller
+
 _cluster_start_controller_manager() {
   local p=$CLUSTER_DIR/pki
   _cluster_start kube-controller-manager "$CLUSTER_DIR/logs/kube-controller-manager.log" \
     "$CLUSTER_BIN/kube-controller-manager" \
     --kubeconfig="$CLUSTER_CONTROLLER_MANAGER_KUBECONFIG" \
-    --controllers=garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller \
+    --controllers="$_CLUSTER_CONTROLLERS" \
     --service-account-private-key-file="$p/sa.key" \
     --root-ca-file="$p/ca.crt" \
     --use-service-account-credentials=true \
@@ -572,10 +649,12 @@ _cluster_start_controller_manager() {
 _cluster_start_watchdog() {
   local parent=$1
   _cluster_start watchdog "$CLUSTER_DIR/logs/watchdog.log" bash -c '
-    parent=$1 dir=$2
+    parent=$1 dir=$2 harness=$3
     while kill -0 "$parent" 2>/dev/null && [[ -f $dir/pids ]]; do sleep 1; done
     [[ -f $dir/pids ]] || exit 0
     echo "parent $parent is gone; stopping the cluster in $dir"
+    # The real node first, if any: its pods, mounts, cgroups and bridge.
+    "$harness" node-down "$dir"
     stop() {  # stop the groups named by the awk filter, as cluster_down does
       local pgs pg i
       pgs=$(awk "$1 {print \$2}" "$dir/pids")
@@ -592,7 +671,7 @@ _cluster_start_watchdog() {
     stop "\$1 == \"kube-apiserver\""
     stop "\$1 == \"etcd\""
     [[ -n ${CLUSTER_KEEP:-} ]] || rm -rf "$dir"
-' watchdog "$parent" "$CLUSTER_DIR"
+' watchdog "$parent" "$CLUSTER_DIR" "$CLUSTER_HARNESS_DIR/cluster.sh"
 }
 
 cluster_up() {
@@ -655,6 +734,8 @@ cluster_down() {
     done <"$CLUSTER_DIR/cleanup"
     rm -f "$CLUSTER_DIR/cleanup"
   fi
+  # The real node, while the API server still runs (its pods are deleted first).
+  cluster_node_down
   if [[ -f $CLUSTER_DIR/pids ]]; then
     local -a clients=() apiserver=() etcd=() watchdog=()
     local name pid
@@ -708,6 +789,7 @@ cluster_binary_versions() {  # DIR [INDENT]
   printf '%s%-24s %s\n' "$in" kube-controller-manager "$("$b/kube-controller-manager" --version 2>&1)"
   printf '%s%-24s %s\n' "$in" kube-scheduler "$("$b/kube-scheduler" --version 2>&1)"
   printf '%s%-24s %s\n' "$in" kubectl "$("$b/kubectl" version --client 2>&1 | head -1)"
+  printf '%s%-24s %s\n' "$in" kubelet "$("$b/kubelet" --version 2>&1)"
   printf '%s%-24s %s\n' "$in" etcd "$("$b/etcd" --version 2>&1 | head -1)"
 }
 
@@ -845,6 +927,11 @@ EOF
   fi
 }
 
+# ---- the real node ---------------------------------------------------------------------------
+
+# shellcheck source=node.sh
+. "$CLUSTER_HARNESS_DIR/node.sh"
+
 # ---- standalone entry point --------------------------------------------------------------
 
 _cluster_main() {
@@ -865,8 +952,13 @@ _cluster_main() {
       fi
       [[ -d $dir ]] || { echo "cluster.sh: $dir does not exist (already down?)" >&2; exit 0; }
       CLUSTER_DIR=$dir
+      set +e   # a teardown goes on past what fails
       cluster_down
       rm -f "${TMPDIR:-/tmp}/gpu-cluster.last" ;;
+    node-down)   # (the watchdog's) stop the real node of the cluster in DIR
+      CLUSTER_DIR=${1:?usage: cluster.sh node-down DIR}
+      set +e   # a teardown goes on past what fails
+      cluster_node_down ;;
     run)
       (($#)) || { echo "usage: cluster.sh run CMD..." >&2; exit 2; }
       cluster_up

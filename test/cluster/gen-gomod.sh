@@ -57,6 +57,7 @@ etcd_version=$(awk '$1=="go.etcd.io/etcd/server/v3" {print $2; exit}' "$gomod")
   echo "	k8s.io/kubernetes/cmd/kube-controller-manager"
   echo "	k8s.io/kubernetes/cmd/kube-scheduler"
   echo "	k8s.io/kubernetes/cmd/kubectl"
+  echo "	k8s.io/kubernetes/cmd/kubelet"
   echo ")"
   echo
   echo "replace ("

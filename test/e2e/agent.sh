@@ -99,11 +99,13 @@ e2e_check "without RBAC: exit 1 and a message naming RBAC" check_rbac_denied
 
 check_least_privilege() {
   local verb
-  for verb in "update gpunodestatuses.gpu.scheduling" "create gpunodestatuses.gpu.scheduling" "patch nodes"; do
+  # pods: the device plugin watches the pods bound to its node
+  for verb in "update gpunodestatuses.gpu.scheduling" "create gpunodestatuses.gpu.scheduling" "patch nodes" \
+    "list pods --all-namespaces" "watch pods --all-namespaces"; do
     [[ $(kubectl_as agent auth can-i $verb 2>/dev/null) == yes ]] || { echo "cannot $verb"; return 1; }
   done
   for verb in "delete gpunodestatuses.gpu.scheduling" "list gpunodestatuses.gpu.scheduling" "get nodes" "list nodes" \
-    "update nodes" "get pods" "get secrets -n gpu-system"; do
+    "update nodes" "update pods" "delete pods" "create pods/binding" "get secrets -n gpu-system"; do
     [[ $(kubectl_as agent auth can-i $verb 2>/dev/null) == no ]] || { echo "may $verb"; return 1; }
   done
 }

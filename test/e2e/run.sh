@@ -14,15 +14,18 @@ if ((${#suites[@]} == 0)); then
 fi
 # Every cluster of this run lives under a private TMPDIR, and every process a
 # suite starts names its cluster's directory on its command line: after the
-# run, none of them may be left (zombies aside: they hold nothing).
+# run, none of them may be left (zombies aside: they hold nothing). The real
+# node's containers do not (their shims do): a process in a kubepods cgroup
+# is left over too, unless a node outside this run (`make cluster`) owns them.
 run_tmp=$(mktemp -d "${TMPDIR:-/tmp}/gpu-e2e.XXXXXX")
 export TMPDIR=$run_tmp
 leftovers() {
-  local pid
+  local pid pods=1 owner
+  owner=$(cat /run/gpu-extender-test-node/owner 2>/dev/null) && [[ $owner != "$run_tmp"/* ]] && pods=0
   for pid in $(ps -eo pid=,stat= | awk '$2 !~ /^Z/ {print $1}'); do
     local cmd
     cmd=$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline") || continue   # gone meanwhile
-    if [[ $cmd == *"$run_tmp"* ]]; then
+    if [[ $cmd == *"$run_tmp"* ]] || { ((pods)) && grep -q ':/kubepods' "/proc/$pid/cgroup" 2>/dev/null; }; then
       echo "$pid ${cmd:0:100}"
     fi
   done

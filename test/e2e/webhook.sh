@@ -2,11 +2,18 @@
 # The real kube-apiserver calls the extender's mutating admission webhook
 # (HTTPS /mutate, AdmissionReview v1) for real pod creations:
 #   - a GPU pod gets the four visible-devices env vars as downward-API
-#     fieldRefs in every container and init container (a user's own value
-#     wins) and the label gpu.scheduling/managed=true;
-#   - a claim-only pod also gets the marker resource gpu.scheduling/claim;
+#     fieldRefs in every container and init container (this suite runs with
+#     webhook.visibleDevicesEnv on; deploy/ turns it off for the device
+#     plugin) and the label gpu.scheduling/managed=true; a legacy share
+#     (gpu + gpu-memory) is turned into gpu-share;
+#   - a claim-only pod gets its GpuClaim's count of gpu or gpu-share, or the
+#     marker resource gpu.scheduling/claim when the claim cannot be read;
 #   - a plain pod is sent to the webhook and comes back untouched; pods in
 #     kube-system or labelled gpu.scheduling/webhook=disabled are not sent;
+#   - a pod that selects GPUs itself (env, ephemeral container, CDI or
+#     allocation annotation, on CREATE and UPDATE) is refused by the webhook,
+#     and by deploy/08-admission-policy.yaml also where the webhook is not
+#     asked (opt-out label) or is down; a privileged kube-system pod is exempt;
 #   - with the webhook down, failurePolicy Ignore lets pods be created.
 # The webhook configuration is deploy/05-webhook.yaml itself, with only its
 # clientConfig switched from the in-cluster Service to https://127.0.0.1:PORT
@@ -121,8 +128,7 @@ def containers():
     return [("initContainers", c) for c in spec.get("initContainers") or []] + \
            [("containers", c) for c in spec.get("containers") or []]
 
-def injected(kind, c, user=None):
-    user = user or {}
+def injected(kind, c):
     env = c.get("env") or []
     for var, ann in VARS.items():
         found = [e for e in env if e.get("name") == var]
@@ -130,24 +136,20 @@ def injected(kind, c, user=None):
             problems.append("%s %s: %d entries for %s" % (kind, c["name"], len(found), var))
             continue
         e = found[0]
-        if var in user:
-            if e.get("value") != user[var] or "valueFrom" in e:
-                problems.append("%s %s: the user's %s was changed: %s" % (kind, c["name"], var, e))
-            continue
         fr = (e.get("valueFrom") or {}).get("fieldRef") or {}
         want = "metadata.annotations['%s']" % ann
         if fr.get("fieldPath") != want or fr.get("apiVersion", "v1") != "v1":
             problems.append("%s %s: %s fieldRef is %s, want %s" % (kind, c["name"], var, fr, want))
 
-def marker(c):
+def marker(c, name="gpu.scheduling/claim"):
     res = c.get("resources") or {}
-    return [(res.get(k) or {}).get("gpu.scheduling/claim") for k in ("limits", "requests")]
+    return [(res.get(k) or {}).get(name) for k in ("limits", "requests")]
 
 labels = meta.get("labels") or {}
-if mode == "gpu":              # args: the container whose CUDA_VISIBLE_DEVICES the user set, and its value
-    user_ctr, user_val = args
+if mode == "gpu":              # args: the container with the user's OTHER variable
+    user_ctr = args[0]
     for kind, c in containers():
-        injected(kind, c, {"CUDA_VISIBLE_DEVICES": user_val} if c["name"] == user_ctr else None)
+        injected(kind, c)
         if marker(c) != [None, None]:
             problems.append("%s has the marker resource: %s" % (c["name"], marker(c)))
     others = [e for c in spec["containers"] if c["name"] == user_ctr for e in c.get("env") or [] if e["name"] == "OTHER"]
@@ -165,6 +167,12 @@ elif mode == "claim":
             problems.append("%s has the marker too" % c["name"])
     if labels.get("gpu.scheduling/managed") != "true":
         problems.append("labels: %s" % labels)
+elif mode == "resource":       # args: the first container's RESOURCE and COUNT, in limits and requests; RESOURCE absent
+    name, count, gone = args
+    if marker(spec["containers"][0], name) != [count, count]:
+        problems.append("%s (limits, requests): %s" % (name, marker(spec["containers"][0], name)))
+    if marker(spec["containers"][0], gone) != [None, None]:
+        problems.append("%s still there: %s" % (gone, marker(spec["containers"][0], gone)))
 elif mode == "untouched":       # no reference to our annotations (a user's own value may be there)
     for kind, c in containers():
         refs = [e["name"] for e in c.get("env") or [] if e.get("name") in VARS and "valueFrom" in e]
@@ -187,7 +195,7 @@ pod_is() {  # NS NAME MODE [ARGS...]
 }
 
 # A GPU pod: a GPU resource on one container, an init container, and a
-# container that sets CUDA_VISIBLE_DEVICES itself.
+# container with a variable of its own.
 gpu_pod() {  # NS NAME [EXTRA_LABELS_JSON]
   cat <<JSON
 {"apiVersion":"v1","kind":"Pod","metadata":{"name":"$2","namespace":"$1","labels":{"app":"train"${3:-}}},
@@ -195,7 +203,7 @@ gpu_pod() {  # NS NAME [EXTRA_LABELS_JSON]
    "initContainers":[{"name":"init","image":"$IMAGE"}],
    "containers":[
      {"name":"main","image":"$IMAGE","resources":{"limits":{"gpu.scheduling/gpu":"1"}}},
-     {"name":"side","image":"$IMAGE","env":[{"name":"CUDA_VISIBLE_DEVICES","value":"7"},{"name":"OTHER","value":"x"}]}]}}
+     {"name":"side","image":"$IMAGE","env":[{"name":"OTHER","value":"x"}]}]}}
 JSON
 }
 plain_pod() {  # NS NAME
@@ -210,7 +218,7 @@ JSON
 # (an informer); a server-side dry run shows when it does, and exercises
 # sideEffects: None (dry runs are sent only to side-effect-free webhooks).
 dry_run_injected() {
-  gpu_pod "$NS" dry | kubectl create --dry-run=server -o json -f - | python3 "$WH/check.py" gpu side 7
+  gpu_pod "$NS" dry | kubectl create --dry-run=server -o json -f - | python3 "$WH/check.py" gpu side
 }
 e2e_check "a server-side dry run of a GPU pod is mutated (sideEffects None)" \
   cluster_wait 20 "the API server calling the webhook" dry_run_injected
@@ -218,16 +226,39 @@ e2e_check "a server-side dry run of a GPU pod is mutated (sideEffects None)" \
 create() { kubectl create -f - >/dev/null; }
 
 gpu_pod "$NS" gpu | create
-e2e_check "GPU pod: every container and init container has the four env vars as fieldRefs, the user's value kept, label managed=true" \
-  pod_is "$NS" gpu gpu side 7
+e2e_check "GPU pod: every container and init container has the four env vars as fieldRefs, the user's own kept, label managed=true" \
+  pod_is "$NS" gpu gpu side
 
 create <<JSON
 {"apiVersion":"v1","kind":"Pod","metadata":{"name":"claim","namespace":"$NS","annotations":{"gpu.scheduling/claim":"pair"}},
  "spec":{"restartPolicy":"Never","terminationGracePeriodSeconds":0,
    "containers":[{"name":"main","image":"$IMAGE"},{"name":"second","image":"$IMAGE","resources":{"limits":{"cpu":"1"}}}]}}
 JSON
-e2e_check "claim-only pod: marker resource gpu.scheduling/claim=1 in the first container's limits and requests, env vars, label" \
+e2e_check "claim-only pod, claim not found: marker resource gpu.scheduling/claim=1 in the first container's limits and requests, env vars, label" \
   pod_is "$NS" claim claim
+
+# Claims the webhook can read (the demo inventory's, in namespace ml) give
+# kubelet a real count, so that its record names the devices.
+cluster_ensure_namespace ml >/dev/null
+claim_pod() {  # NAME CLAIM
+  cat <<JSON
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"$1","namespace":"ml","annotations":{"gpu.scheduling/claim":"$2"}},
+ "spec":{"restartPolicy":"Never","terminationGracePeriodSeconds":0,"containers":[{"name":"main","image":"$IMAGE"}]}}
+JSON
+}
+claim_pod pair two-h100-nvlink | create
+e2e_check "claim-only pod, Exclusive GpuClaim of 2: gpu.scheduling/gpu=2, no marker" \
+  pod_is ml pair resource gpu.scheduling/gpu 2 gpu.scheduling/claim
+claim_pod slice shared-slice | create
+e2e_check "claim-only pod, Shared GpuClaim: gpu.scheduling/gpu-share=1, no marker" \
+  pod_is ml slice resource gpu.scheduling/gpu-share 1 gpu.scheduling/claim
+create <<JSON
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"legacy-share","namespace":"$NS"},
+ "spec":{"restartPolicy":"Never","terminationGracePeriodSeconds":0,"containers":[{"name":"main","image":"$IMAGE",
+   "resources":{"limits":{"gpu.scheduling/gpu":"1","gpu.scheduling/gpu-memory":"4096"}}}]}}
+JSON
+e2e_check "legacy share (gpu + gpu-memory): turned into gpu-share=1, gpu removed" \
+  pod_is "$NS" legacy-share resource gpu.scheduling/gpu-share 1 gpu.scheduling/gpu
 
 mutate_calls() {
   curl -sf "http://127.0.0.1:$HTTP_PORT/metrics" | awk '$1 == "gpu_extender_requests_total{verb=\"mutate\"}" {print $2}'
@@ -247,6 +278,77 @@ gpu_pod kube-system sys | create
 e2e_check "GPU pod in kube-system is not sent (namespaceSelector)" pod_is kube-system sys untouched
 gpu_pod "$NS" optout ',"gpu.scheduling/webhook":"disabled"' | create
 e2e_check "GPU pod labelled gpu.scheduling/webhook=disabled is not sent (objectSelector)" pod_is "$NS" optout untouched
+
+# ---- no pod selects GPUs itself ----------------------------------------------
+selecting_pod() {  # NS NAME VAR [EXTRA_LABELS_JSON] [SECURITY_CONTEXT_JSON]
+  cat <<JSON
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"$2","namespace":"$1","labels":{"app":"x"${4:-}}},
+ "spec":{"restartPolicy":"Never","terminationGracePeriodSeconds":0,
+   "containers":[{"name":"main","image":"$IMAGE","env":[{"name":"$3","value":"all"}]${5:-}}]}}
+JSON
+}
+refused() {  # WANT_IN_MESSAGE: creating the pod on stdin fails with that in the error
+  local out
+  if out=$(kubectl create -f - 2>&1); then echo "created: $out"; return 1; fi
+  [[ $out == *"$1"* ]] || { echo "refused, but: $out"; return 1; }
+}
+check_env_refused() {
+  local v
+  for v in NVIDIA_VISIBLE_DEVICES CUDA_VISIBLE_DEVICES ROCR_VISIBLE_DEVICES HIP_VISIBLE_DEVICES GPU_DEVICE_ORDINAL ZE_AFFINITY_MASK; do
+    selecting_pod "$NS" "sel-$(tr _ - <<<"${v,,}")" "$v" | refused "admission webhook \"env.gpu.scheduling.io\" denied the request: container main sets $v itself" || return 1
+  done
+}
+e2e_check "webhook: a pod setting any GPU-selecting variable itself is refused, saying what to do" check_env_refused
+check_ephemeral_refused() {
+  local out
+  out=$(kubectl -n "$NS" patch pod plain --subresource=ephemeralcontainers --type=strategic -p \
+    "{\"spec\":{\"ephemeralContainers\":[{\"name\":\"dbg\",\"image\":\"$IMAGE\",\"env\":[{\"name\":\"CUDA_VISIBLE_DEVICES\",\"value\":\"0\"}]}]}}" 2>&1) &&
+    { echo "added: $out"; return 1; }
+  [[ $out == *"container dbg sets CUDA_VISIBLE_DEVICES itself"* ]] || { echo "$out"; return 1; }
+}
+e2e_check "webhook: an ephemeral container that sets CUDA_VISIBLE_DEVICES is refused (pods/ephemeralcontainers UPDATE)" \
+  check_ephemeral_refused
+check_annotation_refused() {
+  local out
+  out=$(kubectl -n "$NS" annotate pod plain gpu.scheduling/allocated=n:0,1 2>&1) && { echo "annotated: $out"; return 1; }
+  [[ $out == *"gpu.scheduling/allocated is written by the gpu-scheduler's binding only"* ]] || { echo "$out"; return 1; }
+  out=$(kubectl -n "$NS" annotate pod plain cdi.k8s.io/gpu=nvidia.com/gpu=all 2>&1) && { echo "annotated: $out"; return 1; }
+  [[ $out == *"asks the runtime for CDI devices"* ]] || { echo "$out"; return 1; }
+  kubectl -n "$NS" annotate pod plain note=fine >/dev/null   # other annotations still change
+}
+e2e_check "webhook: an UPDATE that adds an allocation or CDI annotation is refused; others pass" check_annotation_refused
+
+# The policy: the same rules, with no webhook asked.
+e2e_check "deploy/08-admission-policy.yaml (ValidatingAdmissionPolicy + binding) is accepted" \
+  kubectl apply -f deploy/08-admission-policy.yaml
+policy_refuses_optout() {
+  selecting_pod "$NS" optout-sel NVIDIA_VISIBLE_DEVICES ',"gpu.scheduling/webhook":"disabled"' |
+    refused "ValidatingAdmissionPolicy 'gpu-scheduling-devices' with binding 'gpu-scheduling-devices' denied request: container main sets a GPU-selecting variable itself"
+}
+e2e_check "policy: a pod that opted out of the webhook and sets NVIDIA_VISIBLE_DEVICES=all is refused" \
+  cluster_wait 20 "the API server enforcing the policy" policy_refuses_optout
+check_system_pods() {
+  selecting_pod kube-system dcgm NVIDIA_VISIBLE_DEVICES '' ',"securityContext":{"privileged":true}' | create || return 1
+  selecting_pod kube-system notpriv NVIDIA_VISIBLE_DEVICES | refused "sets a GPU-selecting variable itself" || return 1
+  selecting_pod "$NS" privhere NVIDIA_VISIBLE_DEVICES '' ',"securityContext":{"privileged":true}' |
+    refused "sets NVIDIA_VISIBLE_DEVICES itself"
+}
+e2e_check "policy: a privileged pod in kube-system may set it; an unprivileged one there, or a privileged one elsewhere, may not" \
+  check_system_pods
+check_policy_annotation() {
+  local out
+  out=$(kubectl -n "$NS" annotate pod optout gpu.scheduling/device-uuids=GPU-x 2>&1) && { echo "annotated: $out"; return 1; }
+  [[ $out == *"ValidatingAdmissionPolicy"*"gpu.scheduling/device-uuids is written by the gpu-scheduler's binding only"* ]] ||
+    { echo "$out"; return 1; }
+}
+e2e_check "policy: an UPDATE of an opted-out pod that sets an allocation annotation is refused" check_policy_annotation
+check_policy_mixed() {
+  refused "asks gpu.scheduling/gpu together with gpu-memory or gpu-core" <<JSON
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"mixed","namespace":"$NS","labels":{"gpu.scheduling/webhook":"disabled"}},
+ "spec":{"containers":[{"name":"main","image":"$IMAGE","resources":{"limits":{"gpu.scheduling/gpu":"1","gpu.scheduling/gpu-core":"20"}}}]}}
+JSON
+}
+e2e_check "policy: an opted-out pod asking gpu with gpu-core is refused (the webhook did not make it a share)" check_policy_mixed
 
 # ---- the webhook down: failurePolicy Ignore ---------------------------------
 # Hung first (stopped: the kernel accepts the connection, nobody answers), so
@@ -273,6 +375,8 @@ create_timed() {  # NAME KIND: create a pod while the webhook is down, in well u
 e2e_check "webhook down: a plain pod is still created (failurePolicy Ignore)" create_timed plain-down plain
 check_gpu_down() { create_timed gpu-down gpu && pod_is "$NS" gpu-down untouched; }
 e2e_check "webhook down: a GPU pod is created too, without the env vars (the documented trade-off)" check_gpu_down
+policy_when_down() { selecting_pod "$NS" down-sel NVIDIA_VISIBLE_DEVICES | refused "ValidatingAdmissionPolicy"; }
+e2e_check "webhook down: the policy still refuses a pod that sets NVIDIA_VISIBLE_DEVICES=all" policy_when_down
 e2e_check "the API server logged that it failed open" \
   grep -q 'failing open.*env.gpu.scheduling.io\|env.gpu.scheduling.io.*failing open' "$(cluster_log kube-apiserver)"
 

@@ -149,6 +149,7 @@ static void test_json_contract_and_extender_decode(void **state)
 	const char *msg[AGENT_NVENDOR] = { "", "rocminfo timed out after 10000 ms and was killed", "" };
 	struct agent_node *node = malloc(sizeof(*node));
 	agent_node_build(node, "gpu-node-7", vr, st, msg);
+	node->share_slots = 48;                 /* as the device plugin sets it */
 	char *json = agent_gns_json(node, "2026-01-02T03:04:05Z", false);
 	assert_non_null(json);
 
@@ -162,6 +163,7 @@ static void test_json_contract_and_extender_decode(void **state)
 	assert_int_equal(cJSON_GetObjectItem(status, "total")->valueint, 10);
 	assert_string_equal(api_str(status, "lastUpdated"), "2026-01-02T03:04:05Z");
 	assert_string_equal(api_str(status, "agentVersion"), AGENT_VERSION);
+	assert_int_equal(cJSON_GetObjectItem(status, "shareSlots")->valueint, 48);
 	const cJSON *d0 = cJSON_GetArrayItem(cJSON_GetObjectItem(status, "devices"), 0);
 	assert_int_equal(cJSON_GetObjectItem(d0, "id")->valueint, 0);
 	assert_string_equal(api_str(d0, "vendor"), "nvidia");
@@ -196,6 +198,7 @@ static void test_json_contract_and_extender_decode(void **state)
 	assert_int_equal(api_gns_decode(root, gn, &name, err, sizeof(err)), 0);
 	assert_string_equal(name, "gpu-node-7");
 	assert_int_equal(gn->ndev, 10);
+	assert_int_equal(gn->share_slots, 48);
 	assert_int_equal(gn->nisland, 1);
 	assert_string_equal(gn->islands[0].name, "nvlink-0");
 	assert_true(gn->islands[0].bandwidth_gbps == 600.0);

@@ -6,6 +6,8 @@
 
 #include <stdio.h>
 
+static const cJSON *lookup_one(void *ctx, const char *ns, const char *name);
+
 static cJSON *J(const char *text)
 {
 	cJSON *j = cJSON_Parse(text);
@@ -117,6 +119,76 @@ static void test_resource_aliases(void **state)
 	assert_int_equal(api_resources_set(&res, "core", "no-domain", err, sizeof(err)), -1);
 	assert_int_equal(api_resources_set(&res, "bogus", "a/b", err, sizeof(err)), -1);
 	api_resources_default(&res);
+}
+
+#define SHARE_POD(limits) "{\"spec\":{\"containers\":[{\"name\":\"a\",\"resources\":{\"limits\":" limits "}}]}}"
+
+static void test_pod_share_slots(void **state)
+{
+	(void)state;
+	struct claim c;
+	char err[256];
+	/* gpu-share is how many GPUs a share spans (what kubelet counts in slots) */
+	assert_int_equal(pod_claim(SHARE_POD("{\"gpu.scheduling/gpu-share\":\"2\",\"gpu.scheduling/gpu-memory\":\"1024\"}"),
+				   &c, err), 0);
+	assert_int_equal(c.mode, CLAIM_SHARED);
+	assert_int_equal(c.count, 2);
+	assert_int_equal(c.mem_mib, 1024);
+	assert_true(api_resources_has(&res, "gpu.scheduling/gpu-share"));
+	/* whole GPUs and shares in one pod, and a share of nothing: refused with the reason */
+	const char *pod = "{\"spec\":{\"containers\":[{\"name\":\"a\",\"resources\":{\"limits\":{\"gpu.scheduling/gpu\":\"1\"}}},"
+			  "{\"name\":\"b\",\"resources\":{\"limits\":{\"gpu.scheduling/gpu-share\":\"1\",\"gpu.scheduling/gpu-core\":\"10\"}}}]}}";
+	assert_int_equal(pod_claim(pod, &c, err), -1);
+	assert_string_equal(err, "pod asks whole GPUs (gpu.scheduling/gpu) and shares (gpu.scheduling/gpu-share): "
+				 "a pod gets one or the other");
+	assert_int_equal(pod_claim(SHARE_POD("{\"gpu.scheduling/gpu-share\":\"1\"}"), &c, err), -1);
+	assert_string_equal(err, "gpu.scheduling/gpu-share needs gpu.scheduling/gpu-memory or gpu.scheduling/gpu-core: "
+				 "say how much of each GPU the share takes");
+	assert_int_equal(pod_claim(SHARE_POD("{\"gpu.scheduling/gpu-share\":\"65\",\"gpu.scheduling/gpu-core\":\"1\"}"),
+				   &c, err), -1);
+	char e2[128];
+	assert_int_equal(api_resources_set(&res, "share", "a/b, c/d", e2, sizeof(e2)), 0);
+	assert_int_equal(res.nshare, 2);
+	api_resources_default(&res);
+}
+
+/* A claim pod's gpu / gpu-share count (the webhook adds it) must say what the claim says. */
+static void test_pod_claim_with_counts(void **state)
+{
+	(void)state;
+	cJSON *excl = J("{\"metadata\":{\"name\":\"c1\"},\"spec\":{\"devices\":{\"count\":2}}}");
+	cJSON *shared = J("{\"metadata\":{\"name\":\"c1\"},\"spec\":{\"devices\":{\"count\":1,"
+			  "\"exclusivity\":\"Shared\",\"memoryMiB\":1024}}}");
+	const struct {
+		cJSON *claim;
+		const char *limits;
+		int rc;
+	} cases[] = {
+		{ excl, "{\"gpu.scheduling/gpu\":\"2\"}", 0 },
+		{ excl, "{\"gpu.scheduling/claim\":\"1\"}", 0 },
+		{ excl, "{\"gpu.scheduling/gpu\":\"1\"}", -1 },
+		{ excl, "{\"gpu.scheduling/gpu-share\":\"2\",\"gpu.scheduling/gpu-memory\":\"1\"}", -1 },
+		{ shared, "{\"gpu.scheduling/gpu-share\":\"1\"}", 0 },
+		{ shared, "{\"gpu.scheduling/gpu\":\"1\"}", -1 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char text[512], err[256] = "";
+		snprintf(text, sizeof(text), "{\"metadata\":{\"name\":\"p\",\"namespace\":\"ml\",\"annotations\":"
+			 "{\"gpu.scheduling/claim\":\"c1\"}},\"spec\":{\"containers\":[{\"name\":\"a\",\"resources\":"
+			 "{\"limits\":%s}}]}}", cases[i].limits);
+		cJSON *pod = J(text);
+		struct claim c;
+		int rc = api_pod_claim(pod, &res, lookup_one, cases[i].claim, &c, err, sizeof(err));
+		if (rc != cases[i].rc)
+			fail_msg("case %zu: rc %d (%s)", i, rc, err);
+		if (rc)
+			assert_non_null(strstr(err, "GpuClaim c1 is"));
+		else
+			claim_release(&c);
+		cJSON_Delete(pod);
+	}
+	cJSON_Delete(excl);
+	cJSON_Delete(shared);
 }
 
 static const cJSON *lookup_one(void *ctx, const char *ns, const char *name)
@@ -288,6 +360,8 @@ int main(void)
 		cmocka_unit_test(test_pod_shared_memory_only_and_core_only),
 		cmocka_unit_test(test_pod_bad_quantities),
 		cmocka_unit_test(test_resource_aliases),
+		cmocka_unit_test(test_pod_share_slots),
+		cmocka_unit_test(test_pod_claim_with_counts),
 		cmocka_unit_test(test_pod_claim_annotation),
 		cmocka_unit_test(test_gpuclaim_validation),
 		cmocka_unit_test(test_gns_decode),

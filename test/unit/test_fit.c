@@ -323,6 +323,27 @@ static void test_shared_too_big_for_any_gpu(void **state)
 	gpu_node_free(n);
 }
 
+/* The node's device plugin has share slots per GPU: a full GPU takes no more shares. */
+static void test_share_slots(void **state)
+{
+	(void)state;
+	struct gpu_node *n = tu_node("n", 2, GPU_VENDOR_NVIDIA, "H100", 81920);
+	n->share_slots = 2;
+	struct claim c = tu_shared(1000, 0);
+	struct fit f;
+	gpu_hold(&n->dev[0], true, 1000, 0);
+	gpu_hold(&n->dev[0], true, 1000, 0);
+	assert_true(fit_node(n, &c, PACK_BINPACK, &f));
+	assert_int_equal(f.dev[0], 1);              /* gpu 0 has memory left but no slot */
+	gpu_hold(&n->dev[1], true, 1000, 0);
+	gpu_hold(&n->dev[1], true, 1000, 0);
+	assert_false(fit_node(n, &c, PACK_BINPACK, &f));
+	assert_non_null(strstr(f.reason, "share slots"));
+	n->share_slots = 0;                          /* no plugin: memory and compute alone decide */
+	assert_true(fit_node(n, &c, PACK_BINPACK, &f));
+	gpu_node_free(n);
+}
+
 static void test_exclusive_blocks_shared(void **state)
 {
 	(void)state;
@@ -420,6 +441,7 @@ int main(void)
 		cmocka_unit_test(test_shared_never_exceeds_capacity),
 		cmocka_unit_test(test_shared_too_big_for_any_gpu),
 		cmocka_unit_test(test_exclusive_blocks_shared),
+		cmocka_unit_test(test_share_slots),
 		cmocka_unit_test(test_mig_instances),
 		cmocka_unit_test(test_host_resources),
 		cmocka_unit_test(test_fit_possible_agrees_with_fit_node),

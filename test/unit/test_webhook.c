@@ -21,8 +21,7 @@ static int setup(void **state)
 {
 	(void)state;
 	api_resources_default(&res);
-	opts.res = &res;
-	opts.marker_resource = "gpu.scheduling/claim";
+	opts = (struct webhook_opts){ .res = &res, .marker_resource = "gpu.scheduling/claim" };
 	return 0;
 }
 
@@ -67,7 +66,10 @@ static const char *next_token(const char *p, char *tok, size_t size)
 	return p;
 }
 
-/* Applies one add; -1 when the target's parent does not exist (as the API server would fail). */
+/*
+ * Applies one add (or, value NULL, one remove); -1 when the target's parent
+ * (for remove, the target) does not exist, as the API server would fail.
+ */
 static int apply_add(cJSON *doc, const char *path, const cJSON *value)
 {
 	char tok[512];
@@ -81,6 +83,11 @@ static int apply_add(cJSON *doc, const char *path, const cJSON *value)
 					       : cJSON_GetObjectItemCaseSensitive(parent, tok);
 		if (!parent)
 			return -1;
+	}
+	if (!value) {                      /* remove: the target must exist */
+		cJSON *gone = cJSON_IsObject(parent) ? cJSON_DetachItemFromObjectCaseSensitive(parent, tok) : NULL;
+		cJSON_Delete(gone);
+		return gone ? 0 : -1;
 	}
 	cJSON *v = cJSON_Duplicate(value, 1);
 	if (cJSON_IsObject(parent)) {
@@ -110,12 +117,14 @@ static int apply(cJSON *doc, const char *patch)
 	const cJSON *op;
 	int rc = 0;
 	cJSON_ArrayForEach(op, ops) {
-		assert_string_equal(cJSON_GetObjectItem(op, "op")->valuestring, "add");
+		const char *verb = cJSON_GetObjectItem(op, "op")->valuestring;
+		bool remove = !strcmp(verb, "remove");
+		assert_true(remove || !strcmp(verb, "add"));
 		const cJSON *path = cJSON_GetObjectItem(op, "path"), *value = cJSON_GetObjectItem(op, "value");
 		assert_true(cJSON_IsString(path));
-		assert_non_null(value);
+		assert_true(remove ? value == NULL : value != NULL);
 		if (!rc)
-			rc = apply_add(doc, path->valuestring, value);
+			rc = apply_add(doc, path->valuestring, remove ? NULL : value);
 	}
 	cJSON_Delete(ops);
 	return rc;
@@ -127,7 +136,7 @@ static char *patch_of(const cJSON *pod, const struct webhook_opts *o)
 	struct buf b;
 	buf_init(&b, 1 << 20);
 	char err[256] = "";
-	int rc = webhook_patch(pod, o, &b, err, sizeof(err));
+	int rc = webhook_patch(pod, NULL, o, &b, err, sizeof(err));
 	if (rc)
 		fail_msg("webhook_patch: %s", err);
 	char *s = strdup(buf_cstr(&b));
@@ -211,7 +220,8 @@ static const char *resource_pod =
 	"{'apiVersion':'v1','kind':'Pod','metadata':{'name':'train','namespace':'ml','labels':{'app':'x'}},"
 	"'spec':{'initContainers':[{'name':'init','image':'i'}],"
 	"'containers':[{'name':'a','image':'a'},"
-	"{'name':'b','image':'b','env':[{'name':'FOO','value':'bar'},{'name':'CUDA_VISIBLE_DEVICES','value':'7'}],"
+	"{'name':'b','image':'b','env':[{'name':'FOO','value':'bar'},{'name':'CUDA_VISIBLE_DEVICES','valueFrom':{'fieldRef':{'apiVersion':'v1',"
+	"'fieldPath':'metadata.annotations[\\u0027gpu.scheduling/cuda-visible-devices\\u0027]'}}}],"
 	"'resources':{'limits':{'gpu.scheduling/gpu':'2','cpu':'1'}}}]}}";
 
 static void test_resource_pod(void **state)
@@ -219,7 +229,7 @@ static void test_resource_pod(void **state)
 	(void)state;
 	cJSON *pod = J(resource_pod);
 	char *patch = patch_of(pod, &opts);
-	/* No env: the whole list; an env list: appended with /-; the user's own CUDA_VISIBLE_DEVICES stays. */
+	/* No env: the whole list; an env list: appended with /-; an entry already there is not added again. */
 	assert_non_null(strstr(patch, "\"path\":\"/spec/containers/0/env\",\"value\":[{\"name\":\"CUDA_VISIBLE_DEVICES\""));
 	assert_non_null(strstr(patch, "\"path\":\"/spec/containers/1/env/-\",\"value\":{\"name\":\"NVIDIA_VISIBLE_DEVICES\""));
 	assert_null(strstr(patch, "\"path\":\"/spec/containers/1/env/-\",\"value\":{\"name\":\"CUDA_VISIBLE_DEVICES\""));
@@ -232,14 +242,7 @@ static void test_resource_pod(void **state)
 	assert_all_env(ctr(pod, "containers", 0));
 	assert_all_env(ctr(pod, "initContainers", 0));
 	const cJSON *b = ctr(pod, "containers", 1);
-	int count;
-	const cJSON *cuda = env_get(b, "CUDA_VISIBLE_DEVICES", &count);
-	assert_int_equal(count, 1);
-	assert_string_equal(cJSON_GetObjectItem(cuda, "value")->valuestring, "7");
-	assert_null(cJSON_GetObjectItem(cuda, "valueFrom"));
-	assert_env_ref(b, "NVIDIA_VISIBLE_DEVICES", ANN_NVIDIA);
-	assert_env_ref(b, "ROCR_VISIBLE_DEVICES", ANN_ROCR);
-	assert_env_ref(b, "ZE_AFFINITY_MASK", ANN_ZE);
+	assert_all_env(b);
 	/* The user's variables keep their place. */
 	assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(b, "env"), 0), "name")->valuestring, "FOO");
 	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(b, "env")), 5);
@@ -275,7 +278,7 @@ static void test_which_resources_count(void **state)
 	api_resources_default(&mine);
 	char err[128];
 	assert_int_equal(api_resources_set(&mine, "gpu", "nvidia.com/gpu, amd.com/gpu", err, sizeof(err)), 0);
-	struct webhook_opts o = { &mine, "gpu.scheduling/claim" };
+	struct webhook_opts o = { .res = &mine, .marker_resource = "gpu.scheduling/claim" };
 	cJSON *pod = J("{'metadata':{},'spec':{'containers':[{'name':'a','resources':{'limits':{'amd.com/gpu':'1'}}}]}}");
 	char *patch = patch_of(pod, &o);
 	assert_non_null(strstr(patch, "ROCR_VISIBLE_DEVICES"));
@@ -341,7 +344,7 @@ static void test_claim_only_pod_labels_present(void **state)
 	cJSON_Delete(pod);
 
 	/* No marker configured: env and label only. */
-	struct webhook_opts o = { &res, "" };
+	struct webhook_opts o = { .res = &res, .marker_resource = "" };
 	pod = J("{'metadata':{'annotations':{'gpu.scheduling/claim':'x'}},'spec':{'containers':[{'name':'a'}]}}");
 	char *p2 = patch_of(pod, &o);
 	assert_null(strstr(p2, "resources"));
@@ -354,7 +357,7 @@ static void test_pointer_escaping(void **state)
 {
 	(void)state;
 	/* ~ and / in a key: ~0 and ~1, in that order of decoding. */
-	struct webhook_opts o = { &res, "example.com/odd~name" };
+	struct webhook_opts o = { .res = &res, .marker_resource = "example.com/odd~name" };
 	cJSON *pod = J("{'metadata':{'annotations':{'gpu.scheduling/claim':'x'}},"
 		       "'spec':{'containers':[{'name':'a','resources':{'limits':{},'requests':{}}}]}}");
 	char *patch = patch_of(pod, &o);
@@ -414,7 +417,7 @@ static void test_malformed_pods(void **state)
 		struct buf b;
 		buf_init(&b, 1 << 20);
 		char err[256] = "";
-		assert_int_equal(webhook_patch(pod, &opts, &b, err, sizeof(err)), -1);
+		assert_int_equal(webhook_patch(pod, NULL, &opts, &b, err, sizeof(err)), -1);
 		if (!strstr(err, cases[i].err))
 			fail_msg("case %zu: '%s' does not say '%s'", i, err, cases[i].err);
 		assert_int_equal(b.len, 0);
@@ -427,7 +430,7 @@ static void test_malformed_pods(void **state)
 	buf_init(&b, 200);
 	buf_adds(&b, "keep");
 	char err[256];
-	assert_int_equal(webhook_patch(pod, &opts, &b, err, sizeof(err)), -1);
+	assert_int_equal(webhook_patch(pod, NULL, &opts, &b, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "size limit of 200 bytes"));
 	assert_string_equal(buf_cstr(&b), "keep");
 	buf_release(&b);
@@ -690,7 +693,7 @@ static void test_options_are_copied(void **state)
 	struct api_resources *mine = malloc(sizeof(*mine));
 	api_resources_default(mine);
 	char *marker = strdup("example.com/marker");
-	struct webhook_opts o = { mine, marker };
+	struct webhook_opts o = { .res = mine, .marker_resource = marker };
 	struct webhook *w = webhook_new(&o);
 	memset(mine, 0, sizeof(*mine));
 	free(mine);
@@ -715,6 +718,237 @@ static void test_options_are_copied(void **state)
 	webhook_free(NULL);
 }
 
+
+/* ---- shares, claims, and the device plugin's nodes -------------------------- */
+
+static void test_share_containers_get_share_slots(void **state)
+{
+	(void)state;
+	cJSON *pod = J("{'metadata':{'name':'s'},'spec':{'containers':["
+		       "{'name':'legacy','resources':{'limits':{'gpu.scheduling/gpu':'2','gpu.scheduling/gpu-memory':'4096'},"
+		       "'requests':{'gpu.scheduling/gpu':'2'}}},"
+		       "{'name':'plain','resources':{'requests':{'gpu.scheduling/gpu-core':'30'}}},"
+		       "{'name':'done','resources':{'limits':{'gpu.scheduling/gpu-share':'1','gpu.scheduling/gpu-core':'20'},"
+		       "'requests':{'gpu.scheduling/gpu-share':'1'}}},"
+		       "{'name':'whole','resources':{'limits':{'gpu.scheduling/gpu':'1'}}}]}}");
+	assert_true(mutate(pod) > 0);
+	const cJSON *legacy = ctr(pod, "containers", 0), *plain = ctr(pod, "containers", 1);
+	/* gpu turned into gpu-share, in limits and requests; memory stays */
+	assert_string_equal(quantity(legacy, "limits", "gpu.scheduling/gpu-share"), "2");
+	assert_string_equal(quantity(legacy, "requests", "gpu.scheduling/gpu-share"), "2");
+	assert_null(quantity(legacy, "limits", "gpu.scheduling/gpu"));
+	assert_null(quantity(legacy, "requests", "gpu.scheduling/gpu"));
+	assert_string_equal(quantity(legacy, "limits", "gpu.scheduling/gpu-memory"), "4096");
+	/* a share with no count spans one GPU; a limits map is made */
+	assert_string_equal(quantity(plain, "limits", "gpu.scheduling/gpu-share"), "1");
+	assert_string_equal(quantity(plain, "requests", "gpu.scheduling/gpu-share"), "1");
+	/* already right, and a whole-GPU container: untouched */
+	assert_int_equal(cJSON_GetArraySize(api_path(ctr(pod, "containers", 2), "resources.limits")), 2);
+	assert_string_equal(quantity(ctr(pod, "containers", 3), "limits", "gpu.scheduling/gpu"), "1");
+	assert_null(quantity(ctr(pod, "containers", 3), "limits", "gpu.scheduling/gpu-share"));
+	assert_int_equal(mutate(pod), 0);
+	cJSON_Delete(pod);
+}
+
+/* A GpuClaim reader for the tests: "pair" is 2 exclusive GPUs, "slice" one shared, others unknown. */
+static int claims_of(void *ctx, const char *ns, const char *name, struct claim *out)
+{
+	(void)ctx;
+	assert_string_equal(ns, "ml");
+	if (!strcmp(name, "pair")) {
+		out->mode = CLAIM_EXCLUSIVE;
+		out->count = 2;
+	} else if (!strcmp(name, "slice")) {
+		out->mode = CLAIM_SHARED;
+		out->count = 1;
+		out->mem_mib = 1024;
+	} else {
+		return -1;
+	}
+	return 0;
+}
+
+static void test_claim_only_pod_gets_the_claims_count(void **state)
+{
+	(void)state;
+	struct webhook_opts o = opts;
+	o.claim_of = claims_of;
+	const struct {
+		const char *claim, *resource, *count;
+	} cases[] = {
+		{ "pair", "gpu.scheduling/gpu", "2" },
+		{ "slice", "gpu.scheduling/gpu-share", "1" },
+		{ "unknown", "gpu.scheduling/claim", "1" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char text[256];
+		snprintf(text, sizeof(text), "{'metadata':{'namespace':'ml','annotations':{'gpu.scheduling/claim':'%s'}},"
+			 "'spec':{'containers':[{'name':'a'},{'name':'b'}]}}", cases[i].claim);
+		cJSON *pod = J(text);
+		char *patch = patch_of(pod, &o);
+		assert_int_equal(apply(pod, patch), 0);
+		free(patch);
+		assert_string_equal(quantity(ctr(pod, "containers", 0), "limits", cases[i].resource), cases[i].count);
+		assert_string_equal(quantity(ctr(pod, "containers", 0), "requests", cases[i].resource), cases[i].count);
+		assert_null(api_path(ctr(pod, "containers", 1), "resources"));
+		/* reinvoked: the count is a GPU resource now, nothing more is added */
+		patch = patch_of(pod, &o);
+		assert_string_equal(patch, "");
+		free(patch);
+		cJSON_Delete(pod);
+	}
+}
+
+static void test_no_env_with_the_device_plugin(void **state)
+{
+	(void)state;
+	struct webhook_opts o = opts;
+	o.no_env = true;
+	cJSON *pod = J(resource_pod);
+	char *patch = patch_of(pod, &o);
+	assert_null(strstr(patch, "VISIBLE_DEVICES"));
+	assert_non_null(strstr(patch, "gpu.scheduling~1managed"));
+	free(patch);
+	cJSON_Delete(pod);
+}
+
+/* ---- the bypass --------------------------------------------------------------- */
+
+/* webhook_bypass of pod (and old, for an UPDATE) in namespace ns: "" when allowed, else the reason. */
+static const char *bypass(const char *pod_text, const char *old_text, const char *ns)
+{
+	static char why[512];
+	cJSON *pod = J(pod_text), *old = old_text ? J(old_text) : NULL;
+	why[0] = '\0';
+	int rc = webhook_bypass(pod, old, ns, &opts, why, sizeof(why));
+	assert_int_equal(rc, why[0] != '\0');
+	cJSON_Delete(pod);
+	cJSON_Delete(old);
+	return why;
+}
+
+#define POD_ENV(list, env, priv) \
+	"{'metadata':{'name':'p'},'spec':{'" list "':[{'name':'c','env':[" env "]" priv "}]}}"
+#define PRIV ",'securityContext':{'privileged':true}"
+
+static void test_pods_that_select_gpus_are_refused(void **state)
+{
+	(void)state;
+	static const char *const vars[] = { "NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
+					    "HIP_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "ZE_AFFINITY_MASK" };
+	static const char *const lists[] = { "containers", "initContainers", "ephemeralContainers" };
+	for (size_t v = 0; v < 6; v++) {
+		for (size_t l = 0; l < 3; l++) {
+			char text[512];
+			snprintf(text, sizeof(text), "{'metadata':{},'spec':{'%s':[{'name':'c%zu','env':[{'name':'X','value':'1'},"
+				 "{'name':'%s','value':'all'}]}]}}", lists[l], l, vars[v]);
+			const char *why = bypass(text, NULL, "ml");
+			char want[128];
+			snprintf(want, sizeof(want), "container c%zu sets %s itself", l, vars[v]);
+			if (!strstr(why, want))
+				fail_msg("'%s' does not say '%s'", why, want);
+			assert_non_null(strstr(why, "ask for gpu.scheduling/gpu"));
+		}
+	}
+	/* A reference to some other annotation (the pod's own claim name, say) is not the webhook's. */
+	assert_non_null(strstr(bypass(POD_ENV("containers", "{'name':'NVIDIA_VISIBLE_DEVICES','valueFrom':{'fieldRef':"
+		"{'fieldPath':'metadata.annotations[\\u0027gpu.scheduling/claim\\u0027]'}}}", ""), NULL, "ml"),
+		"sets NVIDIA_VISIBLE_DEVICES itself"));
+	/* ... nor the right annotation for another variable. */
+	assert_non_null(strstr(bypass(POD_ENV("containers", "{'name':'NVIDIA_VISIBLE_DEVICES','valueFrom':{'fieldRef':"
+		"{'fieldPath':'metadata.annotations[\\u0027gpu.scheduling/rocr-visible-devices\\u0027]'}}}", ""), NULL, "ml"),
+		"sets NVIDIA_VISIBLE_DEVICES itself"));
+	/* The webhook's own entry passes (it runs before the policy sees the pod). */
+	assert_string_equal(bypass(POD_ENV("containers", "{'name':'NVIDIA_VISIBLE_DEVICES','valueFrom':{'fieldRef':"
+		"{'fieldPath':'metadata.annotations[\\u0027gpu.scheduling/nvidia-visible-devices\\u0027]'}}}", ""), NULL, "ml"), "");
+	/* A CDI annotation, and an allocation preset at CREATE. */
+	assert_non_null(strstr(bypass("{'metadata':{'annotations':{'cdi.k8s.io/x':'nvidia.com/gpu=all'}},'spec':{'containers':[]}}",
+		NULL, "ml"), "annotation cdi.k8s.io/x asks the runtime for CDI devices"));
+	assert_non_null(strstr(bypass("{'metadata':{'annotations':{'gpu.scheduling/allocated':'n:0,1'}},'spec':{'containers':[]}}",
+		NULL, "ml"), "gpu.scheduling/allocated is written by the gpu-scheduler's binding only"));
+	assert_non_null(strstr(bypass("{'metadata':{'annotations':{'gpu.scheduling/device-uuids':''}},'spec':{'containers':[]}}",
+		NULL, "ml"), "gpu.scheduling/device-uuids is written by"));
+	/* Harmless pods and variables. */
+	assert_string_equal(bypass(POD_ENV("containers", "{'name':'NVIDIA_DRIVER_CAPABILITIES','value':'all'}", ""), NULL, "ml"), "");
+	assert_string_equal(bypass("{'metadata':{'annotations':{'gpu.scheduling/claim':'c'}},'spec':{'containers':[{'name':'a'}]}}",
+		NULL, "ml"), "");
+}
+
+static void test_bypass_exemptions_and_updates(void **state)
+{
+	(void)state;
+	const char *all = "{'name':'NVIDIA_VISIBLE_DEVICES','value':'all'}";
+	char priv[512], plain[512];
+	snprintf(priv, sizeof(priv), POD_ENV("containers", "%s", PRIV), all);
+	snprintf(plain, sizeof(plain), POD_ENV("containers", "%s", ""), all);
+	/* privileged in an allow-listed namespace: exempt; anything less is not */
+	opts.system_namespaces = "kube-system, gpu-system";
+	assert_string_equal(bypass(priv, NULL, "gpu-system"), "");
+	assert_string_equal(bypass(priv, NULL, "kube-system"), "");
+	assert_string_not_equal(bypass(plain, NULL, "kube-system"), "");
+	assert_string_not_equal(bypass(priv, NULL, "ml"), "");
+	assert_string_not_equal(bypass(priv, NULL, "gpu"), "");          /* a prefix of a listed name */
+	opts.system_namespaces = NULL;
+	assert_string_not_equal(bypass(priv, NULL, "kube-system"), "");
+
+	/* UPDATE: the binding's annotations may stay, not change; nor may a CDI annotation appear. */
+	const char *bound = "{'metadata':{'annotations':{'gpu.scheduling/allocated':'n:0','x':'1'}},'spec':{'containers':[]}}";
+	const char *relabelled = "{'metadata':{'labels':{'a':'b'},'annotations':{'gpu.scheduling/allocated':'n:0','x':'2'}},"
+				 "'spec':{'containers':[]}}";
+	assert_string_equal(bypass(relabelled, bound, "ml"), "");
+	assert_non_null(strstr(bypass("{'metadata':{'annotations':{'gpu.scheduling/allocated':'n:1'}},'spec':{'containers':[]}}",
+		bound, "ml"), "gpu.scheduling/allocated"));
+	assert_non_null(strstr(bypass("{'metadata':{},'spec':{'containers':[]}}", bound, "ml"), "gpu.scheduling/allocated"));
+	assert_non_null(strstr(bypass("{'metadata':{'annotations':{'gpu.scheduling/allocated':'n:0','cdi.k8s.io/a':'v'}},"
+		"'spec':{'containers':[]}}", bound, "ml"), "cdi.k8s.io/a"));
+	/* The pod's namespace comes from the pod when the review does not say. */
+	opts.system_namespaces = "kube-system";
+	assert_string_equal(bypass("{'metadata':{'namespace':'kube-system'},'spec':{'containers':[{'name':'c','env':[{'name':"
+		"'CUDA_VISIBLE_DEVICES','value':'0'}]" PRIV "}]}}", NULL, NULL), "");
+}
+
+static void test_review_refuses_a_bypass(void **state)
+{
+	(void)state;
+	struct webhook *w = webhook_new(&opts);
+	/* CREATE, an UPDATE that adds a CDI annotation, and an ephemeral container with the variable */
+	const struct {
+		const char *op, *sub, *object, *old, *why;
+	} cases[] = {
+		{ "CREATE", NULL, POD_ENV("containers", "{'name':'NVIDIA_VISIBLE_DEVICES','value':'all'}", ""), "null",
+		  "container c sets NVIDIA_VISIBLE_DEVICES itself" },
+		{ "UPDATE", NULL, "{'kind':'Pod','metadata':{'annotations':{'cdi.k8s.io/g':'gpu.scheduling/gpu=GPU-1'}},'spec':{'containers':[]}}",
+		  "{'kind':'Pod','metadata':{},'spec':{'containers':[]}}", "cdi.k8s.io/g" },
+		{ "UPDATE", "ephemeralcontainers", POD_ENV("ephemeralContainers", "{'name':'CUDA_VISIBLE_DEVICES','value':'0'}", ""),
+		  "{'kind':'Pod','metadata':{'name':'p'},'spec':{'containers':[]}}", "container c sets CUDA_VISIBLE_DEVICES itself" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *obj = sq(cases[i].object), *old = sq(cases[i].old);
+		struct buf b;
+		buf_init(&b, 1 << 20);
+		buf_printf(&b, "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{"
+			       "\"uid\":\"r%zu\",\"kind\":{\"group\":\"\",\"version\":\"v1\",\"kind\":\"Pod\"},\"namespace\":\"ml\","
+			       "%s%s%s\"operation\":\"%s\",\"object\":%s,\"oldObject\":%s}}", i,
+			   cases[i].sub ? "\"subResource\":\"" : "", cases[i].sub ? cases[i].sub : "", cases[i].sub ? "\"," : "",
+			   cases[i].op, obj, old);
+		struct reply r = call_s(w, buf_cstr(&b));
+		char uid[8];
+		snprintf(uid, sizeof(uid), "r%zu", i);
+		const cJSON *resp = response_of(&r, uid);
+		assert_true(cJSON_IsFalse(cJSON_GetObjectItem(resp, "allowed")));
+		assert_null(cJSON_GetObjectItem(resp, "patch"));
+		assert_int_equal(api_path(resp, "status.code")->valueint, 403);
+		const char *msg = api_str(api_path(resp, "status"), "message");
+		if (!msg || !strstr(msg, cases[i].why))
+			fail_msg("message '%s' does not say '%s'", msg ? msg : "(none)", cases[i].why);
+		cJSON_Delete(r.json);
+		buf_release(&b);
+		free(obj);
+		free(old);
+	}
+	webhook_free(w);
+}
+
 int main(void)
 {
 	log_setup(LOG_ERROR, false);
@@ -733,6 +967,12 @@ int main(void)
 		cmocka_unit_test_setup(test_review_malformed, setup),
 		cmocka_unit_test_setup(test_uid_echo_is_escaped, setup),
 		cmocka_unit_test_setup(test_options_are_copied, setup),
+		cmocka_unit_test_setup(test_share_containers_get_share_slots, setup),
+		cmocka_unit_test_setup(test_claim_only_pod_gets_the_claims_count, setup),
+		cmocka_unit_test_setup(test_no_env_with_the_device_plugin, setup),
+		cmocka_unit_test_setup(test_pods_that_select_gpus_are_refused, setup),
+		cmocka_unit_test_setup(test_bypass_exemptions_and_updates, setup),
+		cmocka_unit_test_setup(test_review_refuses_a_bypass, setup),
 	};
 	return cmocka_run_group_tests_name("webhook", tests, NULL, NULL);
 }

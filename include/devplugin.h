@@ -1,0 +1,336 @@
+/*
+ * devplugin: gpu-agent as a kubelet device plugin (deviceplugin/v1beta1).
+ *
+ * The extender decides which devices a pod gets and writes it into the
+ * pod's binding annotations; this module makes kubelet hand exactly those
+ * devices to the containers (docs/node.md):
+ *
+ *   agent_node (detection, each round) --dp_inventory_build()--> devices
+ *       with their device files, kubelet ids and health
+ *   ListAndWatch: one device list per resource (gpu, gpu-share slots,
+ *       claim tickets), sent again whenever a device's health changes
+ *   pods bound to this node (a watch through the API server) --
+ *       dp_pod_parse()--> what the binding gave each pod
+ *   GetPreferredAllocation: dp_prefer() finds the pod kubelet is admitting
+ *       and returns its bound devices, so kubelet records the same ones
+ *   Allocate: dp_match() finds the pod whose binding holds the devices
+ *       kubelet chose, dp_response_build() says how the container gets
+ *       them (device files, env, NVIDIA volume mounts or CDI names)
+ *
+ * The parsing, matching and response building are pure and unit tested;
+ * the inventory reads device files (stat, /proc, sysfs) and the plugin
+ * runs the gRPC server (h2rpc.h) on its own thread. The plugin never
+ * re-detects: it serves the devices the agent's last round found.
+ */
+#ifndef GPU_DEVPLUGIN_H
+#define GPU_DEVPLUGIN_H
+
+#include "agent.h"
+#include "gpu.h"
+#include "kube.h"
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define DP_PATH_MAX 256
+#define DP_ID_MAX 64                 /* kubelet's limit on a device id is 63 characters */
+#define DP_API_VERSION "v1beta1"
+#define DP_KUBELET_SOCKET "kubelet.sock"
+#define DP_PLUGIN_DIR "/var/lib/kubelet/device-plugins"
+#define DP_PODRESOURCES_SOCKET "/var/lib/kubelet/pod-resources/kubelet.sock"
+#define DP_CDI_DIR "/var/run/cdi"
+#define DP_CDI_KIND "gpu.scheduling/gpu"
+#define DP_NVIDIA_MOUNT_DIR "/var/run/nvidia-container-devices"
+#define DP_DEFAULT_SHARE_SLOTS 48   /* MPS serves at most 48 clients per GPU */
+#define DP_DEFAULT_CLAIM_TICKETS 110 /* kubelet's default pod limit */
+
+/* gRPC methods (package.Service/Method of deviceplugin/v1beta1 and podresources/v1). */
+#define DP_RPC_REGISTER "/v1beta1.Registration/Register"
+#define DP_RPC_OPTIONS "/v1beta1.DevicePlugin/GetDevicePluginOptions"
+#define DP_RPC_LIST_AND_WATCH "/v1beta1.DevicePlugin/ListAndWatch"
+#define DP_RPC_PREFERRED "/v1beta1.DevicePlugin/GetPreferredAllocation"
+#define DP_RPC_ALLOCATE "/v1beta1.DevicePlugin/Allocate"
+#define DP_RPC_PRESTART "/v1beta1.DevicePlugin/PreStartContainer"
+#define DP_RPC_POD_RESOURCES_LIST "/v1.PodResourcesLister/List"
+
+/* ---- configuration ---- */
+
+/* The resources kubelet counts (docs/node.md, "What kubelet counts"). */
+enum dp_resource {
+	DP_GPU = 0,          /* gpu.scheduling/gpu: whole GPUs and MIG instances, id = UUID */
+	DP_SHARE,            /* gpu.scheduling/gpu-share: share slots, id = UUID::k */
+	DP_CLAIM,            /* gpu.scheduling/claim: tickets for claim-only pods */
+	DP_NRES,
+};
+/* "gpu.scheduling/gpu", ...; and the socket file of each ("gpu-scheduling-gpu.sock"). */
+const char *dp_resource_name(enum dp_resource r);
+const char *dp_resource_socket(enum dp_resource r);
+
+/* How the container gets its devices. */
+enum dp_delivery {
+	DP_DELIVERY_DEVICES = 0,     /* device files (DeviceSpec) + env: any runtime, any vendor */
+	DP_DELIVERY_VOLUME_MOUNTS,   /* NVIDIA: /var/run/nvidia-container-devices/<uuid> mounts */
+	DP_DELIVERY_CDI,             /* CDI device names + the spec written under cdi_dir */
+};
+bool dp_delivery_parse(const char *s, enum dp_delivery *out);
+const char *dp_delivery_name(enum dp_delivery d);
+
+struct dp_config {
+	char node[254];
+	char plugin_dir[DP_PATH_MAX];           /* kubelet's device-plugins directory */
+	char podresources_socket[DP_PATH_MAX];
+	char device_root[DP_PATH_MAX];          /* "": the host's /; tests: a fake device root */
+	char host_root[DP_PATH_MAX];            /* where this container sees the host's / ("": at /) */
+	char cdi_dir[DP_PATH_MAX];
+	char mps_pipe_dir[DP_PATH_MAX];         /* "": no MPS control daemon to reach */
+	enum dp_delivery delivery;
+	int share_slots;                        /* per whole GPU */
+	int claim_tickets;
+};
+void dp_config_default(struct dp_config *c);
+
+/* ---- the devices (inventory.c) ---- */
+
+struct dp_devnode {
+	char path[64];                          /* in the container: "/dev/nvidia0" */
+	char host_path[DP_PATH_MAX];            /* on the host (under device_root) */
+};
+
+#define DP_MAX_NODES 4
+#define DP_MAX_COMMON 8
+
+struct dp_device {
+	int id;                                 /* the GpuNodeStatus id */
+	enum gpu_vendor vendor;
+	int index;                              /* the vendor's index (MIG: its GPU's) */
+	bool mig;
+	bool healthy;                           /* detected Healthy and its device files exist */
+	char uuid[96];
+	char kubelet_id[DP_ID_MAX];             /* the UUID, or "gpu-<id>" without a usable one */
+	char why[128];                          /* when not healthy */
+	int nnode;
+	struct dp_devnode node[DP_MAX_NODES];   /* its own device files */
+};
+
+struct dp_inventory {
+	int ndev;
+	struct dp_device dev[GPU_MAX_DEVICES];
+	int ncommon;                            /* files every container of a vendor needs */
+	struct dp_devnode common[DP_MAX_COMMON];
+	enum gpu_vendor common_vendor[DP_MAX_COMMON];
+};
+
+/*
+ * The node's devices as the plugin serves them: for each, its device files
+ * on the host under cfg->device_root ("" = /): NVIDIA /dev/nvidia<minor>
+ * (the minor from /proc/driver/nvidia/gpus/<pci>/information, else the
+ * index) and the shared /dev/nvidiactl, /dev/nvidia-uvm[-tools],
+ * /dev/nvidia-modeset; AMD /dev/dri/renderD* and card* of its PCI device,
+ * and /dev/kfd; Intel the same /dev/dri files. host_path is the host's path
+ * (kubelet hands it to the runtime); the agent looks for it, and reads
+ * /proc and /sys, under cfg->host_root (the host's / as mounted in the
+ * agent's container). A device whose own files are missing is unhealthy
+ * (why says so): it cannot be handed out.
+ */
+void dp_inventory_build(struct dp_inventory *inv, const struct agent_node *node, const struct dp_config *cfg);
+/* Index of the device with that GpuNodeStatus id, or with that kubelet id; -1. */
+int dp_inventory_find(const struct dp_inventory *inv, int id);
+int dp_inventory_find_kubelet_id(const struct dp_inventory *inv, const char *kid);
+/* Whether two inventories give kubelet the same lists and the containers the same files. */
+bool dp_inventory_same(const struct dp_inventory *a, const struct dp_inventory *b);
+
+/* One device as ListAndWatch lists it. */
+struct dp_kdev {
+	char id[DP_ID_MAX];
+	bool healthy;
+};
+/*
+ * The device list of resource r: DP_GPU one per device; DP_SHARE
+ * share_slots per whole GPU ("<kubelet id>::<k>"); DP_CLAIM claim_tickets
+ * tickets ("claim-<k>", healthy while any device is). Returns a heap array
+ * (caller frees) and its length in *n; NULL with *n 0 when empty or out
+ * of memory.
+ */
+struct dp_kdev *dp_resource_devices(const struct dp_inventory *inv, const struct dp_config *cfg,
+				    enum dp_resource r, int *n);
+/* The GPU a share slot id names ("GPU-x::3" -> "GPU-x") into out; false if not a slot id. */
+bool dp_slot_device(const char *slot_id, char *out, size_t size);
+
+/* ---- the pods bound to this node (pods.c) ---- */
+
+#define DP_MAX_CONTAINERS 16
+
+struct dp_container {
+	char name[64];
+	bool init;
+	int want[DP_NRES];                      /* its limits of each resource */
+	bool done[DP_NRES];                     /* kubelet allocated them (Allocate answered) */
+};
+
+struct dp_pod {
+	char uid[64];
+	char ns[64];
+	char name[254];
+	uint64_t seen;                          /* when the plugin first saw it bound here (order) */
+	int64_t created;                        /* creationTimestamp, seconds */
+	bool admitted;                          /* kubelet is past admission (started or ended) */
+	int nids;
+	int ids[GPU_MAX_DEVICES];               /* the bound GpuNodeStatus ids */
+	char uuids[GPU_MAX_DEVICES][96];        /* the UUIDs the binding named, "" when not given */
+	bool shared;
+	uint32_t mem_mib;                       /* shared: per GPU */
+	uint32_t core_pct;
+	int ncontainers;
+	struct dp_container c[DP_MAX_CONTAINERS];
+};
+
+/*
+ * A Pod object -> what the binding gave it on this node. Returns 1 when the
+ * extender bound it here (gpu.scheduling/allocated names node), 0 when it
+ * is none of ours (not bound here, no allocation), -1 with err when the
+ * allocation annotations do not parse.
+ */
+int dp_pod_parse(const cJSON *pod, const char *node, struct dp_pod *out, char *err, size_t errlen);
+/* Kubelet's order of admission: first seen, then created, then name. */
+int dp_pod_order(const struct dp_pod *a, const struct dp_pod *b);
+
+/*
+ * The pods bound to this node, kept current by a watch (spec.nodeName=node)
+ * and refreshed on demand. Thread-safe; dp_pods_copy gives a snapshot.
+ */
+struct dp_pods;
+struct dp_pods *dp_pods_start(struct kube_client *kube, const char *node, char *err, size_t errlen);
+void dp_pods_stop(struct dp_pods *p);
+/* Whether the watch has listed once. */
+bool dp_pods_ready(const struct dp_pods *p);
+/* A copy of the store (caller frees); *n pods. NULL with *n 0 when empty. */
+struct dp_pod *dp_pods_copy(struct dp_pods *p, int *n);
+/* Lists the node's pods now (a bound pod the watch has not shown yet). 0 or -1 with err. */
+int dp_pods_refresh(struct dp_pods *p, char *err, size_t errlen);
+/* Records that kubelet allocated resource r of a pod's container (matching survives updates). */
+void dp_pods_mark_done(struct dp_pods *p, const char *uid, int container, enum dp_resource r);
+/* The same by names (from kubelet's PodResources record); false when no such pod or container. */
+bool dp_pods_mark_named(struct dp_pods *p, const char *ns, const char *name, const char *container,
+			enum dp_resource r);
+/* Adds pods built elsewhere (tests; PodResources at start marks pods done). */
+void dp_pods_put(struct dp_pods *p, const struct dp_pod *pod);
+
+/* ---- matching kubelet's requests to pods (alloc.c, pure) ---- */
+
+struct dp_choice {
+	int pod;                                /* index into the pods array */
+	int container;                          /* index into pods[pod].c */
+	int ndev;
+	int dev[GPU_MAX_DEVICES];               /* inventory indexes the container gets */
+	int nid;
+	char (*id)[DP_ID_MAX];                  /* kubelet ids (GetPreferredAllocation); heap, see dp_choice_release */
+};
+void dp_choice_release(struct dp_choice *c);
+
+/*
+ * GetPreferredAllocation of one container: kubelet is admitting some pod
+ * whose container asks size of resource r; available are the device ids it
+ * may choose from, must those it already chose (devices reused from an
+ * init container). The pod is the one bound here that still waits for r of
+ * that size and whose bound devices are available: current (the pod of the
+ * last call, while it has containers left) first, then in kubelet's order
+ * (dp_pod_order). out gets its container and size ids: must, then its
+ * bound devices in the binding's order. Returns 0, or -1 with why (no such
+ * pod: then kubelet chooses itself, and Allocate decides).
+ */
+int dp_prefer(const struct dp_inventory *inv, enum dp_resource r, const struct dp_pod *pods, int npods,
+	      const char *current, const char *const *available, size_t navail, const char *const *must,
+	      size_t nmust, int size, struct dp_choice *out, char *why, size_t whylen);
+
+/*
+ * Allocate of one container: the pod whose binding holds every device kubelet
+ * chose (ids), with a container that waits for that many of r: for DP_GPU
+ * the ids are bound UUIDs, for DP_SHARE slots on bound GPUs, for DP_CLAIM
+ * tickets of a claim-only pod (current first, then dp_pod_order). out gets
+ * the devices the container receives: DP_GPU and DP_SHARE the named GPUs,
+ * DP_CLAIM all the pod's devices. Returns 0, or -1 with err (kubelet then
+ * fails the pod's admission: no device is ever handed out that the
+ * extender did not bind to it).
+ */
+int dp_match(const struct dp_inventory *inv, enum dp_resource r, const struct dp_pod *pods, int npods,
+	     const char *current, const char *const *ids, size_t nids, struct dp_choice *out,
+	     char *err, size_t errlen);
+
+/* What one container gets (ContainerAllocateResponse). */
+struct dp_env {
+	char name[64];
+	char value[1024];
+};
+struct dp_mount {
+	char container_path[DP_PATH_MAX];
+	char host_path[DP_PATH_MAX];
+	bool read_only;
+};
+#define DP_MAX_ENV 12
+#define DP_MAX_SPECS (GPU_MAX_DEVICES * DP_MAX_NODES + DP_MAX_COMMON)
+
+struct dp_response {
+	int nenv;
+	struct dp_env env[DP_MAX_ENV];
+	int nmount;
+	struct dp_mount mount[GPU_MAX_DEVICES + 1];
+	int nspec;
+	struct dp_devnode spec[DP_MAX_SPECS];   /* DeviceSpec, permissions "rw" */
+	int ncdi;
+	char cdi[GPU_MAX_DEVICES][DP_ID_MAX + 32];
+};
+
+/*
+ * How the container gets devs (inventory indexes) under cfg->delivery
+ * (docs/node.md, "Delivery"). share: the pod's share (MPS limits and the
+ * informational GPU_SCHEDULING_* variables), or NULL. Returns 0 or -1 with
+ * err (a device with no device files, a list too long).
+ */
+int dp_response_build(const struct dp_inventory *inv, const struct dp_config *cfg, const int *devs, int ndev,
+		      const struct dp_pod *share, struct dp_response *out, char *err, size_t errlen);
+
+/* ---- CDI (cdi.c) ---- */
+
+/* The CDI spec (JSON) of every device: kind DP_CDI_KIND, one entry per kubelet id. Heap; NULL on no memory. */
+char *dp_cdi_spec(const struct dp_inventory *inv);
+/* Writes it as <dir>/gpu.scheduling-gpu.json, atomically (temp file + rename). 0 or -1 with err. */
+int dp_cdi_write(const char *dir, const char *json, char *err, size_t errlen);
+
+/* ---- kubelet's record (podresources.c) ---- */
+
+/* One container's devices of one resource, as kubelet recorded them. */
+typedef void (*dp_podres_fn)(void *ctx, const char *ns, const char *pod, const char *container,
+			     const char *resource, const char *const *ids, size_t nids);
+/*
+ * Calls fn for every (pod, container, resource) kubelet's PodResources API
+ * (List, on socket) reports devices for. 0, or -1 with err (kubelet not
+ * reachable, an answer that does not decode).
+ */
+int dp_podresources_each(const char *socket, dp_podres_fn fn, void *ctx, char *err, size_t errlen);
+
+/* ---- the plugin (plugin.c) ---- */
+
+struct devplugin;
+
+/*
+ * Starts the plugin's thread: serves each resource on its socket in
+ * plugin_dir, registers it with kubelet (again whenever kubelet restarts
+ * and wipes the directory), and watches the node's pods through kube
+ * (borrowed; must outlive the plugin). The devices come from
+ * devplugin_update(); until the first one, the lists are empty.
+ */
+struct devplugin *devplugin_start(const struct dp_config *cfg, struct kube_client *kube, char *err,
+				  size_t errlen);
+/*
+ * The devices of this round's detection (copied); ListAndWatch streams get
+ * the changes. node is also brought in line with what the plugin can hand
+ * out, for the GpuNodeStatus: a device whose device files are missing turns
+ * Unhealthy (with the reason), and status.shareSlots is set.
+ */
+void devplugin_update(struct devplugin *dp, struct agent_node *node);
+/* Stops serving (sockets removed; the CDI spec stays for containers kubelet restarts). */
+void devplugin_stop(struct devplugin *dp);
+
+#endif

@@ -1,0 +1,293 @@
+#!/usr/bin/env bash
+# End-to-end on the real node: the whole product, deployed from deploy/ as
+# pods (through test/node/local, as `make cluster` does: the extender with its
+# webhook, the agent DaemonSet with its device plugin, the second
+# kube-scheduler), on this machine's kubelet with containerd and runc, and 8
+# fake GPUs (device files with NVIDIA's major number under a test device root,
+# and an nvidia-smi that prints a real A100 host's outputs).
+#
+# Pods really run, and each sees exactly the devices the extender bound:
+# its /dev/nvidia* and CUDA_VISIBLE_DEVICES match its binding annotation and
+# kubelet's PodResources record; two pods get disjoint GPUs; a share gets one
+# GPU and its MPS limits; a claim-only pod runs; a pod without a GPU request
+# sees none; a pod that sets NVIDIA_VISIBLE_DEVICES itself is refused, and so
+# is a GPU pod another scheduler placed; after the agent and kubelet restart,
+# running pods keep their devices and new ones start; an unhealthy GPU gets
+# no new pod; and the three delivery modes (device files, NVIDIA volume
+# mounts, CDI through containerd) each deliver.
+#
+#   test/e2e/node.sh            (root; make all first: the image is build/)
+#   E2E_SCENARIOS="1 3" test/e2e/node.sh
+#
+# Ends with "N passed, N failed".
+set -u
+cd "$(dirname "$0")/../.."
+. test/cluster/cluster.sh
+. test/e2e/lib.sh
+. test/node/deploy.sh
+
+E2E_SCENARIOS=${E2E_SCENARIOS:-"1 2 3 4 5 6 7 8 9"}
+NS=ml
+export KUBECTL AGENT=$E2E_ROOT/build/gpu-agent
+
+if (($(id -u) != 0)); then
+  echo "node.sh needs root (a real kubelet node)"
+  echo "node: 0 passed, 1 failed"
+  exit 1
+fi
+
+# ---- set-up: control plane, default scheduler, the node, the product -------
+
+t0=$SECONDS
+setup() {
+  cluster_up || return 1
+  KUBECTL="$CLUSTER_BIN/kubectl --kubeconfig=$CLUSTER_KUBECONFIG"
+  node_start_default_scheduler >/dev/null || return 1
+  cluster_node_up || return 1
+  cluster_fake_gpus "$NODE_FAKE_ROOT" 8 || return 1
+  node_deploy_product || return 1
+  node_wait_product || return 1
+  cluster_ensure_namespace "$NS" >/dev/null
+}
+if ! setup; then
+  e2e_check "the control plane, the real node and the product come up" false
+  e2e_summary
+  exit 1
+fi
+e2e_note "control plane, node and product up in $((SECONDS - t0))s"
+# On a failure, what the product's pods said (a crashed agent's last words too).
+product_logs() {
+  ((E2E_FAILED)) || return 0
+  local p
+  for p in gpu-agent gpu-extender; do
+    echo "---- $p (previous container, if it restarted)"
+    kubectl -n gpu-system logs -l "app.kubernetes.io/name=$p" --previous --tail=40 2>/dev/null
+    echo "---- $p"
+    kubectl -n gpu-system logs -l "app.kubernetes.io/name=$p" --tail=40 2>/dev/null
+  done
+}
+cluster_add_cleanup product_logs
+
+# node_pod NAME LIMITS_JSON [ANNOTATIONS_JSON [SCHEDULER [ENV_JSON]]]: a busybox
+# pod on the real node that prints what it sees (node_check.py reads it) and sleeps.
+node_pod() {
+  local name=$1 limits=$2 ann=${3:-'{}'} sched=${4:-gpu-scheduler} env=${5:-'[]'}
+  kubectl apply -f - <<JSON
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"$name","namespace":"$NS","annotations":$ann},
+ "spec":{"schedulerName":"$sched","restartPolicy":"Never","terminationGracePeriodSeconds":0,
+   "nodeSelector":{"gpu-extender.test/real-node":"true"},
+   "containers":[{"name":"main","image":"$CLUSTER_BUSYBOX_IMAGE","imagePullPolicy":"Never","env":$env,
+     "command":["sh","-c","echo \"devices=\$(ls /dev | grep '^nvidia[0-9]' | tr '\\\\n' ' ')\"; echo \"mounts=\$(ls /var/run/nvidia-container-devices 2>/dev/null | tr '\\\\n' ' ')\"; env | grep -E '^(CUDA|NVIDIA|GPU_SCHEDULING|ROCR)_'; exec sleep 100000"],
+     "resources":{"limits":$limits}}]}}
+JSON
+}
+
+pod_phase() { kubectl -n "$NS" get pod "$1" -o 'jsonpath={.status.phase}' 2>/dev/null; }
+pod_running() { [[ $(pod_phase "$1") == Running ]] && kubectl -n "$NS" logs "$1" 2>/dev/null | grep -q '^devices='; }
+wait_running() { cluster_wait "${2:-60}" "pod $1 Running" pod_running "$1"; }
+check() { python3 test/e2e/node_check.py "$@"; }
+clean_pods() {
+  kubectl -n "$NS" delete pod --all --grace-period=0 --force --wait=false >/dev/null 2>&1
+  cluster_wait 60 "the test pods gone" bash -c "[[ -z \$($KUBECTL -n $NS get pods -o name) ]]"
+}
+allocatable() {  # RESOURCE: the node's allocatable count of it
+  kubectl get node "$CLUSTER_NODE_NAME" -o "jsonpath={.status.allocatable.${1//./\\.}}"
+}
+allocatable_is() { [[ $(allocatable "$1") == "$2" ]]; }
+
+# ---- 1. what kubelet counts -------------------------------------------------------
+
+if e2e_want 1; then
+  product_pods() {
+    local p
+    for p in gpu-extender gpu-agent gpu-scheduler; do
+      [[ $(kubectl -n gpu-system get pods -l "app.kubernetes.io/name=$p" \
+        -o 'jsonpath={.items[*].status.phase}') == Running ]] || { echo "$p is not Running"; return 1; }
+    done
+  }
+  e2e_check "the extender, the agent and gpu-scheduler run as pods from deploy/" product_pods
+  advertised() {
+    cluster_wait 30 "the device plugin's resources" allocatable_is gpu.scheduling/gpu 8 || return 1
+    allocatable_is gpu.scheduling/gpu-share 384 && allocatable_is gpu.scheduling/claim 110 || {
+      kubectl get node "$CLUSTER_NODE_NAME" -o 'jsonpath={.status.allocatable}'; return 1; }
+    [[ $(kubectl get gns "$CLUSTER_NODE_NAME" -o 'jsonpath={.status.shareSlots}') == 48 ]]
+  }
+  e2e_check "kubelet advertises 8 GPUs, 384 share slots and 110 claim tickets; the GpuNodeStatus says 48 slots" advertised
+fi
+
+# ---- 2. whole GPUs -------------------------------------------------------------------
+
+if e2e_want 2; then
+  two_gpus() {
+    node_pod two-a '{"gpu.scheduling/gpu":"2"}' >/dev/null && wait_running two-a && check devices "$NS" two-a
+  }
+  e2e_check "a pod asking 2 GPUs runs; its /dev/nvidia*, CUDA_VISIBLE_DEVICES and kubelet's PodResources are its binding" two_gpus
+  disjoint() {
+    node_pod two-b '{"gpu.scheduling/gpu":"2"}' >/dev/null && wait_running two-b &&
+      check devices "$NS" two-b && check disjoint "$NS" two-a "$NS" two-b
+  }
+  e2e_check "a second 2-GPU pod gets two other GPUs" disjoint
+  no_gpu() { node_pod plain '{"cpu":"50m"}' >/dev/null && wait_running plain && check none "$NS" plain; }
+  e2e_check "a pod without a GPU request sees no GPU device and no GPU variable" no_gpu
+fi
+
+# ---- 3. shares and claims ------------------------------------------------------------
+
+if e2e_want 3; then
+  share() {
+    node_pod share-a '{"gpu.scheduling/gpu-memory":"8192","gpu.scheduling/gpu-core":"30","gpu.scheduling/gpu-share":"1"}' \
+      >/dev/null && wait_running share-a && check devices "$NS" share-a --resource gpu-share || return 1
+    local logs
+    logs=$(kubectl -n "$NS" logs share-a)
+    grep -qx 'CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=30' <<<"$logs" &&
+      grep -qx 'CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=8192M' <<<"$logs" || { echo "$logs"; return 1; }
+  }
+  e2e_check "a shared pod gets one GPU, a slot on it in kubelet's record, and its MPS limits" share
+  claim_only() {
+    kubectl apply -f - >/dev/null <<'EOF' || return 1
+apiVersion: gpu.scheduling/v1
+kind: GpuClaim
+metadata: {name: pair, namespace: ml}
+spec: {devices: {count: 2}}
+EOF
+    node_pod claimed '{}' '{"gpu.scheduling/claim":"pair"}' >/dev/null && wait_running claimed || return 1
+    # the webhook gives a claim-only pod its claim's count (kubelet's record
+    # then names the GPUs), or a claim ticket when it could not read the claim
+    local res=gpu
+    [[ -n $(kubectl -n "$NS" get pod claimed -o 'jsonpath={.spec.containers[0].resources.limits.gpu\.scheduling/claim}') ]] &&
+      res=claim
+    check devices "$NS" claimed --resource "$res"
+  }
+  e2e_check "a claim-only pod runs with its GpuClaim's 2 GPUs" claim_only
+  clean_pods
+fi
+
+# ---- 4. what the node refuses ---------------------------------------------------------
+
+if e2e_want 4; then
+  bypass() {
+    local out
+    if out=$(node_pod sneaky '{"cpu":"50m"}' '{}' default-scheduler '[{"name":"NVIDIA_VISIBLE_DEVICES","value":"all"}]' 2>&1); then
+      echo "admitted: $out"; kubectl -n "$NS" delete pod sneaky --grace-period=0 --force >/dev/null 2>&1; return 1
+    fi
+    grep -q NVIDIA_VISIBLE_DEVICES <<<"$out" || { echo "$out"; return 1; }
+    e2e_note "refused: $(tail -1 <<<"$out" | cut -c1-160)"
+  }
+  e2e_check "a pod that sets NVIDIA_VISIBLE_DEVICES=all itself is refused at admission" bypass
+  other_scheduler() {
+    node_pod stray '{"gpu.scheduling/gpu":"1"}' '{}' default-scheduler >/dev/null || return 1
+    cluster_wait 60 "pod stray refused by kubelet" bash -c "[[ \$($KUBECTL -n $NS get pod stray -o 'jsonpath={.status.phase}') == Failed ]]" || return 1
+    local why
+    why=$(kubectl -n "$NS" get pod stray -o 'jsonpath={.status.reason}: {.status.message}')
+    grep -q "gpu-scheduler" <<<"$why" || { echo "$why"; return 1; }
+    e2e_note "kubelet: ${why:0:160}"
+  }
+  e2e_check "a GPU pod another scheduler placed gets no device: kubelet refuses it with the agent's reason" other_scheduler
+  clean_pods
+fi
+
+# ---- 5. the agent restarts -----------------------------------------------------------
+
+agent_pod() { kubectl -n gpu-system get pods -l app.kubernetes.io/name=gpu-agent -o 'jsonpath={.items[0].metadata.name}'; }
+if e2e_want 5; then
+  node_pod keep-a '{"gpu.scheduling/gpu":"2"}' >/dev/null && wait_running keep-a >/dev/null
+  agent_restart() {
+    local old t=$SECONDS
+    old=$(agent_pod)
+    kubectl -n gpu-system delete pod "$old" --wait=true >/dev/null || return 1
+    cluster_wait 60 "a new agent pod" bash -c "[[ \$($KUBECTL -n gpu-system get pods -l app.kubernetes.io/name=gpu-agent -o 'jsonpath={.items[0].status.phase}') == Running ]]" || return 1
+    pod_running keep-a || { echo "keep-a is $(pod_phase keep-a) after the agent restart"; return 1; }
+    check devices "$NS" keep-a || return 1
+    kubectl -n "$NS" exec keep-a -- ls /dev | grep -q '^nvidia' || { echo "keep-a lost its devices"; return 1; }
+    node_pod after-agent '{"gpu.scheduling/gpu":"2"}' >/dev/null && wait_running after-agent && check devices "$NS" after-agent &&
+      check disjoint "$NS" keep-a "$NS" after-agent || return 1
+    e2e_note "agent replaced and a new pod running $((SECONDS - t))s after the delete"
+  }
+  e2e_check "after the agent restarts, a running pod keeps its GPUs and a new pod gets others" agent_restart
+fi
+
+# ---- 6. kubelet restarts -------------------------------------------------------------
+
+if e2e_want 6; then
+  kubelet_restart() {
+    local t=$SECONDS
+    cluster_kubelet_restart || return 1
+    cluster_wait 60 "the node Ready" cluster_node_ready || return 1
+    cluster_wait 60 "the device plugin registered again" allocatable_is gpu.scheduling/gpu 8 || return 1
+    e2e_note "kubelet back and the plugin registered again in $((SECONDS - t))s"
+    # kubelet's own server (logs) may answer a moment after the node is Ready
+    wait_running keep-a 30 || { echo "keep-a is $(pod_phase keep-a) after the restart"; return 1; }
+    check devices "$NS" keep-a || return 1
+    node_pod after-kubelet '{"gpu.scheduling/gpu":"2"}' >/dev/null && wait_running after-kubelet &&
+      check devices "$NS" after-kubelet && check disjoint "$NS" keep-a "$NS" after-kubelet
+  }
+  e2e_check "after kubelet restarts (its plugin directory wiped), running pods keep their GPUs and new pods start" kubelet_restart
+  clean_pods
+fi
+
+# ---- 7. an unhealthy GPU --------------------------------------------------------------
+
+# fake_health BAD: the fake nvidia-smi reports uncorrected ECC errors on GPU BAD (-1: none)
+fake_health() {
+  local q=$NODE_FAKE_ROOT/fixtures/query.csv
+  [[ -f $q.orig ]] || cp "$q" "$q.orig"
+  awk -v bad="$1" 'NR == 1 {print $0 ", ecc.errors.uncorrected.volatile.total"; next}
+    {print $0 ", " ((NR - 2) == bad ? 7 : 0)}' "$q.orig" >"$q.new" && mv "$q.new" "$q"
+}
+gns_health() { kubectl get gns "$CLUSTER_NODE_NAME" -o "jsonpath={.status.devices[$1].health}"; }
+if e2e_want 7; then
+  unhealthy() {
+    fake_health 3
+    cluster_wait 60 "GPU 3 Unhealthy in kubelet's count" allocatable_is gpu.scheduling/gpu 7 || return 1
+    [[ $(gns_health 3) == Unhealthy ]] || { echo "GpuNodeStatus says $(gns_health 3)"; return 1; }
+    node_pod seven '{"gpu.scheduling/gpu":"7"}' >/dev/null && wait_running seven && check devices "$NS" seven || return 1
+    [[ ,$(e2e_ann "$NS" seven gpu.scheduling/allocated), != *[:,]3,* ]] || { echo "GPU 3 was handed out"; return 1; }
+    node_pod one-more '{"gpu.scheduling/gpu":"1"}' >/dev/null
+    sleep 3 & wait $!
+    [[ $(pod_phase one-more) == Pending ]] || { echo "one-more is $(pod_phase one-more)"; return 1; }
+    fake_health -1
+    cluster_wait 60 "GPU 3 healthy again" allocatable_is gpu.scheduling/gpu 8 || return 1
+    wait_running one-more 60 && check devices "$NS" one-more &&
+      [[ $(e2e_ann "$NS" one-more gpu.scheduling/allocated) == *:3 ]]
+  }
+  e2e_check "an unhealthy GPU leaves kubelet's count and gets no new pod; healthy again, it does" unhealthy
+  clean_pods
+fi
+
+# ---- 8-9. the other delivery modes ----------------------------------------------------
+
+# delivery MODE: the agent DaemonSet with --delivery MODE, rolled out and registered again
+delivery() {
+  local args
+  args=$(kubectl -n gpu-system get ds gpu-agent -o 'jsonpath={.spec.template.spec.containers[0].args}' |
+    python3 -c 'import json, sys; a = json.load(sys.stdin); a[a.index("--delivery") + 1] = sys.argv[1]; print(json.dumps(a))' "$1")
+  kubectl -n gpu-system patch ds gpu-agent --type=json \
+    -p "[{\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/args\",\"value\":$args}]" >/dev/null || return 1
+  kubectl -n gpu-system rollout status ds/gpu-agent --timeout=90s >/dev/null || return 1
+  cluster_wait 60 "the device plugin registered again" allocatable_is gpu.scheduling/gpu 8
+}
+if e2e_want 8; then
+  volume_mounts() {
+    delivery volume-mounts || return 1
+    node_pod vm-a '{"gpu.scheduling/gpu":"2"}' >/dev/null && wait_running vm-a &&
+      check devices "$NS" vm-a --delivery volume-mounts
+  }
+  e2e_check "--delivery volume-mounts: /var/run/nvidia-container-devices/<uuid> of exactly the bound GPUs" volume_mounts
+  clean_pods
+fi
+if e2e_want 9; then
+  cdi() {
+    delivery cdi || return 1
+    local spec=/var/run/cdi/gpu.scheduling-gpu.json
+    cluster_wait 30 "the CDI spec $spec" test -s "$spec" || return 1
+    node_pod cdi-a '{"gpu.scheduling/gpu":"2"}' >/dev/null && wait_running cdi-a &&
+      check devices "$NS" cdi-a --delivery cdi || return 1
+    e2e_note "containerd made the device files from $spec ($(grep -c '"name"' "$spec") devices)"
+  }
+  e2e_check "--delivery cdi: kubelet passes CDI names, containerd makes exactly the bound GPUs' device files" cdi
+  clean_pods
+  delivery devices >/dev/null
+fi
+
+e2e_note "node suite took $((SECONDS - t0))s"
+e2e_summary
