@@ -2,7 +2,9 @@
 #
 #   make            build build/gpu-extender and build/gpu-agent
 #   make run        serve the bundled demo inventory on 127.0.0.1:$(PORT)
-#   make test       unit tests (ASan+UBSan), black-box tests, then e2e
+#   make test       unit tests (ASan+UBSan, threads under TSan), fuzzing, black-box tests
+#                   (normal and ASan+UBSan builds), then e2e
+#   make fuzz       the libFuzzer targets, 10 minutes each
 #   make bench      latency and throughput of filter+prioritize
 #   make sim        regenerate docs/simulation.md from the openb traces
 
@@ -107,17 +109,19 @@ run: $(BUILD)/gpu-extender
 
 # Each phase prints its duration; any failure stops the run.
 test: all $(UNIT_BINS)
-	@test/run-phase.sh unit $(MAKE) --no-print-directory unit
+	@test/run-phase.sh unit $(MAKE) --no-print-directory unit tsan
+	@test/run-phase.sh fuzz $(MAKE) --no-print-directory fuzz-ci
 	@test/run-phase.sh blackbox $(MAKE) --no-print-directory blackbox
 	@test/run-phase.sh e2e $(MAKE) --no-print-directory e2e
 
 unit: $(UNIT_BINS)
 	@test/unit/run.sh $(UNIT_BINS)
 
-blackbox: all | $(TEST_DEPS_STAMP)
+blackbox: all $(SOBJ)/gpu-extender $(SOBJ)/gpu-agent | $(TEST_DEPS_STAMP)
 	@python3 test/blackbox/run.py $(BUILD)/gpu-extender
 	@test/agent/run.sh $(BUILD)/gpu-agent
 	@python3 test/sim/check_expected.py $(BUILD)/gpu-extender
+	@test/blackbox/asan.sh $(SOBJ)/gpu-extender $(SOBJ)/gpu-agent
 
 e2e: all
 	@test/e2e/run.sh
@@ -134,22 +138,77 @@ DATA ?= ../shared/data
 sim: $(BUILD)/gpu-extender
 	@SIM_DATA=$(DATA) bench/simulation-report.sh $(BUILD)/gpu-extender
 
-# libFuzzer targets (clang); not part of `make test`. Run: build/fuzz_agent -max_total_time=60
-FUZZ_AGENT_SRCS := test/fuzz/fuzz_agent.c $(wildcard src/agent/nvsmi.c src/agent/rocm.c src/agent/intel.c \
-	src/agent/arch.c src/agent/islands.c src/agent/node.c src/agent/text.c) src/util/strnum.c src/core/gpu.c
-fuzz: $(BUILD)/fuzz_agent $(BUILD)/fuzz_extender
-$(BUILD)/fuzz_agent: $(FUZZ_AGENT_SRCS) $(HDRS)
-	@command -v clang >/dev/null || apt-get install -y -qq clang libclang-rt-14-dev >/dev/null
-	clang -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc/agent -fsanitize=fuzzer,address,undefined \
-		-o $@ $(FUZZ_AGENT_SRCS) -lcjson -lm
+# ---- Fuzzing and sanitizers (docs/testing.md) ---------------------------------
+# libFuzzer targets (clang; ASan+UBSan), one per kind of outside input, with
+# their seeds in test/fuzz/corpus-<target>. `make fuzz-ci` (the fuzz phase of
+# `make test`) runs each over its seeds, then FUZZ_TIME seconds; `make fuzz`
+# runs FUZZ_LONG seconds each (FUZZ_TARGETS=watch for one). New inputs go to
+# build/fuzz/corpus/<target>, never into the committed seeds.
+FUZZ_TARGETS ?= extender webhook watch kubeconfig inventory agent devplugin pod sim
+FUZZ_TIME ?= 5
+FUZZ_LONG ?= 600
+# clang knows no -Wformat-truncation; the rest of WARN holds as with gcc.
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE $(filter-out -Wno-format-truncation,$(WARN)) -Iinclude -Isrc/proto \
+	-DGPU_VERSION='"fuzz"' -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+FOBJ := $(BUILD)/fuzz/obj
+FUZZ_BINS := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
+CLANG_STAMP := $(BUILD)/.deps-clang
 
-# The extender's inputs: request bodies and watched objects. Run from the
-# repository root (new inputs go to the first folder, outside the tree's seeds):
-#   mkdir -p build/fuzz-extender && build/fuzz_extender -max_total_time=60 build/fuzz-extender test/fuzz/corpus-extender
-$(BUILD)/fuzz_extender: test/fuzz/fuzz_extender.c $(LIB_SRCS) $(HDRS)
-	@command -v clang >/dev/null || apt-get install -y -qq clang libclang-rt-14-dev >/dev/null
-	clang -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -fsanitize=fuzzer,address,undefined \
-		-o $@ test/fuzz/fuzz_extender.c $(filter-out src/agent/% src/devplugin/% src/proto/%,$(LIB_SRCS)) $(LIBS)
+$(CLANG_STAMP):
+	$(call install_missing,clang libclang-rt-14-dev)
+
+# The library once with coverage instrumentation; each target links it.
+$(FOBJ)/%.o: %.c $(HDRS) | $(DEPS_STAMP) $(CLANG_STAMP)
+	@mkdir -p $(dir $@)
+	@echo "  CC-FUZZ $<"
+	@clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(BUILD)/libgpu-fuzz.a: $(LIB_SRCS:%.c=$(FOBJ)/%.o)
+	@rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/fuzz/fuzz_%: test/fuzz/fuzz_%.c test/fuzz/fuzz.h $(BUILD)/libgpu-fuzz.a
+	@echo "  LD-FUZZ $@"
+	@clang $(FUZZ_CFLAGS) -Isrc/sim -fsanitize=fuzzer -o $@ $< $(BUILD)/libgpu-fuzz.a $(LIBS) $(AGENT_LIBS)
+
+.PHONY: fuzz-ci tsan
+fuzz-ci: $(FUZZ_BINS)
+	@nice test/fuzz/run.sh $(FUZZ_TIME) $(FUZZ_TARGETS)
+fuzz: $(FUZZ_BINS)
+	@nice test/fuzz/run.sh $(FUZZ_LONG) $(FUZZ_TARGETS)
+
+# The two programs built with ASan+UBSan: `make blackbox` runs its suites on them too.
+$(SOBJ)/src/main.o: ALL_CFLAGS += -DGPU_VERSION='"$(VERSION)"'
+$(SOBJ)/src/main.o: $(VERSION_STAMP)
+$(SOBJ)/gpu-extender: $(SOBJ)/src/main.o $(BUILD)/libgpu-asan.a
+	@echo "  LD-SAN  $@"
+	@$(CC) $(ALL_CFLAGS) -O1 $(SAN) -o $@ $^ $(LIBS)
+$(SOBJ)/gpu-agent: $(SOBJ)/src/agent/main.o $(BUILD)/libgpu-asan.a
+	@echo "  LD-SAN  $@"
+	@$(CC) $(ALL_CFLAGS) -O1 $(SAN) -o $@ $^ $(LIBS) $(AGENT_LIBS)
+
+# ThreadSanitizer: the unit tests that start threads, on a TSan build of the
+# library (part of the unit phase of `make test`).
+TSAN_TESTS := test_cache test_extender test_devplugin test_agent_publish
+TOBJ := $(BUILD)/tsan
+TSAN_FLAGS := -O1 -fsanitize=thread -fno-omit-frame-pointer
+$(TOBJ)/%.o: %.c $(HDRS) | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	@echo "  CC-TSAN $<"
+	@$(CC) $(ALL_CFLAGS) $(TSAN_FLAGS) -c $< -o $@
+$(TOBJ)/src/serve.o: ALL_CFLAGS += -DGPU_VERSION='"$(VERSION)"'
+$(TOBJ)/src/serve.o: $(VERSION_STAMP)
+$(BUILD)/libgpu-tsan.a: $(LIB_SRCS:%.c=$(TOBJ)/%.o)
+	@rm -f $@ && ar rcs $@ $^
+TSAN_LD = @mkdir -p $(dir $@) && echo "  LD-TSAN $@" && \
+	$(CC) $(ALL_CFLAGS) $(TSAN_FLAGS) -Itest/unit -o $@ $< $(BUILD)/libgpu-tsan.a $(LIBS) $(AGENT_LIBS) -lcmocka
+$(TOBJ)/test/%: test/unit/%.c $(wildcard test/unit/*.h) $(BUILD)/libgpu-tsan.a | $(TEST_DEPS_STAMP)
+	$(TSAN_LD)
+# Cluster mode's reflectors have no unit test; this one exists for TSan.
+$(TOBJ)/test/%: test/fuzz/%.c $(wildcard test/unit/*.h) $(BUILD)/libgpu-tsan.a | $(TEST_DEPS_STAMP)
+	$(TSAN_LD)
+tsan: $(TSAN_TESTS:%=$(TOBJ)/test/%) $(TOBJ)/test/tsan_reflector
+	@test/fuzz/tsan.sh $^
+# ---- end of fuzzing and sanitizers -------------------------------------------
 
 # The kubelet APIs' protobuf-c code (committed) from the k8s.io/kubelet module's .proto files.
 proto:

@@ -88,6 +88,24 @@ int kube_watch(struct kube_client *c, const char *path, const struct kube_watch_
 	       atomic_bool *stop, long *status, char *err, size_t errlen);
 
 /*
+ * The watch stream's framing without the socket (kube_watch feeds it each
+ * read; test/fuzz/fuzz_watch.c feeds it chunks cut anywhere): one JSON
+ * event per line, a line may span reads. Each complete line goes to
+ * ops->event (a line that is not JSON is skipped with a warning), then
+ * ops->flush once per feed that delivered any.
+ */
+struct kube_watch_parser {
+	const struct kube_watch_ops *ops;
+	struct buf line;              /* the event being received, capped at max_event */
+	bool ended_by_consumer;       /* an ops->event returned nonzero */
+	bool overflow;                /* an event passed max_event */
+};
+void kube_watch_parser_init(struct kube_watch_parser *p, const struct kube_watch_ops *ops, size_t max_event);
+void kube_watch_parser_release(struct kube_watch_parser *p);
+/* The next len bytes of the stream. 0 to go on; -1 once it has ended (consumer or overflow). */
+int kube_watch_parser_feed(struct kube_watch_parser *p, const char *data, size_t len);
+
+/*
  * Whether the API server currently refuses our credentials (401) or RBAC
  * (403): several watches meet one refusal, and one of them should say so.
  * kube_client_auth_refused() returns true for the first report of a streak;

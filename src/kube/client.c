@@ -283,17 +283,67 @@ const char *kube_status_message(const struct kube_response *r, char *out, size_t
 
 /* ---- watch streams ----------------------------------------------------- */
 
+void kube_watch_parser_init(struct kube_watch_parser *p, const struct kube_watch_ops *ops, size_t max_event)
+{
+	memset(p, 0, sizeof(*p));
+	p->ops = ops;
+	buf_init(&p->line, max_event);
+}
+
+void kube_watch_parser_release(struct kube_watch_parser *p)
+{
+	buf_release(&p->line);
+}
+
+int kube_watch_parser_feed(struct kube_watch_parser *p, const char *data, size_t len)
+{
+	if (p->ended_by_consumer || p->overflow)
+		return -1;
+	size_t start = 0;
+	bool any = false;
+	for (size_t i = 0; i < len; i++) {
+		if (data[i] != '\n')
+			continue;
+		if (buf_add(&p->line, data + start, i - start)) {
+			p->overflow = true;
+			return -1;
+		}
+		start = i + 1;
+		if (!p->line.len)
+			continue;
+		cJSON *ev = cJSON_ParseWithLength(p->line.data, p->line.len);
+		buf_clear(&p->line);
+		if (!ev) {
+			log_warn("watch: skipping an event that is not JSON", "%s", "");
+			continue;
+		}
+		int stop = p->ops->event(p->ops->ctx, ev);
+		cJSON_Delete(ev);
+		any = true;
+		if (stop) {
+			p->ended_by_consumer = true;
+			if (p->ops->flush)
+				p->ops->flush(p->ops->ctx);
+			return -1;
+		}
+	}
+	if (buf_add(&p->line, data + start, len - start)) {
+		p->overflow = true;
+		return -1;
+	}
+	if (any && p->ops->flush)
+		p->ops->flush(p->ops->ctx);
+	return 0;
+}
+
 struct stream {
-	const struct kube_watch_ops *ops;
-	struct buf line;          /* bytes of the event being received */
+	struct kube_watch_parser parse;
 	atomic_bool *stop;
-	bool ended_by_consumer;
-	bool overflow;
 	CURL *h;
 	long status;
 };
 
-/* Hands every complete line of the stream to ops->event. */
+/* Hands the bytes of one read to the parser; a non-200 body is kept for the error. */
 static size_t on_stream(char *p, size_t size, size_t n, void *ud)
 {
 	struct stream *s = ud;
@@ -301,42 +351,8 @@ static size_t on_stream(char *p, size_t size, size_t n, void *ud)
 	if (!s->status)
 		curl_easy_getinfo(s->h, CURLINFO_RESPONSE_CODE, &s->status);
 	if (s->status != 200)
-		return buf_add(&s->line, p, len) ? 0 : len;   /* an error body: keep it */
-	size_t start = 0;
-	bool any = false;
-	for (size_t i = 0; i < len; i++) {
-		if (p[i] != '\n')
-			continue;
-		if (buf_add(&s->line, p + start, i - start)) {
-			s->overflow = true;
-			return 0;
-		}
-		start = i + 1;
-		if (!s->line.len)
-			continue;
-		cJSON *ev = cJSON_ParseWithLength(s->line.data, s->line.len);
-		buf_clear(&s->line);
-		if (!ev) {
-			log_warn("watch: skipping an event that is not JSON", "%s", "");
-			continue;
-		}
-		int stop = s->ops->event(s->ops->ctx, ev);
-		cJSON_Delete(ev);
-		any = true;
-		if (stop) {
-			s->ended_by_consumer = true;
-			if (s->ops->flush)
-				s->ops->flush(s->ops->ctx);
-			return 0;
-		}
-	}
-	if (buf_add(&s->line, p + start, len - start)) {
-		s->overflow = true;
-		return 0;
-	}
-	if (any && s->ops->flush)
-		s->ops->flush(s->ops->ctx);
-	return len;
+		return buf_add(&s->parse.line, p, len) ? 0 : len;   /* an error body: keep it */
+	return kube_watch_parser_feed(&s->parse, p, len) ? 0 : len;
 }
 
 static int on_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
@@ -357,8 +373,8 @@ int kube_watch(struct kube_client *c, const char *path, const struct kube_watch_
 	CURL *h = easy_for(c, "GET", path, NULL, &hdrs, err, errlen);
 	if (!h)
 		return -1;
-	struct stream s = { .ops = ops, .stop = stop, .h = h };
-	buf_init(&s.line, MAX_EVENT);
+	struct stream s = { .stop = stop, .h = h };
+	kube_watch_parser_init(&s.parse, ops, MAX_EVENT);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_stream);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &s);
 	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
@@ -372,18 +388,18 @@ int kube_watch(struct kube_client *c, const char *path, const struct kube_watch_
 	*status = s.status;
 	int ret = 0;
 	if (s.status && s.status != 200) {
-		struct kube_response r = { s.status, s.line, 0 };
+		struct kube_response r = { s.status, s.parse.line, 0 };
 		char msg[300];
 		snprintf(err, errlen, "HTTP %ld: %s", s.status, kube_status_message(&r, msg, sizeof(msg)));
 		ret = -1;
-	} else if (s.overflow) {
+	} else if (s.parse.overflow) {
 		snprintf(err, errlen, "a watch event was larger than %zu bytes", MAX_EVENT);
 		ret = -1;
-	} else if (rc != CURLE_OK && !s.ended_by_consumer && !(stop && atomic_load(stop))) {
+	} else if (rc != CURLE_OK && !s.parse.ended_by_consumer && !(stop && atomic_load(stop))) {
 		snprintf(err, errlen, "%s", curl_easy_strerror(rc));
 		ret = -1;
 	}
-	buf_release(&s.line);
+	kube_watch_parser_release(&s.parse);
 	curl_easy_cleanup(h);
 	curl_slist_free_all(hdrs);
 	return ret;

@@ -5,15 +5,8 @@
  * with whatever matrix came out. A parser may reject the input; it must not
  * crash, read out of bounds, leak or loop.
  *
- * Build (clang only, not part of `make test`):
- *   clang -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc/agent \
- *     -fsanitize=fuzzer,address,undefined test/fuzz/fuzz_agent.c \
- *     src/agent/{nvsmi,rocm,intel,arch,islands,node,text}.c src/util/strnum.c src/core/gpu.c \
- *     -lcjson -lm -o build/fuzz_agent
- *   mkdir -p build/fuzz-corpus
- *   build/fuzz_agent -max_len=65536 build/fuzz-corpus test/fixtures/agent/nvidia \
- *     test/fixtures/agent/amd test/fixtures/agent/intel test/fixtures/agent/broken
- * New inputs go to the first directory; the recorded outputs seed it.
+ * Seeds: test/fuzz/corpus-agent (the recorded tool outputs of
+ * test/fixtures/agent). Build and run: make fuzz (docs/testing.md).
  */
 #include "agent_parse.h"
 

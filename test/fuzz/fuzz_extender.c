@@ -1,50 +1,52 @@
 /*
- * libFuzzer target for what reaches the extender from outside: the bodies of
- * filter, prioritize, preempt and bind, admission reviews, and the objects
- * watch events carry (GpuNodeStatus, GpuClaim, Node, ledger Lease). The first byte picks the
- * entry point; the rest is the input. Build and run: make fuzz-extender.
+ * libFuzzer target: what reaches the extender from kube-scheduler and from
+ * its watches. The first byte picks the entry point, the rest is the input:
+ *
+ *   0..3  the filter, prioritize, preempt and bind handlers (request JSON,
+ *         NodeNames or Nodes form) on the demo inventory's cache
+ *   4..7  the decoders of watched objects: GpuNodeStatus, GpuClaim, Node,
+ *         ledger Lease
+ *
+ * Every reply must be JSON. A bind's allocation is removed again at once,
+ * so each input meets the same cache (a crash reproduces from its input).
+ * Run from the repository root (the inventory path is relative).
  */
+#include "fuzz.h"
+
 #include "api.h"
 #include "extender.h"
 #include "inventory.h"
-#include "jsonarena.h"
 #include "ledger.h"
-#include "webhook.h"
-
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 
 static struct cache *cache;
 static struct extender *ext;
 static struct api_resources res;
-static struct webhook *wh;
+
+/* The standalone binder, undone: the next input sees the same free devices. */
+static int bind_and_undo(void *ctx, const struct bind_request *req, char *err, size_t errlen)
+{
+	int rc = extender_bind_local(ctx, req, err, errlen);
+	cache_lock(cache);
+	cache_remove_alloc(cache, req->uid, req->node);
+	cache_unlock(cache);
+	return rc;
+}
 
 static void setup(void)
 {
-	jsonarena_install();
+	fuzz_quiet();
 	cache = cache_new();
 	char err[256];
-	if (inventory_load(cache, "config/demo-inventory.json", err, sizeof(err)))
-		abort();   /* run from the repository root */
+	if (!cache || inventory_load(cache, "config/demo-inventory.json", err, sizeof(err))) {
+		fprintf(stderr, "fuzz_extender: run from the repository root (%s)\n", err);
+		abort();
+	}
 	api_resources_default(&res);
 	struct extender_opts o = { .cache = cache, .res = &res, .default_policy = POLICY_BINPACK,
-				   .bind = extender_bind_local, .bind_ctx = cache };
+				   .bind = bind_and_undo, .bind_ctx = cache };
 	ext = extender_new(&o);
-	struct webhook_opts wo = { .res = &res, .marker_resource = "gpu.scheduling/claim" };
-	wh = webhook_new(&wo);
-}
-
-static void verb(http_handler h, void *ctx, const char *body, size_t len)
-{
-	struct http_request req = { "POST", "/", body, len, NULL };
-	struct http_response resp = { 200, NULL, { 0 } };
-	buf_init(&resp.body, 1 << 24);
-	struct jsonarena arena;
-	jsonarena_begin(&arena, 1 << 28);
-	h(ctx, &req, &resp);
-	jsonarena_end(&arena);
-	buf_release(&resp.body);
+	if (!ext)
+		abort();
 }
 
 static void decode(int which, const char *text, size_t len)
@@ -72,25 +74,20 @@ static void decode(int which, const char *text, size_t len)
 	cJSON_Delete(obj);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (!ext)
 		setup();
 	if (size < 1)
 		return 0;
-	/* The handlers get a NUL-terminated body, as the HTTP server gives them. */
-	char *body = malloc(size);
-	memcpy(body, data + 1, size - 1);
-	body[size - 1] = '\0';
-	static const http_handler verbs[] = { extender_filter, extender_prioritize, extender_preempt, extender_bind };
-	unsigned pick = data[0] % 9;
+	static const http_handler verbs[] = { extender_filter, extender_prioritize, extender_preempt,
+					      extender_bind };
+	char *body = fuzz_cstr(data + 1, size - 1);
+	unsigned pick = data[0] % 8;
 	if (pick < 4)
-		verb(verbs[pick], ext, body, size - 1);
-	else if (pick < 8)
-		decode((int)pick - 4, body, size - 1);
+		cJSON_Delete(fuzz_handler(verbs[pick], ext, body, size - 1));
 	else
-		verb(webhook_mutate, wh, body, size - 1);
+		decode((int)pick - 4, body, size - 1);
 	free(body);
 	return 0;
 }
