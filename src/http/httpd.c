@@ -314,10 +314,11 @@ void httpd_stop(struct httpd *h)
 		return;
 	/* Stop accepting, let the requests in flight finish (bounded), then stop. */
 	MHD_socket fd = MHD_quiesce_daemon(h->daemon);
-	if (fd != MHD_INVALID_SOCKET)
-		close(fd);
 	for (int i = 0; i < DRAIN_SECONDS * 100 && atomic_load(&h->inflight) > 0; i++)
 		usleep(10000);
 	MHD_stop_daemon(h->daemon);
+	/* Only now: the daemon's thread may still take the socket out of its epoll set. */
+	if (fd != MHD_INVALID_SOCKET)
+		close(fd);
 	free_httpd(h);
 }

@@ -380,6 +380,14 @@ static const char *quantity_of(const cJSON *ctr, const char (*names)[API_NAME_MA
 	return NULL;
 }
 
+static bool in_names(const char (*names)[API_NAME_MAX], int n, const char *name)
+{
+	for (int k = 0; k < n; k++)
+		if (!strcmp(names[k], name))
+			return true;
+	return false;
+}
+
 static bool container_has_any(const cJSON *ctr, const char (*names)[API_NAME_MAX], int n)
 {
 	static const char *const lists[] = { "limits", "requests" };
@@ -415,12 +423,14 @@ static void patch_shares(struct patcher *p, const cJSON *spec, const struct api_
 			for (size_t l = 0; share && l < 2; l++) {
 				const cJSON *m = cJSON_GetObjectItemCaseSensitive(
 					cJSON_GetObjectItemCaseSensitive(ctr, "resources"), lists[l]);
-				for (int k = 0; k < res->ngpu; k++) {
-					if (!cJSON_GetObjectItemCaseSensitive(m, res->gpu[k]))
+				/* one remove per member, so that a repeated key goes too */
+				const cJSON *q, *members = cJSON_IsObject(m) ? m : NULL;
+				cJSON_ArrayForEach(q, members) {
+					if (!q->string || !in_names(res->gpu, res->ngpu, q->string))
 						continue;
 					buf_clear(&path);
 					p->rc = p->rc ? p->rc : buf_printf(&path, "/spec/%s/%d/resources/%s", fields[f], i, lists[l]);
-					p->rc = p->rc ? p->rc : ptr_add(&path, res->gpu[k]);
+					p->rc = p->rc ? p->rc : ptr_add(&path, q->string);
 					op_remove(p, &path);
 				}
 			}
