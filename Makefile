@@ -31,6 +31,7 @@ UNIT_SRCS := $(wildcard test/unit/test_*.c)
 
 OBJ := $(BUILD)/obj
 SOBJ := $(BUILD)/asan
+TOBJ := $(BUILD)/tsan
 LIB_OBJS := $(LIB_SRCS:%.c=$(OBJ)/%.o)
 SLIB_OBJS := $(LIB_SRCS:%.c=$(SOBJ)/%.o)
 UNIT_BINS := $(UNIT_SRCS:test/unit/%.c=$(BUILD)/test/%)
@@ -40,7 +41,9 @@ UNIT_BINS := $(UNIT_SRCS:test/unit/%.c=$(BUILD)/test/%)
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 VERSION_STAMP := $(BUILD)/.version
 $(shell mkdir -p $(BUILD); echo '$(VERSION)' | cmp -s - $(VERSION_STAMP) || echo '$(VERSION)' > $(VERSION_STAMP))
-$(OBJ)/src/serve.o $(OBJ)/src/main.o $(SOBJ)/src/serve.o: ALL_CFLAGS += -DGPU_VERSION='"$(VERSION)"'
+# The objects that print it, in each build (normal, ASan, TSan).
+VERSIONED := $(foreach d,$(OBJ) $(SOBJ) $(TOBJ),$(d)/src/serve.o $(d)/src/main.o)
+$(VERSIONED): ALL_CFLAGS += -DGPU_VERSION='"$(VERSION)"'
 
 # Debian packages the build needs, and those only the tests need; each set
 # is installed when missing (apt-get as root, else sudo).
@@ -82,7 +85,7 @@ $(SOBJ)/%.o: %.c $(HDRS) | $(DEPS_STAMP)
 	@echo "  CC-SAN  $<"
 	@$(CC) $(ALL_CFLAGS) -O1 $(SAN) -c $< -o $@
 
-$(OBJ)/src/serve.o $(OBJ)/src/main.o $(SOBJ)/src/serve.o: $(VERSION_STAMP)
+$(VERSIONED): $(VERSION_STAMP)
 
 $(BUILD)/libgpu.a: $(LIB_OBJS)
 	@ar rcs $@ $^
@@ -177,8 +180,6 @@ fuzz: $(FUZZ_BINS)
 	@nice test/fuzz/run.sh $(FUZZ_LONG) $(FUZZ_TARGETS)
 
 # The two programs built with ASan+UBSan: `make blackbox` runs its suites on them too.
-$(SOBJ)/src/main.o: ALL_CFLAGS += -DGPU_VERSION='"$(VERSION)"'
-$(SOBJ)/src/main.o: $(VERSION_STAMP)
 $(SOBJ)/gpu-extender: $(SOBJ)/src/main.o $(BUILD)/libgpu-asan.a
 	@echo "  LD-SAN  $@"
 	@$(CC) $(ALL_CFLAGS) -O1 $(SAN) -o $@ $^ $(LIBS)
@@ -189,14 +190,11 @@ $(SOBJ)/gpu-agent: $(SOBJ)/src/agent/main.o $(BUILD)/libgpu-asan.a
 # ThreadSanitizer: the unit tests that start threads, on a TSan build of the
 # library (part of the unit phase of `make test`).
 TSAN_TESTS := test_cache test_extender test_devplugin test_agent_publish
-TOBJ := $(BUILD)/tsan
 TSAN_FLAGS := -O1 -fsanitize=thread -fno-omit-frame-pointer
 $(TOBJ)/%.o: %.c $(HDRS) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	@echo "  CC-TSAN $<"
 	@$(CC) $(ALL_CFLAGS) $(TSAN_FLAGS) -c $< -o $@
-$(TOBJ)/src/serve.o: ALL_CFLAGS += -DGPU_VERSION='"$(VERSION)"'
-$(TOBJ)/src/serve.o: $(VERSION_STAMP)
 $(BUILD)/libgpu-tsan.a: $(LIB_SRCS:%.c=$(TOBJ)/%.o)
 	@rm -f $@ && ar rcs $@ $^
 TSAN_LD = @mkdir -p $(dir $@) && echo "  LD-TSAN $@" && \

@@ -49,6 +49,8 @@ int api_resources_set(struct api_resources *r, const char *which, const char *li
 		      char *err, size_t errlen);
 /* True if name is one of the configured names. */
 bool api_resources_has(const struct api_resources *r, const char *name);
+/* True if name is one of the n names of one kind (r->gpu, r->ngpu, ...). */
+bool api_names_has(const char (*names)[API_NAME_MAX], int n, const char *name);
 
 /* Small accessors that tolerate missing or wrongly typed members. */
 const char *api_str(const cJSON *obj, const char *key);

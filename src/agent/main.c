@@ -120,6 +120,15 @@ struct opts {
 };
 
 /* An absolute path option into dst (DP_PATH_MAX); false after a usage message. */
+/* A whole number option in [lo, hi]; what says what it counts ("whole seconds"). */
+static bool int_option(int *dst, const char *opt, const char *value, int lo, int hi, const char *what)
+{
+	if (strnum_int(value, lo, hi, dst))
+		return true;
+	fprintf(stderr, "gpu-agent: %s wants %s between %d and %d, not '%s'\n", opt, what, lo, hi, value);
+	return false;
+}
+
 static bool path_option(char *dst, const char *opt, const char *value)
 {
 	if (value[0] != '/' || strlen(value) >= DP_PATH_MAX) {
@@ -217,18 +226,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->context = optarg;
 			break;
 		case OPT_INTERVAL:
-			if (!strnum_int(optarg, 1, 86400, &o->interval_s)) {
-				fprintf(stderr, "gpu-agent: --interval wants whole seconds between 1 and 86400, not '%s'\n",
-					optarg);
+			if (!int_option(&o->interval_s, "--interval", optarg, 1, 86400, "whole seconds"))
 				return 2;
-			}
 			break;
 		case OPT_RESYNC:
-			if (!strnum_int(optarg, 1, 100000, &o->resync_rounds)) {
-				fprintf(stderr, "gpu-agent: --resync wants a number of rounds between 1 and 100000, not '%s'\n",
-					optarg);
+			if (!int_option(&o->resync_rounds, "--resync", optarg, 1, 100000, "a number of rounds"))
 				return 2;
-			}
 			break;
 		case OPT_ONCE:
 			o->once = true;
@@ -263,17 +266,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				return 2;
 			break;
 		case OPT_SHARE_SLOTS:
-			if (!strnum_int(optarg, 1, 100, &o->dp.share_slots)) {
-				fprintf(stderr, "gpu-agent: --share-slots wants a number between 1 and 100, not '%s'\n", optarg);
+			if (!int_option(&o->dp.share_slots, "--share-slots", optarg, 1, 100, "a number"))
 				return 2;
-			}
 			break;
 		case OPT_CLAIM_TICKETS:
-			if (!strnum_int(optarg, 1, 1000, &o->dp.claim_tickets)) {
-				fprintf(stderr, "gpu-agent: --claim-tickets wants a number between 1 and 1000, not '%s'\n",
-					optarg);
+			if (!int_option(&o->dp.claim_tickets, "--claim-tickets", optarg, 1, 1000, "a number"))
 				return 2;
-			}
 			break;
 		case 'h':
 			usage(stdout);

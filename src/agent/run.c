@@ -12,6 +12,7 @@
  */
 #include "agent_publish.h"
 
+#include "clock.h"
 #include "devplugin.h"
 #include "log.h"
 
@@ -74,13 +75,6 @@ static void signals_remove(void)
 	}
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 void agent_rfc3339_now(char *buf, size_t len)
 {
 	time_t t = time(NULL);
@@ -104,7 +98,7 @@ static bool wait_until(int64_t deadline)
 	for (;;) {
 		if (sig_stop || sig_hup)
 			return true;
-		int64_t left = deadline - mono_ms();
+		int64_t left = deadline - clock_mono_ms();
 		if (left <= 0)
 			return false;
 		struct pollfd pfd = { .fd = sig_pipe[0], .events = POLLIN };
@@ -204,7 +198,7 @@ int agent_run(const struct agent_run_opts *o)
 			 interval_s, resync_rounds, AGENT_VERSION);
 
 	for (;;) {
-		int64_t start = mono_ms();
+		int64_t start = clock_mono_ms();
 		bool force = sig_hup != 0;
 		sig_hup = 0;
 		int drc = agent_detect_round(&o->tools, &st, o->node, node);
@@ -226,7 +220,7 @@ int agent_run(const struct agent_run_opts *o)
 			char ts[32], err[1600];
 			agent_rfc3339_now(ts, sizeof(ts));
 			struct agent_pub_result res;
-			int64_t now = mono_ms();
+			int64_t now = clock_mono_ms();
 			if (!agent_publish(&pub, node, ts, now, resync_ms, force, &res, err, sizeof(err))) {
 				int had = bo.failures;
 				int64_t since = bo.since_ms;
@@ -260,7 +254,7 @@ int agent_run(const struct agent_run_opts *o)
 				else
 					log_debug("still cannot publish", "node=%s failures=%d error=\"%s\" retry_in_ms=%lld",
 						  o->node, bo.failures, LOG_Q(err), (long long)delay);
-				next = mono_ms() + delay;
+				next = clock_mono_ms() + delay;
 			}
 		}
 		if (o->once || sig_stop)

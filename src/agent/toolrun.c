@@ -5,6 +5,7 @@
 #include "agent_toolrun.h"
 
 #include "buf.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,13 +25,6 @@ extern char **environ;
 #define DEFAULT_OUT_CAP (8u << 20)
 #define EXITED_GRACE_MS 200      /* pipes still open after the tool exited */
 #define HOST_CANDIDATES 12       /* directories of TOOLRUN_HOST_PATH */
-
-static long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static bool executable(const char *path)
 {
@@ -155,7 +149,7 @@ int toolrun_run(const struct toolrun_opts *opts, const char *const argv[], struc
 {
 	memset(res, 0, sizeof(*res));
 	res->exit_code = -1;
-	long start = now_ms();
+	int64_t start = clock_mono_ms();
 	int timeout_ms = opts && opts->timeout_ms > 0 ? opts->timeout_ms : DEFAULT_TIMEOUT_MS;
 	struct buf out;
 	buf_init(&out, opts && opts->out_cap ? opts->out_cap : DEFAULT_OUT_CAP);
@@ -264,19 +258,19 @@ int toolrun_run(const struct toolrun_opts *opts, const char *const argv[], struc
 			snprintf(res->err, sizeof(res->err), "exec %s: %s", res->path, strerror(exec_errno));
 		close_fd(&po[0]);
 		close_fd(&pe[0]);
-		res->elapsed_ms = now_ms() - start;
+		res->elapsed_ms = clock_mono_ms() - start;
 		return hand_over(res, &out);
 	}
 
 	fcntl(po[0], F_SETFL, fcntl(po[0], F_GETFL) | O_NONBLOCK);
 	fcntl(pe[0], F_SETFL, fcntl(pe[0], F_GETFL) | O_NONBLOCK);
-	long deadline = start + timeout_ms;
+	int64_t deadline = start + timeout_ms;
 	size_t errlen = 0;
 	bool too_big = false, timed_out = false, reaped = false;
 	int wstatus = 0;
-	long exited_at = 0;
+	int64_t exited_at = 0;
 	while (po[0] >= 0 || pe[0] >= 0) {
-		long now = now_ms();
+		int64_t now = clock_mono_ms();
 		if (now >= deadline) {
 			timed_out = true;
 			break;
@@ -296,7 +290,7 @@ int toolrun_run(const struct toolrun_opts *opts, const char *const argv[], struc
 			pfd[nfd++] = (struct pollfd){ .fd = po[0], .events = POLLIN };
 		if (pe[0] >= 0)
 			pfd[nfd++] = (struct pollfd){ .fd = pe[0], .events = POLLIN };
-		long wait = deadline - now;
+		int64_t wait = deadline - now;
 		if (wait > 50)
 			wait = 50;
 		int pr = poll(pfd, (nfds_t)nfd, (int)wait);
@@ -326,7 +320,7 @@ int toolrun_run(const struct toolrun_opts *opts, const char *const argv[], struc
 	}
 	if (timed_out || too_big)
 		reap_group(pid);
-	res->elapsed_ms = now_ms() - start;
+	res->elapsed_ms = clock_mono_ms() - start;
 	if (timed_out) {
 		res->status = TOOLRUN_TIMEOUT;
 	} else if (too_big) {
@@ -350,7 +344,7 @@ spawn_failed:
 	close_fd(&pe[1]);
 	close_fd(&ps[0]);
 	close_fd(&ps[1]);
-	res->elapsed_ms = now_ms() - start;
+	res->elapsed_ms = clock_mono_ms() - start;
 	return hand_over(res, &out);
 }
 

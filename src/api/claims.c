@@ -65,7 +65,7 @@ int api_resources_set(struct api_resources *r, const char *which, const char *li
 	return 0;
 }
 
-static bool in_list(char (*names)[API_NAME_MAX], int n, const char *name)
+bool api_names_has(const char (*names)[API_NAME_MAX], int n, const char *name)
 {
 	for (int i = 0; i < n; i++)
 		if (!strcmp(names[i], name))
@@ -75,9 +75,8 @@ static bool in_list(char (*names)[API_NAME_MAX], int n, const char *name)
 
 bool api_resources_has(const struct api_resources *r, const char *name)
 {
-	struct api_resources *m = (struct api_resources *)r;
-	return in_list(m->gpu, m->ngpu, name) || in_list(m->memory, m->nmemory, name) ||
-	       in_list(m->core, m->ncore, name) || in_list(m->share, m->nshare, name);
+	return api_names_has(r->gpu, r->ngpu, name) || api_names_has(r->memory, r->nmemory, name) ||
+	       api_names_has(r->core, r->ncore, name) || api_names_has(r->share, r->nshare, name);
 }
 
 /* ---- GpuClaim ---------------------------------------------------------- */

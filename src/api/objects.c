@@ -165,16 +165,13 @@ int api_gns_decode(const cJSON *gns, struct gpu_node *n, const char **node_name,
 		snprintf(err, errlen, "GpuNodeStatus without spec.nodeName or metadata.name");
 		return -1;
 	}
-	const cJSON *slots = api_path(gns, "status.shareSlots");
-	n->share_slots = 0;
-	if (slots) {
-		if (!cJSON_IsNumber(slots) || slots->valuedouble < 1 || slots->valuedouble > 1000 ||
-		    slots->valuedouble != (int)slots->valuedouble) {
-			snprintf(err, errlen, "status.shareSlots must be a whole number 1..1000");
-			return -1;
-		}
-		n->share_slots = (int)slots->valuedouble;
+	const cJSON *status = api_path(gns, "status");
+	double slots = 0;
+	if (cJSON_GetObjectItemCaseSensitive(status, "shareSlots") && !int_member(status, "shareSlots", 1, 1000, &slots)) {
+		snprintf(err, errlen, "status.shareSlots must be a whole number 1..1000");
+		return -1;
 	}
+	n->share_slots = (int)slots;
 	const cJSON *devs = api_path(gns, "status.devices");
 	if (devs && !cJSON_IsArray(devs)) {
 		snprintf(err, errlen, "status.devices must be a list");

@@ -10,6 +10,8 @@
  * application's answers are only submitted (written out at the next flush).
  */
 #include "h2rpc.h"
+
+#include "clock.h"
 #include "strnum.h"
 
 #include <errno.h>
@@ -792,17 +794,10 @@ static ssize_t read_req(nghttp2_session *ng, int32_t stream_id, uint8_t *dst, si
 	return (ssize_t)n;
 }
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Runs the session until the call's stream closes; 0, or -1 with err. */
 static int call_run(nghttp2_session *ng, struct call *k, int timeout_ms, char *err, size_t errlen)
 {
-	long long deadline = now_ms() + timeout_ms;
+	int64_t deadline = clock_mono_ms() + timeout_ms;
 	while (!k->closed) {
 		if (nghttp2_session_send(ng)) {
 			snprintf(err, errlen, "write failed: %s", strerror(errno));
@@ -810,7 +805,7 @@ static int call_run(nghttp2_session *ng, struct call *k, int timeout_ms, char *e
 		}
 		if (k->closed)
 			break;
-		long long left = deadline - now_ms();
+		int64_t left = deadline - clock_mono_ms();
 		if (left <= 0) {
 			snprintf(err, errlen, "no answer within %d ms", timeout_ms);
 			return -1;

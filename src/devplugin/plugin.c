@@ -17,6 +17,7 @@
  */
 #include "devplugin.h"
 
+#include "clock.h"
 #include "deviceplugin.pb-c.h"
 #include "h2rpc.h"
 #include "log.h"
@@ -52,7 +53,6 @@ struct devplugin {
 	pthread_cond_t cv;
 	struct dp_inventory *next;      /* from devplugin_update, not yet served */
 	bool want_register[DP_NRES];    /* the registrar's work */
-	bool registered[DP_NRES];
 
 	/* the server thread's own */
 	struct dp_inventory *inv;
@@ -63,13 +63,6 @@ struct devplugin {
 	bool kubelet_synced;            /* kubelet's record read once the pods were listed */
 	int sync_failures;
 };
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- encoding the answers ------------------------------------------------------ */
 
@@ -123,8 +116,16 @@ static void broadcast(struct devplugin *dp)
 
 /* ---- the calls --------------------------------------------------------------------- */
 
-static struct dp_pod *pods_now(struct devplugin *dp, int *n)
+/*
+ * The node's pods for the attempt-th look (0 or 1): the watch's copy, then,
+ * when that did not hold the pod kubelet asks for, a fresh list (the watch
+ * may not have shown a just-bound pod yet).
+ */
+static struct dp_pod *pods_for(struct devplugin *dp, int attempt, int *n)
 {
+	char err[256];
+	if (attempt && dp_pods_refresh(dp->pods, err, sizeof(err)))
+		log_warn("cannot list the node's pods", "error=\"%s\"", LOG_Q(err));
 	return dp_pods_copy(dp->pods, n);
 }
 
@@ -149,18 +150,11 @@ static void on_preferred(struct devplugin *dp, enum dp_resource r, const struct 
 		v1beta1__container_preferred_allocation_response__init(&cr[i]);
 		crp[i] = &cr[i];
 		char why[256];
-		int n;
-		struct dp_pod *pods = pods_now(dp, &n);
-		int rc = dp_prefer(dp->inv, r, pods, n, dp->current, (const char *const *)c->available_deviceids,
-				   c->n_available_deviceids, (const char *const *)c->must_include_deviceids,
-				   c->n_must_include_deviceids, c->allocation_size, &ch[i], why, sizeof(why));
-		if (rc) {
-			/* the watch may not have shown the pod yet: list the node's pods, then try again */
-			char err[256];
+		int n, rc = -1;
+		struct dp_pod *pods = NULL;
+		for (int attempt = 0; rc && attempt < 2; attempt++) {
 			free(pods);
-			if (dp_pods_refresh(dp->pods, err, sizeof(err)))
-				log_warn("cannot list the node's pods", "error=\"%s\"", LOG_Q(err));
-			pods = pods_now(dp, &n);
+			pods = pods_for(dp, attempt, &n);
 			rc = dp_prefer(dp->inv, r, pods, n, dp->current, (const char *const *)c->available_deviceids,
 				       c->n_available_deviceids, (const char *const *)c->must_include_deviceids,
 				       c->n_must_include_deviceids, c->allocation_size, &ch[i], why, sizeof(why));
@@ -248,17 +242,13 @@ static void pb_container_fill(struct pb_container *pc, struct dp_response *r)
 static int allocate_one(struct devplugin *dp, enum dp_resource r, const V1beta1__ContainerAllocateRequest *c,
 			struct dp_response *out, char *err, size_t errlen)
 {
-	int n;
-	struct dp_pod *pods = pods_now(dp, &n);
+	int n, rc = -1;
+	struct dp_pod *pods = NULL;
 	struct dp_choice ch;
 	const char *const *ids = (const char *const *)c->devices_ids;
-	int rc = dp_match(dp->inv, r, pods, n, dp->current, ids, c->n_devices_ids, &ch, err, errlen);
-	if (rc) {
-		char lerr[256];
+	for (int attempt = 0; rc && attempt < 2; attempt++) {
 		free(pods);
-		if (dp_pods_refresh(dp->pods, lerr, sizeof(lerr)))
-			log_warn("cannot list the node's pods", "error=\"%s\"", LOG_Q(lerr));
-		pods = pods_now(dp, &n);
+		pods = pods_for(dp, attempt, &n);
 		rc = dp_match(dp->inv, r, pods, n, dp->current, ids, c->n_devices_ids, &ch, err, errlen);
 	}
 	if (!rc) {
@@ -387,7 +377,6 @@ static void listen_all(struct devplugin *dp)
 	pthread_mutex_lock(&dp->mu);
 	for (int r = 0; r < DP_NRES; r++) {
 		dp->want_register[r] = dp->res[r].listener >= 0;
-		dp->registered[r] = false;
 	}
 	pthread_cond_signal(&dp->cv);
 	pthread_mutex_unlock(&dp->mu);
@@ -447,17 +436,9 @@ static void *registrar_main(void *arg)
 		for (int i = 0; i < DP_NRES && r < 0; i++)
 			if (dp->want_register[i])
 				r = i;
-		int64_t now = mono_ms();
+		int64_t now = clock_mono_ms();
 		if (r < 0 || now < next_try) {
-			struct timespec until;
-			clock_gettime(CLOCK_REALTIME, &until);
-			int64_t wait = r < 0 ? 1000 : next_try - now;
-			until.tv_sec += wait / 1000;
-			until.tv_nsec += (wait % 1000) * 1000000;
-			if (until.tv_nsec >= 1000000000) {
-				until.tv_sec++;
-				until.tv_nsec -= 1000000000;
-			}
+			struct timespec until = clock_deadline_ms(r < 0 ? 1000 : next_try - now);
 			pthread_cond_timedwait(&dp->cv, &dp->mu, &until);
 			continue;
 		}
@@ -467,7 +448,6 @@ static void *registrar_main(void *arg)
 		int rc = register_one(&dp->cfg, (enum dp_resource)r, err, sizeof(err));
 		pthread_mutex_lock(&dp->mu);
 		if (!rc) {
-			dp->registered[r] = true;
 			log_info("registered with kubelet", "resource=%s socket=%s/%s%s", dp_resource_name(r),
 				 dp->cfg.plugin_dir, dp_resource_socket(r), failures ? " (after retries)" : "");
 			failures = 0;
@@ -484,7 +464,7 @@ static void *registrar_main(void *arg)
 			else
 				log_debug("still cannot register with kubelet", "resource=%s failures=%d error=\"%s\"",
 					  dp_resource_name(r), failures, LOG_Q(err));
-			next_try = mono_ms() + delay;
+			next_try = clock_mono_ms() + delay;
 		}
 	}
 	pthread_mutex_unlock(&dp->mu);
@@ -570,7 +550,7 @@ static void *server_main(void *arg)
 		if (h2rpc_serve(dp->srv, 500))
 			log_error("the device plugin's poll failed", "error=\"%s\"", strerror(errno));
 		take_update(dp);
-		int64_t now = mono_ms();
+		int64_t now = clock_mono_ms();
 		/* no socket before the first inventory: kubelet would get an empty list and
 		   drop the devices it still knows from the previous run of the agent */
 		if (dp->inv && now >= next_check) {

@@ -184,6 +184,7 @@ struct dp_pods {
 	pthread_mutex_t mu;
 	struct kube_client *kube;
 	char node[254];
+	char selector[300];          /* spec.nodeName=<node>: the watch's and a refresh's */
 	struct reflector *refl;
 	struct entry *e;
 	int n, alloc;
@@ -306,15 +307,14 @@ struct dp_pods *dp_pods_start(struct kube_client *kube, const char *node, char *
 	pthread_mutex_init(&p->mu, NULL);
 	p->kube = kube;
 	snprintf(p->node, sizeof(p->node), "%s", node);
+	snprintf(p->selector, sizeof(p->selector), "spec.nodeName=%s", node);
 	if (!kube)
 		return p;                 /* tests: filled with dp_pods_put */
-	char selector[300];
-	snprintf(selector, sizeof(selector), "spec.nodeName=%s", node);
 	struct reflector_opts o = {
 		.name = "pods",
 		.resource = RES_PODS,
 		.path = "/api/v1/pods",
-		.field_selector = selector,
+		.field_selector = p->selector,
 		.sink = { sink_lock, sink_unlock, sink_list_begin, sink_apply, sink_list_end, p },
 	};
 	p->refl = reflector_start(kube, &o, err, errlen);
@@ -362,9 +362,7 @@ int dp_pods_refresh(struct dp_pods *p, char *err, size_t errlen)
 	struct buf path;
 	buf_init(&path, 1024);
 	buf_adds(&path, "/api/v1/pods?fieldSelector=");
-	char selector[300];
-	snprintf(selector, sizeof(selector), "spec.nodeName=%s", p->node);
-	kube_escape(&path, selector);
+	kube_escape(&path, p->selector);
 	struct kube_response r;
 	kube_response_init(&r);
 	int rc = -1;

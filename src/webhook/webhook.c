@@ -49,6 +49,8 @@ static const char *const allocation_annotations[] = {
 #define CDI_ANNOTATION_PREFIX "cdi.k8s.io/"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+/* Where a container names its resources; extended resources must agree in both. */
+static const char *const resource_lists[] = { "limits", "requests" };
 static const char *const container_lists[] = { "containers", "initContainers", "ephemeralContainers" };
 
 /* ---- lifecycle ----------------------------------------------------------- */
@@ -99,22 +101,27 @@ static int ptr_add(struct buf *b, const char *token)
 	return rc;
 }
 
-/* One {"op":"add","path":path,"value":value}; value is JSON text. */
-static void op_add(struct patcher *p, struct buf *path, const char *value)
+/* One {"op":verb,"path":path[,"value":value]}; value is JSON text, NULL for a remove. */
+static void op_append(struct patcher *p, const char *verb, struct buf *path, const char *value)
 {
 	if (p->rc)
 		return;
-	int rc = buf_adds(&p->ops, p->nops ? ",{\"op\":\"add\",\"path\":" : "[{\"op\":\"add\",\"path\":");
+	int rc = buf_printf(&p->ops, "%s{\"op\":\"%s\",\"path\":", p->nops ? "," : "[", verb);
 	if (!rc)
 		rc = buf_add_json_str(&p->ops, buf_cstr(path));
-	if (!rc)
+	if (!rc && value)
 		rc = buf_adds(&p->ops, ",\"value\":");
-	if (!rc)
+	if (!rc && value)
 		rc = buf_adds(&p->ops, value);
 	if (!rc)
 		rc = buf_addc(&p->ops, '}');
 	p->rc = rc;
 	p->nops++;
+}
+
+static void op_add(struct patcher *p, struct buf *path, const char *value)
+{
+	op_append(p, "add", path, value);
 }
 
 static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -216,10 +223,9 @@ static int patch_env(struct patcher *p, const cJSON *spec, const char *field, ch
 /* True if the container names one of the GPU resources in its limits or requests. */
 static bool container_asks_gpu(const cJSON *ctr, const struct api_resources *res)
 {
-	static const char *const lists[] = { "limits", "requests" };
 	const cJSON *r = cJSON_GetObjectItemCaseSensitive(ctr, "resources");
 	for (size_t k = 0; k < 2; k++) {
-		const cJSON *m = cJSON_GetObjectItemCaseSensitive(r, lists[k]);
+		const cJSON *m = cJSON_GetObjectItemCaseSensitive(r, resource_lists[k]);
 		if (!cJSON_IsObject(m))
 			continue;
 		const cJSON *q;
@@ -286,20 +292,6 @@ static int patch_label(struct patcher *p, const cJSON *pod, char *err, size_t er
 	return 0;
 }
 
-/* One {"op":"remove","path":path}. */
-static void op_remove(struct patcher *p, struct buf *path)
-{
-	if (p->rc)
-		return;
-	int rc = buf_adds(&p->ops, p->nops ? ",{\"op\":\"remove\",\"path\":" : "[{\"op\":\"remove\",\"path\":");
-	if (!rc)
-		rc = buf_add_json_str(&p->ops, buf_cstr(path));
-	if (!rc)
-		rc = buf_addc(&p->ops, '}');
-	p->rc = rc;
-	p->nops++;
-}
-
 /*
  * name: value (a quantity) in resources.limits and resources.requests of
  * spec.<field>[i], unless it is there already. Extended resources need
@@ -308,7 +300,6 @@ static void op_remove(struct patcher *p, struct buf *path)
 static void patch_resource(struct patcher *p, const char *field, int i, const cJSON *ctr, const char *name,
 			   const char *value)
 {
-	static const char *const lists[] = { "limits", "requests" };
 	const cJSON *res = cJSON_GetObjectItemCaseSensitive(ctr, "resources");
 	struct buf path, val;
 	buf_init(&path, PATH_CAP);
@@ -317,7 +308,7 @@ static void patch_resource(struct patcher *p, const char *field, int i, const cJ
 	if (!cJSON_IsObject(res)) {
 		rc = buf_printf(&path, "/spec/%s/%d/resources", field, i);
 		for (size_t k = 0; k < 2 && !rc; k++) {
-			rc = buf_printf(&val, "%s\"%s\":{", k ? "," : "{", lists[k]);
+			rc = buf_printf(&val, "%s\"%s\":{", k ? "," : "{", resource_lists[k]);
 			if (!rc)
 				rc = buf_add_json_str(&val, name);
 			if (!rc)
@@ -333,13 +324,13 @@ static void patch_resource(struct patcher *p, const char *field, int i, const cJ
 			op_add(p, &path, buf_cstr(&val));
 	}
 	for (size_t k = 0; k < 2 && !rc && cJSON_IsObject(res); k++) {
-		const cJSON *m = cJSON_GetObjectItemCaseSensitive(res, lists[k]);
+		const cJSON *m = cJSON_GetObjectItemCaseSensitive(res, resource_lists[k]);
 		const char *cur = api_str(m, name);
 		if (cur && !strcmp(cur, value))
 			continue;
 		buf_clear(&path);
 		buf_clear(&val);
-		rc = buf_printf(&path, "/spec/%s/%d/resources/%s", field, i, lists[k]);
+		rc = buf_printf(&path, "/spec/%s/%d/resources/%s", field, i, resource_lists[k]);
 		if (cJSON_IsObject(m)) {
 			if (!rc)
 				rc = ptr_add(&path, name);
@@ -380,21 +371,12 @@ static const char *quantity_of(const cJSON *ctr, const char (*names)[API_NAME_MA
 	return NULL;
 }
 
-static bool in_names(const char (*names)[API_NAME_MAX], int n, const char *name)
-{
-	for (int k = 0; k < n; k++)
-		if (!strcmp(names[k], name))
-			return true;
-	return false;
-}
-
 static bool container_has_any(const cJSON *ctr, const char (*names)[API_NAME_MAX], int n)
 {
-	static const char *const lists[] = { "limits", "requests" };
 	const cJSON *res = cJSON_GetObjectItemCaseSensitive(ctr, "resources");
 	for (size_t l = 0; l < 2; l++)
 		for (int k = 0; k < n; k++)
-			if (cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(res, lists[l]), names[k]))
+			if (cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(res, resource_lists[l]), names[k]))
 				return true;
 	return false;
 }
@@ -406,7 +388,6 @@ static bool container_has_any(const cJSON *ctr, const char (*names)[API_NAME_MAX
  */
 static void patch_shares(struct patcher *p, const cJSON *spec, const struct api_resources *res)
 {
-	static const char *const lists[] = { "limits", "requests" };
 	static const char *const fields[] = { "containers", "initContainers" };
 	struct buf path;
 	buf_init(&path, PATH_CAP);
@@ -422,16 +403,16 @@ static void patch_shares(struct patcher *p, const cJSON *spec, const struct api_
 			}
 			for (size_t l = 0; share && l < 2; l++) {
 				const cJSON *m = cJSON_GetObjectItemCaseSensitive(
-					cJSON_GetObjectItemCaseSensitive(ctr, "resources"), lists[l]);
+					cJSON_GetObjectItemCaseSensitive(ctr, "resources"), resource_lists[l]);
 				/* one remove per member, so that a repeated key goes too */
 				const cJSON *q, *members = cJSON_IsObject(m) ? m : NULL;
 				cJSON_ArrayForEach(q, members) {
-					if (!q->string || !in_names(res->gpu, res->ngpu, q->string))
+					if (!q->string || !api_names_has(res->gpu, res->ngpu, q->string))
 						continue;
 					buf_clear(&path);
-					p->rc = p->rc ? p->rc : buf_printf(&path, "/spec/%s/%d/resources/%s", fields[f], i, lists[l]);
+					p->rc = p->rc ? p->rc : buf_printf(&path, "/spec/%s/%d/resources/%s", fields[f], i, resource_lists[l]);
 					p->rc = p->rc ? p->rc : ptr_add(&path, q->string);
-					op_remove(p, &path);
+					op_append(p, "remove", &path, NULL);
 				}
 			}
 			i++;

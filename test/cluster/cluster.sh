@@ -337,6 +337,26 @@ kubectl_as() {
 
 # ---- certificates, tokens, kubeconfigs -------------------------------------------
 
+# cluster_make_cert DIR NAME SUBJECT [EXT-LINE...]: DIR/NAME.key and DIR/NAME.crt,
+# an EC key and a certificate signed by the harness CA with the given openssl
+# extension lines (default: a client certificate).
+cluster_make_cert() {
+  local dir=$1 name=$2 subj=$3; shift 3
+  (($#)) || set -- "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature,keyEncipherment" \
+    "extendedKeyUsage=clientAuth"
+  mkdir -p "$dir"
+  (
+    set -e
+    umask 077
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+      -keyout "$dir/$name.key" -out "$dir/$name.csr" -subj "$subj" 2>/dev/null
+    printf '%s\n' "$@" >"$dir/$name.ext"
+    openssl x509 -req -in "$dir/$name.csr" -CA "$CLUSTER_CA_FILE" -CAkey "$CLUSTER_CA_KEY" \
+      -CAserial "$dir/ca.srl" -CAcreateserial -out "$dir/$name.crt" -days 2 -extfile "$dir/$name.ext" 2>/dev/null
+    chmod 644 "$dir/$name.crt"
+  ) || { _cluster_err "openssl could not make the certificate $dir/$name.crt ($subj)"; return 1; }
+}
+
 _cluster_make_pki() {
   local d=$CLUSTER_DIR/pki
   mkdir -p "$d"

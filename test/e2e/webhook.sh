@@ -54,13 +54,9 @@ cluster_ensure_namespace "$NS" >/dev/null || bail "namespace $NS"
 WH=$CLUSTER_DIR/webhook
 mkdir -p "$WH"
 make_cert() {
-  openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-    -keyout "$WH/tls.key" -out "$WH/tls.csr" -subj "/CN=gpu-extender-webhook" 2>/dev/null || return 1
-  printf '%s\n' "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature,keyEncipherment" \
-    "extendedKeyUsage=serverAuth" "subjectAltName=IP:127.0.0.1" >"$WH/tls.ext"
-  openssl x509 -req -in "$WH/tls.csr" -CA "$CLUSTER_CA_FILE" -CAkey "$CLUSTER_CA_KEY" \
-    -CAserial "$WH/ca.srl" -CAcreateserial -out "$WH/tls.crt" -days 1 -extfile "$WH/tls.ext" 2>/dev/null || return 1
-  openssl verify -CAfile "$CLUSTER_CA_FILE" "$WH/tls.crt" >/dev/null
+  cluster_make_cert "$WH" tls "/CN=gpu-extender-webhook" "basicConstraints=critical,CA:FALSE" \
+    "keyUsage=critical,digitalSignature,keyEncipherment" "extendedKeyUsage=serverAuth" "subjectAltName=IP:127.0.0.1" &&
+    openssl verify -CAfile "$CLUSTER_CA_FILE" "$WH/tls.crt" >/dev/null
 }
 make_cert || bail "signing the webhook's serving certificate with CLUSTER_CA_FILE/CLUSTER_CA_KEY"
 
