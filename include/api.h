@@ -57,6 +57,8 @@ const char *api_str(const cJSON *obj, const char *key);
 const cJSON *api_path(const cJSON *obj, const char *dotted);    /* "metadata.name" */
 const char *api_annotation(const cJSON *obj, const char *key);
 const char *api_label(const cJSON *obj, const char *key);
+/* A JSON number that is a whole value within [lo, hi] (safe to convert to an integer type). */
+bool api_whole(const cJSON *v, double lo, double hi, double *out);
 
 /* Who a pod is. Strings point into the cJSON tree. */
 struct api_pod_ref {

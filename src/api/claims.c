@@ -158,9 +158,10 @@ static int decode_devices(const cJSON *devs, struct claim *c, char *err, size_t 
 	const cJSON *ids = cJSON_GetObjectItemCaseSensitive(devs, "preferIds");
 	const cJSON *id;
 	cJSON_ArrayForEach(id, ids) {
-		if (!cJSON_IsNumber(id) || id->valuedouble < 0 || c->nprefer >= GPU_MAX_DEVICES)
+		double idnum;
+		if (!api_whole(id, 0, 1e6, &idnum) || c->nprefer >= GPU_MAX_DEVICES)
 			return bad(err, errlen, "spec.devices.preferIds must be a list of device ids");
-		c->prefer_ids[c->nprefer++] = (int)id->valuedouble;
+		c->prefer_ids[c->nprefer++] = (int)idnum;
 	}
 	if (c->placement == PLACE_PREFER_IDS && !c->nprefer)
 		return bad(err, errlen, "spec.devices.policy preferIds needs spec.devices.preferIds");
@@ -249,10 +250,12 @@ static int container_amount(const cJSON *ctr, char (*names)[API_NAME_MAX], int n
 			v = cJSON_GetObjectItemCaseSensitive(req, names[i]);
 		if (!v)
 			continue;
-		int64_t q;
-		bool ok = cJSON_IsString(v) ? strnum_quantity(v->valuestring, 1, &q)
-			: cJSON_IsNumber(v) && (q = (int64_t)ceil(v->valuedouble)) >= 0;
-		if (!ok || q < 0) {
+		int64_t q = -1;
+		if (cJSON_IsString(v) ? !strnum_quantity(v->valuestring, 1, &q) : !cJSON_IsNumber(v))
+			q = -1;
+		else if (cJSON_IsNumber(v))   /* in range before the conversion */
+			q = v->valuedouble >= 0 && v->valuedouble <= 1e15 ? (int64_t)ceil(v->valuedouble) : -1;
+		if (q < 0) {
 			snprintf(err, errlen, "container %s: %s is not a valid quantity",
 				 api_str(ctr, "name") ? api_str(ctr, "name") : "?", names[i]);
 			return -1;

@@ -88,15 +88,18 @@ const char *api_gns_node_name(const cJSON *gns)
 	return name && *name ? name : api_str(api_path(gns, "metadata"), "name");
 }
 
-/* A JSON number that is a whole value within [lo, hi]. */
-static bool int_member(const cJSON *obj, const char *key, double lo, double hi, double *out)
+bool api_whole(const cJSON *v, double lo, double hi, double *out)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
 	if (!cJSON_IsNumber(v) || v->valuedouble < lo || v->valuedouble > hi ||
 	    floor(v->valuedouble) != v->valuedouble)
 		return false;
 	*out = v->valuedouble;
 	return true;
+}
+
+static bool int_member(const cJSON *obj, const char *key, double lo, double hi, double *out)
+{
+	return api_whole(cJSON_GetObjectItemCaseSensitive(obj, key), lo, hi, out);
 }
 
 static int decode_device(const cJSON *jd, int index, struct gpu_node *n, char *err, size_t errlen)

@@ -859,9 +859,9 @@ void extender_preempt(void *ctx, const struct http_request *req, struct http_res
 			buf_add_json_str(out, uids[k]);
 			buf_addc(out, '}');
 		}
-		const cJSON *pdb = cJSON_GetObjectItem(entry, "NumPDBViolations");
-		buf_printf(out, "],\"NumPDBViolations\":%lld}",
-			   cJSON_IsNumber(pdb) ? (long long)pdb->valuedouble : 0LL);
+		double pdbs = 0;
+		api_whole(cJSON_GetObjectItem(entry, "NumPDBViolations"), 0, 1e9, &pdbs);
+		buf_printf(out, "],\"NumPDBViolations\":%lld}", (long long)pdbs);
 	}
 	snapshot_release(snap);
 	if (buf_adds(out, "}}\n"))

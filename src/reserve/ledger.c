@@ -107,20 +107,30 @@ static int decode_entry(const cJSON *j, struct ledger_entry *e, char *err, size_
 	e->a.mode = mode && !strcmp(mode, "Shared") ? CLAIM_SHARED : mode && !strcmp(mode, "MIG") ? CLAIM_MIG
 											    : CLAIM_EXCLUSIVE;
 	const cJSON *d;
+	double num;
 	cJSON_ArrayForEach(d, devs) {
-		if (!cJSON_IsNumber(d) || d->valuedouble < 0) {
+		if (!api_whole(d, 0, 1e6, &num)) {
 			snprintf(err, errlen, "reservation %s: devices must be ids", uid);
 			return -1;
 		}
-		e->a.ids[e->a.ndev++] = (int)d->valuedouble;
+		e->a.ids[e->a.ndev++] = (int)num;
 	}
-	const cJSON *v;
-	if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(j, "memoryMiB")) && v->valuedouble >= 0)
-		e->a.mem_mib = (uint32_t)v->valuedouble;
-	if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(j, "coreMilli")) && v->valuedouble >= 0)
-		e->a.core = (uint32_t)v->valuedouble;
-	if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(j, "since")))
-		e->a.since = (int64_t)v->valuedouble;
+	/* Optional numbers; one out of range makes the entry (and so the ledger) unreadable. */
+	struct { const char *key; double hi; } nums[] = {
+		{ "memoryMiB", 4294967295.0 }, { "coreMilli", 4294967295.0 }, { "since", 1e15 },
+	};
+	double val[3] = { 0, 0, 0 };
+	for (int k = 0; k < 3; k++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, nums[k].key);
+		if (v && !api_whole(v, 0, nums[k].hi, &val[k])) {
+			snprintf(err, errlen, "reservation %s: %s must be a whole number from 0 to %.0f", uid,
+				 nums[k].key, nums[k].hi);
+			return -1;
+		}
+	}
+	e->a.mem_mib = (uint32_t)val[0];
+	e->a.core = (uint32_t)val[1];
+	e->a.since = (int64_t)val[2];
 	return 0;
 }
 

@@ -83,6 +83,15 @@ static void test_decode_errors(void **state)
 		"{\"metadata\":{\"annotations\":{\"gpu.scheduling/node\":\"n\",\"gpu.scheduling/reservations\":\"[{\\\"uid\\\":\\\"x\\\"}]\"}}}",
 		"{\"metadata\":{\"annotations\":{\"gpu.scheduling/node\":\"n\",\"gpu.scheduling/reservations\":"
 		"\"[{\\\"uid\\\":\\\"x\\\",\\\"namespace\\\":\\\"a\\\",\\\"pod\\\":\\\"p\\\",\\\"devices\\\":[\\\"z\\\"]}]\"}}}",
+		/* numbers no integer type holds (found by fuzzing) */
+		"{\"metadata\":{\"annotations\":{\"gpu.scheduling/node\":\"n\",\"gpu.scheduling/reservations\":"
+		"\"[{\\\"uid\\\":\\\"x\\\",\\\"namespace\\\":\\\"a\\\",\\\"pod\\\":\\\"p\\\",\\\"devices\\\":[1e300]}]\"}}}",
+		"{\"metadata\":{\"annotations\":{\"gpu.scheduling/node\":\"n\",\"gpu.scheduling/reservations\":"
+		"\"[{\\\"uid\\\":\\\"x\\\",\\\"namespace\\\":\\\"a\\\",\\\"pod\\\":\\\"p\\\",\\\"devices\\\":[0],"
+		"\\\"memoryMiB\\\":7.7e89}]\"}}}",
+		"{\"metadata\":{\"annotations\":{\"gpu.scheduling/node\":\"n\",\"gpu.scheduling/reservations\":"
+		"\"[{\\\"uid\\\":\\\"x\\\",\\\"namespace\\\":\\\"a\\\",\\\"pod\\\":\\\"p\\\",\\\"devices\\\":[0],"
+		"\\\"since\\\":-1e30}]\"}}}",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		cJSON *obj = cJSON_Parse(bad[i]);
