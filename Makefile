@@ -6,6 +6,8 @@
 #                   (normal and ASan+UBSan builds), then e2e
 #   make fuzz       the libFuzzer targets, 10 minutes each
 #   make bench      latency and throughput of filter+prioritize
+#   make bench-e2e  GPU pods per second placed by kube-scheduler, alone and with the
+#                   extender, on the test harness's control plane (BENCH_E2E_ARGS)
 #   make sim        regenerate docs/simulation.md from the openb traces
 
 PORT ?= 8888
@@ -54,7 +56,7 @@ TEST_PKGS := libcmocka-dev openssl curl python3 wrk \
 DEPS_STAMP := $(BUILD)/.deps-build
 TEST_DEPS_STAMP := $(BUILD)/.deps-test
 
-.PHONY: all deps run test unit blackbox e2e bench sim fuzz proto clean
+.PHONY: all deps run test unit blackbox e2e bench bench-e2e sim fuzz proto clean
 all: $(BUILD)/gpu-extender $(BUILD)/gpu-agent
 
 define install_missing
@@ -132,6 +134,9 @@ e2e: all
 bench: $(BUILD)/gpu-extender $(BUILD)/bench | $(TEST_DEPS_STAMP)
 	@$(BUILD)/bench --extender $(BUILD)/gpu-extender
 
+bench-e2e: all
+	@bench/e2e.sh --extender $(BUILD)/gpu-extender $(BENCH_E2E_ARGS)
+
 $(BUILD)/bench: bench/bench.c $(BUILD)/libgpu.a
 	@echo "  LD      $@"
 	@$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libgpu.a $(LIBS)
@@ -189,7 +194,7 @@ $(SOBJ)/gpu-agent: $(SOBJ)/src/agent/main.o $(BUILD)/libgpu-asan.a
 
 # ThreadSanitizer: the unit tests that start threads, on a TSan build of the
 # library (part of the unit phase of `make test`).
-TSAN_TESTS := test_cache test_extender test_devplugin test_agent_publish
+TSAN_TESTS := test_cache test_extender test_devplugin test_agent_publish test_httpd
 TSAN_FLAGS := -O1 -fsanitize=thread -fno-omit-frame-pointer
 $(TOBJ)/%.o: %.c $(HDRS) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)

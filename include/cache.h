@@ -118,6 +118,16 @@ int cache_set_allocs(struct cache *c, const char *name, const struct alloc *a, i
 int cache_add_alloc(struct cache *c, const char *name, const struct alloc *a);
 /* Removes the pod's allocation on node (NULL: its newest one); true if there was one. */
 bool cache_remove_alloc(struct cache *c, const char *uid, const char *node);
+/*
+ * A bind in flight: the allocation it is about to make on the node, which
+ * filter and prioritize count until cache_forget (kube-scheduler sends the
+ * next pods while the bind still waits on the API server, and would send
+ * them to the same devices). Not a record of the pod: cache_find_alloc does
+ * not see it, and a view leaves it out once the pod's own record is there.
+ * -1 when the node is unknown or out of memory.
+ */
+int cache_assume(struct cache *c, const char *node, const struct alloc *a);
+void cache_forget(struct cache *c, const char *uid, const char *node);
 /* The pod's newest allocation (copied to *out) and its node; false if none. */
 bool cache_find_alloc(struct cache *c, const char *uid, struct alloc *out, char *node, size_t size);
 /*

@@ -22,6 +22,7 @@ struct config {
 	char url_prefix[128];         /* "" or "/gpu-scheduler" */
 	size_t max_body;              /* bytes */
 	int threads;
+	int bind_threads;
 	enum policy_id policy;        /* default node policy */
 	struct api_resources res;
 	char inventory[CONFIG_PATH_MAX];   /* standalone mode when set */

@@ -54,6 +54,12 @@ struct extender_opts {
 	 */
 	extender_ready_fn ready;
 	void *ready_ctx;
+	/*
+	 * Cluster mode: a bind's devices count in the cache from the moment the
+	 * request arrives (extender_bind_arrive) until it is answered, because
+	 * the bind runs apart and kube-scheduler does not wait for it.
+	 */
+	bool assume_binds;
 };
 
 struct extender;
@@ -65,6 +71,8 @@ void extender_free(struct extender *x);
 void extender_filter(void *ctx, const struct http_request *req, struct http_response *resp);
 void extender_prioritize(void *ctx, const struct http_request *req, struct http_response *resp);
 void extender_bind(void *ctx, const struct http_request *req, struct http_response *resp);
+/* The bind's http_arrival step: counts the devices it will take (assume_binds). */
+void extender_bind_arrive(void *ctx, const struct http_request *req);
 void extender_preempt(void *ctx, const struct http_request *req, struct http_response *resp);
 /* GET /debug/nodes[?node=NAME]: what the cache believes, per node; ctx is the struct cache. */
 void extender_debug_nodes(void *ctx, const struct http_request *req, struct http_response *resp);

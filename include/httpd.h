@@ -3,7 +3,11 @@
  * libmicrohttpd. Routes are exact paths (after an optional URL prefix);
  * bodies are capped (413 from the Content-Length alone, before reading);
  * unknown paths get 404 and wrong methods 405. Handlers run on the server's
- * worker threads and must be thread-safe. cJSON allocations a handler makes
+ * worker threads and must be thread-safe. A route marked `waits` (its
+ * handler waits on other servers, as a bind waits on the API server) runs on
+ * a pool of I/O threads while its connection is suspended, so that it holds
+ * no connection thread: the quick verbs on other connections go on being
+ * answered. cJSON allocations a handler makes
  * come from a per-request arena (jsonarena.h) that is dropped when the
  * handler returns: a handler must not keep a cJSON tree it created.
  */
@@ -13,6 +17,7 @@
 #include "buf.h"
 #include "metrics.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct http_request {
@@ -30,6 +35,8 @@ struct http_response {
 };
 
 typedef void (*http_handler)(void *ctx, const struct http_request *req, struct http_response *resp);
+/* A route's first step, on the connection thread, before a `waits` handler is queued. */
+typedef void (*http_arrival)(void *ctx, const struct http_request *req);
 
 struct http_route {
 	const char *method;       /* "GET" or "POST" */
@@ -37,6 +44,8 @@ struct http_route {
 	http_handler handler;
 	void *ctx;
 	enum metric_verb verb;    /* for request metrics */
+	bool waits;               /* run on the I/O pool (see above) */
+	http_arrival arrive;      /* NULL, or a quick step taken as the request comes in */
 };
 
 struct httpd_config {
@@ -44,7 +53,8 @@ struct httpd_config {
 	int port;                 /* 0: pick a free port (see httpd_port) */
 	const char *url_prefix;   /* "" or "/gpu-scheduler" */
 	size_t max_body;
-	int threads;
+	int threads;              /* connection threads; 0: one per CPU */
+	int io_threads;           /* I/O pool for `waits` routes; 0: they run inline */
 	const char *tls_cert;     /* PEM file paths; both NULL/"" for plain HTTP */
 	const char *tls_key;
 };

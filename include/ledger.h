@@ -41,6 +41,8 @@ struct ledger {
 
 void ledger_init(struct ledger *l, const char *node);
 void ledger_release(struct ledger *l);
+/* A copy with entries of its own; -1 when out of memory (dst is then empty). */
+int ledger_copy(struct ledger *dst, const struct ledger *src);
 int ledger_add(struct ledger *l, const struct ledger_entry *e);
 /* Index of the pod's entry, or -1. */
 int ledger_find(const struct ledger *l, const char *uid);

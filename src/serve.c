@@ -165,8 +165,8 @@ static struct httpd *start_webhook(struct server *s, char *err, size_t errlen)
 	if (!s->wh)
 		return NULL;
 	const struct http_route routes[] = {
-		{ "POST", "/mutate", webhook_mutate, s->wh, VERB_MUTATE },
-		{ "GET", "/healthz", on_healthz, s, VERB_OTHER },
+		{ "POST", "/mutate", webhook_mutate, s->wh, VERB_MUTATE, false, NULL },
+		{ "GET", "/healthz", on_healthz, s, VERB_OTHER, false, NULL },
 	};
 	char host[128];
 	int port;
@@ -251,21 +251,22 @@ int serve_main(int argc, char **argv)
 		xo.fetch_ctx = s.resv;
 		xo.ready = is_ready;
 		xo.ready_ctx = &s;
+		xo.assume_binds = true;
 	}
 	s.ext = extender_new(&xo);
 	if (!s.ext)
 		goto out;
 
 	const struct http_route routes[] = {
-		{ "POST", "/filter", extender_filter, s.ext, VERB_FILTER },
-		{ "POST", "/prioritize", extender_prioritize, s.ext, VERB_PRIORITIZE },
-		{ "POST", "/bind", extender_bind, s.ext, VERB_BIND },
-		{ "POST", "/preempt", extender_preempt, s.ext, VERB_PREEMPT },
-		{ "GET", "/healthz", on_healthz, &s, VERB_OTHER },
-		{ "GET", "/readyz", on_readyz, &s, VERB_OTHER },
-		{ "GET", "/version", on_version, &s, VERB_OTHER },
-		{ "GET", "/metrics", on_metrics, &s, VERB_OTHER },
-		{ "GET", "/debug/nodes", extender_debug_nodes, s.cache, VERB_OTHER },
+		{ "POST", "/filter", extender_filter, s.ext, VERB_FILTER, false, NULL },
+		{ "POST", "/prioritize", extender_prioritize, s.ext, VERB_PRIORITIZE, false, NULL },
+		{ "POST", "/bind", extender_bind, s.ext, VERB_BIND, true, extender_bind_arrive },
+		{ "POST", "/preempt", extender_preempt, s.ext, VERB_PREEMPT, false, NULL },
+		{ "GET", "/healthz", on_healthz, &s, VERB_OTHER, false, NULL },
+		{ "GET", "/readyz", on_readyz, &s, VERB_OTHER, false, NULL },
+		{ "GET", "/version", on_version, &s, VERB_OTHER, false, NULL },
+		{ "GET", "/metrics", on_metrics, &s, VERB_OTHER, false, NULL },
+		{ "GET", "/debug/nodes", extender_debug_nodes, s.cache, VERB_OTHER, false, NULL },
 	};
 	char host[128];
 	int port;
@@ -276,6 +277,8 @@ int serve_main(int argc, char **argv)
 	struct httpd_config hc = {
 		.host = host, .port = port, .url_prefix = s.cfg.url_prefix, .max_body = s.cfg.max_body,
 		.threads = s.cfg.threads, .tls_cert = s.cfg.tls_cert, .tls_key = s.cfg.tls_key,
+		/* Standalone binds are in memory: they wait on nothing. */
+		.io_threads = s.cfg.inventory[0] ? 0 : s.cfg.bind_threads,
 	};
 	h = httpd_start(&hc, routes, sizeof(routes) / sizeof(routes[0]), err, sizeof(err));
 	if (!h) {

@@ -14,6 +14,8 @@ struct node_src {
 	struct gpu_node *gpus;     /* from the GpuNodeStatus: devices, islands */
 	struct alloc *allocs;
 	int nallocs, alloc_cap;
+	struct alloc *assumed;     /* binds in flight (cache_assume) */
+	int nassumed, assumed_cap;
 	struct cache_node *view;   /* built from the above; NULL when stale */
 	uint64_t gen[CACHE_KINDS]; /* relist generation each kind was last set in */
 };
@@ -110,6 +112,15 @@ static char *arena_str(struct arena *a, const char *str)
  * hundred hot bytes per node keep that scan in cache and off the TLB's
  * limits. Run once to measure (bases NULL), once to fill.
  */
+/* An assumed allocation counts until the pod's own record is there. */
+static bool assumed_counts(const struct node_src *s, const struct alloc *a)
+{
+	for (int i = 0; i < s->nallocs; i++)
+		if (!strcmp(s->allocs[i].uid, a->uid))
+			return false;
+	return true;
+}
+
 static struct cache_node *view_layout(struct arena *hot, struct arena *cold, const struct node_src *s)
 {
 	const struct gpu_node *g = s->gpus;
@@ -122,7 +133,10 @@ static struct cache_node *view_layout(struct arena *hot, struct arena *cold, con
 	struct gpu_device *dev = arena_take(hot, (size_t)ndev * sizeof(*dev), 32);
 	struct gpu_device_info *info = arena_take(cold, (size_t)ndev * sizeof(*info), 8);
 	struct label *labels = arena_take(cold, (size_t)nlabels * sizeof(*labels), 8);
-	struct alloc *allocs = arena_take(cold, (size_t)s->nallocs * sizeof(*allocs), 8);
+	int nallocs = s->nallocs;
+	for (int i = 0; i < s->nassumed; i++)
+		nallocs += assumed_counts(s, &s->assumed[i]);
+	struct alloc *allocs = arena_take(cold, (size_t)nallocs * sizeof(*allocs), 8);
 	for (int i = 0; i < nlabels; i++) {
 		char *k = arena_str(cold, l->labels[i].key), *val = arena_str(cold, l->labels[i].value);
 		if (labels) {
@@ -157,11 +171,14 @@ static struct cache_node *view_layout(struct arena *hot, struct arena *cold, con
 		memcpy(islands, g->islands, (size_t)nisland * sizeof(*islands));
 	if (s->nallocs)
 		memcpy(allocs, s->allocs, (size_t)s->nallocs * sizeof(*allocs));
+	for (int i = 0, k = s->nallocs; i < s->nassumed; i++)
+		if (assumed_counts(s, &s->assumed[i]))
+			allocs[k++] = s->assumed[i];
 	v->node = n;
 	v->allocs = allocs;
-	v->nallocs = s->nallocs;
-	for (int i = 0; i < s->nallocs; i++)
-		alloc_apply(n, &s->allocs[i]);
+	v->nallocs = nallocs;
+	for (int i = 0; i < nallocs; i++)
+		alloc_apply(n, &allocs[i]);
 	v->state = gpu_node_state_digest(n);
 	return v;
 }
@@ -324,6 +341,7 @@ static void src_free(struct node_src *s)
 	gpu_node_free(s->node);
 	gpu_node_free(s->gpus);
 	free(s->allocs);
+	free(s->assumed);
 	view_release(s->view);
 	free(s->name);
 	free(s);
@@ -434,19 +452,25 @@ int cache_set_gpus(struct cache *c, const char *name, struct gpu_node *devices)
 	return src_set_part(c, name, CACHE_GPUS, devices);
 }
 
-static int src_reserve(struct node_src *s, int n)
+/* Room for n allocations in *arr. */
+static int allocs_reserve(struct alloc **arr, int *have, int n)
 {
-	if (n <= s->alloc_cap)
+	if (n <= *have)
 		return 0;
-	int cap = s->alloc_cap ? s->alloc_cap : 4;
+	int cap = *have ? *have : 4;
 	while (cap < n)
 		cap *= 2;
-	struct alloc *a = realloc(s->allocs, (size_t)cap * sizeof(*a));
+	struct alloc *a = realloc(*arr, (size_t)cap * sizeof(*a));
 	if (!a)
 		return -1;
-	s->allocs = a;
-	s->alloc_cap = cap;
+	*arr = a;
+	*have = cap;
 	return 0;
+}
+
+static int src_reserve(struct node_src *s, int n)
+{
+	return allocs_reserve(&s->allocs, &s->alloc_cap, n);
 }
 
 static void src_remove_alloc_at(struct cache *c, struct node_src *s, int i)
@@ -509,6 +533,28 @@ int cache_set_allocs(struct cache *c, const char *name, const struct alloc *a, i
 	src_touch(c, s);
 	src_maybe_drop(c, s);
 	return rc;
+}
+
+int cache_assume(struct cache *c, const char *node, const struct alloc *a)
+{
+	struct node_src *s = strmap_get(&c->srcs, node);
+	if (!s || allocs_reserve(&s->assumed, &s->assumed_cap, s->nassumed + 1))
+		return -1;
+	s->assumed[s->nassumed++] = *a;
+	src_touch(c, s);
+	return 0;
+}
+
+void cache_forget(struct cache *c, const char *uid, const char *node)
+{
+	struct node_src *s = strmap_get(&c->srcs, node);
+	for (int i = 0; s && i < s->nassumed; i++) {
+		if (!strcmp(s->assumed[i].uid, uid)) {
+			s->assumed[i] = s->assumed[--s->nassumed];
+			src_touch(c, s);
+			return;
+		}
+	}
 }
 
 bool cache_find_alloc(struct cache *c, const char *uid, struct alloc *out, char *node, size_t size)

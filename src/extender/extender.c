@@ -696,26 +696,72 @@ static void bind_reply(struct http_response *resp, const char *err)
 	buf_adds(&resp->body, "}\n");
 }
 
+/* The pod and node of a bind request (strings in root); false unless all are there. */
+struct bind_args {
+	const char *name, *ns, *uid, *node;
+};
+
+static bool bind_args(const cJSON *root, struct bind_args *a)
+{
+	/* Any casing of the keys, as kube-scheduler's own decoder accepts. */
+	a->name = cJSON_GetStringValue(cJSON_GetObjectItem(root, "PodName"));
+	a->ns = cJSON_GetStringValue(cJSON_GetObjectItem(root, "PodNamespace"));
+	a->uid = cJSON_GetStringValue(cJSON_GetObjectItem(root, "PodUID"));
+	a->node = cJSON_GetStringValue(cJSON_GetObjectItem(root, "Node"));
+	return cJSON_IsObject(root) && a->name && a->ns && a->uid && a->node && *a->name && *a->node;
+}
+
+void extender_bind_arrive(void *ctx, const struct http_request *req)
+{
+	struct extender *x = ctx;
+	if (!x->o.assume_binds)
+		return;
+	cJSON *root = cJSON_ParseWithLength(req->body, req->body_len);
+	struct bind_args a;
+	struct claim c;
+	claim_init(&c);
+	if (bind_args(root, &a) && pending_get(&x->pending, a.uid, &c) && claim_wants_gpu(&c)) {
+		/*
+		 * kube-scheduler places its next pods while this bind waits on the API
+		 * server: they must see these devices taken. Chosen on the cache's view
+		 * as the bind will choose on the ledger; the ledger decides.
+		 */
+		struct bind_request br = {
+			.ns = a.ns, .name = a.name, .uid = a.uid, .node = a.node, .claim = &c,
+			.policy = { .id = claim_policy(x, &c), .seed = policy_hash(a.uid) },
+		};
+		cache_lock(x->o.cache);
+		const struct gpu_node *view = cache_peek(x->o.cache, a.node);
+		struct fit f;
+		double score;
+		if (view && policy_place(&br.policy, view, &c, &f, &score)) {
+			struct alloc al;
+			bind_alloc(&al, &br, view, &f);
+			cache_assume(x->o.cache, a.node, &al);
+		}
+		cache_unlock(x->o.cache);
+	}
+	claim_release(&c);
+	jsonarena_delete(root);
+}
+
 void extender_bind(void *ctx, const struct http_request *req, struct http_response *resp)
 {
 	struct extender *x = ctx;
-	if (not_ready(x, resp, 200))
-		return;
 	cJSON *root = cJSON_ParseWithLength(req->body, req->body_len);
-	/* Any casing of the keys, as kube-scheduler's own decoder accepts. */
-	const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(root, "PodName"));
-	const char *ns = cJSON_GetStringValue(cJSON_GetObjectItem(root, "PodNamespace"));
-	const char *uid = cJSON_GetStringValue(cJSON_GetObjectItem(root, "PodUID"));
-	const char *node = cJSON_GetStringValue(cJSON_GetObjectItem(root, "Node"));
-	if (!cJSON_IsObject(root) || !name || !ns || !uid || !node || !*name || !*node) {
-		httpd_error(resp, 400, "bind needs PodName, PodNamespace, PodUID and Node");
-		jsonarena_delete(root);
-		return;
-	}
+	struct bind_args a;
+	bool have_args = bind_args(root, &a);
+	const char *name = a.name, *ns = a.ns, *uid = a.uid, *node = a.node;
 	char err[512] = "";
 	struct claim c;
 	claim_init(&c);
 	int result = BIND_ERROR;
+	if (not_ready(x, resp, 200))
+		goto out;
+	if (!have_args) {
+		httpd_error(resp, 400, "bind needs PodName, PodNamespace, PodUID and Node");
+		goto out;
+	}
 	if (!pending_get(&x->pending, uid, &c)) {
 		if (!x->o.fetch) {
 			snprintf(err, sizeof(err), "pod %s/%s (uid %s) was not seen in filter; its GPU request is unknown",
@@ -744,6 +790,13 @@ done:
 	else
 		log_warn("bind refused", "pod=%s/%s node=%s reason=\"%s\"", ns, name, node, LOG_Q(err));
 	bind_reply(resp, err);
+out:
+	/* What the arrival step assumed: the bind's own record (or nothing) stands now. */
+	if (x->o.assume_binds && have_args) {
+		cache_lock(x->o.cache);
+		cache_forget(x->o.cache, uid, node);
+		cache_unlock(x->o.cache);
+	}
 	claim_release(&c);
 	jsonarena_delete(root);
 }

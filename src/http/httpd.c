@@ -7,6 +7,7 @@
 #include <microhttpd.h>
 #include <stdatomic.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,18 @@
 /* How long a stopping server waits for requests in flight. */
 #define DRAIN_SECONDS 10
 
+struct conn_state;
+
+/* The I/O pool: threads that run `waits` routes while MHD holds their connections suspended. */
+struct io_pool {
+	pthread_mutex_t lock;
+	pthread_cond_t more;
+	struct conn_state *head, *tail;  /* requests waiting for a thread */
+	bool stopping;
+	pthread_t *threads;
+	int n;                           /* threads started */
+};
+
 struct httpd {
 	struct MHD_Daemon *daemon;
 	struct http_route *routes;
@@ -28,6 +41,7 @@ struct httpd {
 	char *tls_cert, *tls_key;
 	int port;
 	atomic_int inflight;      /* requests between their first byte and completion */
+	struct io_pool pool;
 };
 
 /* Per-connection request state, kept in MHD's con_cls. */
@@ -36,6 +50,13 @@ struct conn_state {
 	size_t received;
 	struct timespec start;
 	bool too_big;
+	/* A request handed to the I/O pool; its answer waits here until MHD resumes the connection. */
+	struct MHD_Connection *conn;
+	const struct http_route *route;
+	const char *method, *path;
+	struct http_response resp;
+	atomic_bool answered;
+	struct conn_state *next;
 };
 
 static double since(const struct timespec *t0)
@@ -91,35 +112,36 @@ static const char *strip_prefix(const struct httpd *h, const char *url)
 	return url;
 }
 
-static void route(struct httpd *h, struct MHD_Connection *conn, const char *method, const char *url,
-		  struct conn_state *st, struct http_response *r, enum metric_verb *verb,
-		  char *allow, size_t allow_len)
+/* The route of the request, or NULL with the 404/405 answer in r. */
+static const struct http_route *find_route(struct httpd *h, const char *method, const char *path,
+					   struct http_response *r, enum metric_verb *verb,
+					   char *allow, size_t allow_len)
 {
-	const char *path = strip_prefix(h, url);
-	const struct http_route *match = NULL;
 	bool path_known = false;
 	for (size_t i = 0; i < h->nroutes; i++) {
 		if (strcmp(h->routes[i].path, path))
 			continue;
 		path_known = true;
 		*verb = h->routes[i].verb;
-		if (!strcmp(h->routes[i].method, method)) {
-			match = &h->routes[i];
-			break;
-		}
+		if (!strcmp(h->routes[i].method, method))
+			return &h->routes[i];
 	}
-	if (!match) {
-		if (path_known) {
-			/* Each path is served by one method in this product. */
-			for (size_t i = 0; i < h->nroutes; i++)
-				if (!strcmp(h->routes[i].path, path))
-					snprintf(allow, allow_len, "%s", h->routes[i].method);
-			httpd_error(r, 405, "%s does not accept %s", path, method);
-		} else {
-			httpd_error(r, 404, "no such endpoint: %s", path);
-		}
-		return;
+	if (path_known) {
+		/* Each path is served by one method in this product. */
+		for (size_t i = 0; i < h->nroutes; i++)
+			if (!strcmp(h->routes[i].path, path))
+				snprintf(allow, allow_len, "%s", h->routes[i].method);
+		httpd_error(r, 405, "%s does not accept %s", path, method);
+	} else {
+		httpd_error(r, 404, "no such endpoint: %s", path);
 	}
+	return NULL;
+}
+
+/* Runs the route's arrival step (r NULL) or its handler. */
+static void run_route(struct httpd *h, const struct http_route *route, struct MHD_Connection *conn,
+		      const char *method, const char *path, struct conn_state *st, struct http_response *r)
+{
 	struct http_request req = {
 		.method = method, .path = path, .body = buf_cstr(&st->body),
 		.body_len = st->body.len, .conn = conn,
@@ -127,8 +149,82 @@ static void route(struct httpd *h, struct MHD_Connection *conn, const char *meth
 	/* The handler's JSON trees come from one arena, dropped when it returns. */
 	struct jsonarena arena;
 	jsonarena_begin(&arena, h->max_body * 32 + (1u << 20));
-	match->handler(match->ctx, &req, r);
+	if (r)
+		route->handler(route->ctx, &req, r);
+	else
+		route->arrive(route->ctx, &req);
 	jsonarena_end(&arena);
+}
+
+/* ---- the I/O pool ---- */
+
+static void *io_thread(void *arg)
+{
+	struct httpd *h = arg;
+	struct io_pool *p = &h->pool;
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		while (!p->head && !p->stopping)
+			pthread_cond_wait(&p->more, &p->lock);
+		struct conn_state *st = p->head;
+		if (!st)
+			break;               /* stopping, and nothing left to answer */
+		p->head = st->next;
+		if (!p->head)
+			p->tail = NULL;
+		pthread_mutex_unlock(&p->lock);
+		run_route(h, st->route, st->conn, st->method, st->path, st, &st->resp);
+		atomic_store(&st->answered, true);
+		MHD_resume_connection(st->conn);
+		pthread_mutex_lock(&p->lock);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+static void pool_start(struct httpd *h, int n)
+{
+	struct io_pool *p = &h->pool;
+	if (n <= 0 || !(p->threads = calloc((size_t)n, sizeof(*p->threads))))
+		return;
+	while (p->n < n && !pthread_create(&p->threads[p->n], NULL, io_thread, h))
+		p->n++;
+	if (p->n < n)
+		log_warn("fewer I/O threads than asked for", "started=%d wanted=%d", p->n, n);
+}
+
+/*
+ * Suspends the request's connection and queues it; false when the pool takes
+ * none (then the caller runs it). Under the lock, so that no thread can
+ * resume the connection before it is suspended.
+ */
+static bool pool_submit(struct io_pool *p, struct conn_state *st)
+{
+	pthread_mutex_lock(&p->lock);
+	bool taken = p->n > 0 && !p->stopping;
+	if (taken) {
+		MHD_suspend_connection(st->conn);
+		st->next = NULL;
+		if (p->tail)
+			p->tail->next = st;
+		else
+			p->head = st;
+		p->tail = st;
+		pthread_cond_signal(&p->more);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return taken;
+}
+
+/* Answers what was queued, then joins the threads. */
+static void pool_stop(struct io_pool *p)
+{
+	pthread_mutex_lock(&p->lock);
+	p->stopping = true;
+	pthread_cond_broadcast(&p->more);
+	pthread_mutex_unlock(&p->lock);
+	for (int i = 0; i < p->n; i++)
+		pthread_join(p->threads[i], NULL);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -168,13 +264,36 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return st->received > h->max_body * DISCARD_FACTOR ? MHD_NO : MHD_YES;
 	}
 	struct http_response r = { 200, NULL, { 0 } };
-	buf_init(&r.body, (size_t)1 << 30);
 	enum metric_verb verb = VERB_OTHER;
 	char allow[16] = "";
-	if (st->too_big)
-		httpd_error(&r, 413, "request body is over the limit of %zu bytes", h->max_body);
-	else
-		route(h, conn, method, url, st, &r, &verb, allow, sizeof(allow));
+	if (atomic_load(&st->answered)) {
+		/* Resumed: the I/O pool ran the handler. */
+		r = st->resp;
+		st->resp.body = (struct buf){ 0 };
+		verb = st->route->verb;
+	} else {
+		buf_init(&r.body, (size_t)1 << 30);
+		const char *path = strip_prefix(h, url);
+		const struct http_route *match = NULL;
+		if (st->too_big)
+			httpd_error(&r, 413, "request body is over the limit of %zu bytes", h->max_body);
+		else
+			match = find_route(h, method, path, &r, &verb, allow, sizeof(allow));
+		if (match && match->arrive)
+			run_route(h, match, conn, method, path, st, NULL);
+		if (match && match->waits) {
+			st->conn = conn;
+			st->route = match;
+			st->method = method;   /* MHD keeps the request line while the connection is suspended */
+			st->path = path;
+			st->resp = r;
+			if (pool_submit(&h->pool, st))
+				return MHD_YES;
+			st->resp.body = (struct buf){ 0 };
+		}
+		if (match)
+			run_route(h, match, conn, method, path, st, &r);
+	}
 	metrics_request(verb, r.status, since(&st->start));
 	if (r.status >= 500)
 		log_warn("request failed", "method=%s path=%s status=%d", method, url, r.status);
@@ -192,6 +311,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	struct conn_state *st = *con_cls;
 	if (st) {
 		buf_release(&st->body);
+		buf_release(&st->resp.body);
 		free(st);
 		*con_cls = NULL;
 		atomic_fetch_sub(&h->inflight, 1);
@@ -216,6 +336,9 @@ static char *read_pem(const char *path, char *err, size_t errlen)
 
 static void free_httpd(struct httpd *h)
 {
+	free(h->pool.threads);
+	pthread_cond_destroy(&h->pool.more);
+	pthread_mutex_destroy(&h->pool.lock);
 	free(h->routes);
 	free(h->tls_cert);
 	free(h->tls_key);
@@ -226,6 +349,10 @@ struct httpd *httpd_start(const struct httpd_config *cfg, const struct http_rout
 			  size_t nroutes, char *err, size_t errlen)
 {
 	struct httpd *h = calloc(1, sizeof(*h));
+	if (h) {
+		pthread_mutex_init(&h->pool.lock, NULL);
+		pthread_cond_init(&h->pool.more, NULL);
+	}
 	if (!h || !(h->routes = malloc(nroutes * sizeof(*routes)))) {
 		snprintf(err, errlen, "out of memory");
 		if (h)
@@ -251,7 +378,8 @@ struct httpd *httpd_start(const struct httpd_config *cfg, const struct http_rout
 	struct sockaddr_in a4;
 	struct sockaddr *addr;
 	/* ITC lets httpd_stop() quiesce the listening socket of a thread pool. */
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_USE_ITC;
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_USE_ITC |
+			 MHD_ALLOW_SUSPEND_RESUME;
 	memset(&a4, 0, sizeof(a4));
 	memset(&a6, 0, sizeof(a6));
 	if (inet_pton(AF_INET, cfg->host, &a4.sin_addr) == 1) {
@@ -300,6 +428,7 @@ struct httpd *httpd_start(const struct httpd_config *cfg, const struct http_rout
 	}
 	const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
 	h->port = info ? info->port : cfg->port;
+	pool_start(h, cfg->io_threads);
 	return h;
 }
 
@@ -316,6 +445,8 @@ void httpd_stop(struct httpd *h)
 	MHD_socket fd = MHD_quiesce_daemon(h->daemon);
 	for (int i = 0; i < DRAIN_SECONDS * 100 && atomic_load(&h->inflight) > 0; i++)
 		usleep(10000);
+	/* No connection may stay suspended when MHD stops: the pool answers all it holds first. */
+	pool_stop(&h->pool);
 	MHD_stop_daemon(h->daemon);
 	/* Only now: the daemon's thread may still take the socket out of its epoll set. */
 	if (fd != MHD_INVALID_SOCKET)

@@ -14,6 +14,7 @@
 
 #define MAX_BODY ((size_t)256 << 20)    /* a full LIST page of a big cluster fits */
 #define MAX_EVENT ((size_t)16 << 20)     /* one watch event */
+#define KUBE_POOL_CONNECTIONS 64         /* idle API connections kept for reuse */
 
 struct kube_client {
 	struct kube_config cfg;
@@ -157,6 +158,9 @@ static CURL *easy_for(struct kube_client *c, const char *method, const char *pat
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+	/* The shared pool keeps this many idle connections (curl's default, 4 for
+	 * all threads together, would close and reopen TLS under concurrent binds). */
+	curl_easy_setopt(h, CURLOPT_MAXCONNECTS, (long)KUBE_POOL_CONNECTIONS);
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https,http");
 	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
 	if (c->cfg.insecure) {

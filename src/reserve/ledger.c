@@ -22,6 +22,22 @@ void ledger_release(struct ledger *l)
 	l->n = l->cap = 0;
 }
 
+int ledger_copy(struct ledger *dst, const struct ledger *src)
+{
+	*dst = *src;
+	dst->e = NULL;
+	dst->cap = 0;
+	if (src->n) {
+		if (!(dst->e = malloc((size_t)src->n * sizeof(*dst->e)))) {
+			dst->n = 0;
+			return -1;
+		}
+		memcpy(dst->e, src->e, (size_t)src->n * sizeof(*dst->e));
+		dst->cap = src->n;
+	}
+	return 0;
+}
+
 int ledger_add(struct ledger *l, const struct ledger_entry *e)
 {
 	if (l->n == l->cap) {

@@ -364,6 +364,10 @@ struct reserve *reserve_new(const struct reserve_opts *o)
 	if (r->o.reap_interval_s <= 0)
 		r->o.reap_interval_s = 10;
 	pthread_mutex_init(&r->lock, NULL);
+	for (int i = 0; i < LEDGER_TURNS; i++) {
+		pthread_mutex_init(&r->turns[i].lock, NULL);
+		pthread_cond_init(&r->turns[i].done, NULL);
+	}
 	pthread_cond_init(&r->wake, NULL);
 	strmap_init(&r->ledgers);
 	strmap_init(&r->pods);
@@ -435,6 +439,10 @@ void reserve_free(struct reserve *r)
 	strmap_release(&r->gone);
 	strmap_release(&r->check);
 	pthread_mutex_destroy(&r->lock);
+	for (int i = 0; i < LEDGER_TURNS; i++) {
+		pthread_mutex_destroy(&r->turns[i].lock);
+		pthread_cond_destroy(&r->turns[i].done);
+	}
 	pthread_cond_destroy(&r->wake);
 	free(r);
 }

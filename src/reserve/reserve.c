@@ -30,42 +30,89 @@ static void conflict_pause(int attempt)
 	usleep((useconds_t)(1000 + rand_r(&seed) % (2000 << (attempt < 5 ? attempt : 5))));
 }
 
-int reserve_ledger_update(struct reserve *r, const char *node, ledger_edit_fn edit, void *ctx,
-			  char *err, size_t errlen)
+/* The node's ledger as the API server has it now (rv "" when there is none). */
+static int read_ledger(struct reserve *r, const char *node, const char *path, struct ledger *l,
+		       struct kube_response *resp, char *err, size_t errlen)
 {
-	char path[1200], msg[256];
+	char msg[256];
+	if (kube_request(r->o.client, "GET", path, NULL, NULL, 10, resp, err, errlen))
+		return -1;
+	if (resp->status == 404) {
+		ledger_init(l, node);
+		return 0;
+	}
+	if (resp->status != 200) {
+		snprintf(err, errlen, "reading the ledger of %s: HTTP %ld: %s", node, resp->status,
+			 kube_status_message(resp, msg, sizeof(msg)));
+		return -1;
+	}
+	cJSON *obj = cJSON_ParseWithLength(resp->body.data, resp->body.len);
+	int bad = !obj || ledger_decode(obj, l, err, errlen);
+	jsonarena_delete(obj);   /* during /bind the tree is the request arena's */
+	if (!obj)
+		snprintf(err, errlen, "the ledger of %s is not JSON", node);
+	return bad ? -1 : 0;
+}
+
+/* One caller's edit of a node's ledger: its own turn, or a ride in another's. */
+struct ledger_job {
+	const char *node;
+	ledger_edit_fn edit;
+	void *ctx;
+	char *err;
+	size_t errlen;
+	int rc;                 /* its edit's decision, then its result */
+	bool done;
+	struct ledger_job *next;
+};
+
+/* Sets the result of every job that wanted a write (the others keep their decision). */
+static void writers_fail(struct ledger_job *jobs, int rc, const char *err)
+{
+	for (struct ledger_job *j = jobs; j; j = j->next)
+		if (j->rc == LEDGER_WRITE) {
+			j->rc = rc;
+			snprintf(j->err, j->errlen, "%s", err);
+		}
+}
+
+/*
+ * The jobs' edits in one write. First on the ledger as watched (or as we
+ * last wrote it), which saves a read: the write's resourceVersion still
+ * checks it. Only decisions to write are taken on that copy; when an edit
+ * decides anything else, all decide again on a fresh read.
+ */
+static void write_ledger(struct reserve *r, const char *node, struct ledger_job *jobs)
+{
+	char path[1200], msg[256], err[512];
 	ledger_path(r, node, path, sizeof(path));
 	struct kube_response resp;
 	kube_response_init(&resp);
 	struct buf body;
 	buf_init(&body, (size_t)2 << 20);
-	int rc = -BIND_ERROR;
+	bool known = true;
 	for (int attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-		if (attempt)
-			conflict_pause(attempt);
-		if (kube_request(r->o.client, "GET", path, NULL, NULL, 10, &resp, err, errlen))
-			goto out;
 		struct ledger l;
-		if (resp.status == 404) {
-			ledger_init(&l, node);
-		} else if (resp.status == 200) {
-			cJSON *obj = cJSON_ParseWithLength(resp.body.data, resp.body.len);
-			int bad = !obj || ledger_decode(obj, &l, err, errlen);
-			jsonarena_delete(obj);   /* during /bind the tree is the request arena's */
-			if (bad) {
-				if (!obj)
-					snprintf(err, errlen, "the ledger of %s is not JSON", node);
-				goto out;
-			}
-		} else {
-			snprintf(err, errlen, "reading the ledger of %s: HTTP %ld: %s", node, resp.status,
-				 kube_status_message(&resp, msg, sizeof(msg)));
+		known = known && reserve_known_ledger(r, node, &l);
+		if (!known && read_ledger(r, node, path, &l, &resp, err, sizeof(err))) {
+			for (struct ledger_job *j = jobs; j; j = j->next)
+				j->rc = LEDGER_WRITE;
+			writers_fail(jobs, -BIND_ERROR, err);
 			goto out;
 		}
-		int decision = edit(ctx, &l, err, errlen);
-		if (decision != LEDGER_WRITE) {
+		int writes = 0, others = 0;
+		for (struct ledger_job *j = jobs; j; j = j->next) {
+			j->rc = j->edit(j->ctx, &l, j->err, j->errlen);
+			j->rc == LEDGER_WRITE ? writes++ : others++;
+		}
+		if (known && others) {
 			ledger_release(&l);
-			rc = decision;
+			known = false;
+			attempt--;
+			continue;
+		}
+		if (!writes) {
+			ledger_release(&l);
 			goto out;
 		}
 		buf_clear(&body);
@@ -76,27 +123,77 @@ int reserve_ledger_update(struct reserve *r, const char *node, ledger_edit_fn ed
 		if (create)
 			snprintf(url, sizeof(url), "/apis/coordination.k8s.io/v1/namespaces/%s/leases", r->o.ns);
 		if (kube_request(r->o.client, create ? "POST" : "PUT", create ? url : path, buf_cstr(&body), NULL,
-				 10, &resp, err, errlen))
-			goto out;
-		if (resp.status == 200 || resp.status == 201) {
-			rc = 0;
+				 10, &resp, err, sizeof(err))) {
+			writers_fail(jobs, -BIND_ERROR, err);
 			goto out;
 		}
-		if (resp.status == 409) {
-			/* Someone else wrote first (or created it): read again, decide again. */
+		if (resp.status == 200 || resp.status == 201) {
+			reserve_ledger_written(r, node, &resp);
+			goto out;                    /* each writer's rc is LEDGER_WRITE: 0 */
+		}
+		if (resp.status == 409 || (resp.status == 404 && !create)) {
+			/* Someone else wrote first (or created it, or deleted it): read again, decide again. */
 			metrics_inc(M_RESERVE_CONFLICTS, 0);
+			/* Only a conflict between replicas needs a pause; a stale watched copy does not. */
+			if (!known)
+				conflict_pause(attempt + 1);
+			known = false;
 			continue;
 		}
-		snprintf(err, errlen, "writing the ledger of %s: HTTP %ld: %s", node, resp.status,
+		snprintf(err, sizeof(err), "writing the ledger of %s: HTTP %ld: %s", node, resp.status,
 			 kube_status_message(&resp, msg, sizeof(msg)));
+		writers_fail(jobs, -BIND_ERROR, err);
 		goto out;
 	}
-	snprintf(err, errlen, "gave up after %d conflicting writes to the ledger of %s", MAX_ATTEMPTS, node);
-	rc = -BIND_CONFLICT;
+	snprintf(err, sizeof(err), "gave up after %d conflicting writes to the ledger of %s", MAX_ATTEMPTS, node);
+	writers_fail(jobs, -BIND_CONFLICT, err);
 out:
 	buf_release(&body);
 	kube_response_release(&resp);
-	return rc;
+}
+
+int reserve_ledger_update(struct reserve *r, const char *node, ledger_edit_fn edit, void *ctx,
+			  char *err, size_t errlen)
+{
+	struct ledger_job me = { .node = node, .edit = edit, .ctx = ctx, .err = err, .errlen = errlen };
+	struct ledger_turns *t = &r->turns[strmap_hash(node) % LEDGER_TURNS];
+	pthread_mutex_lock(&t->lock);
+	struct ledger_job **end = &t->queue;   /* in the order they came */
+	while (*end)
+		end = &(*end)->next;
+	*end = &me;
+	while (!me.done && t->busy)
+		pthread_cond_wait(&t->done, &t->lock);
+	if (me.done) {
+		/* An earlier turn wrote our edit with its own. */
+		pthread_mutex_unlock(&t->lock);
+		return me.rc;
+	}
+	/* Our turn: take along every edit of this node that is waiting. */
+	t->busy = true;
+	struct ledger_job *batch = NULL, **tail = &batch;
+	for (struct ledger_job **pp = &t->queue; *pp;) {
+		struct ledger_job *j = *pp;
+		if (strcmp(j->node, node)) {
+			pp = &j->next;
+			continue;
+		}
+		*pp = j->next;
+		j->next = NULL;
+		*tail = j;
+		tail = &j->next;
+	}
+	pthread_mutex_unlock(&t->lock);
+	write_ledger(r, node, batch);
+	pthread_mutex_lock(&t->lock);
+	t->busy = false;
+	for (struct ledger_job *j = batch, *next; j; j = next) {
+		next = j->next;          /* j may be gone once done is set */
+		j->done = true;
+	}
+	pthread_cond_broadcast(&t->done);
+	pthread_mutex_unlock(&t->lock);
+	return me.rc;
 }
 
 /* Removes the pods' entries from a ledger. */
@@ -176,6 +273,15 @@ void reserve_delete_reservation(struct reserve *r, const char *ns, const char *u
 		log_warn("cannot delete a reservation Lease (the garbage collector will, with the pod)",
 			 "lease=%s/%s status=%ld", ns, name, resp.status);
 	kube_response_release(&resp);
+}
+
+/* Whether the pod watch follows the pod (then its deletion needs no reservation Lease to be seen). */
+static bool pod_watched(struct reserve *r, const char *uid)
+{
+	pthread_mutex_lock(&r->lock);
+	bool watched = strmap_get(&r->pods, uid) != NULL;
+	pthread_mutex_unlock(&r->lock);
+	return watched;
 }
 
 static int create_reservation(struct reserve *r, const struct ledger_entry *e, const char *node,
@@ -424,7 +530,7 @@ int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t er
 	char ids[256];
 	alloc_ids(&b.entry.a, ids, sizeof(ids));
 	reserve_claim_status(r, req->ns, req->claim->gpuclaim, "Reserved", req->node, ids, pod, "binding the pod");
-	if (create_reservation(r, &b.entry, req->node, err, errlen) ||
+	if ((!pod_watched(r, req->uid) && create_reservation(r, &b.entry, req->node, err, errlen)) ||
 	    post_binding(r, req, b.node, &b.entry, err, errlen)) {
 		char why[512];
 		snprintf(why, sizeof(why), "%s", err);

@@ -28,8 +28,23 @@ struct ledger_box {
 	uint64_t gen;
 };
 
+/*
+ * This replica's ledger writes to one node take turns, and one turn carries
+ * every edit that queued for the node meanwhile (binds of a burst share a
+ * write). Striped by node name: nodes of one stripe take turns too.
+ */
+#define LEDGER_TURNS 256
+struct ledger_job;
+struct ledger_turns {
+	pthread_mutex_t lock;
+	pthread_cond_t done;
+	struct ledger_job *queue;       /* edits waiting, of any node of the stripe */
+	bool busy;                      /* a write of the stripe is under way */
+};
+
 struct reserve {
 	struct reserve_opts o;
+	struct ledger_turns turns[LEDGER_TURNS];
 	char ns[64], identity[128], selector[256];
 	pthread_mutex_t lock;           /* guards everything below */
 	struct strmap ledgers;          /* node -> struct ledger_box * */
@@ -59,8 +74,10 @@ typedef int (*ledger_edit_fn)(void *ctx, struct ledger *l, char *err, size_t err
 
 /*
  * Reads the node's ledger, lets edit change it, writes it back with the
- * resourceVersion read; on a conflict does it all again (bounded). Returns
- * 0 (written), LEDGER_UNCHANGED, or a negative BIND_* code with err set.
+ * resourceVersion read; on a conflict does it all again (bounded). Edits
+ * of the node queued by other threads meanwhile go into the same write.
+ * Returns 0 (written), LEDGER_UNCHANGED, or a negative BIND_* code with err
+ * set.
  */
 int reserve_ledger_update(struct reserve *r, const char *node, ledger_edit_fn edit, void *ctx,
 			  char *err, size_t errlen);
@@ -75,6 +92,12 @@ int reserve_release(struct reserve *r, const char *node, const char *const *uids
 void reserve_delete_reservation(struct reserve *r, const char *ns, const char *uid, const char *node);
 void reserve_claim_status(struct reserve *r, const char *ns, const char *claim, const char *phase,
 			  const char *node, const char *ids, const char *pod, const char *message);
+/*
+ * The node's ledger as last watched or written (a copy), or false when none
+ * is known; and a ledger just written, kept as if the watch had brought it.
+ */
+bool reserve_known_ledger(struct reserve *r, const char *node, struct ledger *out);
+void reserve_ledger_written(struct reserve *r, const char *node, const struct kube_response *resp);
 /* The reflector sinks (watch.c). */
 void reserve_ledger_sink(struct reserve *r, struct reflector_sink *out);
 void reserve_reservation_sink(struct reserve *r, struct reflector_sink *out);

@@ -1,5 +1,6 @@
 /* The reservation module's watches: ledgers, reservation Leases, GPU pods. */
 #include "api.h"
+#include "jsonarena.h"
 #include "log.h"
 #include "reserve_impl.h"
 
@@ -71,6 +72,28 @@ static void ledger_store(struct reserve *r, const char *node, struct ledger *l)
 		ledger_release(&((struct ledger_box *)old)->l);
 		free(old);
 	}
+}
+
+bool reserve_known_ledger(struct reserve *r, const char *node, struct ledger *out)
+{
+	pthread_mutex_lock(&r->lock);
+	struct ledger_box *box = strmap_get(&r->ledgers, node);
+	bool known = box && !ledger_copy(out, &box->l);
+	pthread_mutex_unlock(&r->lock);
+	return known;
+}
+
+void reserve_ledger_written(struct reserve *r, const char *node, const struct kube_response *resp)
+{
+	cJSON *obj = cJSON_ParseWithLength(resp->body.data, resp->body.len);
+	struct ledger l;
+	char err[256];
+	if (obj && !ledger_decode(obj, &l, err, sizeof(err))) {
+		ledger_lock(r);
+		ledger_store(r, node, &l);
+		ledger_unlock(r);
+	}
+	jsonarena_delete(obj);     /* during /bind the tree is the request arena's */
 }
 
 static void ledger_apply(void *ctx, bool deleted, const cJSON *obj)

@@ -18,8 +18,11 @@ and checks, printing one line per problem and a summary line last:
   4. every bound, unfinished GPU pod's gpu.scheduling/allocated annotation
      matches its ledger entry (same node, same ids);
   5. with --settled (after the reaper's bound): every ledger entry belongs to
-     an existing, unfinished pod bound to that node, and every reservation
-     Lease belongs to an existing pod whose ledger entry it repeats;
+     an existing, unfinished pod bound to that node, and has a reservation
+     Lease when its pod is outside the extender's pod watch (no
+     gpu.scheduling/managed=true label: only the Lease tells the extender
+     that such a pod went); every reservation Lease belongs to an existing
+     pod whose ledger entry it repeats;
   6. with --full-use NS: no pending GPU pod of NS could fit on a node of
      --nodes as the ledgers leave it ("every GPU used that could be").
 
@@ -90,6 +93,11 @@ def pod_request(pod):
     if t[R_MEM] or t[R_CORE]:
         return (int(t[R_GPU]) or 1, "Shared", int(t[R_MEM]), int(t[R_CORE] * 10))
     return (int(t[R_GPU]), "Exclusive", 0, 0)
+
+
+def watched(pod):
+    """Whether the extender's pod watch (its default podSelector) follows the pod."""
+    return (pod["metadata"].get("labels") or {}).get("gpu.scheduling/managed") == "true"
 
 
 def finished(pod):
@@ -250,8 +258,8 @@ def main():
                     stale += 1
                     bad("LEAK ledger %s holds %s (uid %s, devices %s, since %s): %s"
                         % (node, who, e["uid"], e["devices"], e.get("since"), why))
-                elif (e["uid"], node) not in res_leases:
-                    bad("ledger %s entry %s has no reservation Lease" % (node, who))
+                elif (e["uid"], node) not in res_leases and not watched(p):
+                    bad("ledger %s entry %s (a pod outside the pod watch) has no reservation Lease" % (node, who))
         for (uid, ln), l in res_leases.items():
             md = l["metadata"]
             p = pods.get(uid)

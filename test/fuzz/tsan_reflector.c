@@ -69,8 +69,8 @@ static void test_reflectors_feed_cache_while_read(void **state)
 	log_setup(LOG_ERROR, false);
 	static char nodes[] = "nodes", gns[] = "gns";
 	const struct http_route routes[] = {
-		{ "GET", "/api/v1/nodes", on_list_or_watch, nodes, VERB_OTHER },
-		{ "GET", "/apis/gpu.scheduling/v1/gpunodestatuses", on_list_or_watch, gns, VERB_OTHER },
+		{ "GET", "/api/v1/nodes", on_list_or_watch, nodes, VERB_OTHER, false, NULL },
+		{ "GET", "/apis/gpu.scheduling/v1/gpunodestatuses", on_list_or_watch, gns, VERB_OTHER, false, NULL },
 	};
 	struct httpd_config hc = { .host = "127.0.0.1", .port = 0, .url_prefix = "", .max_body = 1 << 20, .threads = 4 };
 	char err[256];

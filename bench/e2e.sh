@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# make bench-e2e: GPU pods per second that a real kube-scheduler places on a
+# real API server, alone and with the extender in the loop, in one run.
+#
+#   bench/e2e.sh [--nodes 1000] [--pods 2000] [--extender PATH] [--baseline-extender PATH] [--only ROWS]
+#
+# Fake nodes (8 GPUs each, with their GpuNodeStatus) advertise the GPUs both as
+# gpu.scheduling/gpu and as a plain extended resource, example.com/gpu. For each
+# row, PODS one-GPU pods are created first, then the scheduler is started, and a
+# watch notes when each pod is bound: the rate is (pods - 1) / (last binding -
+# first binding). Rows:
+#   plain      kube-scheduler alone; the pods ask for example.com/gpu
+#   extender   kube-scheduler with the extender (filter, prioritize, bind through
+#              the ledgers); the pods ask for gpu.scheduling/gpu
+#   baseline   the same with --baseline-extender (another build), when given
+# Both schedulers talk to the API server with qps and burst 5000. Each row also
+# prints the API server's write requests per pod during the row, the
+# scheduler's mean scheduling attempt (scheduling and binding), the extender's
+# mean time per verb, its refused binds (kube-scheduler retries those pods) and
+# ledger conflicts, and the CPU seconds each component used during the row.
+# Set CLUSTER_KEEP=1 to keep the logs (the cluster directory is printed).
+set -u
+cd "$(dirname "$0")/.."
+NODES=1000 PODS=2000 EXT=$PWD/build/gpu-extender BASE="" ONLY=""
+while (($#)); do
+  case $1 in
+    --nodes) NODES=$2; shift 2 ;;
+    --pods) PODS=$2; shift 2 ;;
+    --extender) EXT=$(realpath "$2"); shift 2 ;;
+    --baseline-extender) BASE=$(realpath "$2"); shift 2 ;;
+    --only) ONLY=$2; shift 2 ;;
+    *) echo "usage: bench/e2e.sh [--nodes N] [--pods N] [--extender PATH] [--baseline-extender PATH] [--only ROWS]" >&2; exit 2 ;;
+  esac
+done
+. test/cluster/cluster.sh
+. test/e2e/lib.sh
+
+fail() { echo "bench-e2e: $*" >&2; exit 1; }
+e2e_setup >/dev/null || fail "cluster setup failed"
+export CLUSTER_API_URL CLUSTER_ADMIN_TOKEN_FILE CLUSTER_CA_FILE
+load() { python3 bench/e2e_load.py "$@"; }
+echo "bench-e2e: $NODES nodes x 8 GPUs, $PODS one-GPU pods per row ($(nproc) CPUs, $(cluster_versions 2>/dev/null | head -1))"
+t=$(date +%s)
+load nodes "$NODES" || fail "creating the nodes failed"
+echo "  nodes created in $(( $(date +%s) - t )) s"
+
+# A scheduler configuration: qps/burst 5000, the extender when a URL is given.
+scheduler_config() {  # OUT PROFILE [EXTENDER_URL]
+  if [[ -n ${3:-} ]]; then
+    sed -e "s#http://127.0.0.1:8888#$3#" -e "s/^- schedulerName: gpu-scheduler/- schedulerName: $2/" \
+      config/scheduler-config.yaml >"$1"
+  else
+    printf 'apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: %s\n' "$2" >"$1"
+  fi
+  printf 'clientConnection:\n  kubeconfig: "%s"\n  qps: 5000\n  burst: 5000\n' "$CLUSTER_SCHEDULER_KUBECONFIG" >>"$1"
+}
+
+metric_mean() {  # METRICS_TEXT NAME [LABEL_MATCH]: sum/count in ms
+  awk -v n="$2" -v m="${3:-}" '
+    index($1, n "_sum") == 1 && index($1, m) { s += $2 }
+    index($1, n "_count") == 1 && index($1, m) { c += $2 }
+    END { if (c > 0) printf "%.2f", s / c * 1000; else printf "-" }' <<<"$1"
+}
+
+# CPU seconds used so far by every process of that name (utime + stime).
+cpu_s() { ps -C "$1" -o times= | awk '{ s += $1 } END { print s + 0 }'; }
+CPU_OF=(kube-apiserver etcd kube-scheduler gpu-extender)
+
+ROWS=()
+run_row() {  # LABEL RESOURCE [EXTENDER_BINARY]
+  local label=$1 resource=$2 bin=${3:-} ns=bench-$1 url="" ext_metrics=""
+  cluster_ensure_namespace "$ns" >/dev/null || fail "namespace $ns"
+  if [[ -n $bin ]]; then
+    E2E_EXTENDER=$bin e2e_start_extender "ext-$label" || fail "extender $label did not become ready"
+    url=$E2E_URL
+  fi
+  load pods "$ns" "$PODS" "$resource" "sched-$label" || fail "creating the pods failed"
+  local out=$CLUSTER_DIR/watch-$label.json
+  load watch "$ns" "$PODS" "$out" --timeout 900 &
+  local watcher=$!
+  cluster_wait 60 "the watch of $ns" test -e "$out.ready" || fail "watch did not start"
+  local w0 c cpu0=()
+  w0=$(load writes)
+  for c in "${CPU_OF[@]}"; do cpu0+=("$(cpu_s "$c")"); done
+  scheduler_config "$CLUSTER_DIR/sched-$label.yaml" "sched-$label" "$url"
+  cluster_start_scheduler "$CLUSTER_DIR/sched-$label.yaml" "sched-$label" >/dev/null || fail "scheduler $label"
+  wait "$watcher"
+  local w1 port sched_metrics cpu="" i
+  w1=$(load writes)
+  for i in "${!CPU_OF[@]}"; do cpu+="${cpu:+/}$(( $(cpu_s "${CPU_OF[$i]}") - ${cpu0[$i]} ))"; done
+  port=$(cluster_scheduler_port "sched-$label")
+  sched_metrics=$(kubectl --server="https://127.0.0.1:$port" --insecure-skip-tls-verify=true get --raw /metrics 2>/dev/null)
+  [[ -n $url ]] && ext_metrics=$(curl -sf "$url/metrics")
+  cluster_stop_scheduler "sched-$label"
+  [[ -n $bin ]] && cluster_kill "ext-$label"
+  local rate bound
+  read -r rate bound < <(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%.1f" % r.get("rate", 0), r["bound"])' "$out")
+  local refused conflicts
+  refused=$(awk '/^gpu_extender_binds_total/ && !/result="ok"/ { s += $2 } END { print s + 0 }' <<<"$ext_metrics")
+  conflicts=$(awk '/^gpu_extender_reservation_conflicts_total/ { s += $2 } END { print s + 0 }' <<<"$ext_metrics")
+  [[ -n $bin ]] || refused=- conflicts=-
+  ROWS+=("$(printf '| %-9s | %5s/%s | %7s | %6s | %8s | %8s | %8s | %8s | %7s | %7s | %s |' "$label" "$bound" "$PODS" "$rate" \
+    "$(awk -v a="$w0" -v b="$w1" -v n="$PODS" 'BEGIN { printf "%.2f", (b - a) / n }')" \
+    "$(metric_mean "$sched_metrics" scheduler_scheduling_attempt_duration_seconds)" \
+    "$(metric_mean "$ext_metrics" gpu_extender_request_duration_seconds 'verb="filter"')" \
+    "$(metric_mean "$ext_metrics" gpu_extender_request_duration_seconds 'verb="prioritize"')" \
+    "$(metric_mean "$ext_metrics" gpu_extender_request_duration_seconds 'verb="bind"')" "$refused" "$conflicts" "$cpu")")
+  eval "RATE_${label}=$rate"
+  # The next row starts on empty nodes.
+  kubectl delete pods --all -n "$ns" --grace-period=0 --force --wait=false >/dev/null 2>&1
+}
+
+want() { [[ -z $ONLY || ,$ONLY, == *,$1,* ]]; }
+RATE_plain=0 RATE_extender=0 RATE_baseline=0
+want plain && run_row plain example.com/gpu
+want extender && run_row extender gpu.scheduling/gpu "$EXT"
+[[ -n $BASE ]] && want baseline && run_row baseline gpu.scheduling/gpu "$BASE"
+
+echo
+echo "| row | bound | pods/s | API writes/pod | scheduling attempt ms | filter ms | prioritize ms | bind ms | binds refused | ledger 409s | CPU s: apiserver/etcd/scheduler/extender |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+printf '%s\n' "${ROWS[@]}"
+echo
+awk -v p="$RATE_plain" -v e="$RATE_extender" 'BEGIN { if (p > 0) printf "extender / plain: %.2f\n", e / p }'
+[[ -n $BASE ]] && awk -v p="$RATE_plain" -v e="$RATE_baseline" 'BEGIN { if (p > 0) printf "baseline / plain: %.2f\n", e / p }'
+cluster_down >/dev/null 2>&1
+exit 0

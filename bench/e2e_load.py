@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""API-server side of bench/e2e.sh (python3 stdlib only). Talks to the API
+server named by CLUSTER_API_URL with the token in CLUSTER_ADMIN_TOKEN_FILE and
+the CA in CLUSTER_CA_FILE (as bench/e2e.sh exports them).
+
+  e2e_load.py nodes N [--gpus 8] [--threads 16]
+      creates fake nodes bench-0..N-1, Ready, advertising N GPUs both as
+      gpu.scheduling/gpu and as example.com/gpu, each with its GpuNodeStatus
+      (H100s in two NVLink islands).
+  e2e_load.py pods NS COUNT RESOURCE SCHEDULER [--threads 16]
+      creates COUNT pods p-0.. in NS, each asking for 1 of RESOURCE, for
+      SCHEDULER; labelled gpu.scheduling/managed=true as the webhook would.
+  e2e_load.py watch NS COUNT OUT [--timeout 600]
+      watches the pods of NS and notes when each is bound; once COUNT are
+      bound (or at the timeout) writes a JSON report to OUT: bound, first
+      and last binding (seconds since the watch began) and the rate,
+      (bound - 1) / (last - first). Writes OUT.ready once the watch runs.
+  e2e_load.py writes
+      prints the API server's count of write requests so far (POST, PUT,
+      PATCH, DELETE; from its /metrics).
+"""
+import json
+import os
+import ssl
+import sys
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+API = os.environ["CLUSTER_API_URL"]
+TOKEN = open(os.environ["CLUSTER_ADMIN_TOKEN_FILE"]).read().strip()
+CTX = ssl.create_default_context(cafile=os.environ["CLUSTER_CA_FILE"])
+
+
+def request(method, path, body=None, ctype="application/json", timeout=30, raw=False):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(API + path, data=data, method=method)
+    req.add_header("Authorization", "Bearer " + TOKEN)
+    if data is not None:
+        req.add_header("Content-Type", ctype)
+    with urllib.request.urlopen(req, context=CTX, timeout=timeout) as r:
+        out = r.read()
+        return out if raw else json.loads(out)
+
+
+def opts(argv, defaults):
+    o = dict(defaults)
+    for k, v in zip(argv[::2], argv[1::2]):
+        o[k.lstrip("-")] = v
+    return o
+
+
+def parallel(fn, items, threads):
+    with ThreadPoolExecutor(max_workers=threads) as ex:
+        for _ in ex.map(fn, items):
+            pass
+
+
+def cmd_nodes(argv):
+    n = int(argv[0])
+    o = opts(argv[1:], {"gpus": "8", "threads": "16"})
+    gpus = int(o["gpus"])
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+    def one(i):
+        name = "bench-%d" % i
+        request("POST", "/api/v1/nodes", {
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}}})
+        res = {"cpu": "64", "memory": "512Gi", "pods": "110",
+               "gpu.scheduling/gpu": str(gpus), "example.com/gpu": str(gpus)}
+        request("PATCH", "/api/v1/nodes/%s/status" % name, {"status": {
+            "capacity": res, "allocatable": res,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                            "message": "fake node (no kubelet)", "lastHeartbeatTime": now,
+                            "lastTransitionTime": now}]}}, ctype="application/merge-patch+json")
+        devs = [{"id": k, "uuid": "GPU-%s-%d" % (name, k), "vendor": "nvidia", "model": "NVIDIA H100 80GB HBM3",
+                 "architecture": "hopper", "memoryMiB": 81559, "driverVersion": "550.54.15",
+                 "health": "Healthy", "inUseBy": [], "island": "nvlink-%d" % (k * 2 // gpus),
+                 "bandwidthGBps": 900} for k in range(gpus)]
+        request("POST", "/apis/gpu.scheduling/v1/gpunodestatuses", {
+            "apiVersion": "gpu.scheduling/v1", "kind": "GpuNodeStatus", "metadata": {"name": name},
+            "spec": {"nodeName": name}, "status": {"total": gpus, "devices": devs}})
+
+    parallel(one, range(n), int(o["threads"]))
+
+
+def cmd_pods(argv):
+    ns, count, resource, sched = argv[0], int(argv[1]), argv[2], argv[3]
+    o = opts(argv[4:], {"threads": "16"})
+
+    def one(i):
+        request("POST", "/api/v1/namespaces/%s/pods" % ns, {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p-%d" % i, "namespace": ns, "labels": {"gpu.scheduling/managed": "true"}},
+            "spec": {"schedulerName": sched, "restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                     "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
+                                     "resources": {"limits": {resource: "1"}}}]}})
+
+    parallel(one, range(count), int(o["threads"]))
+
+
+def cmd_watch(argv):
+    ns, count, out = argv[0], int(argv[1]), argv[2]
+    o = opts(argv[3:], {"timeout": "600"})
+    deadline = time.monotonic() + float(o["timeout"])
+    t0 = time.monotonic()
+    bound = {}
+    listed = request("GET", "/api/v1/namespaces/%s/pods" % ns)
+    for p in listed["items"]:
+        if p["spec"].get("nodeName"):
+            bound[p["metadata"]["name"]] = 0.0
+    rv = listed["metadata"]["resourceVersion"]
+    open(out + ".ready", "w").close()
+    while len(bound) < count and time.monotonic() < deadline:
+        left = max(1, int(deadline - time.monotonic()))
+        req = urllib.request.Request(API + "/api/v1/namespaces/%s/pods?watch=1&resourceVersion=%s&timeoutSeconds=%d"
+                                     % (ns, rv, left))
+        req.add_header("Authorization", "Bearer " + TOKEN)
+        try:
+            with urllib.request.urlopen(req, context=CTX, timeout=left + 5) as r:
+                for line in r:
+                    ev = json.loads(line)
+                    obj = ev["object"]
+                    if ev["type"] == "ERROR":
+                        break
+                    rv = obj["metadata"]["resourceVersion"]
+                    name = obj["metadata"]["name"]
+                    if obj["spec"].get("nodeName") and name not in bound:
+                        bound[name] = time.monotonic() - t0
+                        if len(bound) >= count:
+                            break
+        except OSError:
+            continue
+    times = sorted(v for v in bound.values() if v > 0)
+    rep = {"bound": len(bound), "wanted": count}
+    if len(times) >= 2:
+        rep.update(first=times[0], last=times[-1], rate=(len(times) - 1) / (times[-1] - times[0]))
+    with open(out, "w") as f:
+        json.dump(rep, f)
+
+
+def cmd_writes(argv):
+    text = request("GET", "/metrics", raw=True).decode()
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("apiserver_request_total{"):
+            labels, value = line.rsplit(" ", 1)
+            if any('verb="%s"' % v in labels for v in ("POST", "PUT", "PATCH", "DELETE")):
+                total += float(value)
+    print(int(total))
+
+
+def main():
+    cmds = {"nodes": cmd_nodes, "pods": cmd_pods, "watch": cmd_watch, "writes": cmd_writes}
+    if len(sys.argv) < 2 or sys.argv[1] not in cmds:
+        sys.exit(__doc__)
+    cmds[sys.argv[1]](sys.argv[2:])
+
+
+if __name__ == "__main__":
+    main()
