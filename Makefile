@@ -20,7 +20,7 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wstrict-prototypes \
 	-Wmissing-prototypes -Wvla -Wimplicit-fallthrough -Wno-format-truncation
 CFLAGS ?= -O2 -g
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -Iinclude -Isrc/proto -pthread $(CFLAGS)
-LIBS := -lmicrohttpd -lcjson -lcurl -lssl -lcrypto -lyaml -lm -pthread
+LIBS := -lmicrohttpd -lgnutls -lcjson -lcurl -lssl -lcrypto -lyaml -lm -pthread
 # The node agent also speaks gRPC to the kubelet (HTTP/2 and protobuf).
 AGENT_LIBS := -lnghttp2 -lprotobuf-c
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -49,7 +49,7 @@ $(VERSIONED): ALL_CFLAGS += -DGPU_VERSION='"$(VERSION)"'
 
 # Debian packages the build needs, and those only the tests need; each set
 # is installed when missing (apt-get as root, else sudo).
-BUILD_PKGS := libmicrohttpd-dev libcjson-dev libcurl4-openssl-dev libssl-dev libyaml-dev pkg-config \
+BUILD_PKGS := libmicrohttpd-dev libgnutls28-dev libcjson-dev libcurl4-openssl-dev libssl-dev libyaml-dev pkg-config \
 	libnghttp2-dev libprotobuf-c-dev
 TEST_PKGS := libcmocka-dev openssl curl python3 wrk \
 	procps runc containernetworking-plugins busybox-static iproute2 mount kmod ca-certificates

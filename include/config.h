@@ -28,6 +28,7 @@ struct config {
 	char inventory[CONFIG_PATH_MAX];   /* standalone mode when set */
 	char tls_cert[CONFIG_PATH_MAX];
 	char tls_key[CONFIG_PATH_MAX];
+	char client_ca[CONFIG_PATH_MAX];
 	enum log_level log_level;
 	bool log_json;
 	/* cluster mode */

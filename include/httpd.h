@@ -46,6 +46,7 @@ struct http_route {
 	enum metric_verb verb;    /* for request metrics */
 	bool waits;               /* run on the I/O pool (see above) */
 	http_arrival arrive;      /* NULL, or a quick step taken as the request comes in */
+	bool open;                /* served without a client certificate when the server asks for one */
 };
 
 struct httpd_config {
@@ -57,6 +58,12 @@ struct httpd_config {
 	int io_threads;           /* I/O pool for `waits` routes; 0: they run inline */
 	const char *tls_cert;     /* PEM file paths; both NULL/"" for plain HTTP */
 	const char *tls_key;
+	/*
+	 * With TLS: the CA (PEM file) that client certificates must chain to.
+	 * Every route but the `open` ones then answers 401 unless the client
+	 * presented a valid certificate of that CA for client authentication.
+	 */
+	const char *client_ca;
 };
 
 struct httpd;

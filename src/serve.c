@@ -165,8 +165,8 @@ static struct httpd *start_webhook(struct server *s, char *err, size_t errlen)
 	if (!s->wh)
 		return NULL;
 	const struct http_route routes[] = {
-		{ "POST", "/mutate", webhook_mutate, s->wh, VERB_MUTATE, false, NULL },
-		{ "GET", "/healthz", on_healthz, s, VERB_OTHER, false, NULL },
+		{ .method = "POST", .path = "/mutate", .handler = webhook_mutate, .ctx = s->wh, .verb = VERB_MUTATE },
+		{ .method = "GET", .path = "/healthz", .handler = on_healthz, .ctx = s, .verb = VERB_OTHER },
 	};
 	char host[128];
 	int port;
@@ -257,16 +257,18 @@ int serve_main(int argc, char **argv)
 	if (!s.ext)
 		goto out;
 
+	/* With --client-ca, probes and Prometheus need no client certificate; the verbs and /debug do. */
 	const struct http_route routes[] = {
-		{ "POST", "/filter", extender_filter, s.ext, VERB_FILTER, false, NULL },
-		{ "POST", "/prioritize", extender_prioritize, s.ext, VERB_PRIORITIZE, false, NULL },
-		{ "POST", "/bind", extender_bind, s.ext, VERB_BIND, true, extender_bind_arrive },
-		{ "POST", "/preempt", extender_preempt, s.ext, VERB_PREEMPT, false, NULL },
-		{ "GET", "/healthz", on_healthz, &s, VERB_OTHER, false, NULL },
-		{ "GET", "/readyz", on_readyz, &s, VERB_OTHER, false, NULL },
-		{ "GET", "/version", on_version, &s, VERB_OTHER, false, NULL },
-		{ "GET", "/metrics", on_metrics, &s, VERB_OTHER, false, NULL },
-		{ "GET", "/debug/nodes", extender_debug_nodes, s.cache, VERB_OTHER, false, NULL },
+		{ .method = "POST", .path = "/filter", .handler = extender_filter, .ctx = s.ext, .verb = VERB_FILTER },
+		{ .method = "POST", .path = "/prioritize", .handler = extender_prioritize, .ctx = s.ext, .verb = VERB_PRIORITIZE },
+		{ .method = "POST", .path = "/bind", .handler = extender_bind, .ctx = s.ext, .verb = VERB_BIND,
+		  .waits = true, .arrive = extender_bind_arrive },
+		{ .method = "POST", .path = "/preempt", .handler = extender_preempt, .ctx = s.ext, .verb = VERB_PREEMPT },
+		{ .method = "GET", .path = "/healthz", .handler = on_healthz, .ctx = &s, .verb = VERB_OTHER, .open = true },
+		{ .method = "GET", .path = "/readyz", .handler = on_readyz, .ctx = &s, .verb = VERB_OTHER, .open = true },
+		{ .method = "GET", .path = "/version", .handler = on_version, .ctx = &s, .verb = VERB_OTHER, .open = true },
+		{ .method = "GET", .path = "/metrics", .handler = on_metrics, .ctx = &s, .verb = VERB_OTHER, .open = true },
+		{ .method = "GET", .path = "/debug/nodes", .handler = extender_debug_nodes, .ctx = s.cache, .verb = VERB_OTHER },
 	};
 	char host[128];
 	int port;
@@ -277,6 +279,7 @@ int serve_main(int argc, char **argv)
 	struct httpd_config hc = {
 		.host = host, .port = port, .url_prefix = s.cfg.url_prefix, .max_body = s.cfg.max_body,
 		.threads = s.cfg.threads, .tls_cert = s.cfg.tls_cert, .tls_key = s.cfg.tls_key,
+		.client_ca = s.cfg.client_ca,
 		/* Standalone binds are in memory: they wait on nothing. */
 		.io_threads = s.cfg.inventory[0] ? 0 : s.cfg.bind_threads,
 	};
@@ -285,9 +288,13 @@ int serve_main(int argc, char **argv)
 		log_error("cannot start the HTTP server", "error=\"%s\"", LOG_Q(err));
 		goto out;
 	}
-	log_info("serving", "address=%s:%d tls=%s prefix=%s policy=%s version=%s", host, httpd_port(h),
-		 s.cfg.tls_cert[0] ? "on" : "off", s.cfg.url_prefix[0] ? s.cfg.url_prefix : "/",
-		 policy_name(s.cfg.policy), GPU_VERSION);
+	log_info("serving", "address=%s:%d tls=%s client_certificates=%s prefix=%s policy=%s version=%s", host,
+		 httpd_port(h), s.cfg.tls_cert[0] ? "on" : "off", s.cfg.client_ca[0] ? "required" : "off",
+		 s.cfg.url_prefix[0] ? s.cfg.url_prefix : "/", policy_name(s.cfg.policy), GPU_VERSION);
+	/* Anyone who reaches the port could bind pods with the extender's rights. */
+	if (!s.cfg.client_ca[0] && strncmp(host, "127.", 4) && strcmp(host, "::1"))
+		log_warn("the verbs answer any caller on this address: set --tls-cert, --tls-key and --client-ca "
+			 "so that only kube-scheduler may call them (docs/security.md)", "address=%s:%d", host, httpd_port(h));
 	if (s.cfg.webhook_listen[0] && !(wh_httpd = start_webhook(&s, err, sizeof(err))))
 		goto out;
 	for (;;) {

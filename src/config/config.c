@@ -37,6 +37,7 @@ static const struct option_def options[] = {
 	{ "inventory", "inventory", STR(inventory), "FILE", "standalone mode: read the cluster from this List (JSON or YAML) instead of an API server", NULL },
 	{ "tls-cert", "tls.certFile", STR(tls_cert), "FILE", "serve the verbs over HTTPS with this PEM certificate (enableHTTPS)", NULL },
 	{ "tls-key", "tls.keyFile", STR(tls_key), "FILE", "private key of --tls-cert", NULL },
+	{ "client-ca", "tls.clientCAFile", STR(client_ca), "FILE", "with --tls-cert: only clients with a certificate of this CA (kube-scheduler's) may call the verbs and /debug; /healthz, /readyz, /version and /metrics stay open", NULL },
 	{ "log-level", "log.level", NUM(OPT_LOGLEVEL, log_level), "LEVEL", "debug, info, warn or error (default info)", NULL },
 	{ "log-json", "log.json", NUM(OPT_BOOL, log_json), NULL, "write logs as JSON lines instead of logfmt", NULL },
 	{ "kubeconfig", "kubeconfig", STR(kubeconfig), "FILE", "cluster mode: kubeconfig to use (default: in-cluster service account)", NULL },

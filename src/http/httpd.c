@@ -4,6 +4,8 @@
 #include "strnum.h"
 
 #include <arpa/inet.h>
+#include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
 #include <microhttpd.h>
 #include <stdatomic.h>
 #include <netinet/in.h>
@@ -38,7 +40,7 @@ struct httpd {
 	size_t nroutes;
 	char prefix[128];
 	size_t max_body;
-	char *tls_cert, *tls_key;
+	char *tls_cert, *tls_key, *client_ca;
 	int port;
 	atomic_int inflight;      /* requests between their first byte and completion */
 	struct io_pool pool;
@@ -154,6 +156,21 @@ static void run_route(struct httpd *h, const struct http_route *route, struct MH
 	else
 		route->arrive(route->ctx, &req);
 	jsonarena_end(&arena);
+}
+
+/* Whether the TLS client presented a certificate of the client CA, valid now, for client authentication. */
+static bool client_verified(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+	if (!ci || !ci->tls_session)
+		return false;
+	gnutls_typed_vdata_st purpose = {
+		.type = GNUTLS_DT_KEY_PURPOSE_OID, .data = (unsigned char *)GNUTLS_KP_TLS_WWW_CLIENT,
+	};
+	unsigned status = 0;
+	/* Fails (no certificate found) when the client sent none. */
+	return gnutls_certificate_verify_peers((gnutls_session_t)ci->tls_session, &purpose, 1, &status) == 0 &&
+	       status == 0;
 }
 
 /* ---- the I/O pool ---- */
@@ -279,6 +296,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			httpd_error(&r, 413, "request body is over the limit of %zu bytes", h->max_body);
 		else
 			match = find_route(h, method, path, &r, &verb, allow, sizeof(allow));
+		if (match && h->client_ca && !match->open && !client_verified(conn)) {
+			httpd_error(&r, 401, "%s needs a client certificate signed by the configured client CA", path);
+			match = NULL;
+		}
 		if (match && match->arrive)
 			run_route(h, match, conn, method, path, st, NULL);
 		if (match && match->waits) {
@@ -342,6 +363,7 @@ static void free_httpd(struct httpd *h)
 	free(h->routes);
 	free(h->tls_cert);
 	free(h->tls_key);
+	free(h->client_ca);
 	free(h);
 }
 
@@ -372,6 +394,17 @@ struct httpd *httpd_start(const struct httpd_config *cfg, const struct http_rout
 		    !(h->tls_key = read_pem(cfg->tls_key ? cfg->tls_key : "", err, errlen)))) {
 		free_httpd(h);
 		return NULL;
+	}
+	if (cfg->client_ca && *cfg->client_ca) {
+		if (!tls) {
+			snprintf(err, errlen, "a client CA needs TLS (a certificate and key to serve with)");
+			free_httpd(h);
+			return NULL;
+		}
+		if (!(h->client_ca = read_pem(cfg->client_ca, err, errlen))) {
+			free_httpd(h);
+			return NULL;
+		}
 	}
 
 	struct sockaddr_in6 a6;
@@ -409,6 +442,8 @@ struct httpd *httpd_start(const struct httpd_config *cfg, const struct http_rout
 		{ threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, threads, NULL },
 		{ tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, h->tls_cert },
 		{ tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, h->tls_key },
+		/* The server then asks every client for a certificate; client_verified() checks it. */
+		{ h->client_ca ? MHD_OPTION_HTTPS_MEM_TRUST : MHD_OPTION_END, 0, h->client_ca },
 		{ MHD_OPTION_END, 0, NULL },
 	};
 	/* Options after the first END are ignored: move the used ones to the front. */

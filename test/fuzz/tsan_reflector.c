@@ -69,8 +69,8 @@ static void test_reflectors_feed_cache_while_read(void **state)
 	log_setup(LOG_ERROR, false);
 	static char nodes[] = "nodes", gns[] = "gns";
 	const struct http_route routes[] = {
-		{ "GET", "/api/v1/nodes", on_list_or_watch, nodes, VERB_OTHER, false, NULL },
-		{ "GET", "/apis/gpu.scheduling/v1/gpunodestatuses", on_list_or_watch, gns, VERB_OTHER, false, NULL },
+		{ .method = "GET", .path = "/api/v1/nodes", .handler = on_list_or_watch, .ctx = nodes, .verb = VERB_OTHER },
+		{ .method = "GET", .path = "/apis/gpu.scheduling/v1/gpunodestatuses", .handler = on_list_or_watch, .ctx = gns, .verb = VERB_OTHER },
 	};
 	struct httpd_config hc = { .host = "127.0.0.1", .port = 0, .url_prefix = "", .max_body = 1 << 20, .threads = 4 };
 	char err[256];

@@ -8,7 +8,9 @@
 #                          schedulers, and the product's own pods)
 #   node_deploy_product    namespace, the ConfigMap the hostNetwork pods read
 #                          the API server's address from, the webhook's
-#                          serving certificate (harness CA) and Secret,
+#                          serving certificate (harness CA) and Secret (also
+#                          the verb port's), the client CA and gpu-scheduler's
+#                          client certificate,
 #                          `kubectl apply -k test/node/local`, the caBundle
 #   node_wait_product      the extender, the agent and gpu-scheduler rolled
 #                          out, and the node's GpuNodeStatus published
@@ -44,6 +46,15 @@ node_deploy_product() {
     "extendedKeyUsage=serverAuth" "subjectAltName=DNS:$svc,DNS:$svc.cluster.local,DNS:gpu-extender.$ns" || return 1
   kubectl create secret tls gpu-extender-webhook-tls -n "$ns" \
     --cert="$CLUSTER_DIR/webhook/tls.crt" --key="$CLUSTER_DIR/webhook/tls.key" >/dev/null || return 1
+  # The verb port's client CA and gpu-scheduler's client certificate (harness CA;
+  # the extender serves the verbs with the webhook's certificate).
+  cluster_make_cert "$CLUSTER_DIR/webhook" scheduler-client "/CN=gpu-scheduler" || return 1
+  kubectl create secret generic gpu-extender-client-ca -n "$ns" --from-file=ca.crt="$CLUSTER_CA_FILE" >/dev/null ||
+    return 1
+  kubectl create secret generic gpu-scheduler-extender-client -n "$ns" \
+    --from-file=tls.crt="$CLUSTER_DIR/webhook/scheduler-client.crt" \
+    --from-file=tls.key="$CLUSTER_DIR/webhook/scheduler-client.key" --from-file=ca.crt="$CLUSTER_CA_FILE" >/dev/null ||
+    return 1
   kubectl apply -k "$_NODE_OVERLAY" >/dev/null || return 1
   kubectl patch mutatingwebhookconfiguration gpu-env-injector --type=json -p \
     "[{\"op\":\"add\",\"path\":\"/webhooks/0/clientConfig/caBundle\",\"value\":\"$(base64 -w0 "$CLUSTER_CA_FILE")\"}]" \

@@ -607,10 +607,10 @@ static int setup(void **state)
 	cJSON_AddStringToObject(fake.labels, "gpu.scheduling/managed", "true");   /* an operator's */
 	cJSON_AddStringToObject(fake.labels, "gpu.scheduling/intel.count", "1");  /* left from before */
 	static const struct http_route routes[] = {
-		{ "PATCH", "/api/v1/nodes/n1", on_node, NULL, VERB_OTHER, false, NULL },
-		{ "GET", AGENT_GNS_API "/n1", on_gns_get, NULL, VERB_OTHER, false, NULL },
-		{ "PUT", AGENT_GNS_API "/n1", on_gns_put, NULL, VERB_OTHER, false, NULL },
-		{ "POST", AGENT_GNS_API, on_gns_post, NULL, VERB_OTHER, false, NULL },
+		{ .method = "PATCH", .path = "/api/v1/nodes/n1", .handler = on_node, .ctx = NULL, .verb = VERB_OTHER },
+		{ .method = "GET", .path = AGENT_GNS_API "/n1", .handler = on_gns_get, .ctx = NULL, .verb = VERB_OTHER },
+		{ .method = "PUT", .path = AGENT_GNS_API "/n1", .handler = on_gns_put, .ctx = NULL, .verb = VERB_OTHER },
+		{ .method = "POST", .path = AGENT_GNS_API, .handler = on_gns_post, .ctx = NULL, .verb = VERB_OTHER },
 	};
 	struct httpd_config hc = { .host = "127.0.0.1", .port = 0, .url_prefix = "", .max_body = 1 << 20, .threads = 1 };
 	char err[256];

@@ -40,8 +40,8 @@ static void on_quick(void *ctx, const struct http_request *req, struct http_resp
 }
 
 static const struct http_route routes[] = {
-	{ "POST", "/wait", on_wait, NULL, VERB_BIND, true, NULL },
-	{ "GET", "/quick", on_quick, NULL, VERB_OTHER, false, NULL },
+	{ .method = "POST", .path = "/wait", .handler = on_wait, .ctx = NULL, .verb = VERB_BIND, .waits = true },
+	{ .method = "GET", .path = "/quick", .handler = on_quick, .ctx = NULL, .verb = VERB_OTHER },
 };
 
 static struct httpd *start(int io_threads)
