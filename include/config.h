@@ -23,6 +23,7 @@ struct config {
 	size_t max_body;              /* bytes */
 	int threads;
 	int bind_threads;
+	int max_connections, max_per_address;
 	enum policy_id policy;        /* default node policy */
 	struct api_resources res;
 	char inventory[CONFIG_PATH_MAX];   /* standalone mode when set */

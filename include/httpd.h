@@ -55,6 +55,8 @@ struct httpd_config {
 	const char *url_prefix;   /* "" or "/gpu-scheduler" */
 	size_t max_body;
 	int threads;              /* connection threads; 0: one per CPU */
+	int max_connections;      /* open at once, all clients; 0: 4096 */
+	int max_per_address;      /* open at once from one client address; 0: no limit of its own */
 	int io_threads;           /* I/O pool for `waits` routes; 0: they run inline */
 	const char *tls_cert;     /* PEM file paths; both NULL/"" for plain HTTP */
 	const char *tls_key;

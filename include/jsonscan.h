@@ -4,8 +4,8 @@
  * that cJSON would turn into thousands of nodes (about a quarter of a
  * 5000-node filter+prioritize; see docs/performance.md). It walks an
  * object's members or an array's elements, skips any value after checking
- * that it is JSON (RFC 8259, nesting up to JSONSCAN_MAX_DEPTH), and decodes
- * strings. Everything else still goes through cJSON.
+ * that it is JSON (RFC 8259: UTF-8, nesting up to JSONSCAN_MAX_DEPTH), and
+ * decodes strings. Everything else still goes through cJSON.
  */
 #ifndef GPU_JSONSCAN_H
 #define GPU_JSONSCAN_H

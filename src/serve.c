@@ -22,6 +22,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 struct server {
@@ -177,6 +178,7 @@ static struct httpd *start_webhook(struct server *s, char *err, size_t errlen)
 	struct httpd_config wc = {
 		.host = host, .port = port, .url_prefix = "", .max_body = s->cfg.max_body,
 		.threads = s->cfg.threads, .tls_cert = s->cfg.webhook_cert, .tls_key = s->cfg.webhook_key,
+		.max_connections = s->cfg.max_connections, .max_per_address = s->cfg.max_per_address,
 	};
 	struct httpd *h = httpd_start(&wc, routes, sizeof(routes) / sizeof(routes[0]), err, errlen);
 	if (!h) {
@@ -186,6 +188,23 @@ static struct httpd *start_webhook(struct server *s, char *err, size_t errlen)
 	log_info("serving the webhook", "address=%s:%d path=/mutate marker=%s visible_devices_env=%s", host,
 		 httpd_port(h), s->cfg.marker_resource, s->cfg.webhook_env ? "true" : "false");
 	return h;
+}
+
+/*
+ * Room for every connection the servers may hold, plus the API client's and
+ * the watches': the soft open-files limit (often 1024) up to the hard one.
+ */
+static void raise_open_files(const struct config *cfg)
+{
+	struct rlimit rl;
+	rlim_t want = (rlim_t)cfg->max_connections * (cfg->webhook_listen[0] ? 2 : 1) + 256;
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ? want : rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
+	if (rl.rlim_cur < want)
+		log_warn("the open-files limit is below what the connection limits need; raise it or lower maxConnections",
+			 "limit=%llu needed=%llu", (unsigned long long)rl.rlim_cur, (unsigned long long)want);
 }
 
 static int load_inventory(struct server *s)
@@ -218,6 +237,7 @@ int serve_main(int argc, char **argv)
 		return 2;
 	}
 	log_setup(s.cfg.log_level, s.cfg.log_json);
+	raise_open_files(&s.cfg);
 	jsonarena_install();
 
 	/* Signals go to sigwait() below, not to whichever thread they hit. */
@@ -279,7 +299,8 @@ int serve_main(int argc, char **argv)
 	struct httpd_config hc = {
 		.host = host, .port = port, .url_prefix = s.cfg.url_prefix, .max_body = s.cfg.max_body,
 		.threads = s.cfg.threads, .tls_cert = s.cfg.tls_cert, .tls_key = s.cfg.tls_key,
-		.client_ca = s.cfg.client_ca,
+		.client_ca = s.cfg.client_ca, .max_connections = s.cfg.max_connections,
+		.max_per_address = s.cfg.max_per_address,
 		/* Standalone binds are in memory: they wait on nothing. */
 		.io_threads = s.cfg.inventory[0] ? 0 : s.cfg.bind_threads,
 	};

@@ -28,6 +28,8 @@ static const struct option_def options[] = {
 	{ "url-prefix", "urlPrefix", STR(url_prefix), "PATH", "path prefix of the verbs, e.g. /gpu-scheduler for urlPrefix http://host:port/gpu-scheduler", NULL },
 	{ "max-body", "maxBodyBytes", NUM(OPT_SIZE, max_body), "BYTES", "largest request body accepted; larger ones get 413 (default 8388608)", NULL },
 	{ "threads", "threads", NUM(OPT_INT, threads), "N", "HTTP worker threads (default: number of CPUs)", NULL },
+	{ "max-connections", "maxConnections", NUM(OPT_INT, max_connections), "N", "connections open at once, all clients together (default 4096; the open-files limit is raised to fit)", NULL },
+	{ "max-connections-per-address", "maxConnectionsPerAddress", NUM(OPT_INT, max_per_address), "N", "connections open at once from one client address (default 512: above kube-scheduler's binds in flight, below what starves others)", NULL },
 	{ "bind-threads", "bindThreads", NUM(OPT_INT, bind_threads), "N", "cluster mode: threads that carry out binds, which wait on the API server, so that filter and prioritize never queue behind them (default 64)", NULL },
 	{ "policy", "defaultPolicy", NUM(OPT_POLICY, policy), "NAME", "default scoring policy; pods override it with the gpu.scheduling/policy annotation", NULL },
 	{ "resource-gpu", "resources.gpu", NUM(OPT_RESOURCES, res), "NAMES", "extended resources counted as whole GPUs (comma-separated aliases)", "gpu" },
@@ -69,6 +71,8 @@ void config_defaults(struct config *cfg)
 	snprintf(cfg->lease_namespace, sizeof(cfg->lease_namespace), "gpu-system");
 	cfg->reap_interval_s = 10;
 	cfg->bind_threads = 64;
+	cfg->max_connections = 4096;
+	cfg->max_per_address = 512;
 	cfg->bind_timeout_s = 60;
 	snprintf(cfg->pod_selector, sizeof(cfg->pod_selector), "gpu.scheduling/managed=true");
 	snprintf(cfg->marker_resource, sizeof(cfg->marker_resource), "gpu.scheduling/claim");

@@ -437,7 +437,10 @@ struct httpd *httpd_start(const struct httpd_config *cfg, const struct http_rout
 		{ MHD_OPTION_SOCK_ADDR, 0, addr },
 		{ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, h },
 		{ MHD_OPTION_CONNECTION_TIMEOUT, 30, NULL },
-		{ MHD_OPTION_CONNECTION_LIMIT, 1024, NULL },
+		/* Idle clients of one address cannot take every connection from the others. */
+		{ MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections > 0 ? cfg->max_connections : 4096, NULL },
+		{ cfg->max_per_address > 0 ? MHD_OPTION_PER_IP_CONNECTION_LIMIT : MHD_OPTION_END,
+		  cfg->max_per_address, NULL },
 		{ MHD_OPTION_LISTEN_BACKLOG_SIZE, 512, NULL },
 		{ threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, threads, NULL },
 		{ tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, h->tls_cert },

@@ -50,15 +50,17 @@ static long hex4(const char *p)
 #define HIGHS 0x8080808080808080ULL
 
 /*
- * Bit 7 of each byte of w that ends or escapes a string or is a control
- * character ('"', '\\', below 0x20), by the classic "has a zero byte" test
- * on w ^ '"', w ^ '\\' and "has a byte below 0x20". Bits above the lowest
- * may be false alarms; the lowest is exact (borrows only run upwards).
+ * Bit 7 of each byte of w that ends or escapes a string, is a control
+ * character ('"', '\\', below 0x20) or is not ASCII (UTF-8 to check), by
+ * the classic "has a zero byte" test on w ^ '"', w ^ '\\' and "has a byte
+ * below 0x20", and bit 7 itself. Bits above the lowest may be false alarms;
+ * the lowest is exact (borrows only run upwards).
  */
 static inline uint64_t special_bytes(uint64_t w)
 {
 	uint64_t q = w ^ (ONES * '"'), b = w ^ (ONES * '\\');
-	return ((q - ONES) & ~q & HIGHS) | ((b - ONES) & ~b & HIGHS) | ((w - ONES * 0x20) & ~w & HIGHS);
+	return ((q - ONES) & ~q & HIGHS) | ((b - ONES) & ~b & HIGHS) | ((w - ONES * 0x20) & ~w & HIGHS) |
+	       (w & HIGHS);
 }
 
 /* The next byte at or after p that ends or escapes a string, or end. */
@@ -74,9 +76,34 @@ static const char *next_special(const char *p, const char *end)
 			return p + __builtin_ctzll(m) / 8;
 	}
 #endif
-	while (p < end && (unsigned char)*p >= 0x20 && *p != '"' && *p != '\\')
+	while (p < end && (unsigned char)*p >= 0x20 && (unsigned char)*p < 0x80 && *p != '"' && *p != '\\')
 		p++;
 	return p;
+}
+
+/* The length of the well-formed UTF-8 sequence at p (a byte >= 0x80), or 0. */
+static int utf8_sequence(const unsigned char *p, const unsigned char *end)
+{
+	int n;
+	uint32_t cp, least;
+	if (*p >= 0xc2 && *p <= 0xdf) {
+		n = 2, cp = *p & 0x1f, least = 0x80;
+	} else if ((*p & 0xf0) == 0xe0) {
+		n = 3, cp = *p & 0x0f, least = 0x800;
+	} else if (*p >= 0xf0 && *p <= 0xf4) {
+		n = 4, cp = *p & 0x07, least = 0x10000;
+	} else {
+		return 0;
+	}
+	if (end - p < n)
+		return 0;
+	for (int i = 1; i < n; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (p[i] & 0x3f);
+	}
+	/* No overlong forms, no surrogates, nothing past U+10FFFF. */
+	return cp < least || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) ? 0 : n;
 }
 
 int jsonscan_string(struct jsonscan *s, struct json_str *out)
@@ -91,6 +118,13 @@ int jsonscan_string(struct jsonscan *s, struct json_str *out)
 			return -1;
 		if (*p == '"')
 			break;
+		if ((unsigned char)*p >= 0x80) {
+			int n = utf8_sequence((const unsigned char *)p, (const unsigned char *)end);
+			if (!n)
+				return -1;   /* not UTF-8: JSON text must be */
+			p += n;
+			continue;
+		}
 		if (*p != '\\')
 			return -1;   /* a control character */
 		escaped = true;

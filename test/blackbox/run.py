@@ -382,6 +382,71 @@ def tls_endpoint():
 
 
 @test
+def idle_connections_from_one_address_leave_others_served():
+    """2000 connections from one address that send nothing (or half a header)
+    take at most maxConnectionsPerAddress (512) of the server; a client on
+    another address is answered at once, and the server holds few fds."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8192), hard))
+    s = Server()
+    held = []
+    try:
+        for i in range(2000):
+            held.append(socket.create_connection(("127.0.0.1", s.port), timeout=5))
+            if i % 10 == 0:
+                held[-1].send(b"POST /filter HTTP/1.1\r\nHost: x\r\n")   # slow loris
+        time.sleep(0.5)
+        fds = len(os.listdir("/proc/%d/fd" % s.proc.pid))
+        assert fds < 512 + 64, fds
+        t0 = time.time()
+        c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=5, source_address=("127.0.0.2", 0))
+        c.request("POST", "/filter", body=json.dumps(example("filter.json")),
+                  headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        assert r.status == 200 and json.loads(r.read())["Error"] == "", r.status
+        c.close()
+        assert time.time() - t0 < 1.0, time.time() - t0
+    finally:
+        for c in held:
+            c.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        assert s.stop() == 0
+
+
+@test
+def hostile_bodies_get_bounded_answers():
+    s = Server()
+    try:
+        # A 1 GB body announced: 413 from the header alone, without waiting for it.
+        t0 = time.time()
+        c = s.conn()
+        c.putrequest("POST", "/filter")
+        c.putheader("Content-Length", str(1 << 30))
+        c.endheaders()
+        r = c.getresponse()
+        assert r.status == 413 and time.time() - t0 < 1.0, (r.status, time.time() - t0)
+        c.close()
+        # 10,000-deep nesting and invalid UTF-8 in a name: 400.
+        for body in [b"[" * 10000 + b"]" * 10000,
+                     b'{"Pod":{"metadata":{"name":"p"}},"NodeNames":["gpu-\xff\xfe"]}']:
+            t0 = time.time()
+            st, text, _ = s.request("POST", "/filter", body)
+            assert st == 400 and json.loads(text)["Error"] and time.time() - t0 < 1.0, (st, text[:200])
+        # A filter naming 100,000 nodes (none known): every one unresolvable, answered in bounded time.
+        names = ["node-%06d" % i for i in range(100000)]
+        t0 = time.time()
+        st, r = s.post("/filter", {"Pod": pod("p", {"gpu.scheduling/gpu": "1"}), "NodeNames": names})
+        assert st == 200 and not r["NodeNames"] and len(r["FailedAndUnresolvableNodes"]) == 100000, (st, r.get("Error"))
+        assert time.time() - t0 < 5.0, time.time() - t0
+        # The server answers as before.
+        st, r = s.post("/filter", example("filter.json"))
+        assert st == 200 and r["Error"] == ""
+    finally:
+        assert s.stop() == 0
+
+
+@test
 def sigterm_waits_for_inflight_and_exits_zero():
     s = Server()
     body = json.dumps({"Pod": pod("p", {"gpu.scheduling/gpu": "1"}), "NodeNames": NODES * 2000})

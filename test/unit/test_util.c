@@ -208,11 +208,16 @@ static void test_jsonscan_skip(void **state)
 	(void)state;
 	static const char *const good[] = {
 		"0", "-0.5e+10", "12E3", "true", "false", "null", "\"\"", "\"a\\\"\\u00e9\"", "[]", "{}",
+		"\"gr\xc3\xbc\xc3\x9f" "e \xe2\x82\xac \xf0\x9f\x98\x80 long enough for a word step\"",
 		"[1,[2,{\"a\":[null]}],\"x\"]", " { \"k\" : 1 , \"l\" : [ ] } ",
 	};
 	static const char *const bad[] = {
 		"", "01", "-", "1.", ".5", "1e", "tru", "nul", "\"abc", "\"a\\x\"", "\"\\u12g4\"", "\"a\nb\"",
 		"[1,]", "[1 2]", "{\"a\"}", "{\"a\":}", "{a:1}", "{\"a\":1,}", "[", "]", "{\"a\":1]", "+1",
+		/* not UTF-8: a stray continuation byte, a bad lead, a cut sequence, an overlong
+		 * form, a surrogate, past U+10FFFF, and one found by the eight-byte step */
+		"\"\x80\"", "\"\xff\"", "\"\xc3\"", "\"\xc0\xaf\"", "\"\xed\xa0\x80\"", "\"\xf4\x90\x80\x80\"",
+		"\"node-name-\xfe-long\"",
 	};
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		struct jsonscan s = { good[i], good[i] + strlen(good[i]) };
