@@ -104,14 +104,6 @@ static char *arena_str(struct arena *a, const char *str)
 	return p;
 }
 
-/*
- * Lays a node's view out in two blocks. The hot one holds what every
- * request reads, in the order it reads it: header and name (the lookup),
- * node, islands, devices. The cold one holds the devices' strings, labels
- * and allocations. Requests read every node of a big cluster; a few
- * hundred hot bytes per node keep that scan in cache and off the TLB's
- * limits. Run once to measure (bases NULL), once to fill.
- */
 /* An assumed allocation counts until the pod's own record is there. */
 static bool assumed_counts(const struct node_src *s, const struct alloc *a)
 {
@@ -121,6 +113,14 @@ static bool assumed_counts(const struct node_src *s, const struct alloc *a)
 	return true;
 }
 
+/*
+ * Lays a node's view out in two blocks. The hot one holds what every
+ * request reads, in the order it reads it: header and name (the lookup),
+ * node, islands, devices. The cold one holds the devices' strings, labels
+ * and allocations. Requests read every node of a big cluster; a few
+ * hundred hot bytes per node keep that scan in cache and off the TLB's
+ * limits. Run once to measure (bases NULL), once to fill.
+ */
 static struct cache_node *view_layout(struct arena *hot, struct arena *cold, const struct node_src *s)
 {
 	const struct gpu_node *g = s->gpus;

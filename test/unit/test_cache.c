@@ -129,6 +129,47 @@ static void test_allocations(void **state)
 	cache_free(c);
 }
 
+/* A bind in flight counts from cache_assume until cache_forget, once, whatever the ledger says meanwhile. */
+static void test_assumed_allocations(void **state)
+{
+	(void)state;
+	struct cache *c = cache_new();
+	cache_lock(c);
+	cache_set_gpus(c, "n1", devices("n1", 4));
+	struct alloc a = make_alloc("pod-1", 0), b = make_alloc("pod-2", 1);
+	assert_int_equal(cache_assume(c, "nowhere", &a), -1);
+	assert_int_equal(cache_assume(c, "n1", &a), 0);
+	assert_int_equal(cache_assume(c, "n1", &b), 0);
+	cache_unlock(c);
+	struct snapshot *s = cache_acquire(c);
+	const struct cache_node *v = snapshot_find(s, "n1");
+	assert_int_equal(v->nallocs, 2);
+	assert_int_equal(v->node->dev[0].exclusive, 1);
+	assert_int_equal(v->node->dev[1].exclusive, 1);
+	snapshot_release(s);
+	cache_lock(c);
+	/* The ledger arrives with pod-1's own record (on device 2): counted once, there. */
+	struct alloc own = make_alloc("pod-1", 2);
+	assert_int_equal(cache_set_allocs(c, "n1", &own, 1), 0);
+	assert_int_equal(cache_peek(c, "n1")->dev[0].exclusive, 0);
+	assert_int_equal(cache_peek(c, "n1")->dev[2].exclusive, 1);
+	assert_int_equal(cache_peek(c, "n1")->dev[1].exclusive, 1);   /* pod-2 still in flight */
+	/* Not a record of the pod: lookups and stats do not see it. */
+	struct alloc got;
+	char node[64];
+	assert_false(cache_find_alloc(c, "pod-2", &got, node, sizeof(node)));
+	cache_forget(c, "pod-2", "n1");
+	cache_forget(c, "pod-1", "n1");
+	cache_forget(c, "pod-9", "n1");   /* nothing assumed: no change */
+	assert_int_equal(cache_peek(c, "n1")->dev[1].exclusive, 0);
+	assert_int_equal(cache_peek(c, "n1")->dev[2].exclusive, 1);
+	cache_unlock(c);
+	s = cache_acquire(c);
+	assert_int_equal(snapshot_find(s, "n1")->nallocs, 1);
+	snapshot_release(s);
+	cache_free(c);
+}
+
 /* Two binds of one pod raced: both ledgers hold it until the loser releases its own. */
 static void test_pod_in_two_ledgers(void **state)
 {
@@ -318,6 +359,7 @@ int main(void)
 		cmocka_unit_test(test_snapshots_are_immutable),
 		cmocka_unit_test(test_labels_merge_with_devices),
 		cmocka_unit_test(test_allocations),
+		cmocka_unit_test(test_assumed_allocations),
 		cmocka_unit_test(test_pod_in_two_ledgers),
 		cmocka_unit_test(test_shared_allocation_usage),
 		cmocka_unit_test(test_relist_sweeps_what_was_not_seen),

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Least privilege of deploy/03-rbac.yaml, proven on the real API server with
+# `kubectl auth can-i --as=system:serviceaccount:gpu-system:<sa>`: for each
+# service account, what it needs (yes) and a table of what it must not do
+# (no): read Secrets, delete or relabel Nodes, create or change pods beyond
+# binding, write what another component owns, escalate through RBAC or
+# impersonation, change admission. Prints the table.
+#
+#   test/e2e/rbac.sh
+#
+# Ends with "rbac: N passed, N failed"; nonzero on any failure.
+set -u
+cd "$(dirname "$0")/../.."
+. test/cluster/cluster.sh
+. test/e2e/lib.sh
+
+t_start=$SECONDS
+e2e_setup || { echo "rbac: 0 passed, 1 failed (cluster setup)"; exit 1; }
+
+# SA EXPECT VERB RESOURCE [NAMESPACE]: one row; "-" as NAMESPACE: cluster-wide
+ROWS=()
+BAD=()
+row() {
+  local sa=$1 want=$2 verb=$3 res=$4 ns=${5:-ml} got
+  local -a where=(-n "$ns") sub=()
+  [[ $ns == - ]] && where=(--all-namespaces)
+  [[ $res == */* ]] && sub=(--subresource="${res#*/}")
+  got=$(kubectl auth can-i "$verb" "${res%%/*}" "${sub[@]}" "${where[@]}" \
+    --as="system:serviceaccount:gpu-system:$sa" 2>/dev/null)
+  [[ $got == yes || $got == no ]] || got="error"
+  ROWS+=("$(printf '| %-13s | %-7s | %-42s | %-10s | %-4s | %-4s |' "$sa" "$verb" "$res" "$ns" "$want" "$got")")
+  [[ $got == "$want" ]] || BAD+=("$sa $verb $res ($ns): want $want, got $got")
+}
+
+# The extender: reads the cluster, binds pods, writes ledgers and reservation Leases, claim status.
+for v in get list watch; do
+  row gpu-extender yes "$v" nodes -
+  row gpu-extender yes "$v" pods -
+  row gpu-extender yes "$v" gpunodestatuses.gpu.scheduling -
+  row gpu-extender yes "$v" gpuclaims.gpu.scheduling
+done
+row gpu-extender yes create pods/binding
+row gpu-extender yes patch gpuclaims.gpu.scheduling/status
+for v in create update delete; do
+  row gpu-extender yes "$v" leases.coordination.k8s.io gpu-system
+  row gpu-extender yes "$v" leases.coordination.k8s.io
+done
+# The agent: its node's GpuNodeStatus and labels, the pods it serves devices to.
+for v in get create update; do row gpu-agent yes "$v" gpunodestatuses.gpu.scheduling -; done
+row gpu-agent yes patch nodes -
+row gpu-agent yes list pods -
+# The second scheduler: kube-scheduler's own role, leader election in gpu-system.
+row gpu-scheduler yes create pods/binding
+row gpu-scheduler yes get nodes -
+row gpu-scheduler yes update leases.coordination.k8s.io gpu-system
+row gpu-scheduler yes delete pods           # preemption (kube-scheduler's own role)
+
+# What none of them may do.
+for sa in gpu-extender gpu-agent gpu-scheduler; do
+  row "$sa" no get secrets gpu-system
+  row "$sa" no list secrets -
+  row "$sa" no delete nodes -
+  row "$sa" no create pods
+  row "$sa" no update pods
+  row "$sa" no create pods/exec
+  row "$sa" no create clusterrolebindings.rbac.authorization.k8s.io -
+  row "$sa" no escalate clusterroles.rbac.authorization.k8s.io -
+  row "$sa" no bind clusterroles.rbac.authorization.k8s.io -
+  row "$sa" no impersonate serviceaccounts
+  row "$sa" no create serviceaccounts/token gpu-system
+  row "$sa" no update mutatingwebhookconfigurations.admissionregistration.k8s.io -
+  row "$sa" no delete validatingadmissionpolicies.admissionregistration.k8s.io -
+  row "$sa" no delete customresourcedefinitions.apiextensions.k8s.io -
+done
+row gpu-extender no patch pods
+row gpu-extender no delete pods
+row gpu-agent no delete pods
+row gpu-extender no patch nodes -
+row gpu-extender no update gpunodestatuses.gpu.scheduling -
+row gpu-extender no update gpuclaims.gpu.scheduling
+row gpu-agent no create pods/binding
+row gpu-agent no delete gpunodestatuses.gpu.scheduling -
+row gpu-agent no update leases.coordination.k8s.io gpu-system
+row gpu-agent no update gpuclaims.gpu.scheduling/status
+row gpu-scheduler no update leases.coordination.k8s.io
+row gpu-scheduler no update gpunodestatuses.gpu.scheduling -
+
+echo "| service account | verb | resource | namespace | want | got |"
+echo "|---|---|---|---|---|---|"
+printf '%s\n' "${ROWS[@]}"
+allowed() { local n=0 r; for r in "${ROWS[@]}"; do [[ $r == *"| yes  | yes  |" ]] && n=$((n + 1)); done; echo "$n"; }
+check_needs() {
+  local b out=0
+  for b in "${BAD[@]}"; do [[ $b == *"want yes"* ]] && { echo "$b"; out=1; }; done
+  return $out
+}
+check_denies() {
+  local b out=0
+  for b in "${BAD[@]}"; do [[ $b == *"want no"* ]] && { echo "$b"; out=1; }; done
+  return $out
+}
+e2e_check "each service account may do what it needs ($(allowed) rows)" check_needs
+e2e_check "none may read Secrets, delete Nodes, change pods beyond binding, escalate or change admission ($(( ${#ROWS[@]} - $(allowed) )) rows)" check_denies
+echo "rbac.sh took $((SECONDS - t_start))s"
+e2e_summary
