@@ -3,6 +3,7 @@
 # real API server, alone and with the extender in the loop, in one run.
 #
 #   bench/e2e.sh [--nodes 1000] [--pods 2000] [--extender PATH] [--baseline-extender PATH] [--only ROWS]
+#   bench/e2e.sh --cold-start [--nodes 5000] [--extender PATH]
 #
 # Fake nodes (8 GPUs each, with their GpuNodeStatus) advertise the GPUs both as
 # gpu.scheduling/gpu and as a plain extended resource, example.com/gpu. For each
@@ -19,9 +20,15 @@
 # mean time per verb, its refused binds (kube-scheduler retries those pods) and
 # ledger conflicts, and the CPU seconds each component used during the row.
 # Set CLUSTER_KEEP=1 to keep the logs (the cluster directory is printed).
+#
+# --cold-start instead: the nodes, 8 bound one-GPU pods on each (one node
+# keeps a GPU free) with their ledgers, as a running cluster holds them;
+# then the extender is started and the seconds to /readyz 200 and to the
+# first correct answer (a filter that passes exactly the node with room) are
+# printed, with its RSS then.
 set -u
 cd "$(dirname "$0")/.."
-NODES=1000 PODS=2000 EXT=$PWD/build/gpu-extender BASE="" ONLY=""
+NODES=1000 PODS=2000 EXT=$PWD/build/gpu-extender BASE="" ONLY="" COLD=""
 while (($#)); do
   case $1 in
     --nodes) NODES=$2; shift 2 ;;
@@ -29,6 +36,7 @@ while (($#)); do
     --extender) EXT=$(realpath "$2"); shift 2 ;;
     --baseline-extender) BASE=$(realpath "$2"); shift 2 ;;
     --only) ONLY=$2; shift 2 ;;
+    --cold-start) COLD=1; shift ;;
     *) echo "usage: bench/e2e.sh [--nodes N] [--pods N] [--extender PATH] [--baseline-extender PATH] [--only ROWS]" >&2; exit 2 ;;
   esac
 done
@@ -109,6 +117,28 @@ run_row() {  # LABEL RESOURCE [EXTENDER_BINARY]
   # The next row starts on empty nodes.
   kubectl delete pods --all -n "$ns" --grace-period=0 --force --wait=false >/dev/null 2>&1
 }
+
+if [[ -n $COLD ]]; then
+  cluster_ensure_namespace bench-cold >/dev/null || fail "namespace"
+  t=$(date +%s)
+  load reserved bench-cold 8 "$NODES" || fail "creating the reservations failed"
+  echo "  $(( NODES * 8 - 1 )) bound pods and $NODES ledgers created in $(( $(date +%s) - t )) s"
+  port=$(e2e_free_port)
+  out=$CLUSTER_DIR/cold.json
+  load cold "http://127.0.0.1:$port" "$NODES" "$out" &
+  poller=$!
+  cluster_spawn ext-cold "$EXT" serve --kubeconfig "$CLUSTER_EXTENDER_KUBECONFIG" --listen "127.0.0.1:$port" \
+    --identity ext-cold
+  wait "$poller"
+  pid=$(pgrep -f "identity ext-cold" | head -1)
+  rss=$(awk '/VmRSS/ { printf "%.0f", $2 / 1024 }' "/proc/$pid/status" 2>/dev/null)
+  python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); f=lambda v: "-" if v is None else "%.2f" % v
+print("| nodes | bound pods | ready s | first correct answer s | RSS MiB |"); print("|---|---|---|---|---|")
+print("| %s | %s | %s | %s | %s |" % (sys.argv[2], sys.argv[3], f(r["ready"]), f(r["correct"]), sys.argv[4]))' \
+    "$out" "$NODES" "$(( NODES * 8 - 1 ))" "${rss:--}"
+  cluster_down >/dev/null 2>&1
+  exit 0
+fi
 
 want() { [[ -z $ONLY || ,$ONLY, == *,$1,* ]]; }
 RATE_plain=0 RATE_extender=0 RATE_baseline=0

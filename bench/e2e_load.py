@@ -18,6 +18,15 @@ the CA in CLUSTER_CA_FILE (as bench/e2e.sh exports them).
   e2e_load.py writes
       prints the API server's count of write requests so far (POST, PUT,
       PATCH, DELETE; from its /metrics).
+  e2e_load.py reserved NS PER_NODE NODES [--threads 16]
+      what a running cluster holds: on each node bench-0..NODES-1, PER_NODE
+      bound one-GPU pods in NS (annotation gpu.scheduling/allocated, label
+      gpu.scheduling/managed) and the node's ledger Lease in gpu-system
+      recording them, devices 0..PER_NODE-1; bench-0 gets one pod fewer.
+  e2e_load.py cold URL NODES OUT [--timeout 120]
+      polls a just started extender: writes to OUT the seconds from the call
+      until /readyz answers 200, and until a filter of a one-GPU pod naming
+      every node passes exactly bench-0 (the first correct answer).
 """
 import json
 import os
@@ -152,8 +161,69 @@ def cmd_writes(argv):
     print(int(total))
 
 
+def cmd_reserved(argv):
+    ns, per, n = argv[0], int(argv[1]), int(argv[2])
+    o = opts(argv[3:], {"threads": "16"})
+    since = int(time.time())
+
+    def one(i):
+        node = "bench-%d" % i
+        entries = []
+        for k in range(per - (1 if i == 0 else 0)):
+            name = "r-%d-%d" % (i, k)
+            pod = request("POST", "/api/v1/namespaces/%s/pods" % ns, {
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": ns, "labels": {"gpu.scheduling/managed": "true"},
+                             "annotations": {"gpu.scheduling/allocated": "%s:%d" % (node, k)}},
+                "spec": {"nodeName": node, "restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                         "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
+                                         "resources": {"limits": {"gpu.scheduling/gpu": "1"}}}]}})
+            entries.append({"uid": pod["metadata"]["uid"], "namespace": ns, "pod": name, "mode": "Exclusive",
+                            "devices": [k], "memoryMiB": 0, "coreMilli": 0, "since": since})
+        request("POST", "/apis/coordination.k8s.io/v1/namespaces/gpu-system/leases", {
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "gpu-ledger." + node, "namespace": "gpu-system",
+                         "labels": {"gpu.scheduling/ledger": "true"},
+                         "annotations": {"gpu.scheduling/node": node,
+                                         "gpu.scheduling/reservations": json.dumps(entries)}},
+            "spec": {"holderIdentity": "bench"}})
+
+    parallel(one, range(n), int(o["threads"]))
+
+
+def cmd_cold(argv):
+    url, n, out = argv[0], int(argv[1]), argv[2]
+    o = opts(argv[3:], {"timeout": "120"})
+    t0 = time.monotonic()
+    deadline = t0 + float(o["timeout"])
+    body = json.dumps({"Pod": {"metadata": {"name": "probe", "namespace": "default", "uid": "cold-probe"},
+                               "spec": {"containers": [{"name": "c", "resources": {
+                                   "limits": {"gpu.scheduling/gpu": "1"}}}]}},
+                       "NodeNames": ["bench-%d" % i for i in range(n)]}).encode()
+    ready = correct = None
+    while time.monotonic() < deadline and correct is None:
+        try:
+            if ready is None:
+                with urllib.request.urlopen(url + "/readyz", timeout=5) as r:
+                    if r.status == 200:
+                        ready = time.monotonic() - t0
+            else:
+                req = urllib.request.Request(url + "/filter", data=body, method="POST",
+                                             headers={"Content-Type": "application/json"})
+                with urllib.request.urlopen(req, timeout=10) as r:
+                    if json.loads(r.read()).get("NodeNames") == ["bench-0"]:
+                        correct = time.monotonic() - t0
+        except OSError:
+            pass
+        if correct is None:
+            time.sleep(0.05)
+    with open(out, "w") as f:
+        json.dump({"ready": ready, "correct": correct}, f)
+
+
 def main():
-    cmds = {"nodes": cmd_nodes, "pods": cmd_pods, "watch": cmd_watch, "writes": cmd_writes}
+    cmds = {"nodes": cmd_nodes, "pods": cmd_pods, "watch": cmd_watch, "writes": cmd_writes,
+            "reserved": cmd_reserved, "cold": cmd_cold}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
         sys.exit(__doc__)
     cmds[sys.argv[1]](sys.argv[2:])

@@ -35,6 +35,7 @@ struct server {
 	struct cluster cl;            /* zeroed: stopping it does nothing */
 	struct reserve *resv;
 	struct webhook *wh;
+	atomic_bool trimmed;          /* cluster: memory of the first lists handed back (is_ready) */
 };
 
 /* Ready when the cache is filled (and, in cluster mode, reservations rebuilt); else why not. */
@@ -51,6 +52,9 @@ static bool is_ready(void *ctx, char *why, size_t size)
 		snprintf(why, size, "reservations are being rebuilt from the ledgers and the pods");
 		return false;
 	}
+	/* The first lists' parsed pages are gone: give their memory back to the system, once. */
+	if (!atomic_exchange(&s->trimmed, true))
+		malloc_trim(0);
 	return true;
 }
 
