@@ -4,6 +4,7 @@
 #
 #   bench/e2e.sh [--nodes 1000] [--pods 2000] [--extender PATH] [--baseline-extender PATH] [--only ROWS]
 #   bench/e2e.sh --cold-start [--nodes 5000] [--extender PATH]
+#   bench/e2e.sh --sustained SECONDS [--nodes 1000] [--pods 400] [--extender PATH]
 #
 # Fake nodes (8 GPUs each, with their GpuNodeStatus) advertise the GPUs both as
 # gpu.scheduling/gpu and as a plain extended resource, example.com/gpu. For each
@@ -26,9 +27,15 @@
 # then the extender is started and the seconds to /readyz 200 and to the
 # first correct answer (a filter that passes exactly the node with room) are
 # printed, with its RSS then.
+#
+# --sustained SECONDS instead: kube-scheduler with the extender; rounds of
+# PODS pods created, all bound, all deleted, until SECONDS have passed. The
+# extender's RSS, open files and threads after the first round and at the
+# end, and its mean filter+prioritize and bind time in the first and the
+# last rounds (from /metrics), are printed: a leak or a drift shows there.
 set -u
 cd "$(dirname "$0")/.."
-NODES=1000 PODS=2000 EXT=$PWD/build/gpu-extender BASE="" ONLY="" COLD=""
+NODES=1000 PODS=2000 EXT=$PWD/build/gpu-extender BASE="" ONLY="" COLD="" SUSTAIN=""
 while (($#)); do
   case $1 in
     --nodes) NODES=$2; shift 2 ;;
@@ -37,6 +44,7 @@ while (($#)); do
     --baseline-extender) BASE=$(realpath "$2"); shift 2 ;;
     --only) ONLY=$2; shift 2 ;;
     --cold-start) COLD=1; shift ;;
+    --sustained) SUSTAIN=$2; shift 2 ;;
     *) echo "usage: bench/e2e.sh [--nodes N] [--pods N] [--extender PATH] [--baseline-extender PATH] [--only ROWS]" >&2; exit 2 ;;
   esac
 done
@@ -136,6 +144,58 @@ if [[ -n $COLD ]]; then
 print("| nodes | bound pods | ready s | first correct answer s | RSS MiB |"); print("|---|---|---|---|---|")
 print("| %s | %s | %s | %s | %s |" % (sys.argv[2], sys.argv[3], f(r["ready"]), f(r["correct"]), sys.argv[4]))' \
     "$out" "$NODES" "$(( NODES * 8 - 1 ))" "${rss:--}"
+  cluster_down >/dev/null 2>&1
+  exit 0
+fi
+
+if [[ -n $SUSTAIN ]]; then
+  ns=bench-sus
+  cluster_ensure_namespace "$ns" >/dev/null || fail "namespace"
+  E2E_EXTENDER=$EXT e2e_start_extender ext-sus || fail "extender"
+  scheduler_config "$CLUSTER_DIR/sched-sus.yaml" sched-sus "$E2E_URL"
+  cluster_start_scheduler "$CLUSTER_DIR/sched-sus.yaml" sched-sus >/dev/null || fail "scheduler"
+  pid=$(pgrep -f "identity ext-sus" | head -1)
+  # RSS MiB, open files, threads of the extender
+  usage() { echo "$(awk '/VmRSS/ { printf "%.0f", $2 / 1024 }' "/proc/$pid/status") $(ls "/proc/$pid/fd" | wc -l) $(ls "/proc/$pid/task" | wc -l)"; }
+  # cumulative seconds of filter+prioritize, filter count, seconds of binds, bind count
+  sums() {
+    curl -sf "$E2E_URL/metrics" | awk '
+      /^gpu_extender_request_duration_seconds_sum\{verb="(filter|prioritize)"/ { fp += $2 }
+      /^gpu_extender_request_duration_seconds_count\{verb="filter"/ { n += $2 }
+      /^gpu_extender_request_duration_seconds_sum\{verb="bind"/ { b += $2 }
+      /^gpu_extender_request_duration_seconds_count\{verb="bind"/ { bn += $2 }
+      END { printf "%.6f %d %.6f %d\n", fp, n, b, bn }'
+  }
+  means() {  # FROM_SUMS TO_SUMS: mean ms of a filter+prioritize pair, of a bind, in between
+    awk -v a="$1" -v z="$2" 'BEGIN { split(a, x, " "); split(z, y, " ")
+      printf "%.3f %.2f", (y[2] > x[2] ? (y[1] - x[1]) / (y[2] - x[2]) * 1000 : 0), (y[4] > x[4] ? (y[3] - x[3]) / (y[4] - x[4]) * 1000 : 0) }'
+  }
+  gone() { [[ -z $(kubectl get pods -n "$ns" -o name 2>/dev/null) ]]; }
+  round() {  # K
+    load pods "$ns" "$PODS" gpu.scheduling/gpu sched-sus --prefix "r$1" || return 1
+    load watch "$ns" "$PODS" "$CLUSTER_DIR/sus.json" --timeout 120 || return 1
+    kubectl delete pods --all -n "$ns" --grace-period=0 --force --wait=false >/dev/null 2>&1
+    cluster_wait 60 "round $1 deleted" gone
+  }
+  t0=$SECONDS
+  SUMS=("0 0 0 0")
+  round 0 || fail "the first round failed"
+  SUMS+=("$(sums)")
+  first_use=$(usage)
+  k=1
+  while ((SECONDS - t0 < SUSTAIN)); do
+    round "$k" || fail "round $k failed"
+    SUMS+=("$(sums)")
+    k=$((k + 1))
+  done
+  last_use=$(usage)
+  w=$(( k > 5 ? k - 5 : 1 ))   # the last five rounds
+  echo "| after | rounds | binds | RSS MiB | open files | threads | filter+prioritize ms | bind ms |"
+  echo "|---|---|---|---|---|---|---|---|"
+  read -r r f th <<<"$first_use"; read -r fp b <<<"$(means "${SUMS[0]}" "${SUMS[1]}")"
+  echo "| round 1 | 1 | $PODS | $r | $f | $th | $fp | $b |"
+  read -r r f th <<<"$last_use"; read -r fp b <<<"$(means "${SUMS[$w]}" "${SUMS[$k]}")"
+  echo "| $((SECONDS - t0)) s (means: last $((k - w)) rounds) | $k | $((k * PODS)) | $r | $f | $th | $fp | $b |"
   cluster_down >/dev/null 2>&1
   exit 0
 fi

@@ -7,7 +7,7 @@ the CA in CLUSTER_CA_FILE (as bench/e2e.sh exports them).
       creates fake nodes bench-0..N-1, Ready, advertising N GPUs both as
       gpu.scheduling/gpu and as example.com/gpu, each with its GpuNodeStatus
       (H100s in two NVLink islands).
-  e2e_load.py pods NS COUNT RESOURCE SCHEDULER [--threads 16]
+  e2e_load.py pods NS COUNT RESOURCE SCHEDULER [--threads 16] [--prefix p]
       creates COUNT pods p-0.. in NS, each asking for 1 of RESOURCE, for
       SCHEDULER; labelled gpu.scheduling/managed=true as the webhook would.
   e2e_load.py watch NS COUNT OUT [--timeout 600]
@@ -97,12 +97,12 @@ def cmd_nodes(argv):
 
 def cmd_pods(argv):
     ns, count, resource, sched = argv[0], int(argv[1]), argv[2], argv[3]
-    o = opts(argv[4:], {"threads": "16"})
+    o = opts(argv[4:], {"threads": "16", "prefix": "p"})
 
     def one(i):
         request("POST", "/api/v1/namespaces/%s/pods" % ns, {
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "p-%d" % i, "namespace": ns, "labels": {"gpu.scheduling/managed": "true"}},
+            "metadata": {"name": "%s-%d" % (o["prefix"], i), "namespace": ns, "labels": {"gpu.scheduling/managed": "true"}},
             "spec": {"schedulerName": sched, "restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
                      "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
                                      "resources": {"limits": {resource: "1"}}}]}})

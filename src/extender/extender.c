@@ -15,7 +15,13 @@
 #include <string.h>
 #include <time.h>
 
-#define PENDING_CAP 65536
+/*
+ * Claims kept between filter and bind: a pod's entry must outlive the
+ * filters of the pods scheduled while its bind is under way (hundreds at a
+ * few hundred pods/s); an entry is about 1.1 KB, so 65536 held 72 MiB in a
+ * busy cluster. An entry evicted early costs cluster mode a read of the pod.
+ */
+#define PENDING_CAP 8192
 
 /* An immutable copy of the learned workload that requests read. */
 struct wl_copy {
