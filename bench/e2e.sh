@@ -45,7 +45,8 @@ while (($#)); do
     --only) ONLY=$2; shift 2 ;;
     --cold-start) COLD=1; shift ;;
     --sustained) SUSTAIN=$2; shift 2 ;;
-    *) echo "usage: bench/e2e.sh [--nodes N] [--pods N] [--extender PATH] [--baseline-extender PATH] [--only ROWS]" >&2; exit 2 ;;
+    *) echo "usage: bench/e2e.sh [--nodes N] [--pods N] [--extender PATH] [--baseline-extender PATH] [--only ROWS]" \
+         "| --cold-start [--nodes N] | --sustained SECONDS [--nodes N] [--pods N]" >&2; exit 2 ;;
   esac
 done
 . test/cluster/cluster.sh
