@@ -158,19 +158,44 @@ static void run_route(struct httpd *h, const struct http_route *route, struct MH
 	jsonarena_end(&arena);
 }
 
-/* Whether the TLS client presented a certificate of the client CA, valid now, for client authentication. */
+/* A connection's client certificate, as checked by its first request that needed it. */
+enum client_cert { CERT_UNCHECKED, CERT_VALID, CERT_REFUSED };
+
+/* With a client CA: each connection gets a slot for the verdict, freed when it closes. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+			  enum MHD_ConnectionNotificationCode code)
+{
+	(void)cls;
+	(void)conn;
+	if (code == MHD_CONNECTION_NOTIFY_STARTED)
+		*socket_context = calloc(1, sizeof(enum client_cert));
+	else
+		free(*socket_context);
+}
+
+/*
+ * Whether the TLS client presented a certificate of the client CA, valid,
+ * for client authentication. Checked once per connection (the chain check
+ * costs more than a filter), as the certificate cannot change within it.
+ */
 static bool client_verified(struct MHD_Connection *conn)
 {
+	const union MHD_ConnectionInfo *sc = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	enum client_cert *verdict = sc ? sc->socket_context : NULL;
+	if (verdict && *verdict != CERT_UNCHECKED)
+		return *verdict == CERT_VALID;
 	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
-	if (!ci || !ci->tls_session)
-		return false;
 	gnutls_typed_vdata_st purpose = {
 		.type = GNUTLS_DT_KEY_PURPOSE_OID, .data = (unsigned char *)GNUTLS_KP_TLS_WWW_CLIENT,
 	};
 	unsigned status = 0;
 	/* Fails (no certificate found) when the client sent none. */
-	return gnutls_certificate_verify_peers((gnutls_session_t)ci->tls_session, &purpose, 1, &status) == 0 &&
-	       status == 0;
+	bool valid = ci && ci->tls_session &&
+		     gnutls_certificate_verify_peers((gnutls_session_t)ci->tls_session, &purpose, 1, &status) == 0 &&
+		     status == 0;
+	if (verdict)
+		*verdict = valid ? CERT_VALID : CERT_REFUSED;
+	return valid;
 }
 
 /* ---- the I/O pool ---- */
@@ -447,6 +472,7 @@ struct httpd *httpd_start(const struct httpd_config *cfg, const struct http_rout
 		{ tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, h->tls_key },
 		/* The server then asks every client for a certificate; client_verified() checks it. */
 		{ h->client_ca ? MHD_OPTION_HTTPS_MEM_TRUST : MHD_OPTION_END, 0, h->client_ca },
+		{ h->client_ca ? MHD_OPTION_NOTIFY_CONNECTION : MHD_OPTION_END, (intptr_t)on_connection, NULL },
 		{ MHD_OPTION_END, 0, NULL },
 	};
 	/* Options after the first END are ignored: move the used ones to the front. */

@@ -30,6 +30,18 @@ static void conflict_pause(int attempt)
 	usleep((useconds_t)(1000 + rand_r(&seed) % (2000 << (attempt < 5 ? attempt : 5))));
 }
 
+/* The ledger Lease an API response carries (a read's or a write's). */
+static int ledger_of_response(const struct kube_response *resp, const char *node, struct ledger *l,
+			      char *err, size_t errlen)
+{
+	cJSON *obj = cJSON_ParseWithLength(resp->body.data, resp->body.len);
+	int bad = !obj || ledger_decode(obj, l, err, errlen);
+	jsonarena_delete(obj);   /* during /bind the tree is the request arena's */
+	if (!obj)
+		snprintf(err, errlen, "the ledger of %s is not JSON", node);
+	return bad ? -1 : 0;
+}
+
 /* The node's ledger as the API server has it now (rv "" when there is none). */
 static int read_ledger(struct reserve *r, const char *node, const char *path, struct ledger *l,
 		       struct kube_response *resp, char *err, size_t errlen)
@@ -46,12 +58,7 @@ static int read_ledger(struct reserve *r, const char *node, const char *path, st
 			 kube_status_message(resp, msg, sizeof(msg)));
 		return -1;
 	}
-	cJSON *obj = cJSON_ParseWithLength(resp->body.data, resp->body.len);
-	int bad = !obj || ledger_decode(obj, l, err, errlen);
-	jsonarena_delete(obj);   /* during /bind the tree is the request arena's */
-	if (!obj)
-		snprintf(err, errlen, "the ledger of %s is not JSON", node);
-	return bad ? -1 : 0;
+	return ledger_of_response(resp, node, l, err, errlen);
 }
 
 /* One caller's edit of a node's ledger: its own turn, or a ride in another's. */
@@ -66,14 +73,19 @@ struct ledger_job {
 	struct ledger_job *next;
 };
 
+/* One job's result: failed, with why. */
+static void job_fail(struct ledger_job *j, int rc, const char *err)
+{
+	j->rc = rc;
+	snprintf(j->err, j->errlen, "%s", err);
+}
+
 /* Sets the result of every job that wanted a write (the others keep their decision). */
 static void writers_fail(struct ledger_job *jobs, int rc, const char *err)
 {
 	for (struct ledger_job *j = jobs; j; j = j->next)
-		if (j->rc == LEDGER_WRITE) {
-			j->rc = rc;
-			snprintf(j->err, j->errlen, "%s", err);
-		}
+		if (j->rc == LEDGER_WRITE)
+			job_fail(j, rc, err);
 }
 
 /*
@@ -96,8 +108,7 @@ static void write_ledger(struct reserve *r, const char *node, struct ledger_job 
 		known = known && reserve_known_ledger(r, node, &l);
 		if (!known && read_ledger(r, node, path, &l, &resp, err, sizeof(err))) {
 			for (struct ledger_job *j = jobs; j; j = j->next)
-				j->rc = LEDGER_WRITE;
-			writers_fail(jobs, -BIND_ERROR, err);
+				job_fail(j, -BIND_ERROR, err);
 			goto out;
 		}
 		int writes = 0, others = 0;
@@ -128,7 +139,9 @@ static void write_ledger(struct reserve *r, const char *node, struct ledger_job 
 			goto out;
 		}
 		if (resp.status == 200 || resp.status == 201) {
-			reserve_ledger_written(r, node, &resp);
+			/* The next turn starts from what was written, not from a read. */
+			if (!ledger_of_response(&resp, node, &l, err, sizeof(err)))
+				reserve_ledger_written(r, node, &l);
 			goto out;                    /* each writer's rc is LEDGER_WRITE: 0 */
 		}
 		if (resp.status == 409 || (resp.status == 404 && !create)) {

@@ -94,10 +94,11 @@ void reserve_claim_status(struct reserve *r, const char *ns, const char *claim, 
 			  const char *node, const char *ids, const char *pod, const char *message);
 /*
  * The node's ledger as last watched or written (a copy), or false when none
- * is known; and a ledger just written, kept as if the watch had brought it.
+ * is known; and a ledger just written, kept as if the watch had brought it
+ * (takes l).
  */
 bool reserve_known_ledger(struct reserve *r, const char *node, struct ledger *out);
-void reserve_ledger_written(struct reserve *r, const char *node, const struct kube_response *resp);
+void reserve_ledger_written(struct reserve *r, const char *node, struct ledger *l);
 /* The reflector sinks (watch.c). */
 void reserve_ledger_sink(struct reserve *r, struct reflector_sink *out);
 void reserve_reservation_sink(struct reserve *r, struct reflector_sink *out);

@@ -1,6 +1,5 @@
 /* The reservation module's watches: ledgers, reservation Leases, GPU pods. */
 #include "api.h"
-#include "jsonarena.h"
 #include "log.h"
 #include "reserve_impl.h"
 
@@ -83,17 +82,11 @@ bool reserve_known_ledger(struct reserve *r, const char *node, struct ledger *ou
 	return known;
 }
 
-void reserve_ledger_written(struct reserve *r, const char *node, const struct kube_response *resp)
+void reserve_ledger_written(struct reserve *r, const char *node, struct ledger *l)
 {
-	cJSON *obj = cJSON_ParseWithLength(resp->body.data, resp->body.len);
-	struct ledger l;
-	char err[256];
-	if (obj && !ledger_decode(obj, &l, err, sizeof(err))) {
-		ledger_lock(r);
-		ledger_store(r, node, &l);
-		ledger_unlock(r);
-	}
-	jsonarena_delete(obj);     /* during /bind the tree is the request arena's */
+	ledger_lock(r);
+	ledger_store(r, node, l);
+	ledger_unlock(r);
 }
 
 static void ledger_apply(void *ctx, bool deleted, const cJSON *obj)
