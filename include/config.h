@@ -30,6 +30,8 @@ struct config {
 	char tls_cert[CONFIG_PATH_MAX];
 	char tls_key[CONFIG_PATH_MAX];
 	char client_ca[CONFIG_PATH_MAX];
+	int tls_reload_s;             /* re-read the TLS files this often; 0: on SIGHUP only */
+	char debug_listen[128];       /* host:port of /debug/nodes (plain HTTP), "" = off */
 	enum log_level log_level;
 	bool log_json;
 	/* cluster mode */

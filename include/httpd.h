@@ -74,6 +74,18 @@ struct httpd;
 struct httpd *httpd_start(const struct httpd_config *cfg, const struct http_route *routes,
 			  size_t nroutes, char *err, size_t errlen);
 int httpd_port(const struct httpd *h);
+/*
+ * Reads the TLS files again (certificate, key, client CA); when they changed
+ * and load together, new connections are served with them while the open
+ * ones finish on the previous set (their answers then close them). 1:
+ * reloaded, 0: unchanged or plain HTTP, -1: err says why, and the previous
+ * set is still served. Also does httpd_retire_idle(). From one thread at a
+ * time.
+ */
+int httpd_reload_tls(struct httpd *h, char *err, size_t errlen);
+/* Stops what earlier reloads replaced, once its connections are gone. */
+void httpd_retire_idle(struct httpd *h);
+
 /* Stops accepting, finishes in-flight requests, frees everything. */
 void httpd_stop(struct httpd *h);
 

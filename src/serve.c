@@ -25,6 +25,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+/* With the file checks off, how often servers replaced by a SIGHUP reload are looked at. */
+#define RETIRED_CHECK_SECONDS 10
+
 struct server {
 	struct config cfg;
 	struct cache *cache;
@@ -227,6 +230,55 @@ static int load_inventory(struct server *s)
 	return 0;
 }
 
+/*
+ * /debug/nodes shows every node's allocations: it has its own plain-HTTP
+ * listener, on loopback unless told otherwise (kubectl port-forward reaches
+ * it), never on the verb port. Not serving it is not fatal.
+ */
+static struct httpd *start_debug(struct server *s)
+{
+	if (!s->cfg.debug_listen[0])
+		return NULL;
+	char host[128], err[256];
+	int port;
+	if (config_listen_split(s->cfg.debug_listen, host, sizeof(host), &port)) {
+		log_warn("bad --debug-listen address; /debug/nodes is not served", "listen=%s", s->cfg.debug_listen);
+		return NULL;
+	}
+	const struct http_route routes[] = {
+		{ .method = "GET", .path = "/debug/nodes", .handler = extender_debug_nodes, .ctx = s->cache, .verb = VERB_OTHER },
+	};
+	struct httpd_config dc = { .host = host, .port = port, .url_prefix = "", .max_body = 4096, .threads = 1,
+				   .max_connections = 64, .max_per_address = 16 };
+	struct httpd *h = httpd_start(&dc, routes, 1, err, sizeof(err));
+	if (!h) {
+		log_warn("/debug/nodes is not served", "listen=%s error=\"%s\"", s->cfg.debug_listen, LOG_Q(err));
+		return NULL;
+	}
+	log_info("serving /debug/nodes", "address=%s:%d", host, httpd_port(h));
+	if (strncmp(host, "127.", 4) && strcmp(host, "::1"))
+		log_warn("/debug/nodes answers any caller on this address", "address=%s:%d", host, httpd_port(h));
+	return h;
+}
+
+/* Certificate files read again (reread) or only the replaced servers stopped. */
+static void reload_tls(struct httpd *h, const char *which, bool reread)
+{
+	char err[512] = "";
+	if (!h)
+		return;
+	if (!reread) {
+		httpd_retire_idle(h);
+		return;
+	}
+	int rc = httpd_reload_tls(h, err, sizeof(err));
+	if (rc > 0)
+		log_info("serving with the new certificate files", "server=%s", which);
+	else if (rc < 0)
+		log_warn("cannot load the changed certificate files; serving with the previous ones", "server=%s error=\"%s\"",
+			 which, LOG_Q(err));
+}
+
 int serve_main(int argc, char **argv)
 {
 	struct server s;
@@ -254,7 +306,7 @@ int serve_main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	rc = 1;
-	struct httpd *h = NULL, *wh_httpd = NULL;
+	struct httpd *h = NULL, *wh_httpd = NULL, *debug_httpd = NULL;
 	s.cache = cache_new();
 	if (!s.cache)
 		goto out;
@@ -281,7 +333,7 @@ int serve_main(int argc, char **argv)
 	if (!s.ext)
 		goto out;
 
-	/* With --client-ca, probes and Prometheus need no client certificate; the verbs and /debug do. */
+	/* With --client-ca, probes and Prometheus need no client certificate; the verbs do. */
 	const struct http_route routes[] = {
 		{ .method = "POST", .path = "/filter", .handler = extender_filter, .ctx = s.ext, .verb = VERB_FILTER },
 		{ .method = "POST", .path = "/prioritize", .handler = extender_prioritize, .ctx = s.ext, .verb = VERB_PRIORITIZE },
@@ -292,7 +344,6 @@ int serve_main(int argc, char **argv)
 		{ .method = "GET", .path = "/readyz", .handler = on_readyz, .ctx = &s, .verb = VERB_OTHER, .open = true },
 		{ .method = "GET", .path = "/version", .handler = on_version, .ctx = &s, .verb = VERB_OTHER, .open = true },
 		{ .method = "GET", .path = "/metrics", .handler = on_metrics, .ctx = &s, .verb = VERB_OTHER, .open = true },
-		{ .method = "GET", .path = "/debug/nodes", .handler = extender_debug_nodes, .ctx = s.cache, .verb = VERB_OTHER },
 	};
 	char host[128];
 	int port;
@@ -322,22 +373,28 @@ int serve_main(int argc, char **argv)
 			 "so that only kube-scheduler may call them (docs/security.md)", "address=%s:%d", host, httpd_port(h));
 	if (s.cfg.webhook_listen[0] && !(wh_httpd = start_webhook(&s, err, sizeof(err))))
 		goto out;
+	debug_httpd = start_debug(&s);
+	/* Wakes for signals, and every tls_reload_s to look at the certificate files. */
+	struct timespec tick = { s.cfg.tls_reload_s > 0 ? s.cfg.tls_reload_s : RETIRED_CHECK_SECONDS, 0 };
 	for (;;) {
-		int sig;
-		if (sigwait(&sigs, &sig))
-			continue;
-		if (sig == SIGHUP) {
-			if (s.cfg.inventory[0]) {
-				log_info("reloading the inventory", "file=%s", s.cfg.inventory);
-				load_inventory(&s);
-			}
-			continue;
+		int sig = sigtimedwait(&sigs, NULL, &tick);
+		if (sig < 0 || sig == SIGHUP) {
+			bool reread = sig == SIGHUP || s.cfg.tls_reload_s > 0;
+			reload_tls(h, "verbs", reread);
+			reload_tls(wh_httpd, "webhook", reread);
 		}
-		log_info("shutting down", "signal=%d", sig);
-		break;
+		if (sig == SIGHUP && s.cfg.inventory[0]) {
+			log_info("reloading the inventory", "file=%s", s.cfg.inventory);
+			load_inventory(&s);
+		}
+		if (sig == SIGINT || sig == SIGTERM) {
+			log_info("shutting down", "signal=%d", sig);
+			break;
+		}
 	}
 	rc = 0;
 out:
+	httpd_stop(debug_httpd);
 	httpd_stop(wh_httpd);
 	httpd_stop(h);
 	reserve_stop(s.resv);

@@ -39,7 +39,9 @@ static const struct option_def options[] = {
 	{ "inventory", "inventory", STR(inventory), "FILE", "standalone mode: read the cluster from this List (JSON or YAML) instead of an API server", NULL },
 	{ "tls-cert", "tls.certFile", STR(tls_cert), "FILE", "serve the verbs over HTTPS with this PEM certificate (enableHTTPS)", NULL },
 	{ "tls-key", "tls.keyFile", STR(tls_key), "FILE", "private key of --tls-cert", NULL },
-	{ "client-ca", "tls.clientCAFile", STR(client_ca), "FILE", "with --tls-cert: only clients with a certificate of this CA (kube-scheduler's) may call the verbs and /debug; /healthz, /readyz, /version and /metrics stay open", NULL },
+	{ "client-ca", "tls.clientCAFile", STR(client_ca), "FILE", "with --tls-cert: only clients with a certificate of this CA (kube-scheduler's) may call the verbs; /healthz, /readyz, /version and /metrics stay open", NULL },
+	{ "tls-reload-interval", "tls.reloadIntervalSeconds", NUM(OPT_INT, tls_reload_s), "SECONDS", "how often the certificate, key and client CA files (verbs and webhook) are read again, and served from new connections on when they changed (default 10; 0: only on SIGHUP)", NULL },
+	{ "debug-listen", "debug.listen", STR(debug_listen), "HOST:PORT", "plain-HTTP address of /debug/nodes, kept off the verb port (default 127.0.0.1:8889; \"\": off)", NULL },
 	{ "log-level", "log.level", NUM(OPT_LOGLEVEL, log_level), "LEVEL", "debug, info, warn or error (default info)", NULL },
 	{ "log-json", "log.json", NUM(OPT_BOOL, log_json), NULL, "write logs as JSON lines instead of logfmt", NULL },
 	{ "kubeconfig", "kubeconfig", STR(kubeconfig), "FILE", "cluster mode: kubeconfig to use (default: in-cluster service account)", NULL },
@@ -73,6 +75,8 @@ void config_defaults(struct config *cfg)
 	cfg->bind_threads = 64;
 	cfg->max_connections = 4096;
 	cfg->max_per_address = 512;
+	cfg->tls_reload_s = 10;
+	snprintf(cfg->debug_listen, sizeof(cfg->debug_listen), "127.0.0.1:8889");
 	cfg->bind_timeout_s = 60;
 	snprintf(cfg->pod_selector, sizeof(cfg->pod_selector), "gpu.scheduling/managed=true");
 	snprintf(cfg->marker_resource, sizeof(cfg->marker_resource), "gpu.scheduling/claim");

@@ -1,4 +1,5 @@
 #include "httpd.h"
+#include "clock.h"
 #include "jsonarena.h"
 #include "log.h"
 #include "strnum.h"
@@ -21,6 +22,8 @@
 #define DISCARD_FACTOR 4
 /* How long a stopping server waits for requests in flight. */
 #define DRAIN_SECONDS 10
+/* How long a replaced daemon may keep connections that never go idle. */
+#define RETIRE_SECONDS 60
 
 struct conn_state;
 
@@ -34,13 +37,38 @@ struct io_pool {
 	int n;                           /* threads started */
 };
 
-struct httpd {
+/* The PEM text a daemon serves with; MHD reads it at start, so it lives as long as its daemon. */
+struct tls_pem {
+	char *cert, *key, *client_ca;
+};
+
+/*
+ * A daemon that a certificate reload replaced: it accepts nothing, answers
+ * its open connections with "Connection: close", and is stopped once they
+ * are gone (or after RETIRE_SECONDS).
+ */
+struct retired {
 	struct MHD_Daemon *daemon;
+	struct tls_pem pem;
+	int64_t since_ms;
+	struct retired *next;
+};
+
+struct httpd {
+	_Atomic(struct MHD_Daemon *) daemon;   /* the one accepting */
+	struct tls_pem pem;                     /* what it serves with */
+	struct retired *retired;
 	struct http_route *routes;
 	size_t nroutes;
 	char prefix[128];
 	size_t max_body;
-	char *tls_cert, *tls_key, *client_ca;
+	bool verify_clients;      /* a client CA is configured */
+	char *cert_path, *key_path, *ca_path;
+	/* What a daemon is started with (again, on a reload). */
+	unsigned flags;
+	struct sockaddr_storage addr;
+	unsigned threads;
+	int max_connections, max_per_address;
 	int port;
 	atomic_int inflight;      /* requests between their first byte and completion */
 	struct io_pool pool;
@@ -88,7 +116,8 @@ const char *httpd_query(const struct http_request *req, const char *key)
 	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, key);
 }
 
-static enum MHD_Result reply(struct MHD_Connection *conn, struct http_response *r, const char *allow)
+static enum MHD_Result reply(struct httpd *h, struct MHD_Connection *conn, struct http_response *r,
+			     const char *allow)
 {
 	size_t len;
 	char *data = buf_detach(&r->body, &len);
@@ -100,6 +129,10 @@ static enum MHD_Result reply(struct MHD_Connection *conn, struct http_response *
 	MHD_add_response_header(resp, "Content-Type", r->content_type ? r->content_type : "application/json");
 	if (allow)
 		MHD_add_response_header(resp, "Allow", allow);
+	/* A connection of a replaced daemon closes after this answer; the client reconnects to the new one. */
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_DAEMON);
+	if (ci && ci->daemon != atomic_load(&h->daemon))
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
 	enum MHD_Result ok = MHD_queue_response(conn, (unsigned)r->status, resp);
 	MHD_destroy_response(resp);
 	return ok;
@@ -293,7 +326,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			httpd_error(&r, 413, "request body of %lld bytes is over the limit of %zu",
 				    (long long)len, h->max_body);
 			metrics_request(VERB_OTHER, 413, since(&st->start));
-			return reply(conn, &r, NULL);
+			return reply(h, conn, &r, NULL);
 		}
 		return MHD_YES;
 	}
@@ -321,7 +354,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			httpd_error(&r, 413, "request body is over the limit of %zu bytes", h->max_body);
 		else
 			match = find_route(h, method, path, &r, &verb, allow, sizeof(allow));
-		if (match && h->client_ca && !match->open && !client_verified(conn)) {
+		if (match && h->verify_clients && !match->open && !client_verified(conn)) {
 			httpd_error(&r, 401, "%s needs a client certificate signed by the configured client CA", path);
 			match = NULL;
 		}
@@ -345,7 +378,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		log_warn("request failed", "method=%s path=%s status=%d", method, url, r.status);
 	else
 		log_debug("request", "method=%s path=%s status=%d", method, url, r.status);
-	return reply(conn, &r, allow[0] ? allow : NULL);
+	return reply(h, conn, &r, allow[0] ? allow : NULL);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -380,16 +413,149 @@ static char *read_pem(const char *path, char *err, size_t errlen)
 	return buf_detach(&b, NULL);
 }
 
+static void pem_free(struct tls_pem *p)
+{
+	free(p->cert);
+	free(p->key);
+	free(p->client_ca);
+	*p = (struct tls_pem){ 0 };
+}
+
+static bool pem_equal(const struct tls_pem *a, const struct tls_pem *b)
+{
+	return !strcmp(a->cert, b->cert) && !strcmp(a->key, b->key) &&
+	       !strcmp(a->client_ca ? a->client_ca : "", b->client_ca ? b->client_ca : "");
+}
+
+/*
+ * Reads the certificate, key and client CA files and checks that they load
+ * together (the key is the certificate's, the CA file holds a certificate),
+ * so that a half-written or mismatched set is refused before any daemon
+ * serves it.
+ */
+static int pem_load(const struct httpd *h, struct tls_pem *p, char *err, size_t errlen)
+{
+	*p = (struct tls_pem){ 0 };
+	if (!(p->cert = read_pem(h->cert_path, err, errlen)) || !(p->key = read_pem(h->key_path, err, errlen)) ||
+	    (h->ca_path && !(p->client_ca = read_pem(h->ca_path, err, errlen)))) {
+		pem_free(p);
+		return -1;
+	}
+	gnutls_certificate_credentials_t cred;
+	if (gnutls_certificate_allocate_credentials(&cred) < 0) {
+		snprintf(err, errlen, "out of memory");
+		pem_free(p);
+		return -1;
+	}
+	gnutls_datum_t cert = { (unsigned char *)p->cert, (unsigned)strlen(p->cert) };
+	gnutls_datum_t key = { (unsigned char *)p->key, (unsigned)strlen(p->key) };
+	int rc = gnutls_certificate_set_x509_key_mem(cred, &cert, &key, GNUTLS_X509_FMT_PEM);
+	if (rc < 0) {
+		snprintf(err, errlen, "%s with %s: %s", h->cert_path, h->key_path, gnutls_strerror(rc));
+	} else if (p->client_ca) {
+		gnutls_datum_t ca = { (unsigned char *)p->client_ca, (unsigned)strlen(p->client_ca) };
+		int n = gnutls_certificate_set_x509_trust_mem(cred, &ca, GNUTLS_X509_FMT_PEM);
+		if (n <= 0) {
+			snprintf(err, errlen, "%s: %s", h->ca_path, n < 0 ? gnutls_strerror(n) : "no certificate");
+			rc = -1;
+		}
+	}
+	gnutls_certificate_free_credentials(cred);
+	if (rc < 0)
+		pem_free(p);
+	return rc < 0 ? -1 : 0;
+}
+
+/* A daemon serving with pem (NULL: plain HTTP), on the given listening socket or a new one. */
+static struct MHD_Daemon *daemon_start(struct httpd *h, const struct tls_pem *pem, MHD_socket listen_fd)
+{
+	bool tls = pem != NULL;
+	struct MHD_OptionItem opts[] = {
+		{ listen_fd != MHD_INVALID_SOCKET ? MHD_OPTION_LISTEN_SOCKET : MHD_OPTION_SOCK_ADDR,
+		  (intptr_t)listen_fd, listen_fd != MHD_INVALID_SOCKET ? NULL : &h->addr },
+		{ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, h },
+		{ MHD_OPTION_CONNECTION_TIMEOUT, 30, NULL },
+		/* Idle clients of one address cannot take every connection from the others. */
+		{ MHD_OPTION_CONNECTION_LIMIT, h->max_connections > 0 ? h->max_connections : 4096, NULL },
+		{ h->max_per_address > 0 ? MHD_OPTION_PER_IP_CONNECTION_LIMIT : MHD_OPTION_END,
+		  h->max_per_address, NULL },
+		{ MHD_OPTION_LISTEN_BACKLOG_SIZE, 512, NULL },
+		{ h->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, h->threads, NULL },
+		{ tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, tls ? pem->cert : NULL },
+		{ tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, tls ? pem->key : NULL },
+		/* The server then asks every client for a certificate; client_verified() checks it. */
+		{ tls && pem->client_ca ? MHD_OPTION_HTTPS_MEM_TRUST : MHD_OPTION_END, 0, tls ? pem->client_ca : NULL },
+		{ h->verify_clients ? MHD_OPTION_NOTIFY_CONNECTION : MHD_OPTION_END, (intptr_t)on_connection, NULL },
+		{ MHD_OPTION_END, 0, NULL },
+	};
+	/* Options after the first END are ignored: move the used ones to the front. */
+	struct MHD_OptionItem used[sizeof(opts) / sizeof(opts[0])];
+	size_t nu = 0;
+	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
+		if (opts[i].option != MHD_OPTION_END)
+			used[nu++] = opts[i];
+	used[nu] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
+	return MHD_start_daemon(h->flags, (uint16_t)h->port, NULL, NULL, on_request, h, MHD_OPTION_ARRAY, used,
+				MHD_OPTION_END);
+}
+
+static unsigned daemon_connections(struct MHD_Daemon *d)
+{
+	const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+	return info ? info->num_connections : 0;
+}
+
+/* Stops the replaced daemons whose connections are gone, or all of them. */
+static void retired_stop(struct httpd *h, bool all)
+{
+	int64_t now = clock_mono_ms();
+	for (struct retired **pp = &h->retired; *pp;) {
+		struct retired *r = *pp;
+		bool drained = daemon_connections(r->daemon) == 0;
+		/* Past its time, at a moment no request is in flight (none may be suspended when MHD stops). */
+		bool overdue = now - r->since_ms >= RETIRE_SECONDS * 1000 && !atomic_load(&h->inflight);
+		if (!all && !drained && !overdue) {
+			pp = &r->next;
+			continue;
+		}
+		MHD_stop_daemon(r->daemon);
+		pem_free(&r->pem);
+		*pp = r->next;
+		free(r);
+	}
+}
+
 static void free_httpd(struct httpd *h)
 {
 	free(h->pool.threads);
 	pthread_cond_destroy(&h->pool.more);
 	pthread_mutex_destroy(&h->pool.lock);
 	free(h->routes);
-	free(h->tls_cert);
-	free(h->tls_key);
-	free(h->client_ca);
+	pem_free(&h->pem);
+	free(h->cert_path);
+	free(h->key_path);
+	free(h->ca_path);
 	free(h);
+}
+
+/* The bind address, as MHD_OPTION_SOCK_ADDR wants it. */
+static int set_address(struct httpd *h, const char *host, int port, char *err, size_t errlen)
+{
+	struct sockaddr_in *a4 = (struct sockaddr_in *)&h->addr;
+	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&h->addr;
+	memset(&h->addr, 0, sizeof(h->addr));
+	if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+		a4->sin_family = AF_INET;
+		a4->sin_port = htons((uint16_t)port);
+	} else if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+		a6->sin6_family = AF_INET6;
+		a6->sin6_port = htons((uint16_t)port);
+		h->flags |= MHD_USE_IPv6;
+	} else {
+		snprintf(err, errlen, "listen address '%s' is not an IP address", host);
+		return -1;
+	}
+	return 0;
 }
 
 struct httpd *httpd_start(const struct httpd_config *cfg, const struct http_route *routes,
@@ -414,86 +580,108 @@ struct httpd *httpd_start(const struct httpd_config *cfg, const struct http_rout
 	while (pl && h->prefix[pl - 1] == '/')
 		h->prefix[--pl] = '\0';
 
-	bool tls = cfg->tls_cert && *cfg->tls_cert;
-	if (tls && (!(h->tls_cert = read_pem(cfg->tls_cert, err, errlen)) ||
-		    !(h->tls_key = read_pem(cfg->tls_key ? cfg->tls_key : "", err, errlen)))) {
+	/* ITC lets a thread pool's listening socket be quiesced (by a reload and by httpd_stop()). */
+	h->flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_USE_ITC |
+		   MHD_ALLOW_SUSPEND_RESUME;
+	h->port = cfg->port;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	h->threads = (unsigned)(cfg->threads > 0 ? cfg->threads : ncpu > 0 ? ncpu : 2);
+	h->max_connections = cfg->max_connections;
+	h->max_per_address = cfg->max_per_address;
+	if (set_address(h, cfg->host, cfg->port, err, errlen)) {
 		free_httpd(h);
 		return NULL;
-	}
-	if (cfg->client_ca && *cfg->client_ca) {
-		if (!tls) {
-			snprintf(err, errlen, "a client CA needs TLS (a certificate and key to serve with)");
-			free_httpd(h);
-			return NULL;
-		}
-		if (!(h->client_ca = read_pem(cfg->client_ca, err, errlen))) {
-			free_httpd(h);
-			return NULL;
-		}
 	}
 
-	struct sockaddr_in6 a6;
-	struct sockaddr_in a4;
-	struct sockaddr *addr;
-	/* ITC lets httpd_stop() quiesce the listening socket of a thread pool. */
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_USE_ITC |
-			 MHD_ALLOW_SUSPEND_RESUME;
-	memset(&a4, 0, sizeof(a4));
-	memset(&a6, 0, sizeof(a6));
-	if (inet_pton(AF_INET, cfg->host, &a4.sin_addr) == 1) {
-		a4.sin_family = AF_INET;
-		a4.sin_port = htons((uint16_t)cfg->port);
-		addr = (struct sockaddr *)&a4;
-	} else if (inet_pton(AF_INET6, cfg->host, &a6.sin6_addr) == 1) {
-		a6.sin6_family = AF_INET6;
-		a6.sin6_port = htons((uint16_t)cfg->port);
-		addr = (struct sockaddr *)&a6;
-		flags |= MHD_USE_IPv6;
-	} else {
-		snprintf(err, errlen, "listen address '%s' is not an IP address", cfg->host);
+	bool tls = cfg->tls_cert && *cfg->tls_cert;
+	h->verify_clients = cfg->client_ca && *cfg->client_ca;
+	if (h->verify_clients && !tls) {
+		snprintf(err, errlen, "a client CA needs TLS (a certificate and key to serve with)");
 		free_httpd(h);
 		return NULL;
 	}
-	if (tls)
-		flags |= MHD_USE_TLS;
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	unsigned threads = (unsigned)(cfg->threads > 0 ? cfg->threads : ncpu > 0 ? ncpu : 2);
-	struct MHD_OptionItem opts[] = {
-		{ MHD_OPTION_SOCK_ADDR, 0, addr },
-		{ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, h },
-		{ MHD_OPTION_CONNECTION_TIMEOUT, 30, NULL },
-		/* Idle clients of one address cannot take every connection from the others. */
-		{ MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections > 0 ? cfg->max_connections : 4096, NULL },
-		{ cfg->max_per_address > 0 ? MHD_OPTION_PER_IP_CONNECTION_LIMIT : MHD_OPTION_END,
-		  cfg->max_per_address, NULL },
-		{ MHD_OPTION_LISTEN_BACKLOG_SIZE, 512, NULL },
-		{ threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, threads, NULL },
-		{ tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, h->tls_cert },
-		{ tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, h->tls_key },
-		/* The server then asks every client for a certificate; client_verified() checks it. */
-		{ h->client_ca ? MHD_OPTION_HTTPS_MEM_TRUST : MHD_OPTION_END, 0, h->client_ca },
-		{ h->client_ca ? MHD_OPTION_NOTIFY_CONNECTION : MHD_OPTION_END, (intptr_t)on_connection, NULL },
-		{ MHD_OPTION_END, 0, NULL },
-	};
-	/* Options after the first END are ignored: move the used ones to the front. */
-	struct MHD_OptionItem used[sizeof(opts) / sizeof(opts[0])];
-	size_t nu = 0;
-	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
-		if (opts[i].option != MHD_OPTION_END)
-			used[nu++] = opts[i];
-	used[nu] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
-	h->daemon = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, h,
-				     MHD_OPTION_ARRAY, used, MHD_OPTION_END);
-	if (!h->daemon) {
-		snprintf(err, errlen, "cannot serve on %s:%d (address in use, or bad TLS files?)",
-			 cfg->host, cfg->port);
+	if (tls) {
+		h->flags |= MHD_USE_TLS;
+		h->cert_path = strdup(cfg->tls_cert);
+		h->key_path = strdup(cfg->tls_key ? cfg->tls_key : "");
+		h->ca_path = h->verify_clients ? strdup(cfg->client_ca) : NULL;
+		if (!h->cert_path || !h->key_path || (h->verify_clients && !h->ca_path)) {
+			snprintf(err, errlen, "out of memory");
+			free_httpd(h);
+			return NULL;
+		}
+		if (pem_load(h, &h->pem, err, errlen)) {
+			free_httpd(h);
+			return NULL;
+		}
+	}
+	struct MHD_Daemon *d = daemon_start(h, tls ? &h->pem : NULL, MHD_INVALID_SOCKET);
+	if (!d) {
+		snprintf(err, errlen, "cannot serve on %s:%d (address in use?)", cfg->host, cfg->port);
 		free_httpd(h);
 		return NULL;
 	}
-	const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
+	atomic_store(&h->daemon, d);
+	const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
 	h->port = info ? info->port : cfg->port;
 	pool_start(h, cfg->io_threads);
 	return h;
+}
+
+void httpd_retire_idle(struct httpd *h)
+{
+	retired_stop(h, false);
+}
+
+int httpd_reload_tls(struct httpd *h, char *err, size_t errlen)
+{
+	retired_stop(h, false);
+	if (!h->cert_path)
+		return 0;
+	struct tls_pem fresh;
+	if (pem_load(h, &fresh, err, errlen))
+		return -1;
+	if (pem_equal(&fresh, &h->pem)) {
+		pem_free(&fresh);
+		return 0;
+	}
+	struct retired *r = calloc(1, sizeof(*r));
+	if (!r) {
+		snprintf(err, errlen, "out of memory");
+		pem_free(&fresh);
+		return -1;
+	}
+	/*
+	 * The old daemon stops accepting and hands its listening socket to the
+	 * new one: connections wait in the backlog meanwhile, none is refused,
+	 * and requests in flight on the old daemon finish there.
+	 */
+	struct MHD_Daemon *old = atomic_load(&h->daemon);
+	MHD_socket fd = MHD_quiesce_daemon(old);
+	struct MHD_Daemon *d = fd == MHD_INVALID_SOCKET ? NULL : daemon_start(h, &fresh, fd);
+	int rc = 1;
+	if (d) {
+		r->pem = h->pem;
+		h->pem = fresh;
+	} else {
+		snprintf(err, errlen, "cannot start serving with the new certificate; serving the previous one");
+		pem_free(&fresh);
+		rc = -1;
+		/* Serve on with the previous set rather than not at all. */
+		if (fd == MHD_INVALID_SOCKET || !(d = daemon_start(h, &h->pem, fd))) {
+			log_error("no longer accepting connections after a failed certificate reload", "port=%d", h->port);
+			if (fd != MHD_INVALID_SOCKET)
+				close(fd);
+			free(r);
+			return -1;
+		}
+	}
+	r->daemon = old;
+	r->since_ms = clock_mono_ms();
+	r->next = h->retired;
+	h->retired = r;
+	atomic_store(&h->daemon, d);
+	return rc;
 }
 
 int httpd_port(const struct httpd *h)
@@ -506,12 +694,14 @@ void httpd_stop(struct httpd *h)
 	if (!h)
 		return;
 	/* Stop accepting, let the requests in flight finish (bounded), then stop. */
-	MHD_socket fd = MHD_quiesce_daemon(h->daemon);
+	struct MHD_Daemon *d = atomic_load(&h->daemon);
+	MHD_socket fd = MHD_quiesce_daemon(d);
 	for (int i = 0; i < DRAIN_SECONDS * 100 && atomic_load(&h->inflight) > 0; i++)
 		usleep(10000);
 	/* No connection may stay suspended when MHD stops: the pool answers all it holds first. */
 	pool_stop(&h->pool);
-	MHD_stop_daemon(h->daemon);
+	retired_stop(h, true);
+	MHD_stop_daemon(d);
 	/* Only now: the daemon's thread may still take the socket out of its epoll set. */
 	if (fd != MHD_INVALID_SOCKET)
 		close(fd);

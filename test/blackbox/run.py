@@ -7,6 +7,7 @@ Ends with a line "N passed, N failed"; exits 1 if anything failed.
 import http.client
 import json
 import os
+import shutil
 import signal
 import socket
 import ssl
@@ -35,8 +36,10 @@ class Server:
 
     def __init__(self, *args, tls=None, inventory=DEMO):
         self.port = free_port()
+        self.debug_port = free_port()
         self.tls = tls
-        cmd = [BIN, "serve", "--inventory", inventory, "--listen", f"127.0.0.1:{self.port}"] + list(args)
+        cmd = [BIN, "serve", "--inventory", inventory, "--listen", f"127.0.0.1:{self.port}",
+               "--debug-listen", f"127.0.0.1:{self.debug_port}"] + list(args)
         if tls:
             cmd += ["--tls-cert", tls[0], "--tls-key", tls[1]]
         self.log = tempfile.TemporaryFile()
@@ -71,6 +74,16 @@ class Server:
     def post(self, path, body):
         status, text, _ = self.request("POST", path, body, {"Content-Type": "application/json"})
         return status, json.loads(text)
+
+    def debug(self, path):
+        """GET on the /debug listener (plain HTTP, loopback): status and body."""
+        c = http.client.HTTPConnection("127.0.0.1", self.debug_port, timeout=10)
+        try:
+            c.request("GET", path)
+            r = c.getresponse()
+            return r.status, r.read().decode()
+        finally:
+            c.close()
 
     def output(self):
         self.log.seek(0)
@@ -260,14 +273,16 @@ def bind_records_allocation_and_debug_view_shows_it():
     try:
         s.post("/filter", {"Pod": pod("a", {"gpu.scheduling/gpu": "3"}), "NodeNames": NODES})
         assert bind(s, "a", "gpu-l4-c")["Error"] == ""
-        st, body, _ = s.request("GET", "/debug/nodes?node=gpu-l4-c")
+        st, body = s.debug("/debug/nodes?node=gpu-l4-c")
         node = json.loads(body)["nodes"][0]
         assert node["freeDevices"] == 1 and node["allocations"][0]["devices"] == "0,1,2", node
         st, r = s.post("/filter", {"Pod": pod("b", {"gpu.scheduling/gpu": "2"}), "NodeNames": NODES})
         assert r["FailedNodes"]["gpu-l4-c"] == "gpu 0-3: 1 free, claim needs 2", r
         s.post("/filter", {"Pod": pod("c", {"gpu.scheduling/gpu": "2"}), "NodeNames": NODES})
         assert "no longer fits" in bind(s, "c", "gpu-l4-c")["Error"]
-        assert s.request("GET", "/debug/nodes?node=nope")[0] == 404
+        assert s.debug("/debug/nodes?node=nope")[0] == 404
+        # Not on the verb port: only on the loopback /debug listener.
+        assert s.request("GET", "/debug/nodes")[0] == 404
     finally:
         s.stop()
 
@@ -303,7 +318,7 @@ def concurrent_binds_over_http_exactly_one_wins():
         for t in threads:
             t.join()
         assert len(won) == 4, won
-        node = json.loads(s.request("GET", "/debug/nodes?node=gpu-t4-f")[1])["nodes"][0]
+        node = json.loads(s.debug("/debug/nodes?node=gpu-t4-f")[1])["nodes"][0]
         assert node["devices"][0]["usedCorePercent"] == 100.0 and node["devices"][1]["sharedHolders"] == 0
     finally:
         s.stop()
@@ -362,18 +377,35 @@ def tls_endpoint():
     d = tempfile.mkdtemp()
     ca_key, ca, key, csr, crt = (os.path.join(d, n) for n in ("ca.key", "ca.crt", "srv.key", "srv.csr", "srv.crt"))
     run = lambda *a: subprocess.run(a, check=True, capture_output=True)
-    run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca, "-days", "1",
-        "-subj", "/CN=test-ca")
-    run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr, "-subj", "/CN=localhost")
     ext = os.path.join(d, "ext.cnf")
     with open(ext, "w") as f:
         f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-    run("openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-out", crt,
-        "-days", "1", "-extfile", ext)
-    s = Server(tls=(crt, key, ca))
+    def make_set(ca, ca_key, key, crt, cn):
+        run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca, "-days", "1",
+            "-subj", "/CN=" + cn)
+        run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr, "-subj", "/CN=localhost")
+        run("openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-out", crt,
+            "-days", "1", "-extfile", ext)
+    make_set(ca, ca_key, key, crt, "test-ca")
+    s = Server("--tls-reload-interval", "1", tls=(crt, key, ca))
     try:
         st, r = s.post("/filter", example("filter.json"))
         assert st == 200 and r["Error"] == ""
+        # Rotated in place (as a mounted Secret is): served from new connections on within the interval.
+        new = [os.path.join(d, n) for n in ("ca2.crt", "ca2.key", "srv2.key", "srv2.crt")]
+        make_set(*new, "test-ca-2")
+        shutil.copy(new[2], key)
+        shutil.copy(new[3], crt)
+        s.tls = (crt, key, new[0])
+        deadline = time.time() + 5
+        while True:
+            try:
+                assert s.request("GET", "/healthz")[0] == 200
+                break
+            except ssl.SSLError:
+                assert time.time() < deadline, "the rotated certificate was not served: " + s.output()
+                time.sleep(0.1)
+        assert "serving with the new certificate files" in s.output(), s.output()
     finally:
         s.stop()
     r = subprocess.run([BIN, "serve", "--inventory", DEMO, "--listen", "127.0.0.1:0", "--tls-cert", "/nope.pem",

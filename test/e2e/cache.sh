@@ -51,7 +51,8 @@ mkdir -p "$WORK"
 # change LABEL URL NODES EXPECT [--gpus N | --claim NS/NAME] -- CMD...: run the
 # write CMD and wait (1 s at most, polling every CACHE_POLL_MS, 50 ms, from before
 # CMD starts) until the extender's answer
-# for the first of NODES is EXPECT (pass, reject:TEXT, absent); the delay is
+# for the first of NODES is EXPECT (pass, reject:TEXT, absent: then URL is the
+# extender's /debug listener); the delay is
 # kept for the summary.
 change() {
   local label=$1; shift
@@ -85,7 +86,8 @@ gns_patch() {  # NODE JSON_PATCH
   kubectl patch gpunodestatus "$1" --type=json -p "$2" >/dev/null
 }
 
-# converge URL...: the caches of these extenders hold exactly the API server's
+# converge DEBUG_URL...: the caches of these extenders (at their /debug
+# listeners) hold exactly the API server's
 # Nodes and GpuNodeStatuses (within 30 s: reconnects back off up to a few seconds).
 converge() {
   kubectl get nodes -o json >"$WORK/nodes.json" && kubectl get gpunodestatuses -o json >"$WORK/gns.json" ||
@@ -208,6 +210,7 @@ e2e_gpu_node a1 4 || { echo "cache: 0 passed, 1 failed (nodes)"; exit 1; }
 e2e_gpu_node a2 8
 e2e_start_extender ext || { echo "cache: 0 passed, 1 failed (extender)"; exit 1; }
 URL=$E2E_URL
+DEBUG=$E2E_DEBUG_URL
 
 if e2e_want 1; then
   echo "== 1. changes reach the filter within a second"
@@ -246,7 +249,7 @@ if e2e_want 1; then
     kubectl delete gpunodestatus c1 --wait=false
   last_delay
   e2e_check "delete the Node: gone from /debug/nodes within 1 s" \
-    change "delete Node -> gone" "$URL" c1 absent -- kubectl delete node c1 --wait=false
+    change "delete Node -> gone" "$DEBUG" c1 absent -- kubectl delete node c1 --wait=false
   last_delay
 
   # GpuClaims: created, changed, deleted.
@@ -272,7 +275,7 @@ if e2e_want 1; then
     awk -v e="$ev" -v a="$age" 'BEGIN { exit !(e >= 4 && a >= 0 && a < 60) }'
   }
   e2e_check "metrics: watch events counted, newest event age" check_event_metrics
-  e2e_check "cache == API server after the changes" converge "$URL"
+  e2e_check "cache == API server after the changes" converge "$DEBUG"
   show_note
 fi
 
@@ -323,7 +326,7 @@ if e2e_want 2; then
   kubectl delete node r4 --wait=false >/dev/null
   kubectl label node r1 phase=after --overwrite >/dev/null
 
-  e2e_check "after the restart the cache converges to the API server's state" converge "$URL"
+  e2e_check "after the restart the cache converges to the API server's state" converge "$DEBUG"
   show_note
   check_restart_counted() {
     local r l
@@ -363,6 +366,7 @@ if e2e_want 3; then
   CLUSTER_EXTENDER_KUBECONFIG=$WORK/proxy.kubeconfig e2e_start_extender ext410 ||
     { echo "cache: ext410 did not start"; e2e_summary; exit 1; }
   URL410=$E2E_URL
+  DEBUG410=$E2E_DEBUG_URL
   cluster_wait 10 "g3 in ext410's cache" filter_says "$URL410" g3 '"g3"]'
   relists_gns0=$(metric "$URL410" gpu_extender_relists_total gpunodestatuses)
   relists_nodes0=$(metric "$URL410" gpu_extender_relists_total nodes)
@@ -408,7 +412,7 @@ if e2e_want 3; then
   }
   e2e_check "gpu_extender_relists_total grew beyond the first list" check_410_relists
   show_note
-  e2e_check "deletions in the gap recovered by the relist: cache == API server" converge "$URL410" "$URL"
+  e2e_check "deletions in the gap recovered by the relist: cache == API server" converge "$DEBUG410" "$DEBUG"
   show_note
   e2e_check "g1 (GpuNodeStatus deleted in the gap) now rejected" \
     filter_says "$URL410" g1 'no GpuNodeStatus'
@@ -457,6 +461,7 @@ if e2e_want 4; then
   kubeconfig_variant "$WORK/rotating.kubeconfig" --server "$PROXY_URL" --token-file "$WORK/rotating.token"
   CLUSTER_EXTENDER_KUBECONFIG=$WORK/rotating.kubeconfig e2e_start_extender ext-rot
   URLROT=$E2E_URL
+  DEBUGROT=$E2E_DEBUG_URL
   e2e_check "(b) tokenFile with the right token: ready" wait_readyz "$URLROT" 200 10
   show_note
   monitor mon-rot "$URLROT"
@@ -481,7 +486,7 @@ if e2e_want 4; then
   e2e_check "(b) right token written back: ready again (backoff included)" wait_readyz "$URLROT" 200 30
   show_note
   e2e_check "(b) no crash: /healthz 200 throughout" monitor_report mon-rot
-  e2e_check "(b) cache == API server after the streak" converge "$URLROT"
+  e2e_check "(b) cache == API server after the streak" converge "$DEBUGROT"
   show_note
   cluster_kill mon-rot
   cluster_kill ext-rot
@@ -546,6 +551,7 @@ PY
   kubeconfig_variant "$WORK/page.kubeconfig" --server "$PROXY_URL" --token-file "$WORK/page.token"
   CLUSTER_EXTENDER_KUBECONFIG=$WORK/page.kubeconfig e2e_start_extender ext-page
   URLPAGE=$E2E_URL
+  DEBUGPAGE=$E2E_DEBUG_URL
   devices_api=$(kubectl get gpunodestatuses -o json | python3 -c \
     'import json,sys; print(sum(len(g["status"]["devices"]) for g in json.load(sys.stdin)["items"]))')
   cluster_wait 20 "all $devices_api devices in ext-page's cache" bash -c \
@@ -581,7 +587,7 @@ PY
   cu proxyctl "$PROXY_CTL" "budget?bytes=0" >/dev/null
   e2e_check "the relist completes: ready again" wait_readyz "$URLPAGE" 200 40
   show_note
-  e2e_check "cache == API server ($BULK+ GpuNodeStatuses)" converge "$URLPAGE"
+  e2e_check "cache == API server ($BULK+ GpuNodeStatuses)" converge "$DEBUGPAGE"
   show_note
   cluster_kill track 2>/dev/null
   cluster_kill ext-page

@@ -13,7 +13,8 @@
 #   e2e_start_extender NAME [FLAGS...]
 #                              gpu-extender serve in cluster mode as the extender
 #                              identity on a free port; waits for /readyz; sets
-#                              E2E_PORT_<NAME> and E2E_URL (of the last one)
+#                              E2E_PORT_<NAME>, E2E_URL and E2E_DEBUG_URL (its
+#                              /debug listener) of the last one
 #   e2e_start_scheduler NAME URL [CONFIG]
 #                              kube-scheduler with config/scheduler-config.yaml pointed at URL
 #   e2e_pod NS NAME LIMITS_JSON [ANNOTATIONS_JSON] [SCHEDULER]
@@ -85,12 +86,14 @@ e2e_free_port() {
 
 e2e_start_extender() {
   local name=$1; shift
-  local port
-  port=$(e2e_free_port) || return 1
+  local port dport
+  port=$(e2e_free_port) && dport=$(e2e_free_port) || return 1
+  while [[ $dport == "$port" ]]; do dport=$(e2e_free_port) || return 1; done
   cluster_spawn "$name" "$E2E_EXTENDER" serve --kubeconfig "$CLUSTER_EXTENDER_KUBECONFIG" \
-    --listen "127.0.0.1:$port" --identity "$name" "$@"
+    --listen "127.0.0.1:$port" --debug-listen "127.0.0.1:$dport" --identity "$name" "$@"
   printf -v "E2E_PORT_${name//-/_}" '%s' "$port"
   E2E_URL="http://127.0.0.1:$port"
+  E2E_DEBUG_URL="http://127.0.0.1:$dport"
   cluster_wait 30 "$name ready" curl -sf "$E2E_URL/readyz" >/dev/null
 }
 

@@ -3,11 +3,16 @@
 # and asks every client for a certificate of the client CA (--client-ca).
 #   - /healthz, /readyz, /version and /metrics answer without one (probes,
 #     Prometheus);
-#   - filter, prioritize, bind, preempt and /debug/nodes answer 401 without a
-#     certificate, with one of another CA, and with one of the right CA that
-#     is not for client authentication; a bind refused so binds nothing;
+#   - filter, prioritize, bind and preempt answer 401 without a certificate,
+#     with one of another CA, and with one of the right CA that is not for
+#     client authentication; a bind refused so binds nothing;
+#   - /debug/nodes is not on the verb port, only on its loopback listener;
 #   - a real kube-scheduler configured with tlsConfig (certFile, keyFile,
 #     caFile), as deploy/07-scheduler.yaml is, places and binds a GPU pod;
+#   - the serving certificate and then the client CA are rotated in place
+#     while kube-scheduler places 30 pods: each is served from new
+#     connections on within the reload interval (1 s) plus 2 s, every pod is
+#     bound, no device twice;
 #   - an extender whose verbs answer anyone on a non-loopback address says so
 #     at start.
 # Certificates are made here, signed by the harness's cluster CA (the rogue
@@ -43,9 +48,15 @@ cluster_make_cert "$PKI" server "/CN=gpu-extender" "basicConstraints=critical,CA
   ) || { echo "mtls: 0 passed, 1 failed (certificates)"; exit 1; }
 
 PORT=$(e2e_free_port)
+DPORT=$(e2e_free_port)
 URL=https://127.0.0.1:$PORT
+# The files the extender serves with, rotated in place below (as a mounted Secret is).
+LIVE=$PKI/live
+mkdir -p "$LIVE" && cp "$PKI/server.crt" "$LIVE/tls.crt" && cp "$PKI/server.key" "$LIVE/tls.key" &&
+  cp "$CLUSTER_CA_FILE" "$LIVE/client-ca.crt" || { echo "mtls: 0 passed, 1 failed (certificates)"; exit 1; }
 cluster_spawn ext "$E2E_EXTENDER" serve --kubeconfig "$CLUSTER_EXTENDER_KUBECONFIG" --listen "127.0.0.1:$PORT" \
-  --identity ext --tls-cert "$PKI/server.crt" --tls-key "$PKI/server.key" --client-ca "$CLUSTER_CA_FILE"
+  --identity ext --tls-cert "$LIVE/tls.crt" --tls-key "$LIVE/tls.key" --client-ca "$LIVE/client-ca.crt" \
+  --tls-reload-interval 1 --debug-listen "127.0.0.1:$DPORT"
 
 call() {  # METHOD PATH [CURL ARGS...]: the HTTP status ("000": no answer, or the TLS handshake failed)
   local m=$1 p=$2; shift 2
@@ -66,16 +77,14 @@ check_open() {
 }
 e2e_check "probes and metrics answer without a client certificate" check_open
 
-check_refused() {  # CURL ARGS...: every verb and /debug refuse this caller
+check_refused() {  # CURL ARGS...: every verb refuses this caller
   local st v
   for v in filter prioritize bind preempt; do
     st=$(call POST "/$v" -d "$FILTER" "$@")
     [[ $st == 401 ]] || { echo "POST /$v ($*): $st"; return 1; }
   done
-  st=$(call GET /debug/nodes "$@")
-  [[ $st == 401 ]] || { echo "GET /debug/nodes ($*): $st"; return 1; }
 }
-e2e_check "the verbs and /debug refuse a caller without a client certificate" check_refused
+e2e_check "the verbs refuse a caller without a client certificate" check_refused
 e2e_check "... a client certificate of another CA" check_refused --cert "$PKI/rogue.crt" --key "$PKI/rogue.key"
 e2e_check "... a certificate of the client CA not made for client authentication" \
   check_refused --cert "$PKI/serveronly.crt" --key "$PKI/serveronly.key"
@@ -106,6 +115,15 @@ check_with_cert() {
 }
 e2e_check "with kube-scheduler's client certificate the verbs answer" check_with_cert
 
+check_debug() {
+  local st
+  st=$(call GET /debug/nodes --cert "$PKI/scheduler.crt" --key "$PKI/scheduler.key")
+  [[ $st == 404 ]] || { echo "GET /debug/nodes on the verb port: $st"; return 1; }
+  curl -s --max-time 5 "http://127.0.0.1:$DPORT/debug/nodes?node=gpu-m" | grep -q '"name":"gpu-m"' ||
+    { echo "no gpu-m on the /debug listener"; return 1; }
+}
+e2e_check "/debug/nodes is not on the verb port, only on its loopback listener" check_debug
+
 # kube-scheduler as deploy/07-scheduler.yaml configures it: https, tlsConfig.
 SCONF=$CLUSTER_DIR/mtls-scheduler.yaml
 sed -e "s#http://127.0.0.1:8888#$URL#" \
@@ -120,6 +138,71 @@ check_scheduled() {
 }
 bound_placed() { [[ $(e2e_pod_node ml placed) == gpu-m ]]; }
 e2e_check "kube-scheduler with its client certificate places and binds a GPU pod through the extender" check_scheduled
+
+# ---- rotation while kube-scheduler places pods -----------------------------
+e2e_gpu_node gpu-r 32
+served_serial() {
+  openssl s_client -connect "127.0.0.1:$PORT" -CAfile "$CLUSTER_CA_FILE" -cert "$PKI/scheduler.crt" \
+    -key "$PKI/scheduler.key" </dev/null 2>/dev/null | openssl x509 -noout -serial 2>/dev/null
+}
+within() {  # SECONDS WHAT CMD...: CMD succeeds within SECONDS; notes how long it took
+  local secs=$1 what=$2 t0=$SECONDS; shift 2
+  until "$@"; do
+    ((SECONDS - t0 <= secs)) || { echo "$what: not within ${secs}s"; return 1; }
+    sleep 0.2
+  done
+  e2e_note "$what after $((SECONDS - t0)) s" >>"$CLUSTER_DIR/rotation-notes"
+}
+create_pods() { local i; for i in $(seq "$1" "$2"); do e2e_pod ml "rot-$i" '{"gpu.scheduling/gpu":"1"}'; done; }
+serial_is() { [[ $(served_serial) == "$1" ]]; }
+next_ca_accepted() { [[ $(call POST /filter -d "$FILTER" --cert "$PKI/next-client.crt" --key "$PKI/next-client.key") == 200 ]]; }
+all_bound() {
+  local i
+  for i in $(seq 1 30); do [[ -n $(e2e_pod_node ml "rot-$i") ]] || return 1; done
+}
+check_rotation() {
+  local old new rc=0 d=$CLUSTER_DIR/mtls-verify
+  old=$(served_serial)
+  create_pods 1 15 &
+  # 1. the serving certificate: new key, same CA (the key file first, so a mismatched pair is seen)
+  cluster_make_cert "$PKI" server2 "/CN=gpu-extender" "basicConstraints=critical,CA:FALSE" \
+    "keyUsage=critical,digitalSignature,keyEncipherment" "extendedKeyUsage=serverAuth" "subjectAltName=IP:127.0.0.1" ||
+    return 1
+  new=$(openssl x509 -noout -serial -in "$PKI/server2.crt")
+  [[ -n $old && $new != "$old" ]] || { echo "serials: served $old, new $new"; return 1; }
+  cp "$PKI/server2.key" "$LIVE/tls.key" && sleep 1.5 && cp "$PKI/server2.crt" "$LIVE/tls.crt"
+  within 3 "the renewed serving certificate served" serial_is "$new" || rc=1
+  # 2. the client CA: a bundle of the old CA and a new one, as a CA rotation starts
+  (
+    set -e
+    cd "$PKI"
+    ec() { openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "$@" 2>/dev/null; }
+    ec -x509 -keyout next-ca.key -out next-ca.crt -subj /CN=next-ca -days 2
+    ec -keyout next-client.key -out next-client.csr -subj /CN=gpu-scheduler
+    printf 'extendedKeyUsage=clientAuth\n' >next-client.ext
+    openssl x509 -req -in next-client.csr -CA next-ca.crt -CAkey next-ca.key -CAcreateserial \
+      -out next-client.crt -days 2 -extfile next-client.ext 2>/dev/null
+    cat "$CLUSTER_CA_FILE" next-ca.crt >"$LIVE/client-ca.crt"
+  ) || return 1
+  within 3 "a client of the new CA accepted" next_ca_accepted || rc=1
+  [[ $(call POST /filter -d "$FILTER" --cert "$PKI/rogue.crt" --key "$PKI/rogue.key") == 401 ]] ||
+    { echo "the rogue CA's client is accepted"; rc=1; }
+  create_pods 16 30
+  wait
+  within 60 "all 30 pods bound" all_bound || rc=1
+  mkdir -p "$d" && kubectl get lease -A -o json >"$d/leases.json" && kubectl get pods -A -o json >"$d/pods.json" &&
+    kubectl get gpunodestatuses -o json >"$d/gns.json" &&
+    python3 test/e2e/verify_allocations.py --leases "$d/leases.json" --pods "$d/pods.json" --gns "$d/gns.json" ||
+    rc=1
+  [[ $(grep -c 'serving with the new certificate files.*server=verbs' "$(cluster_log ext)") -ge 2 ]] ||
+    { echo "the reloads are not logged"; rc=1; }
+  grep -q 'cannot load the changed certificate files.*do not match' "$(cluster_log ext)" ||
+    { echo "the mismatched pair in between was not refused"; rc=1; }
+  return $rc
+}
+e2e_check "serving certificate, then client CA rotated while kube-scheduler places 30 pods: new ones served, all bound, no device twice" \
+  check_rotation
+cat "$CLUSTER_DIR/rotation-notes" 2>/dev/null
 
 # The warning for verbs open to anyone (standalone on the demo inventory).
 check_warning() {

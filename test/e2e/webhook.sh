@@ -67,7 +67,7 @@ HTTP_PORT=${PORTS[0]:-} WH_PORT=${PORTS[1]:-}
 WH_URL=https://127.0.0.1:$WH_PORT/mutate
 cluster_spawn gpu-extender "$E2E_EXTENDER" serve --inventory config/demo-inventory.json \
   --listen "127.0.0.1:$HTTP_PORT" --webhook-listen "127.0.0.1:$WH_PORT" \
-  --webhook-cert "$WH/tls.crt" --webhook-key "$WH/tls.key" --log-level debug
+  --webhook-cert "$WH/tls.crt" --webhook-key "$WH/tls.key" --tls-reload-interval 1 --log-level debug
 EXT_PID=$CLUSTER_LAST_PID
 
 PROBE='{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"probe-1","operation":"DELETE","object":null}}'
@@ -345,6 +345,38 @@ check_policy_mixed() {
 JSON
 }
 e2e_check "policy: an opted-out pod asking gpu with gpu-core is refused (the webhook did not make it a share)" check_policy_mixed
+
+# ---- certificate rotation while pods are created ----------------------------
+# A new serving certificate (new key) is written over the files the webhook
+# serves with, as a renewed Secret is; pods created meanwhile are all mutated
+# (none admitted unchanged), and new connections get the new certificate
+# within the reload interval (1 s here) plus a second.
+served_serial() {
+  openssl s_client -connect "127.0.0.1:$WH_PORT" -CAfile "$CLUSTER_CA_FILE" </dev/null 2>/dev/null |
+    openssl x509 -noout -serial 2>/dev/null
+}
+check_rotation() {
+  local old new i t0 bad=0
+  old=$(served_serial)
+  [[ -n $old ]] || { echo "no certificate served"; return 1; }
+  for i in $(seq 1 20); do gpu_pod "$NS" "rot-$i" | kubectl create -f - >/dev/null & done
+  make_cert || return 1
+  new=$(openssl x509 -noout -serial -in "$WH/tls.crt")
+  [[ $new != "$old" ]] || { echo "the new certificate has the old serial"; return 1; }
+  t0=$SECONDS
+  until [[ $(served_serial) == "$new" ]]; do
+    ((SECONDS - t0 <= 3)) || { echo "still serving $old"; wait; return 1; }
+    sleep 0.2
+  done
+  e2e_note "the renewed certificate served $((SECONDS - t0)) s after it was written" >"$WH/rotation-note"
+  for i in $(seq 21 30); do gpu_pod "$NS" "rot-$i" | kubectl create -f - >/dev/null & done
+  wait
+  for i in $(seq 1 30); do pod_is "$NS" "rot-$i" gpu side >/dev/null || { echo "rot-$i not mutated"; bad=1; }; done
+  ((bad == 0)) && grep -q 'serving with the new certificate files.*server=webhook' "$(cluster_log gpu-extender)"
+}
+e2e_check "webhook certificate renewed while 30 GPU pods are created: all mutated, the new one served within 3 s" \
+  check_rotation
+cat "$WH/rotation-note" 2>/dev/null
 
 # ---- the webhook down: failurePolicy Ignore ---------------------------------
 # Hung first (stopped: the kernel accepts the connection, nobody answers), so

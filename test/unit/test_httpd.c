@@ -1,7 +1,10 @@
 /*
  * httpd's I/O pool: a route that waits (as a bind waits on the API server)
  * must not hold the server's only connection thread, and a stopping server
- * answers what the pool holds before it stops.
+ * answers what the pool holds before it stops. Certificate reload: new
+ * connections get the new certificate and client CA, open ones finish on the
+ * old set and are closed after their next answer, a request in flight is
+ * answered, and a set that does not load leaves the old one serving.
  */
 #include "testutil.h"
 
@@ -10,6 +13,8 @@
 
 #include <curl/curl.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <strings.h>
 #include <unistd.h>
 
 /* The waiting handler blocks until the test opens the gate. */
@@ -183,6 +188,171 @@ static void test_stop_answers_what_the_pool_holds(void **state)
 	buf_release(&w.reply);
 }
 
+
+/* ---- certificate reload ---- */
+
+static char pki[64];
+
+static void sh(const char *fmt, ...)
+{
+	char cmd[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	if (system(cmd))
+		fail_msg("failed: %s", cmd);
+}
+
+/* Two CAs, each with a server and a client certificate (openssl, as the deploy step uses). */
+static void make_pki(void)
+{
+	snprintf(pki, sizeof(pki), "/tmp/test_httpd.XXXXXX");
+	assert_non_null(mkdtemp(pki));
+	const char *ec = "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+	for (int i = 1; i <= 2; i++) {
+		sh("cd %s && %s -x509 -keyout ca%d.key -out ca%d.crt -subj /CN=ca%d -days 2 2>/dev/null", pki, ec, i, i, i);
+		const char *kinds[] = { "server", "client" };
+		for (int k = 0; k < 2; k++)
+			sh("cd %s && %s -keyout %s%d.key -out %s%d.csr -subj /CN=%s%d 2>/dev/null && "
+			   "printf 'extendedKeyUsage=%sAuth\\nsubjectAltName=IP:127.0.0.1\\n' >%s%d.ext && "
+			   "openssl x509 -req -in %s%d.csr -CA ca%d.crt -CAkey ca%d.key -CAcreateserial -days 2 "
+			   "-out %s%d.crt -extfile %s%d.ext 2>/dev/null",
+			   pki, ec, kinds[k], i, kinds[k], i, kinds[k], i, kinds[k], kinds[k], i, kinds[k], i, i, i,
+			   kinds[k], i, kinds[k], i);
+	}
+}
+
+/* What the server serves with: certificate and key of one set, client CA of one CA. */
+static void serve_files(const char *cert, const char *key, const char *ca)
+{
+	sh("cd %s && cp %s.crt tls.crt && cp %s.key tls.key && cp %s.crt client-ca.crt", pki, cert, key, ca);
+}
+
+static size_t note_close(char *data, size_t size, size_t n, void *closed)
+{
+	if (!strncasecmp(data, "Connection: close", 17))
+		*(bool *)closed = true;
+	return size * n;
+}
+
+/* GET or POST over TLS on handle h (kept open between calls); the status, 0 when it failed. */
+static long tls_call(CURL *h, int port, const char *path, const char *body, int ca, int client, bool *closed)
+{
+	char url[128], cafile[128], cert[128], key[128];
+	snprintf(url, sizeof(url), "https://127.0.0.1:%d%s", port, path);
+	snprintf(cafile, sizeof(cafile), "%s/ca%d.crt", pki, ca);
+	snprintf(cert, sizeof(cert), "%s/client%d.crt", pki, client);
+	snprintf(key, sizeof(key), "%s/client%d.key", pki, client);
+	struct buf sink;
+	buf_init(&sink, 1 << 16);
+	*closed = false;
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_CAINFO, cafile);
+	curl_easy_setopt(h, CURLOPT_SSLCERT, cert);
+	curl_easy_setopt(h, CURLOPT_SSLKEY, key);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 10000L);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
+	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, note_close);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, closed);
+	if (body)
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+	else
+		curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+	long status = 0;
+	if (curl_easy_perform(h) == CURLE_OK)
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	buf_release(&sink);
+	return status;
+}
+
+/* A call on a connection of its own. */
+static long tls_call_new(int port, const char *path, int ca, int client)
+{
+	CURL *h = curl_easy_init();
+	bool closed;
+	long st = tls_call(h, port, path, NULL, ca, client, &closed);
+	curl_easy_cleanup(h);
+	return st;
+}
+
+struct tls_wait {
+	int port;
+	long status;
+};
+
+static void *tls_wait_call(void *arg)
+{
+	struct tls_wait *w = arg;
+	CURL *h = curl_easy_init();
+	bool closed;
+	w->status = tls_call(h, w->port, "/wait", "r", 1, 1, &closed);
+	curl_easy_cleanup(h);
+	return NULL;
+}
+
+static void test_certificates_reload_without_dropping_requests(void **state)
+{
+	(void)state;
+	make_pki();
+	serve_files("server1", "server1", "ca1");
+	char cert[128], key[128], ca[128], err[256];
+	snprintf(cert, sizeof(cert), "%s/tls.crt", pki);
+	snprintf(key, sizeof(key), "%s/tls.key", pki);
+	snprintf(ca, sizeof(ca), "%s/client-ca.crt", pki);
+	gate.entered = 0;
+	gate.open = false;
+	struct httpd_config hc = { .host = "127.0.0.1", .port = 0, .url_prefix = "", .max_body = 1 << 20,
+				   .threads = 1, .io_threads = 1, .tls_cert = cert, .tls_key = key, .client_ca = ca };
+	struct httpd *h = httpd_start(&hc, routes, 2, err, sizeof(err));
+	if (!h)
+		fail_msg("httpd_start: %s", err);
+	int port = httpd_port(h);
+
+	/* A kept-alive connection, and a request in flight, from before the reload. */
+	CURL *kept = curl_easy_init();
+	bool closed;
+	assert_int_equal(tls_call(kept, port, "/quick", NULL, 1, 1, &closed), 200);
+	assert_false(closed);
+	struct tls_wait w = { port, 0 };
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, tls_wait_call, &w), 0);
+	wait_entered(1);
+
+	assert_int_equal(httpd_reload_tls(h, err, sizeof(err)), 0);     /* nothing changed */
+	serve_files("server2", "server2", "ca2");
+	assert_int_equal(httpd_reload_tls(h, err, sizeof(err)), 1);
+
+	/* New connections: the new server certificate, and only the new CA's clients. */
+	assert_int_equal(tls_call_new(port, "/quick", 2, 2), 200);
+	assert_int_equal(tls_call_new(port, "/quick", 1, 1), 0);         /* server1's CA no longer matches */
+	assert_int_equal(tls_call_new(port, "/quick", 2, 1), 401);
+	/* The open connection is answered on the old set, then closed. */
+	assert_int_equal(tls_call(kept, port, "/quick", NULL, 1, 1, &closed), 200);
+	assert_true(closed);
+	open_gate();
+	pthread_join(t, NULL);
+	assert_int_equal(w.status, 200);
+
+	/* A key that is not the certificate's: refused, and the previous set serves on. */
+	sh("cp %s/server1.key %s", pki, key);
+	assert_int_equal(httpd_reload_tls(h, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "do not match"));
+	assert_int_equal(tls_call_new(port, "/quick", 2, 2), 200);
+	/* An empty client CA file (caught mid-write): refused too. */
+	serve_files("server2", "server2", "ca2");
+	sh(": >%s", ca);
+	assert_int_equal(httpd_reload_tls(h, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "empty"));
+	serve_files("server2", "server2", "ca2");
+	assert_int_equal(httpd_reload_tls(h, err, sizeof(err)), 0);
+	curl_easy_cleanup(kept);
+	httpd_stop(h);
+	sh("rm -rf %s", pki);
+}
+
 int main(void)
 {
 	log_setup(LOG_ERROR, false);
@@ -191,6 +361,7 @@ int main(void)
 		cmocka_unit_test(test_waiting_route_holds_no_connection_thread),
 		cmocka_unit_test(test_without_pool_it_runs_inline),
 		cmocka_unit_test(test_stop_answers_what_the_pool_holds),
+		cmocka_unit_test(test_certificates_reload_without_dropping_requests),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	curl_global_cleanup();
