@@ -56,7 +56,7 @@ mkdir -p "$LIVE" && cp "$PKI/server.crt" "$LIVE/tls.crt" && cp "$PKI/server.key"
   cp "$CLUSTER_CA_FILE" "$LIVE/client-ca.crt" || { echo "mtls: 0 passed, 1 failed (certificates)"; exit 1; }
 cluster_spawn ext "$E2E_EXTENDER" serve --kubeconfig "$CLUSTER_EXTENDER_KUBECONFIG" --listen "127.0.0.1:$PORT" \
   --identity ext --tls-cert "$LIVE/tls.crt" --tls-key "$LIVE/tls.key" --client-ca "$LIVE/client-ca.crt" \
-  --tls-reload-interval 1 --debug-listen "127.0.0.1:$DPORT"
+  --tls-reload-interval 1 --debug-listen "127.0.0.1:$DPORT" --log-level debug
 
 call() {  # METHOD PATH [CURL ARGS...]: the HTTP status ("000": no answer, or the TLS handshake failed)
   local m=$1 p=$2; shift 2
@@ -216,6 +216,18 @@ check_warning() {
   ! grep -q 'the verbs answer any caller' "$log" || { echo "a warning on loopback"; return 1; }
 }
 e2e_check "an extender whose verbs answer anyone on a non-loopback address warns at start" check_warning
+
+# Every request was logged (debug level); no secret and no pod spec was.
+check_log_clean() {
+  local log token
+  log=$(cluster_log ext)
+  token=$(cat "$CLUSTER_EXTENDER_TOKEN_FILE")
+  [[ $(grep -c 'msg="request"' "$log") -gt 30 ]] || { echo "too few requests logged to judge"; return 1; }
+  ! grep -qF -- "$token" "$log" || { echo "the API token is in the log"; return 1; }
+  ! grep -q 'PRIVATE KEY\|BEGIN CERTIFICATE' "$log" || { echo "key or certificate text in the log"; return 1; }
+  ! grep -q '"containers"\|"spec":' "$log" || { echo "a pod spec in the log"; return 1; }
+}
+e2e_check "the extender's log (every request at debug level) holds no token, key or pod spec" check_log_clean
 
 echo "mtls.sh took $((SECONDS - t_start))s"
 e2e_summary

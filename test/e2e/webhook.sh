@@ -36,7 +36,16 @@ t_start=$SECONDS
 bail() {  # a step the rest depends on failed: say why, count it, stop
   echo "FAIL $*"
   E2E_FAILED=$((E2E_FAILED + 1))
-  echo "webhook.sh took $((SECONDS - t_start))s"
+  # The webhook saw every pod above whole (debug level logs each request): none is in its log.
+check_log_clean() {
+  local log
+  log=$(cluster_log gpu-extender)
+  [[ $(grep -c 'path=/mutate' "$log") -gt 30 ]] || { echo "too few reviews logged to judge"; return 1; }
+  ! grep -q '"containers"\|"spec":\|PRIVATE KEY' "$log" || { echo "a pod spec or key in the log"; return 1; }
+}
+e2e_check "the webhook's log (every review at debug level) holds no pod spec or key" check_log_clean
+
+echo "webhook.sh took $((SECONDS - t_start))s"
   e2e_summary
   exit 1
 }
@@ -407,6 +416,15 @@ policy_when_down() { selecting_pod "$NS" down-sel NVIDIA_VISIBLE_DEVICES | refus
 e2e_check "webhook down: the policy still refuses a pod that sets NVIDIA_VISIBLE_DEVICES=all" policy_when_down
 e2e_check "the API server logged that it failed open" \
   grep -q 'failing open.*env.gpu.scheduling.io\|env.gpu.scheduling.io.*failing open' "$(cluster_log kube-apiserver)"
+
+# The webhook saw every pod above whole (debug level logs each request): none is in its log.
+check_log_clean() {
+  local log
+  log=$(cluster_log gpu-extender)
+  [[ $(grep -c 'path=/mutate' "$log") -gt 30 ]] || { echo "too few reviews logged to judge"; return 1; }
+  ! grep -q '"containers"\|"spec":\|PRIVATE KEY' "$log" || { echo "a pod spec or key in the log"; return 1; }
+}
+e2e_check "the webhook's log (every review at debug level) holds no pod spec or key" check_log_clean
 
 echo "webhook.sh took $((SECONDS - t_start))s"
 e2e_summary
