@@ -31,7 +31,10 @@ struct toolrun_opts {
 	 * container (e.g. /host): the tool is looked up in the host's usual
 	 * directories (TOOLRUN_HOST_PATH) and run chrooted into host_root, so it
 	 * finds the host's own libraries (libnvidia-ml, ROCm, the OpenCL ICDs)
-	 * and interpreters. Needs CAP_SYS_CHROOT. tools_dir, when set, wins.
+	 * and interpreters. Needs CAP_SYS_CHROOT. When host_root has a proc
+	 * directory, the tool gets this process's /proc there, in a mount
+	 * namespace of its own (with CAP_SYS_ADMIN; without, no /proc).
+	 * tools_dir, when set, wins.
 	 */
 	const char *host_root;
 	int timeout_ms;          /* <= 0: 10000 */

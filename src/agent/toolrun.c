@@ -10,10 +10,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -164,6 +166,7 @@ int toolrun_run(const struct toolrun_opts *opts, const char *const argv[], struc
 				   ? opts->host_root : NULL;
 	char cand[HOST_CANDIDATES][256];
 	int ncand = 0;
+	char proc[300] = "";   /* root's /proc, where the tool gets one */
 	struct stat rst;
 	if (root && (stat(root, &rst) || !S_ISDIR(rst.st_mode))) {
 		res->status = TOOLRUN_SPAWN_ERROR;
@@ -171,6 +174,9 @@ int toolrun_run(const struct toolrun_opts *opts, const char *const argv[], struc
 		return hand_over(res, &out);
 	}
 	if (root) {
+		int pn = snprintf(proc, sizeof(proc), "%s/proc", root);
+		if (pn <= 0 || (size_t)pn >= sizeof(proc) || lstat(proc, &rst) || !S_ISDIR(rst.st_mode))
+			proc[0] = '\0';
 		if (strchr(argv[0], '/')) {
 			snprintf(cand[ncand++], sizeof(cand[0]), "%s", argv[0]);
 		} else {
@@ -215,6 +221,19 @@ int toolrun_run(const struct toolrun_opts *opts, const char *const argv[], struc
 		signal(SIGPIPE, SIG_DFL);
 		int e;
 		if (root) {
+			/*
+			 * The DaemonSet mounts the host's directories the tools need
+			 * under root, but not the host's /proc (that would show the
+			 * host's processes and, through /proc/1/root, all of its
+			 * files). The tools still read /proc: the loader resolves
+			 * $ORIGIN (ROCm's RUNPATH) through /proc/self/exe, NVML reads
+			 * /proc/devices (MIG) and /proc/self. So the tool gets this
+			 * container's /proc there, in a mount namespace of its own that
+			 * ends with it (the agent's view does not change). Best
+			 * effort: without CAP_SYS_ADMIN it runs without a /proc.
+			 */
+			if (proc[0] && !unshare(CLONE_NEWNS) && !mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL))
+				(void)mount("/proc", proc, NULL, MS_BIND | MS_REC, NULL);
 			if (chroot(root) || chdir("/")) {
 				e = errno;
 			} else {

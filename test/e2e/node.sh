@@ -4,10 +4,13 @@
 # webhook, the agent DaemonSet with its device plugin, the second
 # kube-scheduler), on this machine's kubelet with containerd and runc, and 8
 # fake GPUs (device files with NVIDIA's major number under a test device root,
-# and an nvidia-smi that prints a real A100 host's outputs).
+# and an nvidia-smi that prints a real A100 host's outputs). The agent runs
+# as on a host: privileged, chrooting into deploy/'s read-only host mounts,
+# where the fake nvidia-smi (run with the host's sh) opens /dev/nvidiactl.
 #
-# Pods really run, and each sees exactly the devices the extender bound:
-# its /dev/nvidia* and CUDA_VISIBLE_DEVICES match its binding annotation and
+# The agent mounts no hostPath of /, and nothing writable but the device
+# plugin's directories. Pods really run, and each sees exactly the devices
+# the extender bound: its /dev/nvidia* and CUDA_VISIBLE_DEVICES match its binding annotation and
 # kubelet's PodResources record; two pods get disjoint GPUs; a share gets one
 # GPU and its MPS limits; a claim-only pod runs; a pod without a GPU request
 # sees none; a pod that sets NVIDIA_VISIBLE_DEVICES itself is refused, and so
@@ -106,6 +109,8 @@ if e2e_want 1; then
     done
   }
   e2e_check "the extender, the agent and gpu-scheduler run as pods from deploy/" product_pods
+  agent_mounts() { check agent-mounts; }
+  e2e_check "the agent mounts no hostPath of /, and only the device plugin's directories writable (spec and mount table)" agent_mounts
   advertised() {
     cluster_wait 30 "the device plugin's resources" allocatable_is gpu.scheduling/gpu 8 || return 1
     allocatable_is gpu.scheduling/gpu-share 384 && allocatable_is gpu.scheduling/claim 110 || {

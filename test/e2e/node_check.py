@@ -7,9 +7,14 @@ told to deliver it (the Allocate answer kept in kubelet's checkpoint).
   node_check.py devices NS POD [--resource gpu|gpu-share|claim] [--delivery devices|volume-mounts|cdi]
   node_check.py disjoint NS POD NS POD
   node_check.py none NS POD
+  node_check.py agent-mounts
 
 The test pods print their view once at start (see node.sh): a line
 `devices=nvidia0 nvidia1 `, a line `mounts=...`, then their GPU variables.
+agent-mounts: the running agent pod (deploy/06-agent.yaml) mounts no hostPath
+of /, and every mount is read-only but the device plugin's own directories:
+in its spec, and in its container's mount table on this node (submounts too
+where kubelet reports recursiveReadOnly Enabled).
 Each check prints what it compared and exits 1 with the difference.
 Environment: KUBECTL (with --kubeconfig), AGENT (gpu-agent), CHECKPOINT
 (kubelet's device-plugin checkpoint).
@@ -129,6 +134,78 @@ def check_devices(ns, name, short, delivery):
     return v
 
 
+# What deploy/06-agent.yaml may write on the host: the device plugin's sockets and the CDI spec.
+AGENT_WRITABLE = {"/var/lib/kubelet/device-plugins", "/var/run/cdi"}
+
+
+def container_pid(container_id):
+    """The main process of a running container (by its id in /proc/PID/cgroup)."""
+    cid = container_id.split("://", 1)[-1]
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cgroup" % d) as f:
+                if cid in f.read():
+                    pids.append(int(d))
+        except OSError:
+            pass
+    return min(pids) if pids else None
+
+
+def mount_table(pid):
+    """(mount point, per-mount options) of the process's mounts, as its root sees them."""
+    out = []
+    with open("/proc/%d/mountinfo" % pid) as f:
+        for line in f:
+            fields = line.split()
+            out.append((fields[4].replace("\\040", " "), set(fields[5].split(","))))
+    return out
+
+
+def check_agent_mounts():
+    items = json.loads(kubectl("-n", "gpu-system", "get", "pods", "-l", "app.kubernetes.io/name=gpu-agent",
+                               "-o", "json"))["items"]
+    running = [p for p in items if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
+    if len(running) != 1:
+        fail("want one running agent pod, have %s" % [(p["metadata"]["name"], p["status"].get("phase")) for p in items])
+    p = running[0]
+    spec = p["spec"]
+    hostpaths = {v["name"]: v["hostPath"]["path"] for v in spec.get("volumes", []) if "hostPath" in v}
+    root = [n for n, path in hostpaths.items() if os.path.normpath(path) == "/"]
+    if root:
+        fail("the agent mounts the host's / (volume %s)" % root)
+    writable, readonly = [], {}
+    for c in spec.get("initContainers", []) + spec["containers"]:
+        for m in c.get("volumeMounts", []):
+            if m.get("readOnly"):
+                readonly[m["mountPath"]] = m["name"]
+            elif m["mountPath"] in AGENT_WRITABLE:
+                writable.append(m["mountPath"])
+            else:
+                fail("container %s mounts %s (volume %s, host path %s) writable" %
+                     (c["name"], m["mountPath"], m["name"], hostpaths.get(m["name"], "-")))
+    # the mount table of the running container: what the runtime really did
+    st = p["status"]["containerStatuses"][0]
+    rro = {m["mountPath"] for m in st.get("volumeMounts", []) if m.get("recursiveReadOnly") == "Enabled"}
+    pid = container_pid(st["containerID"])
+    if pid is None:
+        fail("no process of container %s on this node" % st["containerID"])
+    checked = 0
+    for target, opts in mount_table(pid):
+        for path in readonly:
+            under = target.startswith(path.rstrip("/") + "/")
+            if target == path or (under and path in rro):
+                checked += 1
+                if "ro" not in opts:
+                    fail("%s is mounted read-write in the agent's container (%s; recursiveReadOnly %s)" %
+                         (target, ",".join(sorted(opts)), "Enabled" if path in rro else "not enabled"))
+    print("agent %s: %d hostPath volumes, none of /; writable: %s; %d mounts read-only (%d of them "
+          "recursively), %d mount points checked in its mount table" %
+          (p["metadata"]["name"], len(hostpaths), sorted(writable), len(readonly), len(rro & set(readonly)), checked))
+
+
 def main(argv):
     if len(argv) >= 3 and argv[0] == "devices":
         short, delivery = "gpu", "devices"
@@ -157,6 +234,8 @@ def main(argv):
         if v["devices"] or v["mounts"] or any(gpu_env.values()):
             fail("a pod without a GPU request sees %s %s %s" % (sorted(v["devices"]), v["mounts"], gpu_env))
         print("%s/%s sees no GPU" % (argv[1], argv[2]))
+    elif argv == ["agent-mounts"]:
+        check_agent_mounts()
     else:
         fail(__doc__)
 

@@ -15,7 +15,9 @@
 #   node_wait_product      the extender, the agent and gpu-scheduler rolled
 #                          out, and the node's GpuNodeStatus published
 #   NODE_FAKE_ROOT         where cluster_fake_gpus makes the fake GPUs (the
-#                          overlay's --tools-dir and --device-root)
+#                          overlay's --device-root); node_deploy_product adds
+#                          host-bin/nvidia-smi, the host's nvidia-smi as the
+#                          agent sees it
 
 NODE_FAKE_ROOT=/var/lib/gpu-extender-fake
 _NODE_OVERLAY=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/local
@@ -33,6 +35,7 @@ EOF
 
 node_deploy_product() {
   local ns=gpu-system svc=gpu-extender.gpu-system.svc
+  node_fake_host_tools || return 1
   kubectl apply -f "$_NODE_REPO/deploy/00-namespace.yaml" >/dev/null || return 1
   cluster_ensure_namespace "$ns" >/dev/null || return 1
   # In-cluster configuration of the hostNetwork pods (test/node/local).
@@ -59,6 +62,33 @@ node_deploy_product() {
   kubectl patch mutatingwebhookconfiguration gpu-env-injector --type=json -p \
     "[{\"op\":\"add\",\"path\":\"/webhooks/0/clientConfig/caBundle\",\"value\":\"$(base64 -w0 "$CLUSTER_CA_FILE")\"}]" \
     >/dev/null
+}
+
+# The fake GPUs' nvidia-smi as a host's own: test/node/local mounts
+# NODE_FAKE_ROOT/host-bin at the agent's /host/usr/local/bin, where the agent
+# finds it and runs it chrooted into its host mounts. This one runs with the
+# host's /bin/sh (the host's loader and libraries, through deploy/'s mounts)
+# and, like the real one, needs a /proc and opens /dev/nvidiactl first: a
+# device cgroup that refuses the GPU device files (EPERM; the fake device has
+# no driver, so an allowed open gives ENXIO) fails detection. Then it prints
+# cluster_fake_gpus's recorded outputs.
+node_fake_host_tools() {
+  local d=$NODE_FAKE_ROOT
+  [[ -x $d/bin/nvidia-smi && -c $d/dev/nvidiactl ]] || { _cluster_err "no fake GPUs in $d (cluster_fake_gpus)"; return 1; }
+  mkdir -p "$d/host-bin" || return 1
+  cat >"$d/host-bin/nvidia-smi" <<EOF || return 1
+#!/bin/sh
+# Fake nvidia-smi of the test node's host (test/node/deploy.sh).
+[ -r /proc/self/stat ] || { echo "nvidia-smi: no /proc" >&2; exit 9; }
+if ! msg=\$( { : <$d/dev/nvidiactl; } 2>&1 ); then
+  case \$msg in
+  *"No such device or address"*) ;;
+  *) echo "nvidia-smi: cannot open /dev/nvidiactl: \$msg" >&2; exit 9 ;;
+  esac
+fi
+exec $d/bin/nvidia-smi "\$@"
+EOF
+  chmod 0755 "$d/host-bin/nvidia-smi"
 }
 
 _node_gns_total() {  # NODE COUNT: the GpuNodeStatus of NODE reports COUNT devices

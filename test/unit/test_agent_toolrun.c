@@ -4,8 +4,12 @@
 #include "agent_toolrun.h"
 #include "strnum.h"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <time.h>
 
 static void test_runs_and_captures(void **state)
@@ -231,6 +235,87 @@ static void test_host_root(void **state)
 	ta_rmdir(dir);
 }
 
+/* Whether this process may make a mount namespace (root with CAP_SYS_ADMIN). */
+static bool can_unshare_mounts(void)
+{
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(unshare(CLONE_NEWNS) ? 1 : 0);
+	int st;
+	return pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+static bool copy_file(const char *from, const char *to, mode_t mode)
+{
+	int in = open(from, O_RDONLY), outfd = open(to, O_WRONLY | O_CREAT | O_TRUNC, mode);
+	char buf[65536];
+	ssize_t n = 0;
+	bool ok = in >= 0 && outfd >= 0;
+	while (ok && (n = read(in, buf, sizeof(buf))) > 0)
+		ok = write(outfd, buf, (size_t)n) == n;
+	ok = ok && n == 0;
+	if (in >= 0)
+		close(in);
+	if (outfd >= 0)
+		close(outfd);
+	return ok;
+}
+
+/* Entries of a directory other than . and .. (-1: cannot read it). */
+static int dir_entries(const char *path)
+{
+	DIR *d = opendir(path);
+	if (!d)
+		return -1;
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			n++;
+	closedir(d);
+	return n;
+}
+
+/*
+ * --host-root without the host's /proc (the DaemonSet does not mount it):
+ * the tool gets this process's /proc there, in a mount namespace of its own,
+ * and the agent's view of the host root does not change.
+ */
+static void test_host_root_proc(void **state)
+{
+	(void)state;
+	/* a host root holding only a static busybox and an empty proc */
+	if (geteuid() != 0 || access("/bin/busybox", X_OK) || !can_unshare_mounts())
+		skip();
+	char *dir = ta_tmpdir();
+	char bin[1024], bb[1024], proc[1024];
+	snprintf(bin, sizeof(bin), "%s/bin", dir);
+	snprintf(bb, sizeof(bb), "%s/bin/busybox", dir);
+	snprintf(proc, sizeof(proc), "%s/proc", dir);
+	assert_int_equal(mkdir(bin, 0755), 0);
+	assert_int_equal(mkdir(proc, 0755), 0);
+	assert_true(copy_file("/bin/busybox", bb, 0755));
+	struct toolrun_opts o = { .host_root = dir, .timeout_ms = 5000 };
+	const char *argv[] = { "/bin/busybox", "cat", "/proc/self/stat", NULL };
+	struct toolrun_result r;
+	assert_int_equal(toolrun_run(&o, argv, &r), 0);
+	assert_int_equal(r.status, TOOLRUN_OK);
+	assert_non_null(strstr(r.out, "(busybox)"));   /* the tool's own /proc/self */
+	toolrun_result_release(&r);
+	/* nothing stays mounted in the agent's view (else rmdir below would fail) */
+	assert_int_equal(dir_entries(proc), 0);
+	/* a host root without a proc directory: the tool runs all the same */
+	assert_int_equal(rmdir(proc), 0);
+	const char *argv2[] = { "/bin/busybox", "echo", "no proc", NULL };
+	assert_int_equal(toolrun_run(&o, argv2, &r), 0);
+	assert_int_equal(r.status, TOOLRUN_OK);
+	assert_string_equal(r.out, "no proc\n");
+	toolrun_result_release(&r);
+	assert_int_equal(unlink(bb), 0);
+	assert_int_equal(rmdir(bin), 0);
+	ta_rmdir(dir);
+}
+
 int main(void)
 {
 	/* as gpu-agent does: the tools' orphans come to us and toolrun reaps them */
@@ -244,6 +329,7 @@ int main(void)
 		cmocka_unit_test(test_signal_and_stderr_cap),
 		cmocka_unit_test(test_environment),
 		cmocka_unit_test(test_host_root),
+		cmocka_unit_test(test_host_root_proc),
 	};
 	return cmocka_run_group_tests_name("agent_toolrun", tests, NULL, NULL);
 }
