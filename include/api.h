@@ -26,6 +26,8 @@
 #define ANN_SHARED_MEMORY "gpu.scheduling/shared-memory-mib"    /* per GPU, for isolation layers */
 #define ANN_SHARED_CORE "gpu.scheduling/shared-core-percent"
 #define LABEL_MANAGED "gpu.scheduling/managed"                   /* set by the webhook on GPU pods */
+#define LABEL_POD_GROUP "scheduling.x-k8s.io/pod-group"           /* coscheduling's gang of a pod */
+#define GANG_SIZE_MAX 1024
 
 #define API_MAX_ALIASES 4
 #define API_NAME_MAX 254

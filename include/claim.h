@@ -47,6 +47,14 @@ struct claim {
 	int64_t cpu_milli;
 	int64_t mem_mib_host;
 	char gpuclaim[254];           /* the GpuClaim it came from, or "" */
+	/*
+	 * A gang: the pods of one gang in one namespace are placed together, all
+	 * of gang_size at once or none (docs/gang.md). From the GpuClaim's
+	 * gangRef, or the pod's scheduling.x-k8s.io/pod-group label.
+	 */
+	char gang[128];               /* gang name, or "" */
+	int gang_size;                /* members placed at once; 0: the PodGroup's minMember */
+	int gang_timeout_s;           /* reserved places unused this long are released; 0: default */
 };
 
 /* An empty claim (mode NONE, policy -1). Call before filling one in. */

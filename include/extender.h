@@ -36,6 +36,21 @@ typedef int (*extender_bind_fn)(void *ctx, const struct bind_request *req, char 
 typedef int (*extender_fetch_fn)(void *ctx, const char *ns, const char *name, const char *uid,
 				 struct claim *out, char *err, size_t errlen);
 
+/*
+ * Where a gang member may go (docs/gang.md). Not steered: place it as any
+ * pod. Steered and ok: only the nodes that hold a place of its gang (its
+ * places are reserved first if the gang has none). Steered and not ok: no
+ * node now, and reason says why (the gang does not fit, or waits for its
+ * members).
+ */
+struct gang_route {
+	bool steered, ok;
+	int n;
+	char (*nodes)[254];          /* malloc'd by the gang fn; the caller frees it */
+	char reason[320];
+};
+typedef void (*extender_gang_fn)(void *ctx, const struct api_pod_ref *pod, const struct claim *c,
+				 const struct gpu_node *const *nodes, int n, struct gang_route *out);
 /* Whether the cache can be trusted yet; else why not. */
 typedef bool (*extender_ready_fn)(void *ctx, char *why, size_t size);
 
@@ -47,6 +62,8 @@ struct extender_opts {
 	void *bind_ctx;
 	extender_fetch_fn fetch;     /* may be NULL (standalone) */
 	void *fetch_ctx;
+	extender_gang_fn gang;       /* may be NULL: gangs are then placed pod by pod */
+	void *gang_ctx;
 	/*
 	 * May be NULL (always ready). Until it says ready, every verb answers with
 	 * an error: kube-scheduler retries the pod instead of taking an empty

@@ -19,6 +19,8 @@
 #include "cache.h"
 
 #include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <string.h>
 
 #define LEDGER_LABEL "gpu.scheduling/ledger"
 #define LEDGER_ANN_NODE "gpu.scheduling/node"
@@ -26,11 +28,25 @@
 #define RESERVATION_LABEL "gpu.scheduling/reservation"
 #define LEDGER_NAME_MAX 254
 
-/* One reservation in a ledger: the allocation plus the GpuClaim to keep current. */
+/*
+ * One reservation in a ledger: the allocation plus the GpuClaim to keep
+ * current. A gang's place (reserved for a member not bound yet) is an entry
+ * of its own: a.uid "gang-<hash>-<n>", a.name the gang; a member bound into
+ * it keeps the gang's name. Places unused gang_timeout_s after a.since go.
+ */
 struct ledger_entry {
 	struct alloc a;
 	char claim[254];          /* GpuClaim name in a.ns, or "" */
+	char gang[128];           /* gang name in a.ns, or "" */
+	int gang_timeout_s;       /* places: how long they are kept */
 };
+
+#define LEDGER_PLACE_PREFIX "gang-"
+/* Whether e is a gang's place rather than a pod's reservation. */
+static inline bool ledger_entry_is_place(const struct ledger_entry *e)
+{
+	return !strncmp(e->a.uid, LEDGER_PLACE_PREFIX, sizeof(LEDGER_PLACE_PREFIX) - 1);
+}
 
 struct ledger {
 	char node[254];
@@ -48,6 +64,8 @@ int ledger_add(struct ledger *l, const struct ledger_entry *e);
 int ledger_find(const struct ledger *l, const char *uid);
 void ledger_remove_at(struct ledger *l, int i);
 
+/* A gang's id: a hash of "<namespace>/<name>", in its places' uids and its lock Lease's name. */
+void ledger_gang_id(const char *ns, const char *gang, char out[17]);
 /* Lease names: gpu-ledger.<node> (hashed when too long), gpu-reservation.<uid>.<node hash>. */
 void ledger_lease_name(const char *node, char *out, size_t size);
 void ledger_reservation_name(const char *uid, const char *node, char *out, size_t size);

@@ -33,6 +33,8 @@ struct reserve_opts {
 	int bind_timeout_s;
 	int reap_interval_s;
 	const char *pod_selector;     /* label selector of pods that hold GPUs */
+	int gang_timeout_s;           /* a gang's places unused this long go (default for gangs without one) */
+	const char *gang_topology_key;   /* node label whose values are the topology domains gangs keep to */
 };
 
 struct reserve;
@@ -49,6 +51,9 @@ void reserve_free(struct reserve *r);
 int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t errlen);
 int reserve_fetch_pod(void *ctx, const char *ns, const char *name, const char *uid,
 		      struct claim *out, char *err, size_t errlen);
+/* extender_gang_fn for cluster mode (gang.c); ctx is the struct reserve. */
+void reserve_gang_route(void *ctx, const struct api_pod_ref *pod, const struct claim *c,
+			const struct gpu_node *const *nodes, int n, struct gang_route *out);
 
 /* Runs one reaper pass now (tests and the first reconcile). */
 void reserve_reap(struct reserve *r);

@@ -135,6 +135,7 @@ static int start_cluster(struct server *s)
 		.client = s->client, .cache = s->cache, .res = &s->cfg.res, .ns = s->cfg.lease_namespace,
 		.identity = s->cfg.identity, .bind_timeout_s = s->cfg.bind_timeout_s,
 		.reap_interval_s = s->cfg.reap_interval_s, .pod_selector = s->cfg.pod_selector,
+		.gang_timeout_s = s->cfg.gang_timeout_s, .gang_topology_key = s->cfg.gang_topology_key,
 	};
 	s->resv = reserve_new(&ro);
 	if (!s->resv || reserve_start(s->resv, &s->cl, err, sizeof(err))) {
@@ -325,6 +326,8 @@ int serve_main(int argc, char **argv)
 		xo.bind_ctx = s.resv;
 		xo.fetch = reserve_fetch_pod;
 		xo.fetch_ctx = s.resv;
+		xo.gang = reserve_gang_route;
+		xo.gang_ctx = s.resv;
 		xo.ready = is_ready;
 		xo.ready_ctx = &s;
 		xo.assume_binds = true;

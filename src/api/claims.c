@@ -228,7 +228,18 @@ int api_gpuclaim_decode(const cJSON *gc, struct claim *c, char *err, size_t errl
 		}
 		c->min_bw_gbps = bw->valuedouble;
 	}
-	/* spec.gangRef is accepted; gangs are not yet scheduled together (docs/api.md). */
+	/* A gang: every pod of the namespace whose claim names it is a member (docs/gang.md). */
+	double size = 0, timeout = 0;
+	if (opt_string(spec, "gangRef", c->gang, sizeof(c->gang), "spec", err, errlen) ||
+	    opt_int(spec, "gangSize", 1, GANG_SIZE_MAX, &size, "spec", err, errlen) ||
+	    opt_int(spec, "gangTimeoutSeconds", 1, 86400, &timeout, "spec", err, errlen))
+		goto fail;
+	if (size && !c->gang[0]) {
+		snprintf(err, errlen, "spec.gangSize needs spec.gangRef");
+		goto fail;
+	}
+	c->gang_size = (int)size;
+	c->gang_timeout_s = (int)timeout;
 	return 0;
 fail:
 	claim_release(c);
@@ -394,6 +405,16 @@ int api_pod_claim(const cJSON *pod, const struct api_resources *res, api_claim_l
 		}
 	} else if (claim_from_resources(pod, res, c, err, errlen)) {
 		return -1;
+	}
+	/* The coscheduling convention (scheduler-plugins, Kubeflow, Kueue): its PodGroup gives the size. */
+	const char *group = api_label(pod, LABEL_POD_GROUP);
+	if (group && !c->gang[0] && claim_wants_gpu(c)) {
+		if (!*group || strlen(group) >= sizeof(c->gang)) {
+			snprintf(err, errlen, "label %s must be a PodGroup name", LABEL_POD_GROUP);
+			claim_release(c);
+			return -1;
+		}
+		snprintf(c->gang, sizeof(c->gang), "%s", group);
 	}
 	const char *policy = api_annotation(pod, ANN_POLICY);
 	if (policy) {

@@ -51,6 +51,8 @@ static const struct option_def options[] = {
 	{ "insecure-skip-tls-verify", "insecureSkipTLSVerify", NUM(OPT_BOOL, insecure_skip_tls_verify), NULL, "do not verify the API server's certificate (logs a warning; never in production)", NULL },
 	{ "reap-interval", "reapIntervalSeconds", NUM(OPT_INT, reap_interval_s), "SECONDS", "how often reservations of gone or finished pods are released (default 10)", NULL },
 	{ "bind-timeout", "bindTimeoutSeconds", NUM(OPT_INT, bind_timeout_s), "SECONDS", "a reservation whose pod is not bound after this long is released (default 60)", NULL },
+	{ "gang-timeout", "gang.timeoutSeconds", NUM(OPT_INT, gang_timeout_s), "SECONDS", "cluster mode: a gang's reserved places that no member took within this long are released (default 300; a gang's own gangTimeoutSeconds or scheduleTimeoutSeconds comes first)", NULL },
+	{ "gang-topology-key", "gang.topologyKey", STR(gang_topology_key), "LABEL", "node label whose values are the topology domains (zones, racks) a gang is kept inside (default topology.kubernetes.io/zone)", NULL },
 	{ "pod-selector", "podSelector", STR(pod_selector), "SELECTOR", "label selector of the pods that hold GPUs, watched to rebuild allocations (default gpu.scheduling/managed=true)", NULL },
 	{ "webhook-listen", "webhook.listen", STR(webhook_listen), "HOST:PORT", "serve the mutating webhook (/mutate, HTTPS) on this address", NULL },
 	{ "webhook-cert", "webhook.certFile", STR(webhook_cert), "FILE", "PEM certificate of the webhook server", NULL },
@@ -76,6 +78,8 @@ void config_defaults(struct config *cfg)
 	cfg->max_connections = 4096;
 	cfg->max_per_address = 512;
 	cfg->tls_reload_s = 10;
+	cfg->gang_timeout_s = 300;
+	snprintf(cfg->gang_topology_key, sizeof(cfg->gang_topology_key), "topology.kubernetes.io/zone");
 	snprintf(cfg->debug_listen, sizeof(cfg->debug_listen), "127.0.0.1:8889");
 	cfg->bind_timeout_s = 60;
 	snprintf(cfg->pod_selector, sizeof(cfg->pod_selector), "gpu.scheduling/managed=true");

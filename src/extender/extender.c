@@ -507,6 +507,50 @@ static void add_failed_map(struct buf *out, const char *key, const struct filter
 	buf_addc(out, '}');
 }
 
+/*
+ * A gang member goes where its gang's places are (reserved for the whole
+ * gang first, when it has none), or nowhere yet, with the gang's reason on
+ * every node. False when the pod is not steered (not in a gang, or placed
+ * as any pod): then the nodes are filtered as usual.
+ */
+static bool route_gang(struct extender *x, struct filter_job *j)
+{
+	const struct verb_args *a = j->l.a;
+	if (!x->o.gang || !a->claim_ok || !a->claim.gang[0] || !claim_wants_gpu(&a->claim))
+		return false;
+	const struct gpu_node **nodes = malloc(((size_t)a->n + 1) * sizeof(*nodes));
+	if (!nodes) {
+		j->oom = true;
+		return true;
+	}
+	int n = 0;
+	for (int i = 0; i < a->n; i++)
+		if (j->l.node[i] && j->l.node[i]->has_gns)
+			nodes[n++] = j->l.node[i]->node;
+	struct gang_route route;
+	x->o.gang(x->o.gang_ctx, &a->ref, &a->claim, nodes, n, &route);
+	free(nodes);
+	if (!route.steered) {
+		free(route.nodes);
+		return false;
+	}
+	int32_t elsewhere = -1, why = -1;
+	for (int i = 0; i < a->n; i++) {
+		bool here = false;
+		for (int k = 0; route.ok && k < route.n && !here; k++)
+			here = !strcmp(route.nodes[k], j->l.node[i] ? j->l.node[i]->node->name : a->names[i]);
+		struct class_result r = { .ok = true, .reason = -1 };
+		if (!route.ok)
+			reject_unresolvable(j, &why, route.reason, &r);
+		else if (!here)
+			reject_unresolvable(j, &elsewhere, "the places of its gang are on other nodes", &r);
+		j->v[i].reason = r.ok ? -1 : r.reason;
+		j->v[i].unresolvable = r.unresolvable;
+	}
+	free(route.nodes);
+	return true;
+}
+
 void extender_filter(void *ctx, const struct http_request *req, struct http_response *resp)
 {
 	struct extender *x = ctx;
@@ -526,7 +570,8 @@ void extender_filter(void *ctx, const struct http_request *req, struct http_resp
 	}
 	struct snapshot *snap = cache_acquire(x->o.cache);
 	snapshot_find_all(snap, a.names, a.n, j.l.node);
-	filter_nodes(&j);
+	if (!route_gang(x, &j))
+		filter_nodes(&j);
 	snapshot_release(snap);
 	if (j.oom) {
 		httpd_error(resp, 500, "out of memory");
@@ -726,7 +771,8 @@ void extender_bind_arrive(void *ctx, const struct http_request *req)
 	struct bind_args a;
 	struct claim c;
 	claim_init(&c);
-	if (bind_args(root, &a) && pending_get(&x->pending, a.uid, &c) && claim_wants_gpu(&c)) {
+	/* (A gang member's devices are its gang's place, counted already.) */
+	if (bind_args(root, &a) && pending_get(&x->pending, a.uid, &c) && claim_wants_gpu(&c) && !c.gang[0]) {
 		/*
 		 * kube-scheduler places its next pods while this bind waits on the API
 		 * server: they must see these devices taken. Chosen on the cache's view

@@ -74,6 +74,13 @@ static void short_hash(const char *s, char out[17])
 		snprintf(out + 2 * i, 3, "%02x", md[i]);
 }
 
+void ledger_gang_id(const char *ns, const char *gang, char out[17])
+{
+	char key[256];
+	snprintf(key, sizeof(key), "%s/%s", ns, gang);
+	short_hash(key, out);
+}
+
 void ledger_lease_name(const char *node, char *out, size_t size)
 {
 	/* Node names are DNS subdomains, so the prefix keeps the name valid; a
@@ -109,7 +116,7 @@ static int decode_entry(const cJSON *j, struct ledger_entry *e, char *err, size_
 {
 	memset(e, 0, sizeof(*e));
 	const char *uid = api_str(j, "uid"), *ns = api_str(j, "namespace"), *pod = api_str(j, "pod");
-	const char *mode = api_str(j, "mode"), *claim = api_str(j, "claim");
+	const char *mode = api_str(j, "mode"), *claim = api_str(j, "claim"), *gang = api_str(j, "gang");
 	const cJSON *devs = cJSON_GetObjectItemCaseSensitive(j, "devices");
 	if (!uid || !ns || !pod || !cJSON_IsArray(devs) || cJSON_GetArraySize(devs) > GPU_MAX_DEVICES) {
 		snprintf(err, errlen, "a reservation lacks uid, namespace, pod or devices");
@@ -120,6 +127,8 @@ static int decode_entry(const cJSON *j, struct ledger_entry *e, char *err, size_
 	snprintf(e->a.name, sizeof(e->a.name), "%s", pod);
 	if (claim)
 		snprintf(e->claim, sizeof(e->claim), "%s", claim);
+	if (gang)
+		snprintf(e->gang, sizeof(e->gang), "%s", gang);
 	e->a.mode = mode && !strcmp(mode, "Shared") ? CLAIM_SHARED : mode && !strcmp(mode, "MIG") ? CLAIM_MIG
 											    : CLAIM_EXCLUSIVE;
 	const cJSON *d;
@@ -134,9 +143,10 @@ static int decode_entry(const cJSON *j, struct ledger_entry *e, char *err, size_
 	/* Optional numbers; one out of range makes the entry (and so the ledger) unreadable. */
 	struct { const char *key; double hi; } nums[] = {
 		{ "memoryMiB", 4294967295.0 }, { "coreMilli", 4294967295.0 }, { "since", 1e15 },
+		{ "gangTimeoutSeconds", 86400 },
 	};
-	double val[3] = { 0, 0, 0 };
-	for (int k = 0; k < 3; k++) {
+	double val[4] = { 0, 0, 0, 0 };
+	for (int k = 0; k < 4; k++) {
 		const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, nums[k].key);
 		if (v && !api_whole(v, 0, nums[k].hi, &val[k])) {
 			snprintf(err, errlen, "reservation %s: %s must be a whole number from 0 to %.0f", uid,
@@ -147,6 +157,7 @@ static int decode_entry(const cJSON *j, struct ledger_entry *e, char *err, size_
 	e->a.mem_mib = (uint32_t)val[0];
 	e->a.core = (uint32_t)val[1];
 	e->a.since = (int64_t)val[2];
+	e->gang_timeout_s = (int)val[3];
 	return 0;
 }
 
@@ -197,6 +208,12 @@ static int encode_list(const struct ledger *l, struct buf *out)
 		if (e->claim[0]) {
 			buf_adds(out, ",\"claim\":");
 			buf_add_json_str(out, e->claim);
+		}
+		if (e->gang[0]) {
+			buf_adds(out, ",\"gang\":");
+			buf_add_json_str(out, e->gang);
+			if (e->gang_timeout_s)
+				buf_printf(out, ",\"gangTimeoutSeconds\":%d", e->gang_timeout_s);
 		}
 		buf_printf(out, ",\"mode\":\"%s\",\"devices\":[", claim_mode_name(e->a.mode));
 		for (int k = 0; k < e->a.ndev; k++)

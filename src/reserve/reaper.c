@@ -47,7 +47,8 @@ static void *push(void *arrp, size_t *n, size_t *cap, size_t elem)
 	return slot;
 }
 
-static const char *const reason_names[] = { "pod deleted", "pod finished", "not bound in time", "bind failed" };
+static const char *const reason_names[] = { "pod deleted", "pod finished", "not bound in time", "bind failed",
+					    "gang place unused in time" };
 
 /*
  * Why the reservation on node (made at since) of a pod that still exists
@@ -67,6 +68,10 @@ static int verdict(const struct reserve *r, bool finished, const char *pod_node,
 /* Why a reservation should go, from what the watches tell; -1: keep, -2: look the pod up. */
 static int classify(struct reserve *r, const char *node, const struct ledger_entry *e, time_t now)
 {
+	/* A gang's place has no pod: it goes when no member took it in time. */
+	if (ledger_entry_is_place(e))
+		return now - e->a.since > (e->gang_timeout_s ? e->gang_timeout_s : r->o.gang_timeout_s) ? REL_GANG_TIMEOUT
+												     : -1;
 	if (strmap_get(&r->gone, e->a.uid))
 		return REL_POD_GONE;
 	const struct pod_state *p = strmap_get(&r->pods, e->a.uid);
@@ -303,6 +308,7 @@ void reserve_reap(struct reserve *r)
 		repair(r, &rep[i]);
 		claim_release(&rep[i].claim);
 	}
+	reserve_gang_reap(r, now);
 	free(rel);
 	free(look);
 	free(rep);
@@ -363,7 +369,10 @@ struct reserve *reserve_new(const struct reserve_opts *o)
 		r->o.bind_timeout_s = 60;
 	if (r->o.reap_interval_s <= 0)
 		r->o.reap_interval_s = 10;
+	if (r->o.gang_timeout_s <= 0)
+		r->o.gang_timeout_s = 300;
 	pthread_mutex_init(&r->lock, NULL);
+	pthread_mutex_init(&r->gang_lock, NULL);
 	for (int i = 0; i < LEDGER_TURNS; i++) {
 		pthread_mutex_init(&r->turns[i].lock, NULL);
 		pthread_cond_init(&r->turns[i].done, NULL);
@@ -439,6 +448,7 @@ void reserve_free(struct reserve *r)
 	strmap_release(&r->gone);
 	strmap_release(&r->check);
 	pthread_mutex_destroy(&r->lock);
+	pthread_mutex_destroy(&r->gang_lock);
 	for (int i = 0; i < LEDGER_TURNS; i++) {
 		pthread_mutex_destroy(&r->turns[i].lock);
 		pthread_cond_destroy(&r->turns[i].done);

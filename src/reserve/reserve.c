@@ -263,7 +263,7 @@ int reserve_release(struct reserve *r, const char *node, const char *const *uids
 				cache_remove_alloc(r->o.cache, uids[k], node);
 		cache_unlock(r->o.cache);
 		for (int k = 0; k < n; k++)
-			if (what[k] == REMOVED)
+			if (what[k] == REMOVED && strncmp(uids[k], LEDGER_PLACE_PREFIX, sizeof(LEDGER_PLACE_PREFIX) - 1))
 				reserve_delete_reservation(r, ns[k], uids[k], node);
 	}
 	free(what);
@@ -358,6 +358,7 @@ struct bind_ctx {
 	struct ledger_entry entry;    /* what was (or already is) reserved */
 	struct gpu_node *node;        /* devices of the node, for the annotations */
 	bool existed;
+	bool took_place;              /* a gang member took over its gang's place */
 };
 
 static int edit_reserve(void *ctx, struct ledger *l, char *err, size_t errlen)
@@ -374,6 +375,21 @@ static int edit_reserve(void *ctx, struct ledger *l, char *err, size_t errlen)
 		l->e[i].a.since = now;
 		b->entry = l->e[i];
 		return refresh ? LEDGER_WRITE : LEDGER_UNCHANGED;
+	}
+	/* A gang member takes over a place of its gang here (reserved for it, devices and all). */
+	const struct claim *c = b->req->claim;
+	for (int k = 0; c->gang[0] && k < l->n; k++) {
+		struct ledger_entry *e = &l->e[k];
+		if (!ledger_entry_is_place(e) || strcmp(e->gang, c->gang) || strcmp(e->a.ns, b->req->ns) ||
+		    e->a.mode != c->mode || (c->mode == CLAIM_EXCLUSIVE && e->a.ndev != c->count))
+			continue;
+		snprintf(e->a.uid, sizeof(e->a.uid), "%s", b->req->uid);
+		snprintf(e->a.name, sizeof(e->a.name), "%s", b->req->name);
+		e->a.since = (int64_t)time(NULL);
+		e->gang_timeout_s = 0;
+		b->entry = *e;
+		b->took_place = true;
+		return LEDGER_WRITE;
 	}
 	/* The node as this ledger version says it is used, then the policy's choice. */
 	struct gpu_node *n = gpu_node_clone(b->node);
@@ -461,7 +477,45 @@ static void add_annotations(struct buf *out, const struct gpu_node *n, const str
 	buf_release(&ze);
 }
 
-/* POST pods/binding; 0 when the pod is (now, or already) on the node. */
+/* What became of a binding whose POST failed. */
+enum { BINDING_REFUSED = -1, BINDING_UNKNOWN = -2 };
+
+/* Where the API server has the pod now: 0 with its node ("" while unbound), 1 when it is gone, -1 when it cannot tell. */
+static int pod_node_now(struct reserve *r, const struct bind_request *req, char *node, size_t size)
+{
+	char path[768], err[256];
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", req->ns, req->name);
+	struct kube_response resp;
+	kube_response_init(&resp);
+	int rc = -1;
+	if (!kube_request(r->o.client, "GET", path, NULL, NULL, 5, &resp, err, sizeof(err))) {
+		if (resp.status == 404) {
+			rc = 1;
+		} else if (resp.status == 200) {
+			cJSON *pod = cJSON_ParseWithLength(resp.body.data, resp.body.len);
+			struct api_pod_ref ref;
+			api_pod_ref(pod, &ref);
+			const char *on = api_str(api_path(pod, "spec"), "nodeName");
+			if (pod && req->uid[0] && strcmp(ref.uid, req->uid)) {
+				rc = 1;                 /* another pod of that name */
+			} else if (pod) {
+				snprintf(node, size, "%s", on ? on : "");
+				rc = 0;
+			}
+			jsonarena_delete(pod);  /* during /bind the tree is the request arena's */
+		}
+	}
+	kube_response_release(&resp);
+	return rc;
+}
+
+/*
+ * POST pods/binding; 0 when the pod is (now, or already) on the node,
+ * BINDING_REFUSED when it is not, BINDING_UNKNOWN when nobody can tell: no
+ * answer came (a connection reset or a timeout after the request went out)
+ * or a 5xx did, and the API server may have bound the pod all the same. Then
+ * a read of the pod decides when it can.
+ */
 static int post_binding(struct reserve *r, const struct bind_request *req, const struct gpu_node *n,
 			const struct ledger_entry *e, char *err, size_t errlen)
 {
@@ -497,7 +551,20 @@ static int post_binding(struct reserve *r, const struct bind_request *req, const
 			rc = 0;
 		} else {
 			snprintf(err, errlen, "binding the pod: HTTP %ld: %s", resp.status, msg);
-			rc = -1;
+			rc = resp.status >= 500 ? BINDING_UNKNOWN : BINDING_REFUSED;
+		}
+	} else if (rc) {
+		rc = BINDING_UNKNOWN;
+	}
+	if (rc == BINDING_UNKNOWN) {
+		char on[256] = "";
+		int known = pod_node_now(r, req, on, sizeof(on));
+		if (!known && !strcmp(on, req->node)) {
+			log_info("the binding went through; its answer was lost", "pod=%s/%s node=%s error=\"%s\"", req->ns,
+				 req->name, req->node, LOG_Q(err));
+			rc = 0;
+		} else if (known > 0 || (!known && on[0])) {
+			rc = BINDING_REFUSED;   /* the pod is gone, or on another node */
 		}
 	}
 	kube_response_release(&resp);
@@ -543,10 +610,22 @@ int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t er
 	char ids[256];
 	alloc_ids(&b.entry.a, ids, sizeof(ids));
 	reserve_claim_status(r, req->ns, req->claim->gpuclaim, "Reserved", req->node, ids, pod, "binding the pod");
+	int posted = 0;
 	if ((!pod_watched(r, req->uid) && create_reservation(r, &b.entry, req->node, err, errlen)) ||
-	    post_binding(r, req, b.node, &b.entry, err, errlen)) {
+	    (posted = post_binding(r, req, b.node, &b.entry, err, errlen))) {
 		char why[512];
 		snprintf(why, sizeof(why), "%s", err);
+		if (posted == BINDING_UNKNOWN) {
+			/* The pod may be bound here with these devices: released now, they could go to
+			 * another pod as well. They stay until the pod is seen bound (then they are its),
+			 * bound elsewhere, or not bound within the bind timeout (the reaper). */
+			log_warn("the binding's outcome is unknown; its reservation stays for the reaper", "pod=%s node=%s error=\"%s\"",
+				 pod, req->node, LOG_Q(why));
+			snprintf(err, errlen, "%s (whether the pod was bound is unknown; its reservation stays until the bind timeout)",
+				 why);
+			gpu_node_free(b.node);
+			return BIND_ERROR;
+		}
 		const char *uid = req->uid;
 		char rel_err[256];
 		if (reserve_release(r, req->node, &uid, &b.entry.a.since, 1, rel_err, sizeof(rel_err)))
@@ -572,8 +651,8 @@ int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t er
 		}
 	}
 	reserve_claim_status(r, req->ns, req->claim->gpuclaim, "Bound", req->node, ids, pod, "");
-	log_info("reserved and bound", "pod=%s node=%s gpus=%s retried=%s", pod, req->node, ids,
-		 b.existed ? "yes" : "no");
+	log_info("reserved and bound", "pod=%s node=%s gpus=%s retried=%s gang=%s", pod, req->node, ids,
+		 b.existed ? "yes" : "no", b.took_place ? req->claim->gang : "-");
 	gpu_node_free(b.node);
 	return BIND_OK;
 }

@@ -8,6 +8,7 @@
 #include "strmap.h"
 
 #include <pthread.h>
+#include <time.h>
 #include <stdatomic.h>
 
 /* What the pod watch tells about one pod that holds (or asks for) GPUs. */
@@ -46,6 +47,7 @@ struct reserve {
 	struct reserve_opts o;
 	struct ledger_turns turns[LEDGER_TURNS];
 	char ns[64], identity[128], selector[256];
+	pthread_mutex_t gang_lock;      /* one gang reservation at a time in this replica (gang.c) */
 	pthread_mutex_t lock;           /* guards everything below */
 	struct strmap ledgers;          /* node -> struct ledger_box * */
 	struct strmap pods;             /* uid -> struct pod_state * */
@@ -99,6 +101,8 @@ void reserve_claim_status(struct reserve *r, const char *ns, const char *claim, 
  */
 bool reserve_known_ledger(struct reserve *r, const char *node, struct ledger *out);
 void reserve_ledger_written(struct reserve *r, const char *node, struct ledger *l);
+/* Deletes the lock Leases of gangs whose time is up (gang.c; a reaper pass). */
+void reserve_gang_reap(struct reserve *r, time_t now);
 /* The reflector sinks (watch.c). */
 void reserve_ledger_sink(struct reserve *r, struct reflector_sink *out);
 void reserve_reservation_sink(struct reserve *r, struct reflector_sink *out);

@@ -36,6 +36,7 @@ import sys
 from collections import defaultdict
 
 LEDGER_LABEL = "gpu.scheduling/ledger"
+PLACE_PREFIX = "gang-"       # uid of a gang's place (a reserved slot no member took yet)
 RES_LABEL = "gpu.scheduling/reservation"
 ANN_NODE = "gpu.scheduling/node"
 ANN_RES = "gpu.scheduling/reservations"
@@ -245,6 +246,8 @@ def main():
     if a.settled:
         for node, entries in ledgers.items():
             for e in entries:
+                if e["uid"].startswith(PLACE_PREFIX):
+                    continue   # a gang's place: no pod yet; released by its own timeout (gang.sh checks it)
                 p = pods.get(e["uid"])
                 who = "%s/%s" % (e["namespace"], e["pod"])
                 why = None

@@ -223,6 +223,8 @@ static void test_pod_claim_annotation(void **state)
 	assert_int_equal(c.topo, TOPO_REQUIRED);
 	assert_true(c.min_bw_gbps == 300);
 	assert_int_equal(c.policy, POLICY_SPREAD);
+	assert_string_equal(c.gang, "g1");
+	assert_int_equal(c.gang_size, 0);
 	claim_release(&c);
 	/* Missing claim, unknown policy: clear errors. */
 	cJSON_Delete(pod);
@@ -267,6 +269,10 @@ static void test_gpuclaim_validation(void **state)
 	check_bad_claim("{\"devices\":{},\"topology\":{\"mode\":\"Always\"}}", "spec.topology.mode");
 	check_bad_claim("{\"devices\":{},\"topology\":{\"minBandwidthGBps\":-1}}", "minBandwidthGBps");
 	check_bad_claim("{\"devices\":{},\"selector\":{\"matchLabels\":{\"a\":1}}}", "matchLabels.a must be a string");
+	check_bad_claim("{\"devices\":{},\"gangSize\":4}", "spec.gangSize needs spec.gangRef");
+	check_bad_claim("{\"devices\":{},\"gangRef\":\"j\",\"gangSize\":0}", "spec.gangSize must be an integer in 1..1024");
+	check_bad_claim("{\"devices\":{},\"gangRef\":\"j\",\"gangTimeoutSeconds\":1e9}", "gangTimeoutSeconds");
+	check_bad_claim("{\"devices\":{},\"gangRef\":7}", "spec.gangRef must be a string");
 	/* Defaults: one exclusive GPU, topology preferred. */
 	cJSON *gc = J("{\"spec\":{\"devices\":{}}}");
 	struct claim c;
@@ -284,6 +290,37 @@ static void test_gpuclaim_validation(void **state)
 	assert_int_equal(c.core, 100);
 	claim_release(&c);
 	cJSON_Delete(gc);
+}
+
+/* A gang: from the GpuClaim (gangRef, gangSize, gangTimeoutSeconds) or the coscheduling label. */
+static void test_gangs(void **state)
+{
+	(void)state;
+	cJSON *gc = J("{\"spec\":{\"devices\":{\"count\":8},\"gangRef\":\"job-7\",\"gangSize\":4,"
+		      "\"gangTimeoutSeconds\":90}}");
+	struct claim c;
+	char err[256];
+	assert_int_equal(api_gpuclaim_decode(gc, &c, err, sizeof(err)), 0);
+	assert_string_equal(c.gang, "job-7");
+	assert_int_equal(c.gang_size, 4);
+	assert_int_equal(c.gang_timeout_s, 90);
+	claim_release(&c);
+	cJSON_Delete(gc);
+	assert_int_equal(pod_claim("{\"metadata\":{\"name\":\"w\",\"namespace\":\"ml\",\"labels\":"
+				   "{\"scheduling.x-k8s.io/pod-group\":\"pg-1\"}},\"spec\":{\"containers\":[{\"name\":\"c\","
+				   "\"resources\":{\"limits\":{\"gpu.scheduling/gpu\":\"2\"}}}]}}", &c, err), 0);
+	assert_string_equal(c.gang, "pg-1");
+	assert_int_equal(c.gang_size, 0);     /* the PodGroup's minMember, read when the gang is placed */
+	claim_release(&c);
+	/* A pod without GPUs is in no gang of ours, label or not. */
+	assert_int_equal(pod_claim("{\"metadata\":{\"name\":\"w\",\"labels\":{\"scheduling.x-k8s.io/pod-group\":\"pg-1\"}},"
+				   "\"spec\":{\"containers\":[]}}", &c, err), 0);
+	assert_string_equal(c.gang, "");
+	claim_release(&c);
+	assert_int_equal(pod_claim("{\"metadata\":{\"name\":\"w\",\"labels\":{\"scheduling.x-k8s.io/pod-group\":\"\"}},"
+				   "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+				   "{\"gpu.scheduling/gpu\":\"1\"}}}]}}", &c, err), -1);
+	assert_non_null(strstr(err, "must be a PodGroup name"));
 }
 
 static void test_gns_decode(void **state)
@@ -364,6 +401,7 @@ int main(void)
 		cmocka_unit_test(test_pod_claim_with_counts),
 		cmocka_unit_test(test_pod_claim_annotation),
 		cmocka_unit_test(test_gpuclaim_validation),
+		cmocka_unit_test_setup(test_gangs, setup),
 		cmocka_unit_test(test_gns_decode),
 		cmocka_unit_test(test_node_decode),
 	};

@@ -36,8 +36,13 @@ static void test_roundtrip(void **state)
 	struct ledger_entry a = entry("u1", CLAIM_EXCLUSIVE, 0, 2);
 	struct ledger_entry b = entry("u2", CLAIM_SHARED, 3, 1);
 	snprintf(b.claim, sizeof(b.claim), "shared-slice");
+	/* A gang's place, not a pod's. */
+	struct ledger_entry g = entry("gang-0123456789abcdef-1", CLAIM_EXCLUSIVE, 4, 4);
+	snprintf(g.gang, sizeof(g.gang), "job-7");
+	g.gang_timeout_s = 120;
 	assert_int_equal(ledger_add(&l, &a), 0);
 	assert_int_equal(ledger_add(&l, &b), 0);
+	assert_int_equal(ledger_add(&l, &g), 0);
 	snprintf(l.rv, sizeof(l.rv), "4711");
 	struct buf out;
 	buf_init(&out, 1 << 20);
@@ -56,7 +61,14 @@ static void test_roundtrip(void **state)
 	char err[256];
 	assert_int_equal(ledger_decode(obj, &back, err, sizeof(err)), 0);
 	assert_string_equal(back.node, "gpu-a2");
-	assert_int_equal(back.n, 2);
+	assert_int_equal(back.n, 3);
+	int gi = ledger_find(&back, "gang-0123456789abcdef-1");
+	assert_true(gi >= 0 && ledger_entry_is_place(&back.e[gi]));
+	assert_string_equal(back.e[gi].gang, "job-7");
+	assert_int_equal(back.e[gi].gang_timeout_s, 120);
+	assert_int_equal(back.e[gi].a.ndev, 4);
+	assert_false(ledger_entry_is_place(&back.e[ledger_find(&back, "u1")]));
+	ledger_remove_at(&back, gi);
 	int i = ledger_find(&back, "u2");
 	assert_true(i >= 0);
 	assert_int_equal(back.e[i].a.mode, CLAIM_SHARED);
@@ -92,6 +104,9 @@ static void test_decode_errors(void **state)
 		"{\"metadata\":{\"annotations\":{\"gpu.scheduling/node\":\"n\",\"gpu.scheduling/reservations\":"
 		"\"[{\\\"uid\\\":\\\"x\\\",\\\"namespace\\\":\\\"a\\\",\\\"pod\\\":\\\"p\\\",\\\"devices\\\":[0],"
 		"\\\"since\\\":-1e30}]\"}}}",
+		"{\"metadata\":{\"annotations\":{\"gpu.scheduling/node\":\"n\",\"gpu.scheduling/reservations\":"
+		"\"[{\\\"uid\\\":\\\"x\\\",\\\"namespace\\\":\\\"a\\\",\\\"pod\\\":\\\"p\\\",\\\"devices\\\":[0],"
+		"\\\"gang\\\":\\\"g\\\",\\\"gangTimeoutSeconds\\\":1e9}]\"}}}",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		cJSON *obj = cJSON_Parse(bad[i]);

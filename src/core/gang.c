@@ -1,0 +1,149 @@
+#include "gang.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct node_room {
+	int node;                 /* index into the nodes */
+	int places;               /* members it has room for, up to the gang's size */
+	const char *domain;       /* its topology label value, "" without one */
+};
+
+struct domain_room {
+	const char *name;
+	int places;
+};
+
+/* Members of c that fit n one after another, up to max. */
+static int places_on(const struct gpu_node *n, const struct claim *c, int max)
+{
+	struct gpu_node *scratch = gpu_node_clone(n);
+	if (!scratch)
+		return -1;
+	int k = 0;
+	struct fit f;
+	while (k < max && fit_node(scratch, c, PACK_BINPACK, &f)) {
+		fit_apply(scratch, c, &f);
+		k++;
+	}
+	gpu_node_free(scratch);
+	return k;
+}
+
+static int by_room(const void *a, const void *b)
+{
+	const struct node_room *x = a, *y = b;
+	if (x->places != y->places)
+		return y->places - x->places;
+	return x->node - y->node;
+}
+
+static int by_domain_room(const void *a, const void *b)
+{
+	const struct domain_room *x = a, *y = b;
+	if (x->places != y->places)
+		return y->places - x->places;
+	return strcmp(x->name, y->name);
+}
+
+/* Slots for up to want members on node i, devices chosen one member after another. */
+static int fill_node(const struct gpu_node *n, int i, const struct claim *c, int want, struct gang_plan *out)
+{
+	struct gpu_node *scratch = gpu_node_clone(n);
+	if (!scratch)
+		return -1;
+	for (int k = 0; k < want; k++) {
+		struct gang_slot *s = &out->slots[out->nslots];
+		if (!fit_node(scratch, c, PACK_BINPACK, &s->fit))
+			break;
+		fit_apply(scratch, c, &s->fit);
+		s->node = i;
+		out->nslots++;
+	}
+	gpu_node_free(scratch);
+	return 0;
+}
+
+int gang_plan(const struct gpu_node *const *nodes, int n, const struct claim *c, int members,
+	      const char *topology_key, struct gang_plan *out)
+{
+	memset(out, 0, sizeof(*out));
+	struct node_room *room = calloc((size_t)n + 1, sizeof(*room));
+	struct domain_room *dom = calloc((size_t)n + 1, sizeof(*dom));
+	out->slots = calloc((size_t)members + 1, sizeof(*out->slots));
+	int rc = -1, ndom = 0, nroom = 0;
+	if (!room || !dom || !out->slots)
+		goto out;
+	for (int i = 0; i < n; i++) {
+		int k = places_on(nodes[i], c, members);
+		if (k < 0)
+			goto out;
+		if (!k)
+			continue;
+		const char *d = topology_key && *topology_key ? gpu_node_label(nodes[i], topology_key) : NULL;
+		room[nroom++] = (struct node_room){ i, k, d ? d : "" };
+		out->places += k;
+		int j = 0;
+		while (j < ndom && strcmp(dom[j].name, room[nroom - 1].domain))
+			j++;
+		if (j == ndom)
+			dom[ndom++] = (struct domain_room){ room[nroom - 1].domain, 0 };
+		dom[j].places += k;
+	}
+	if (out->places > members)
+		out->places = members;
+	rc = 0;
+	if (out->places < members) {
+		snprintf(out->reason, sizeof(out->reason), "needs %d×%d GPU%s (one pod each); room for %d such pod%s",
+			 members, c->count, c->count == 1 ? "" : "s", out->places, out->places == 1 ? "" : "s");
+		goto out;
+	}
+	/* The domains to use: the tightest one that holds the gang, else the largest first. */
+	qsort(dom, (size_t)ndom, sizeof(*dom), by_domain_room);
+	int first = 0, last = 0, have = dom[0].places;
+	for (int j = ndom - 1; j >= 0; j--) {
+		if (dom[j].places >= members) {
+			first = last = j;
+			have = dom[j].places;
+			break;
+		}
+	}
+	while (have < members)
+		have += dom[++last].places;
+	qsort(room, (size_t)nroom, sizeof(*room), by_room);
+	for (int j = first; j <= last && out->nslots < members; j++) {
+		out->domains++;
+		for (int k = 0; k < nroom && out->nslots < members; k++) {
+			if (strcmp(room[k].domain, dom[j].name))
+				continue;
+			int before = out->nslots, want = members - out->nslots;
+			if (fill_node(nodes[room[k].node], room[k].node, c,
+				      want < room[k].places ? want : room[k].places, out)) {
+				rc = -1;
+				goto out;
+			}
+			out->nodes += out->nslots > before;
+		}
+	}
+	out->ok = out->nslots == members;
+	if (!out->ok)
+		snprintf(out->reason, sizeof(out->reason), "needs %d×%d GPUs; the places found did not all take it",
+			 members, c->count);
+out:
+	free(room);
+	free(dom);
+	if (rc || !out->ok) {
+		free(out->slots);
+		out->slots = NULL;
+		out->nslots = 0;
+	}
+	return rc;
+}
+
+void gang_plan_release(struct gang_plan *p)
+{
+	free(p->slots);
+	p->slots = NULL;
+	p->nslots = 0;
+}

@@ -1,0 +1,505 @@
+/*
+ * Gangs in cluster mode (docs/gang.md): the places of a whole gang are
+ * reserved at once, as entries of the nodes' ledgers, before any member is
+ * bound; each member is then steered to a node that holds one and its bind
+ * takes it over (edit_reserve in reserve.c). A gang that does not fit
+ * reserves nothing, so two gangs after the same GPUs never end half-placed
+ * each. A lock Lease per gang keeps two replicas from reserving one gang
+ * twice; places no member took within the gang's timeout go with the reaper.
+ */
+#include "api.h"
+#include "gang.h"
+#include "log.h"
+#include "metrics.h"
+#include "reserve_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define GANG_LOCK_LABEL "gpu.scheduling/gang-lock"
+#define GANG_ANN "gpu.scheduling/gang"
+
+/* What the ledgers (as last watched or written) hold of one gang. */
+struct gang_view {
+	int places, bound;        /* places not taken yet; members bound into theirs */
+	int n;
+	char (*nodes)[254];       /* nodes with a place free */
+	char own[254];            /* the node where the pod itself holds a reservation, or "" */
+	struct alloc shape;       /* a place, as its devices were reserved */
+};
+
+static bool in_gang(const struct ledger_entry *e, const char *ns, const char *gang)
+{
+	return e->gang[0] && !strcmp(e->gang, gang) && !strcmp(e->a.ns, ns);
+}
+
+static int view_add_node(struct gang_view *v, const char *node)
+{
+	for (int i = 0; i < v->n; i++)
+		if (!strcmp(v->nodes[i], node))
+			return 0;
+	char (*grown)[254] = realloc(v->nodes, ((size_t)v->n + 1) * sizeof(*v->nodes));
+	if (!grown)
+		return -1;
+	v->nodes = grown;
+	snprintf(v->nodes[v->n++], sizeof(*v->nodes), "%s", node);
+	return 0;
+}
+
+static int gang_view(struct reserve *r, const struct api_pod_ref *pod, const char *gang, struct gang_view *v)
+{
+	memset(v, 0, sizeof(*v));
+	int rc = 0;
+	const char *node;
+	void *val;
+	pthread_mutex_lock(&r->lock);
+	for (size_t pos = 0; !rc && strmap_next(&r->ledgers, &pos, &node, &val);) {
+		const struct ledger *l = &((struct ledger_box *)val)->l;
+		for (int i = 0; i < l->n; i++) {
+			const struct ledger_entry *e = &l->e[i];
+			if (!strcmp(e->a.uid, pod->uid))
+				snprintf(v->own, sizeof(v->own), "%s", node);
+			if (!in_gang(e, pod->ns, gang))
+				continue;
+			if (ledger_entry_is_place(e)) {
+				v->shape = e->a;
+				v->places++;
+				rc = view_add_node(v, node);
+			} else {
+				v->bound++;
+			}
+		}
+	}
+	pthread_mutex_unlock(&r->lock);
+	return rc;
+}
+
+/* Members of the gang the pod watch knows that have not finished; the pod itself counts. */
+static int members_watched(struct reserve *r, const struct api_pod_ref *pod, const char *gang)
+{
+	int n = 0;
+	bool self = false;
+	const char *uid;
+	void *val;
+	pthread_mutex_lock(&r->lock);
+	for (size_t pos = 0; strmap_next(&r->pods, &pos, &uid, &val);) {
+		const struct pod_state *p = val;
+		if (p->finished || strcmp(p->ns, pod->ns) || strcmp(p->claim.gang, gang))
+			continue;
+		n++;
+		self = self || !strcmp(uid, pod->uid);
+	}
+	pthread_mutex_unlock(&r->lock);
+	return n + !self;
+}
+
+/*
+ * The same from the API server (a quorum read): the last member's filter can
+ * come before the pod watch brought its peers, created a moment before; and
+ * a gang whose last member is turned away waits for a cluster event.
+ */
+static int members_listed(struct reserve *r, const struct api_pod_ref *pod, const char *gang)
+{
+	struct buf path;
+	buf_init(&path, 4096);
+	buf_printf(&path, "/api/v1/namespaces/%s/pods?labelSelector=", pod->ns);
+	kube_escape(&path, r->o.pod_selector);
+	struct kube_response resp;
+	kube_response_init(&resp);
+	char err[256];
+	int n = -1;
+	if (!kube_request(r->o.client, "GET", buf_cstr(&path), NULL, NULL, 10, &resp, err, sizeof(err)) &&
+	    resp.status == 200) {
+		cJSON *list = cJSON_ParseWithLength(resp.body.data, resp.body.len);
+		const cJSON *it;
+		bool self = false;
+		n = 0;
+		cache_claims_rdlock(r->o.cache);
+		cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(list, "items")) {
+			struct claim c;
+			struct api_pod_ref ref;
+			api_pod_ref(it, &ref);
+			if (api_pod_finished(it) ||
+			    api_pod_claim(it, r->o.res, cache_gpuclaim_lookup, r->o.cache, &c, err, sizeof(err)))
+				continue;
+			if (!strcmp(c.gang, gang)) {
+				n++;
+				self = self || (ref.uid && !strcmp(ref.uid, pod->uid));
+			}
+			claim_release(&c);
+		}
+		cache_claims_unlock(r->o.cache);
+		cJSON_Delete(list);
+		n += !self;
+	}
+	kube_response_release(&resp);
+	buf_release(&path);
+	return n;
+}
+
+/* The size and timeout of a coscheduling PodGroup (scheduling.x-k8s.io). */
+static int pod_group(struct reserve *r, const char *ns, const char *name, int *size, int *timeout,
+		     char *err, size_t errlen)
+{
+	char path[512], msg[256];
+	snprintf(path, sizeof(path), "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/%s/podgroups/%s", ns, name);
+	struct kube_response resp;
+	kube_response_init(&resp);
+	int rc = -1;
+	if (kube_request(r->o.client, "GET", path, NULL, NULL, 10, &resp, err, errlen))
+		goto out;
+	if (resp.status != 200) {
+		snprintf(err, errlen, "PodGroup %s/%s: HTTP %ld: %s", ns, name, resp.status,
+			 kube_status_message(&resp, msg, sizeof(msg)));
+		goto out;
+	}
+	cJSON *pg = cJSON_ParseWithLength(resp.body.data, resp.body.len);
+	double min = 0, secs = 0;
+	const cJSON *spec = api_path(pg, "spec");
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(spec, "scheduleTimeoutSeconds");
+	if (!api_whole(cJSON_GetObjectItemCaseSensitive(spec, "minMember"), 1, GANG_SIZE_MAX, &min) ||
+	    (t && !api_whole(t, 1, 86400, &secs))) {
+		snprintf(err, errlen, "PodGroup %s/%s: spec.minMember must be 1..%d (scheduleTimeoutSeconds 1..86400)", ns,
+			 name, GANG_SIZE_MAX);
+	} else {
+		*size = (int)min;
+		*timeout = (int)secs;
+		rc = 0;
+	}
+	cJSON_Delete(pg);
+out:
+	kube_response_release(&resp);
+	return rc;
+}
+
+/* ---- the lock: one replica reserves a gang at a time ---- */
+
+static void lock_path(const struct reserve *r, const char *id, bool item, char *out, size_t size)
+{
+	snprintf(out, size, "/apis/coordination.k8s.io/v1/namespaces/%s/leases%s%s", r->o.ns, item ? "/gpu-gang." : "",
+		 item ? id : "");
+}
+
+/* A lock Lease's end (renewTime + leaseDurationSeconds), unix seconds; 0 when unreadable. */
+static int64_t lock_end(const cJSON *lease)
+{
+	const cJSON *spec = api_path(lease, "spec");
+	const char *renew = api_str(spec, "renewTime");
+	double secs;
+	struct tm tm;
+	memset(&tm, 0, sizeof(tm));
+	if (!renew || !strptime(renew, "%Y-%m-%dT%H:%M:%S", &tm) ||
+	    !api_whole(cJSON_GetObjectItemCaseSensitive(spec, "leaseDurationSeconds"), 1, 1e6, &secs))
+		return 0;
+	return (int64_t)timegm(&tm) + (int64_t)secs;
+}
+
+/* Deletes the lock when it is still the version seen (an expired one: its holder is gone). */
+static void lock_delete(struct reserve *r, const char *id, const char *rv)
+{
+	char path[512], body[256], err[256];
+	lock_path(r, id, true, path, sizeof(path));
+	snprintf(body, sizeof(body), "{\"preconditions\":{\"resourceVersion\":\"%s\"}}", rv);
+	struct kube_response resp;
+	kube_response_init(&resp);
+	if (kube_request(r->o.client, "DELETE", path, rv[0] ? body : NULL, NULL, 10, &resp, err, sizeof(err)) ||
+	    (resp.status >= 300 && resp.status != 404 && resp.status != 409))
+		log_warn("cannot delete a gang's lock Lease; it expires on its own", "lease=gpu-gang.%s status=%ld", id,
+			 resp.status);
+	kube_response_release(&resp);
+}
+
+/* 0: this replica holds the gang's lock now; 1: another does (holder says which); -1: err. */
+static int lock_take(struct reserve *r, const char *ns, const char *gang, const char *id, int timeout,
+		     char *holder, size_t hsize, char *err, size_t errlen)
+{
+	char path[512], now[40], msg[256];
+	ledger_microtime(now, sizeof(now));
+	struct buf body;
+	buf_init(&body, 4096);
+	buf_printf(&body, "{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\",\"metadata\":{\"name\":"
+			  "\"gpu-gang.%s\",\"labels\":{\"" GANG_LOCK_LABEL "\":\"true\"},\"annotations\":{\"" GANG_ANN
+			  "\":", id);
+	char key[256];
+	snprintf(key, sizeof(key), "%s/%s", ns, gang);
+	buf_add_json_str(&body, key);
+	buf_adds(&body, "}},\"spec\":{\"holderIdentity\":");
+	buf_add_json_str(&body, r->identity);
+	buf_printf(&body, ",\"leaseDurationSeconds\":%d,\"acquireTime\":\"%s\",\"renewTime\":\"%s\"}}", timeout, now, now);
+	struct kube_response resp;
+	kube_response_init(&resp);
+	int rc = -1;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		lock_path(r, id, false, path, sizeof(path));
+		kube_response_release(&resp);
+		kube_response_init(&resp);
+		if (kube_request(r->o.client, "POST", path, buf_cstr(&body), NULL, 10, &resp, err, errlen))
+			break;
+		if (resp.status == 201 || resp.status == 200) {
+			rc = 0;
+			break;
+		}
+		if (resp.status != 409) {
+			snprintf(err, errlen, "creating the gang's lock Lease: HTTP %ld: %s", resp.status,
+				 kube_status_message(&resp, msg, sizeof(msg)));
+			break;
+		}
+		/* Held: by a live replica, or left by one that died while reserving. */
+		lock_path(r, id, true, path, sizeof(path));
+		kube_response_release(&resp);
+		kube_response_init(&resp);
+		if (kube_request(r->o.client, "GET", path, NULL, NULL, 10, &resp, err, errlen))
+			break;
+		cJSON *lease = resp.status == 200 ? cJSON_ParseWithLength(resp.body.data, resp.body.len) : NULL;
+		const char *h = api_str(api_path(lease, "spec"), "holderIdentity");
+		const char *rv = api_str(api_path(lease, "metadata"), "resourceVersion");
+		snprintf(holder, hsize, "%s", h ? h : "another replica");
+		if (h && !strcmp(h, r->identity)) {
+			/* Ours, from a reservation of this gang that lost a place since (a failed bind). */
+			cJSON_Delete(lease);
+			rc = 0;
+			break;
+		}
+		bool expired = lease && lock_end(lease) < (int64_t)time(NULL);
+		if (expired)
+			lock_delete(r, id, rv ? rv : "");
+		cJSON_Delete(lease);
+		rc = 1;
+		if (!expired)
+			break;
+	}
+	kube_response_release(&resp);
+	buf_release(&body);
+	return rc;
+}
+
+/* ---- writing the places ---- */
+
+struct place_ctx {
+	struct reserve *r;
+	const struct api_pod_ref *pod;
+	const char *gang, *id, *node;
+	const struct claim *c;
+	const struct gpu_node *devices;  /* the node's devices, unused */
+	int first, count;                /* slot numbers first .. first+count-1 */
+	int timeout;
+	struct ledger_entry *made;       /* room for count entries */
+};
+
+/*
+ * Adds the node's places to its ledger as read now: the devices are chosen
+ * again on the ledger's own state (the plan used the cache's), and if they
+ * no longer all fit, nothing is written (the gang is reserved whole or not).
+ */
+static int edit_places(void *ctx, struct ledger *l, char *err, size_t errlen)
+{
+	struct place_ctx *p = ctx;
+	struct gpu_node *n = gpu_node_clone(p->devices);
+	if (!n) {
+		snprintf(err, errlen, "out of memory");
+		return -BIND_ERROR;
+	}
+	pthread_mutex_lock(&p->r->lock);
+	for (int k = 0; k < l->n; k++)
+		if (!strmap_get(&p->r->gone, l->e[k].a.uid))
+			alloc_apply(n, &l->e[k].a);
+	pthread_mutex_unlock(&p->r->lock);
+	int rc = LEDGER_WRITE, added = 0;
+	for (int k = 0; k < p->count; k++) {
+		struct fit f;
+		if (!fit_node(n, p->c, PACK_BINPACK, &f)) {
+			snprintf(err, errlen, "node %s no longer has room for the gang's places: %s", p->node, f.reason);
+			rc = -BIND_CONFLICT;
+			break;
+		}
+		fit_apply(n, p->c, &f);
+		char uid[64];
+		snprintf(uid, sizeof(uid), LEDGER_PLACE_PREFIX "%s-%d", p->id, p->first + k);
+		struct bind_request req = { .ns = p->pod->ns, .name = p->gang, .uid = uid, .node = p->node, .claim = p->c };
+		struct ledger_entry *e = &p->made[k];
+		memset(e, 0, sizeof(*e));
+		bind_alloc(&e->a, &req, n, &f);
+		snprintf(e->claim, sizeof(e->claim), "%s", p->c->gpuclaim);
+		snprintf(e->gang, sizeof(e->gang), "%s", p->gang);
+		e->gang_timeout_s = p->timeout;
+		if (ledger_find(l, uid) >= 0 || ledger_add(l, e)) {
+			snprintf(err, errlen, "cannot add place %s to the ledger of %s", uid, p->node);
+			rc = -BIND_ERROR;
+			break;
+		}
+		added++;
+	}
+	if (rc != LEDGER_WRITE)
+		l->n -= added;     /* added last: taken back off the end */
+	gpu_node_free(n);
+	return rc;
+}
+
+/* Takes back the places written on the first ndone nodes of the plan. */
+static void unwrite(struct reserve *r, const struct gang_plan *p, const struct gpu_node *const *nodes,
+		    const char *id, int upto)
+{
+	for (int s = 0; s < upto;) {
+		int e = s;
+		while (e < upto && p->slots[e].node == p->slots[s].node)
+			e++;
+		const char *uids[GANG_SIZE_MAX];
+		char names[GANG_SIZE_MAX][64];
+		for (int k = s; k < e; k++) {
+			snprintf(names[k - s], sizeof(names[0]), LEDGER_PLACE_PREFIX "%s-%d", id, k);
+			uids[k - s] = names[k - s];
+		}
+		char err[256];
+		if (reserve_release(r, nodes[p->slots[s].node]->name, uids, NULL, e - s, err, sizeof(err)))
+			log_warn("cannot take back a gang's places now; the reaper will", "node=%s error=\"%s\"",
+				 nodes[p->slots[s].node]->name, LOG_Q(err));
+		s = e;
+	}
+}
+
+/* Plans and reserves every place of the gang; out says where the pod may go, or why nowhere. */
+static void reserve_places(struct reserve *r, const struct api_pod_ref *pod, const struct claim *c, const char *gang,
+			   int members, int timeout, const struct gpu_node *const *nodes, int n, struct gang_route *out)
+{
+	struct gang_plan p;
+	if (gang_plan(nodes, n, c, members, r->o.gang_topology_key, &p)) {
+		snprintf(out->reason, sizeof(out->reason), "gang %s/%s: out of memory planning it", pod->ns, gang);
+		return;
+	}
+	if (!p.ok) {
+		snprintf(out->reason, sizeof(out->reason), "gang %s/%s %s", pod->ns, gang, p.reason);
+		metrics_inc(M_GANGS, GANG_NO_FIT);
+		return;
+	}
+	char id[17], holder[128], err[256];
+	ledger_gang_id(pod->ns, gang, id);
+	int locked = lock_take(r, pod->ns, gang, id, timeout, holder, sizeof(holder), err, sizeof(err));
+	if (locked) {
+		snprintf(out->reason, sizeof(out->reason), "gang %s/%s is being reserved by %s; retrying", pod->ns, gang,
+			 locked > 0 ? holder : err);
+		metrics_inc(M_GANGS, GANG_CONFLICT);
+		gang_plan_release(&p);
+		return;
+	}
+	/* The slots come grouped by node: one ledger write per node. */
+	struct ledger_entry *made = calloc((size_t)members, sizeof(*made));
+	int done = 0;
+	while (made && done < p.nslots) {
+		int end = done;
+		while (end < p.nslots && p.slots[end].node == p.slots[done].node)
+			end++;
+		const char *node = nodes[p.slots[done].node]->name;
+		struct place_ctx pc = { .r = r, .pod = pod, .gang = gang, .id = id, .node = node, .c = c,
+					.devices = cache_clone_devices(r->o.cache, node), .first = done,
+					.count = end - done, .timeout = timeout, .made = made + done };
+		int rc = pc.devices ? reserve_ledger_update(r, node, edit_places, &pc, err, sizeof(err)) : -BIND_NO_FIT;
+		if (!pc.devices)
+			snprintf(err, sizeof(err), "node %s has no GpuNodeStatus", node);
+		gpu_node_free((struct gpu_node *)pc.devices);
+		if (rc < 0)
+			break;
+		done = end;
+	}
+	if (!made || done < p.nslots) {
+		unwrite(r, &p, nodes, id, done);
+		lock_delete(r, id, "");
+		snprintf(out->reason, sizeof(out->reason), "gang %s/%s could not be reserved whole (%s); retrying", pod->ns,
+			 gang, made ? err : "out of memory");
+		metrics_inc(M_GANGS, GANG_CONFLICT);
+		free(made);
+		gang_plan_release(&p);
+		return;
+	}
+	/* Where the places are: the pod may go to any of them. */
+	out->ok = true;
+	out->nodes = calloc((size_t)p.nodes + 1, sizeof(*out->nodes));
+	for (int s = 0; out->nodes && s < p.nslots; s++)
+		if (!s || p.slots[s].node != p.slots[s - 1].node)
+			snprintf(out->nodes[out->n++], sizeof(*out->nodes), "%s", nodes[p.slots[s].node]->name);
+	metrics_inc(M_GANGS, GANG_RESERVED);
+	log_info("reserved a gang", "gang=%s/%s members=%d gpus_each=%d nodes=%d domains=%d timeout_s=%d", pod->ns,
+		 gang, members, c->count, p.nodes, p.domains, timeout);
+	free(made);
+	gang_plan_release(&p);
+}
+
+void reserve_gang_route(void *ctx, const struct api_pod_ref *pod, const struct claim *c,
+			const struct gpu_node *const *nodes, int n, struct gang_route *out)
+{
+	struct reserve *r = ctx;
+	memset(out, 0, sizeof(*out));
+	out->steered = true;
+	struct gang_view v;
+	/* Members of one gang in filter at once: the second sees the first one's places. */
+	pthread_mutex_lock(&r->gang_lock);
+	if (gang_view(r, pod, c->gang, &v)) {
+		pthread_mutex_unlock(&r->gang_lock);
+		snprintf(out->reason, sizeof(out->reason), "out of memory");
+		free(v.nodes);
+		return;
+	}
+	if (v.own[0]) {
+		/* It holds a reservation already (a retried bind): there, as any pod. */
+		out->steered = false;
+	} else if (v.places && (v.shape.mode != c->mode || (c->mode == CLAIM_EXCLUSIVE && v.shape.ndev != c->count))) {
+		/* Its bind could not take a place over: every member asks the same (docs/gang.md). */
+		snprintf(out->reason, sizeof(out->reason),
+			 "gang %s/%s has places of %d %s GPU%s each; this member asks %d %s", pod->ns, c->gang, v.shape.ndev,
+			 claim_mode_name(v.shape.mode), v.shape.ndev == 1 ? "" : "s", c->count, claim_mode_name(c->mode));
+	} else if (v.places) {
+		out->ok = true;
+		out->n = v.n;
+		out->nodes = v.nodes;
+		v.nodes = NULL;
+	} else {
+		int size = c->gang_size, timeout = c->gang_timeout_s;
+		char err[256];
+		if (!size && pod_group(r, pod->ns, c->gang, &size, &timeout, err, sizeof(err))) {
+			snprintf(out->reason, sizeof(out->reason), "gang %s/%s: %s", pod->ns, c->gang, err);
+		} else if (v.bound >= size) {
+			out->steered = false;     /* complete: more members are placed as any pod */
+		} else {
+			int exist = members_watched(r, pod, c->gang);
+			int want = size - v.bound;
+			if (exist < size) {
+				int listed = members_listed(r, pod, c->gang);
+				exist = listed > exist ? listed : exist;
+			}
+			if (exist < size) {
+				snprintf(out->reason, sizeof(out->reason),
+					 "gang %s/%s waits for its members: %d of %d exist; none is placed before all are",
+					 pod->ns, c->gang, exist, size);
+				metrics_inc(M_GANGS, GANG_WAITING);
+			} else {
+				reserve_places(r, pod, c, c->gang, want, timeout ? timeout : r->o.gang_timeout_s, nodes, n, out);
+			}
+		}
+	}
+	pthread_mutex_unlock(&r->gang_lock);
+	free(v.nodes);
+}
+
+void reserve_gang_reap(struct reserve *r, time_t now)
+{
+	char path[512], err[256];
+	snprintf(path, sizeof(path), "/apis/coordination.k8s.io/v1/namespaces/%s/leases?labelSelector=" GANG_LOCK_LABEL
+		 "%%3Dtrue", r->o.ns);
+	struct kube_response resp;
+	kube_response_init(&resp);
+	if (kube_request(r->o.client, "GET", path, NULL, NULL, 10, &resp, err, sizeof(err)) || resp.status != 200) {
+		kube_response_release(&resp);
+		return;
+	}
+	cJSON *list = cJSON_ParseWithLength(resp.body.data, resp.body.len);
+	const cJSON *it;
+	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(list, "items")) {
+		const char *name = api_str(api_path(it, "metadata"), "name");
+		const char *rv = api_str(api_path(it, "metadata"), "resourceVersion");
+		if (name && !strncmp(name, "gpu-gang.", 9) && lock_end(it) < (int64_t)now)
+			lock_delete(r, name + 9, rv ? rv : "");
+	}
+	cJSON_Delete(list);
+	kube_response_release(&resp);
+}

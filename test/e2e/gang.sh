@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# Gangs against a real control plane (fake GPU nodes): kube-scheduler with
+# the extender places the members of a gang all together or not at all.
+#   1. a GpuClaim gang (gangRef, gangSize) that fits: every member bound,
+#      inside the tightest zone that holds it, one ledger place each;
+#   2. a gang that does not fit: no member bound, the reason in the pods'
+#      events;
+#   3. a PodGroup gang (scheduling.x-k8s.io, minMember): none placed while
+#      only some members exist; all bound once the last one is created;
+#   4. two gangs of which only one fits, their members created interleaved:
+#      one gang whole, the other nothing; deleting the winner lets the other in;
+#   5. a member that never comes: the gang's unused place is released after
+#      the gang's timeout;
+#   6. the extender killed (SIGKILL) with a gang reserved and one place
+#      free: a new one binds the last member into it from the ledgers,
+#      exactly once.
+# After each: test/e2e/verify_allocations.py (no device twice, every bound
+# pod's annotation in its ledger).
+#
+#   test/e2e/run.sh test/e2e/gang.sh        GANG_SCENARIOS="1 4" for a subset
+set -u
+cd "$(dirname "$0")/../.."
+. test/cluster/cluster.sh
+. test/e2e/lib.sh
+
+E2E_SCENARIOS=${GANG_SCENARIOS:-1 2 3 4 5 6}
+T_START=$SECONDS
+NS=ml
+ZONE=topology.kubernetes.io/zone
+VERIFY=test/e2e/verify_allocations.py
+EXT_FLAGS=(--reap-interval 1 --bind-timeout 20 --gang-timeout 60)
+
+e2e_setup || { echo "gang: 0 passed, 1 failed (cluster setup)"; exit 1; }
+kubectl apply -f deploy/10-crd-podgroup.yaml >/dev/null &&
+  cluster_wait 30 "PodGroup CRD established" kubectl wait --for=condition=Established --timeout=1s \
+    crd/podgroups.scheduling.x-k8s.io >/dev/null || { echo "gang: 0 passed, 1 failed (PodGroup CRD)"; exit 1; }
+WORK=$CLUSTER_DIR/gang
+mkdir -p "$WORK"
+
+# Zone a: two 8-GPU nodes; zone b: three; pool c (scenario 4): three 4-GPU nodes.
+for n in ga1 ga2; do cluster_create_gpu_node "$n" "$ZONE=a" pool=ab >/dev/null && e2e_gns "$n" 8; done
+for n in gb1 gb2 gb3; do cluster_create_gpu_node "$n" "$ZONE=b" pool=ab >/dev/null && e2e_gns "$n" 8; done
+for n in gc1 gc2 gc3; do cluster_create_gpu_node "$n" "$ZONE=c" pool=c >/dev/null && e2e_gns "$n" 4; done
+
+e2e_start_extender ext "${EXT_FLAGS[@]}" || { echo "gang: 0 passed, 1 failed (extender)"; exit 1; }
+e2e_start_scheduler sched "$E2E_URL" || { echo "gang: 0 passed, 1 failed (scheduler)"; exit 1; }
+
+# gclaim NAME GANG SIZE GPUS POOL [TIMEOUT]: a GpuClaim for the members of a gang.
+gclaim() {
+  local timeout=${6:+,\"gangTimeoutSeconds\":$6}
+  kubectl apply -f - >/dev/null <<JSON
+{"apiVersion":"gpu.scheduling/v1","kind":"GpuClaim","metadata":{"name":"$1","namespace":"$NS"},
+ "spec":{"devices":{"count":$4},"selector":{"matchLabels":{"pool":"$5"}},"gangRef":"$2","gangSize":$3$timeout}}
+JSON
+}
+# member NAME CLAIM [SCHEDULER [SPEC_JSON_PREFIX]]: a pod of a GpuClaim gang (labelled as the webhook labels GPU pods).
+member() {
+  kubectl apply -f - >/dev/null <<JSON
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"$1","namespace":"$NS","labels":{"gpu.scheduling/managed":"true"},
+  "annotations":{"gpu.scheduling/claim":"$2"}},
+ "spec":{${4:-}"schedulerName":"${3:-gpu-scheduler}","terminationGracePeriodSeconds":0,
+   "containers":[{"name":"main","image":"registry.k8s.io/pause:3.10","resources":{"limits":{"gpu.scheduling/claim":"1"}}}]}}
+JSON
+}
+# pg_member NAME GROUP GPUS: a pod of a coscheduling PodGroup.
+pg_member() {
+  kubectl apply -f - >/dev/null <<JSON
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"$1","namespace":"$NS",
+  "labels":{"gpu.scheduling/managed":"true","scheduling.x-k8s.io/pod-group":"$2"}},
+ "spec":{"schedulerName":"gpu-scheduler","terminationGracePeriodSeconds":0,"nodeSelector":{"pool":"ab"},
+   "containers":[{"name":"main","image":"registry.k8s.io/pause:3.10","resources":{"limits":{"gpu.scheduling/gpu":"$3"}}}]}}
+JSON
+}
+node_of() { e2e_pod_node "$NS" "$1"; }
+bound_count() { local n=0 p; for p in "$@"; do [[ -n $(node_of "$p") ]] && n=$((n + 1)); done; echo $n; }
+all_bound() { (($(bound_count "$@") == $#)); }
+zone_of() { kubectl get node "$1" -o "jsonpath={.metadata.labels.topology\.kubernetes\.io/zone}"; }
+delete_pods() { kubectl -n "$NS" delete pod "$@" --grace-period=0 --force --wait=true >/dev/null 2>&1; }
+# The ledgers' entries of a gang: "places bound" counts.
+gang_entries() {  # GANG
+  kubectl -n gpu-system get leases -l gpu.scheduling/ledger=true -o json | python3 -c '
+import json, sys
+places = bound = 0
+for l in json.load(sys.stdin)["items"]:
+    for e in json.loads(l["metadata"].get("annotations", {}).get("gpu.scheduling/reservations") or "[]"):
+        if e.get("gang") == sys.argv[1] and e.get("namespace") == "ml":
+            if e["uid"].startswith("gang-"):
+                places += 1
+            else:
+                bound += 1
+print(places, bound)' "$1"
+}
+verify() {
+  local d=$WORK/verify-$1
+  mkdir -p "$d"
+  kubectl get lease -A -o json >"$d/leases.json" && kubectl get pods -A -o json >"$d/pods.json" &&
+    kubectl get gpunodestatuses -o json >"$d/gns.json" &&
+    python3 "$VERIFY" --leases "$d/leases.json" --pods "$d/pods.json" --gns "$d/gns.json" >"$d/out.txt" ||
+    { cat "$d/out.txt"; return 1; }
+}
+events_say() {  # POD TEXT: the pod's FailedScheduling events carry TEXT
+  kubectl -n "$NS" get events --field-selector "involvedObject.name=$1" -o json | grep -qF -- "$2"
+}
+# No change for longer than kube-scheduler's pod backoff (10 s): nothing more gets bound.
+settle() { sleep 12; }
+
+if e2e_want 1; then
+  gclaim fit job-1 2 8 ab
+  member fit-0 fit
+  member fit-1 fit
+  e2e_check "1. a GpuClaim gang of 2×8 GPUs that fits: both members bound" \
+    cluster_wait 40 "fit-0 and fit-1 bound" all_bound fit-0 fit-1
+  same_zone_a() {
+    local a b
+    a=$(node_of fit-0) b=$(node_of fit-1)
+    [[ $a != "$b" && $(zone_of "$a") == a && $(zone_of "$b") == a ]] || { echo "on $a and $b"; return 1; }
+  }
+  e2e_check "1. inside the tightest zone that holds it (zone a: 2 nodes; zone b has 3)" same_zone_a
+  took_places() { [[ $(gang_entries job-1) == "0 2" ]] || { echo "places bound: $(gang_entries job-1)"; return 1; }; }
+  e2e_check "1. each member took one of the gang's places in the ledgers (none left)" took_places
+  e2e_check "1. no device twice; annotations match the ledgers" verify 1
+fi
+
+if e2e_want 2; then
+  # Pool ab has five 8-GPU nodes (three when scenario 1 ran): never room for six members.
+  gclaim big job-2 6 8 ab
+  for i in 0 1 2 3 4 5; do member "big-$i" big; done
+  settle
+  none_bound() { local n; n=$(bound_count big-0 big-1 big-2 big-3 big-4 big-5); ((n == 0)) || { echo "$n bound"; return 1; }; }
+  e2e_check "2. a gang of 6×8 GPUs that does not fit: no member bound" none_bound
+  e2e_check "2. ... and the pods' events say why" \
+    events_say big-5 "gang ml/job-2 needs 6×8 GPUs (one pod each); room for"
+  no_places() { [[ $(gang_entries job-2) == "0 0" ]] || { echo "entries: $(gang_entries job-2)"; return 1; }; }
+  e2e_check "2. ... and no place of it is in any ledger" no_places
+  delete_pods big-0 big-1 big-2 big-3 big-4 big-5
+fi
+
+if e2e_want 3; then
+  kubectl apply -f - >/dev/null <<JSON
+{"apiVersion":"scheduling.x-k8s.io/v1alpha1","kind":"PodGroup","metadata":{"name":"pg-3","namespace":"$NS"},
+ "spec":{"minMember":3,"scheduleTimeoutSeconds":60}}
+JSON
+  pg_member pg-0 pg-3 2
+  pg_member pg-1 pg-3 2
+  settle
+  waiting() { (($(bound_count pg-0 pg-1) == 0)) && events_say pg-1 "gang ml/pg-3 waits for its members"; }
+  e2e_check "3. a PodGroup gang (minMember 3) with 2 members created: none placed, the events say it waits" waiting
+  t0=$SECONDS
+  pg_member pg-2 pg-3 2
+  e2e_check "3. the third member created: all three bound" cluster_wait 40 "pg-0..2 bound" all_bound pg-0 pg-1 pg-2
+  e2e_note "3. all bound $((SECONDS - t0)) s after the last member was created"
+  e2e_check "3. no device twice" verify 3
+fi
+
+if e2e_want 4; then
+  # Pool c: three 4-GPU nodes; gangs A and B of 3×4 each: only one fits.
+  gclaim race-a race-a 3 4 c
+  gclaim race-b race-b 3 4 c
+  for i in 0 1 2; do member "ra-$i" race-a; member "rb-$i" race-b; done
+  settle
+  one_whole() {
+    local a b
+    a=$(bound_count ra-0 ra-1 ra-2) b=$(bound_count rb-0 rb-1 rb-2)
+    [[ "$a $b" == "3 0" || "$a $b" == "0 3" ]] || { echo "gang A: $a bound, gang B: $b bound"; return 1; }
+  }
+  e2e_check "4. two gangs of which one fits, created interleaved: one whole, the other nothing" one_whole
+  e2e_check "4. no device twice" verify 4
+  winner=ra loser=rb
+  (($(bound_count rb-0 rb-1 rb-2) == 3)) && winner=rb loser=ra
+  delete_pods "$winner-0" "$winner-1" "$winner-2"
+  e2e_check "4. the winner deleted: the other gang is placed, whole" \
+    cluster_wait 60 "$loser-0..2 bound" all_bound "$loser-0" "$loser-1" "$loser-2"
+  delete_pods "$loser-0" "$loser-1" "$loser-2"
+fi
+
+if e2e_want 5; then
+  # A gang of 2 whose second member never reaches the extender (it fits no
+  # node for kube-scheduler): both exist, so the gang is reserved; one place
+  # stays free and goes after the gang's timeout, 5 s.
+  gclaim lone job-5 2 1 ab 5
+  member lone-1 lone gpu-scheduler '"nodeSelector":{"pool":"none"},'
+  member lone-0 lone
+  e2e_check "5. the member that is scheduled is bound into the gang's place" cluster_wait 40 "lone-0 bound" all_bound lone-0
+  released() { [[ $(gang_entries job-5) == "0 1" ]]; }
+  e2e_check "5. the place no member took is released after the gang's timeout (5 s)" \
+    cluster_wait 20 "job-5's unused place released" released
+  e2e_check "5. ... with a log line saying why" \
+    grep -q 'released a reservation.*reason="gang place unused in time"' "$(cluster_log ext)"
+  delete_pods lone-0 lone-1
+fi
+
+if e2e_want 6; then
+  # Three members exist, one of them another scheduler's: the gang is reserved
+  # whole, two members bind, one place stays free; then SIGKILL.
+  gclaim crash job-6 3 2 ab
+  member crash-2 crash nobody
+  member crash-0 crash
+  member crash-1 crash
+  cluster_wait 40 "crash-0 and crash-1 bound" all_bound crash-0 crash-1 >/dev/null
+  at=$(gang_entries job-6)
+  cluster_kill9 ext
+  e2e_note "6. SIGKILL with the gang at (places bound): $at"
+  # A new extender (and a scheduler pointed at it); the third member comes back as a gpu-scheduler pod.
+  cluster_kill scheduler-sched
+  e2e_start_extender ext2 "${EXT_FLAGS[@]}"
+  e2e_start_scheduler sched2 "$E2E_URL"
+  delete_pods crash-2
+  member crash-2 crash
+  e2e_check "6. killed mid-gang ($at): the new extender binds the last member into the gang's free place" \
+    cluster_wait 60 "crash-2 bound" all_bound crash-0 crash-1 crash-2
+  exactly_once() { [[ $(gang_entries job-6) == "0 3" ]] || { echo "places bound: $(gang_entries job-6)"; return 1; }; }
+  e2e_check "6. ... each member in one place of the gang, none left over, none twice" exactly_once
+  e2e_check "6. no device twice" verify 6
+fi
+
+echo "gang.sh took $((SECONDS - T_START))s"
+e2e_summary
