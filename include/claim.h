@@ -50,8 +50,10 @@ struct claim {
 	/*
 	 * A gang: the pods of one gang in one namespace are placed together, all
 	 * of gang_size at once or none (docs/gang.md). From the GpuClaim's
-	 * gangRef, or the pod's scheduling.x-k8s.io/pod-group label.
+	 * gangRef, the pod's scheduling.x-k8s.io/pod-group label, or its
+	 * spec.workloadRef (Kubernetes' Workload API: "workload/podGroup[/replica]").
 	 */
+	enum gang_kind { GANG_NONE = 0, GANG_CLAIM, GANG_POD_GROUP, GANG_WORKLOAD } gang_kind;
 	char gang[128];               /* gang name, or "" */
 	int gang_size;                /* members placed at once; 0: the PodGroup's minMember */
 	int gang_timeout_s;           /* reserved places unused this long are released; 0: default */

@@ -240,6 +240,7 @@ int api_gpuclaim_decode(const cJSON *gc, struct claim *c, char *err, size_t errl
 	}
 	c->gang_size = (int)size;
 	c->gang_timeout_s = (int)timeout;
+	c->gang_kind = c->gang[0] ? GANG_CLAIM : GANG_NONE;
 	return 0;
 fail:
 	claim_release(c);
@@ -415,6 +416,21 @@ int api_pod_claim(const cJSON *pod, const struct api_resources *res, api_claim_l
 			return -1;
 		}
 		snprintf(c->gang, sizeof(c->gang), "%s", group);
+		c->gang_kind = GANG_POD_GROUP;
+	}
+	/* Kubernetes' own (scheduling.k8s.io Workload): the pod group of the workload, per replica. */
+	const cJSON *wref = api_path(pod, "spec.workloadRef");
+	if (wref && !c->gang[0] && claim_wants_gpu(c)) {
+		const char *w = api_str(wref, "name"), *g = api_str(wref, "podGroup"), *rk = api_str(wref, "podGroupReplicaKey");
+		int n = w && g && *w && *g ? snprintf(c->gang, sizeof(c->gang), "%s/%s%s%s", w, g, rk && *rk ? "/" : "",
+						       rk && *rk ? rk : "") : -1;
+		if (n < 0 || (size_t)n >= sizeof(c->gang)) {
+			snprintf(err, errlen, "spec.workloadRef needs a name and a podGroup (%zu characters in all at most)",
+				 sizeof(c->gang) - 3);
+			claim_release(c);
+			return -1;
+		}
+		c->gang_kind = GANG_WORKLOAD;
 	}
 	const char *policy = api_annotation(pod, ANN_POLICY);
 	if (policy) {

@@ -174,6 +174,125 @@ out:
 	return rc;
 }
 
+/*
+ * The gang policy of a Workload's pod group (scheduling.k8s.io/v1alpha1):
+ * 1 with its minCount, 0 when the group is not a gang (basic policy), -1 with err.
+ */
+static int workload_group(struct reserve *r, const char *ns, const char *gang, int *size, char *err, size_t errlen)
+{
+	char workload[128], group[128], path[512], msg[256];
+	if (sscanf(gang, "%127[^/]/%127[^/]", workload, group) != 2) {
+		snprintf(err, errlen, "workloadRef %s is not workload/podGroup", gang);
+		return -1;
+	}
+	snprintf(path, sizeof(path), "/apis/scheduling.k8s.io/v1alpha1/namespaces/%s/workloads/%s", ns, workload);
+	struct kube_response resp;
+	kube_response_init(&resp);
+	int rc = -1;
+	if (kube_request(r->o.client, "GET", path, NULL, NULL, 10, &resp, err, errlen))
+		goto out;
+	if (resp.status != 200) {
+		snprintf(err, errlen, "Workload %s/%s: HTTP %ld: %s", ns, workload, resp.status,
+			 kube_status_message(&resp, msg, sizeof(msg)));
+		goto out;
+	}
+	cJSON *wl = cJSON_ParseWithLength(resp.body.data, resp.body.len);
+	const cJSON *pg;
+	snprintf(err, errlen, "Workload %s/%s has no pod group %s", ns, workload, group);
+	cJSON_ArrayForEach(pg, api_path(wl, "spec.podGroups")) {
+		const char *name = api_str(pg, "name");
+		if (!name || strcmp(name, group))
+			continue;
+		const cJSON *g = api_path(pg, "policy.gang");
+		double min;
+		if (!g) {
+			rc = 0;
+		} else if (api_whole(cJSON_GetObjectItemCaseSensitive(g, "minCount"), 1, GANG_SIZE_MAX, &min)) {
+			*size = (int)min;
+			rc = 1;
+		} else {
+			snprintf(err, errlen, "Workload %s/%s: pod group %s: policy.gang.minCount must be 1..%d", ns, workload,
+				 group, GANG_SIZE_MAX);
+		}
+		break;
+	}
+	cJSON_Delete(wl);
+out:
+	kube_response_release(&resp);
+	return rc;
+}
+
+/* ---- status ---- */
+
+#define GANG_STATUS_MEMORY 4096   /* gangs whose last status is remembered (to skip unchanged writes) */
+
+void reserve_gang_status(struct reserve *r, const char *ns, const char *gang, const char *claim, const char *phase,
+			 int size, const char *message)
+{
+	/* Placed and reserved as the ledgers say now. */
+	struct api_pod_ref none = { .ns = ns, .name = "", .uid = "" };
+	struct gang_view v;
+	if (gang_view(r, &none, gang, &v)) {
+		free(v.nodes);
+		return;
+	}
+	free(v.nodes);
+	char key[256], state[512];
+	snprintf(key, sizeof(key), "%s/%s", ns, gang);
+	snprintf(state, sizeof(state), "%s|%d|%d|%d|%s", phase, size, v.bound, v.places, message);
+	pthread_mutex_lock(&r->lock);
+	const char *last = strmap_get(&r->gang_status, key);
+	bool same = last && !strcmp(last, state);
+	if (!same) {
+		if (r->gang_status.len >= GANG_STATUS_MEMORY) {
+			const char *k;
+			void *val;
+			for (size_t pos = 0; strmap_next(&r->gang_status, &pos, &k, &val);)
+				free(val);
+			strmap_release(&r->gang_status);
+			strmap_init(&r->gang_status);
+		}
+		char *copy = strdup(state);
+		void *old = NULL;
+		if (copy && strmap_put(&r->gang_status, key, copy, &old))
+			free(copy);
+		free(old);
+	}
+	pthread_mutex_unlock(&r->lock);
+	/* A Workload's pod group ("workload/group") has no status to write to. */
+	if (same || strchr(gang, '/'))
+		return;
+	char path[768], now[40], err[256];
+	ledger_microtime(now, sizeof(now));
+	now[19] = 'Z';             /* date-time, whole seconds */
+	now[20] = '\0';
+	struct buf body;
+	buf_init(&body, 1 << 16);
+	if (claim && claim[0]) {
+		snprintf(path, sizeof(path), "/apis/gpu.scheduling/v1/namespaces/%s/gpuclaims/%s/status", ns, claim);
+		buf_adds(&body, "{\"status\":{\"gang\":{\"name\":");
+		buf_add_json_str(&body, gang);
+		buf_printf(&body, ",\"phase\":\"%s\",\"bound\":%d,\"reserved\":%d", phase, v.bound, v.places);
+	} else {
+		snprintf(path, sizeof(path), "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/%s/podgroups/%s/status", ns, gang);
+		buf_printf(&body, "{\"status\":{\"phase\":\"%s\",\"placed\":%d,\"reserved\":%d", phase, v.bound,
+			   v.places);
+	}
+	if (size)
+		buf_printf(&body, ",\"size\":%d", size);
+	buf_adds(&body, ",\"message\":");
+	buf_add_json_str(&body, message);
+	buf_printf(&body, ",\"lastTransitionTime\":\"%s\"}}%s", now, claim && claim[0] ? "}" : "");
+	struct kube_response resp;
+	kube_response_init(&resp);
+	if (kube_request(r->o.client, "PATCH", path, buf_cstr(&body), "application/merge-patch+json", 10, &resp, err,
+			 sizeof(err)) || resp.status >= 300)
+		log_warn("cannot update a gang's status", "gang=%s/%s status=%ld error=\"%s\"", ns, gang, resp.status,
+			 LOG_Q(err));
+	kube_response_release(&resp);
+	buf_release(&body);
+}
+
 /* ---- the lock: one replica reserves a gang at a time ---- */
 
 static void lock_path(const struct reserve *r, const char *id, bool item, char *out, size_t size)
@@ -371,6 +490,7 @@ static void reserve_places(struct reserve *r, const struct api_pod_ref *pod, con
 	if (!p.ok) {
 		snprintf(out->reason, sizeof(out->reason), "gang %s/%s %s", pod->ns, gang, p.reason);
 		metrics_inc(M_GANGS, GANG_NO_FIT);
+		reserve_gang_status(r, pod->ns, gang, c->gpuclaim, "Waiting", 0, out->reason);
 		return;
 	}
 	char id[17], holder[128], err[256];
@@ -421,6 +541,10 @@ static void reserve_places(struct reserve *r, const struct api_pod_ref *pod, con
 	metrics_inc(M_GANGS, GANG_RESERVED);
 	log_info("reserved a gang", "gang=%s/%s members=%d gpus_each=%d nodes=%d domains=%d timeout_s=%d", pod->ns,
 		 gang, members, c->count, p.nodes, p.domains, timeout);
+	char msg[160];
+	snprintf(msg, sizeof(msg), "%d place%s on %d node%s in %d topology domain%s", members, members == 1 ? "" : "s",
+		 p.nodes, p.nodes == 1 ? "" : "s", p.domains, p.domains == 1 ? "" : "s");
+	reserve_gang_status(r, pod->ns, gang, c->gpuclaim, "Reserved", 0, msg);
 	free(made);
 	gang_plan_release(&p);
 }
@@ -454,12 +578,16 @@ void reserve_gang_route(void *ctx, const struct api_pod_ref *pod, const struct c
 		out->nodes = v.nodes;
 		v.nodes = NULL;
 	} else {
-		int size = c->gang_size, timeout = c->gang_timeout_s;
+		int size = c->gang_size, timeout = c->gang_timeout_s, policy = 1;
 		char err[256];
-		if (!size && pod_group(r, pod->ns, c->gang, &size, &timeout, err, sizeof(err))) {
+		if (!size && c->gang_kind == GANG_WORKLOAD)
+			policy = workload_group(r, pod->ns, c->gang, &size, err, sizeof(err));
+		else if (!size && pod_group(r, pod->ns, c->gang, &size, &timeout, err, sizeof(err)))
+			policy = -1;
+		if (policy < 0) {
 			snprintf(out->reason, sizeof(out->reason), "gang %s/%s: %s", pod->ns, c->gang, err);
-		} else if (v.bound >= size) {
-			out->steered = false;     /* complete: more members are placed as any pod */
+		} else if (policy == 0 || v.bound >= size) {
+			out->steered = false;     /* not a gang, or complete: more members are placed as any pod */
 		} else {
 			int exist = members_watched(r, pod, c->gang);
 			int want = size - v.bound;
@@ -472,12 +600,26 @@ void reserve_gang_route(void *ctx, const struct api_pod_ref *pod, const struct c
 					 "gang %s/%s waits for its members: %d of %d exist; none is placed before all are",
 					 pod->ns, c->gang, exist, size);
 				metrics_inc(M_GANGS, GANG_WAITING);
+				pthread_mutex_unlock(&r->gang_lock);
+				reserve_gang_status(r, pod->ns, c->gang, c->gpuclaim, "Waiting", size, out->reason);
+				free(v.nodes);
+				return;
 			} else {
 				reserve_places(r, pod, c, c->gang, want, timeout ? timeout : r->o.gang_timeout_s, nodes, n, out);
 			}
 		}
 	}
 	pthread_mutex_unlock(&r->gang_lock);
+	free(v.nodes);
+}
+
+void reserve_gang_place_taken(struct reserve *r, const char *ns, const struct claim *c)
+{
+	struct api_pod_ref none = { .ns = ns, .name = "", .uid = "" };
+	struct gang_view v;
+	if (!gang_view(r, &none, c->gang, &v))
+		reserve_gang_status(r, ns, c->gang, c->gpuclaim, v.places ? "Reserved" : "Bound", 0,
+				    v.places ? "members being bound into the gang's places" : "every member bound");
 	free(v.nodes);
 }
 

@@ -299,7 +299,11 @@ void reserve_reap(struct reserve *r)
 					 x->at.node, LOG_Q(reason_names[x->reason]));
 				char msg[128];
 				snprintf(msg, sizeof(msg), "released: %s", reason_names[x->reason]);
-				reserve_claim_status(r, x->at.ns, x->at.claim, "Pending", "", "", "", msg);
+				if (x->reason == REL_GANG_TIMEOUT)   /* a place: at.pod is its gang */
+					reserve_gang_status(r, x->at.ns, x->at.pod, x->at.claim, "TimedOut", 0,
+							    "places no member took in time were released");
+				else
+					reserve_claim_status(r, x->at.ns, x->at.claim, "Pending", "", "", "", msg);
 			}
 			x->at.node[0] = '\0';
 		}
@@ -382,6 +386,7 @@ struct reserve *reserve_new(const struct reserve_opts *o)
 	strmap_init(&r->pods);
 	strmap_init(&r->gone);
 	strmap_init(&r->check);
+	strmap_init(&r->gang_status);
 	return r;
 }
 
@@ -446,7 +451,10 @@ void reserve_free(struct reserve *r)
 	strmap_release(&r->ledgers);
 	strmap_release(&r->pods);
 	strmap_release(&r->gone);
+	for (size_t pos = 0; strmap_next(&r->gang_status, &pos, &key, &val);)
+		free(val);
 	strmap_release(&r->check);
+	strmap_release(&r->gang_status);
 	pthread_mutex_destroy(&r->lock);
 	pthread_mutex_destroy(&r->gang_lock);
 	for (int i = 0; i < LEDGER_TURNS; i++) {

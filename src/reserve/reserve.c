@@ -386,7 +386,6 @@ static int edit_reserve(void *ctx, struct ledger *l, char *err, size_t errlen)
 		snprintf(e->a.uid, sizeof(e->a.uid), "%s", b->req->uid);
 		snprintf(e->a.name, sizeof(e->a.name), "%s", b->req->name);
 		e->a.since = (int64_t)time(NULL);
-		e->gang_timeout_s = 0;
 		b->entry = *e;
 		b->took_place = true;
 		return LEDGER_WRITE;
@@ -419,6 +418,22 @@ static int edit_reserve(void *ctx, struct ledger *l, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return -BIND_ERROR;
 	}
+	return LEDGER_WRITE;
+}
+
+/* A bind that took a gang's place over failed: the entry becomes a place of the gang again. */
+static int edit_unplace(void *ctx, struct ledger *l, char *err, size_t errlen)
+{
+	(void)err;
+	(void)errlen;
+	const struct bind_ctx *b = ctx;
+	int i = ledger_find(l, b->req->uid);
+	if (i < 0 || strcmp(l->e[i].gang, b->req->claim->gang))
+		return LEDGER_UNCHANGED;
+	char id[17];
+	ledger_gang_id(b->req->ns, b->req->claim->gang, id);
+	snprintf(l->e[i].a.uid, sizeof(l->e[i].a.uid), LEDGER_PLACE_PREFIX "%s-r%.8s", id, b->req->uid);
+	snprintf(l->e[i].a.name, sizeof(l->e[i].a.name), "%s", b->req->claim->gang);
 	return LEDGER_WRITE;
 }
 
@@ -628,11 +643,21 @@ int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t er
 		}
 		const char *uid = req->uid;
 		char rel_err[256];
-		if (reserve_release(r, req->node, &uid, &b.entry.a.since, 1, rel_err, sizeof(rel_err)))
+		if (b.took_place) {
+			/* Its gang's place goes back to the gang, not to everyone. */
+			if (reserve_ledger_update(r, req->node, edit_unplace, &b, rel_err, sizeof(rel_err)) < 0)
+				log_warn("cannot give a failed bind's place back to its gang now; the reaper will release it",
+					 "pod=%s/%s gang=%s error=\"%s\"", req->ns, req->name, req->claim->gang, LOG_Q(rel_err));
+			cache_lock(r->o.cache);
+			cache_remove_alloc(r->o.cache, req->uid, req->node);
+			cache_unlock(r->o.cache);
+			reserve_delete_reservation(r, req->ns, req->uid, req->node);
+		} else if (reserve_release(r, req->node, &uid, &b.entry.a.since, 1, rel_err, sizeof(rel_err))) {
 			log_warn("cannot release a failed bind's reservation now; the reaper will", "pod=%s/%s error=\"%s\"",
 				 req->ns, req->name, LOG_Q(rel_err));
-		else
+		} else {
 			metrics_inc(M_RELEASED, REL_BIND_FAILED);
+		}
 		reserve_claim_status(r, req->ns, req->claim->gpuclaim, "Failed", req->node, "", pod, why);
 		snprintf(err, errlen, "%s", why);
 		gpu_node_free(b.node);
@@ -651,6 +676,8 @@ int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t er
 		}
 	}
 	reserve_claim_status(r, req->ns, req->claim->gpuclaim, "Bound", req->node, ids, pod, "");
+	if (b.took_place)
+		reserve_gang_place_taken(r, req->ns, req->claim);
 	log_info("reserved and bound", "pod=%s node=%s gpus=%s retried=%s gang=%s", pod, req->node, ids,
 		 b.existed ? "yes" : "no", b.took_place ? req->claim->gang : "-");
 	gpu_node_free(b.node);

@@ -53,6 +53,7 @@ struct reserve {
 	struct strmap pods;             /* uid -> struct pod_state * */
 	struct strmap gone;             /* uid -> (void *)time: pod deleted (pod watch) */
 	struct strmap check;            /* uid -> (void *)time: its reservation Lease went; look the pod up */
+	struct strmap gang_status;      /* "ns/gang" -> char *: the status last written (gang.c) */
 	uint64_t pods_gen, ledger_gen;
 	struct reflector *watch[3];
 	pthread_t reaper;
@@ -103,6 +104,15 @@ bool reserve_known_ledger(struct reserve *r, const char *node, struct ledger *ou
 void reserve_ledger_written(struct reserve *r, const char *node, struct ledger *l);
 /* Deletes the lock Leases of gangs whose time is up (gang.c; a reaper pass). */
 void reserve_gang_reap(struct reserve *r, time_t now);
+/*
+ * The gang's phase (Waiting, Reserved, Bound, TimedOut) where kubectl shows
+ * it: the GpuClaim's status.gang, or the PodGroup's status (claim ""), when
+ * it changed. size 0: not known here (left as it was).
+ */
+void reserve_gang_status(struct reserve *r, const char *ns, const char *gang, const char *claim, const char *phase,
+			 int size, const char *message);
+/* A member's bind took a place of its gang over: Bound once none is left. */
+void reserve_gang_place_taken(struct reserve *r, const char *ns, const struct claim *c);
 /* The reflector sinks (watch.c). */
 void reserve_ledger_sink(struct reserve *r, struct reflector_sink *out);
 void reserve_reservation_sink(struct reserve *r, struct reflector_sink *out);

@@ -26,7 +26,8 @@
 # Functions
 #   cluster_up                    start etcd, kube-apiserver, kube-controller-manager,
 #                                 wait for /readyz and the default ServiceAccount,
-#                                 set the variables below, install traps
+#                                 set the variables below, install traps; extra
+#                                 kube-apiserver flags: CLUSTER_APISERVER_FLAGS (word-split)
 #   cluster_down                  stop every process this harness started (each is
 #                                 its own process group), wait, remove CLUSTER_DIR;
 #                                 idempotent; runs cluster_add_cleanup hooks first
@@ -560,7 +561,7 @@ _cluster_launch_apiserver() {
     --enable-aggregator-routing=true \
     --allow-privileged=true \
     --profiling=false \
-    --v=1
+    --v=1 ${CLUSTER_APISERVER_FLAGS:-}
 }
 
 _cluster_start_apiserver() {

@@ -13,7 +13,13 @@
 #      the gang's timeout;
 #   6. the extender killed (SIGKILL) with a gang reserved and one place
 #      free: a new one binds the last member into it from the ledgers,
-#      exactly once.
+#      exactly once;
+#   7. Kubernetes' own gang API (a Workload's pod group with gang minCount,
+#      pods with spec.workloadRef), with kube-scheduler's GangScheduling
+#      plugin on: every member bound, into the gang's places;
+#   8. two extender replicas, each with a kube-scheduler of the same
+#      schedulerName, racing for one gang's members: the gang reserved once
+#      (one replica's lock), every member bound exactly once.
 # After each: test/e2e/verify_allocations.py (no device twice, every bound
 # pod's annotation in its ledger).
 #
@@ -23,13 +29,16 @@ cd "$(dirname "$0")/../.."
 . test/cluster/cluster.sh
 . test/e2e/lib.sh
 
-E2E_SCENARIOS=${GANG_SCENARIOS:-1 2 3 4 5 6}
+E2E_SCENARIOS=${GANG_SCENARIOS:-1 2 3 4 5 6 7 8}
 T_START=$SECONDS
 NS=ml
 ZONE=topology.kubernetes.io/zone
 VERIFY=test/e2e/verify_allocations.py
 EXT_FLAGS=(--reap-interval 1 --bind-timeout 20 --gang-timeout 60)
 
+# Kubernetes' own gang API (alpha in 1.35): served, and kube-scheduler's GangScheduling plugin on.
+export CLUSTER_APISERVER_FLAGS="--runtime-config=scheduling.k8s.io/v1alpha1=true --feature-gates=GenericWorkload=true"
+export CLUSTER_SCHEDULER_FLAGS="--feature-gates=GenericWorkload=true,GangScheduling=true"
 e2e_setup || { echo "gang: 0 passed, 1 failed (cluster setup)"; exit 1; }
 kubectl apply -f deploy/10-crd-podgroup.yaml >/dev/null &&
   cluster_wait 30 "PodGroup CRD established" kubectl wait --for=condition=Established --timeout=1s \
@@ -98,6 +107,19 @@ verify() {
     python3 "$VERIFY" --leases "$d/leases.json" --pods "$d/pods.json" --gns "$d/gns.json" >"$d/out.txt" ||
     { cat "$d/out.txt"; return 1; }
 }
+# gang_status KIND NAME: "phase bound/placed reserved" as kubectl shows the gang (GpuClaim status.gang, PodGroup status).
+gang_status() {
+  if [[ $1 == gclaim ]]; then
+    kubectl -n "$NS" get gclaim "$2" -o 'jsonpath={.status.gang.phase} {.status.gang.bound} {.status.gang.reserved}'
+  else
+    kubectl -n "$NS" get podgroup "$2" -o 'jsonpath={.status.phase} {.status.placed} {.status.reserved}'
+  fi
+}
+status_is() {  # KIND NAME WANT
+  local got
+  got=$(gang_status "$1" "$2")
+  [[ $got == "$3" ]] || { echo "status of $1 $2: '$got', want '$3'"; return 1; }
+}
 events_say() {  # POD TEXT: the pod's FailedScheduling events carry TEXT
   kubectl -n "$NS" get events --field-selector "involvedObject.name=$1" -o json | grep -qF -- "$2"
 }
@@ -119,6 +141,8 @@ if e2e_want 1; then
   took_places() { [[ $(gang_entries job-1) == "0 2" ]] || { echo "places bound: $(gang_entries job-1)"; return 1; }; }
   e2e_check "1. each member took one of the gang's places in the ledgers (none left)" took_places
   e2e_check "1. no device twice; annotations match the ledgers" verify 1
+  e2e_check "1. kubectl get gclaim shows the gang Bound, 2 members, no place left" \
+    cluster_wait 10 "the gang's status" status_is gclaim fit "Bound 2 0"
 fi
 
 if e2e_want 2; then
@@ -132,6 +156,7 @@ if e2e_want 2; then
     events_say big-5 "gang ml/job-2 needs 6×8 GPUs (one pod each); room for"
   no_places() { [[ $(gang_entries job-2) == "0 0" ]] || { echo "entries: $(gang_entries job-2)"; return 1; }; }
   e2e_check "2. ... and no place of it is in any ledger" no_places
+  e2e_check "2. ... and the GpuClaim shows the gang Waiting" status_is gclaim big "Waiting 0 0"
   delete_pods big-0 big-1 big-2 big-3 big-4 big-5
 fi
 
@@ -150,6 +175,7 @@ JSON
   e2e_check "3. the third member created: all three bound" cluster_wait 40 "pg-0..2 bound" all_bound pg-0 pg-1 pg-2
   e2e_note "3. all bound $((SECONDS - t0)) s after the last member was created"
   e2e_check "3. no device twice" verify 3
+  e2e_check "3. the PodGroup's status: Bound, 3 placed" cluster_wait 10 "pg-3 status" status_is podgroup pg-3 "Bound 3 0"
 fi
 
 if e2e_want 4; then
@@ -186,6 +212,8 @@ if e2e_want 5; then
     cluster_wait 20 "job-5's unused place released" released
   e2e_check "5. ... with a log line saying why" \
     grep -q 'released a reservation.*reason="gang place unused in time"' "$(cluster_log ext)"
+  e2e_check "5. ... and the GpuClaim shows the gang TimedOut (1 bound, no place left)" \
+    cluster_wait 10 "the gang's status" status_is gclaim lone "TimedOut 1 0"
   delete_pods lone-0 lone-1
 fi
 
@@ -211,6 +239,48 @@ if e2e_want 6; then
   exactly_once() { [[ $(gang_entries job-6) == "0 3" ]] || { echo "places bound: $(gang_entries job-6)"; return 1; }; }
   e2e_check "6. ... each member in one place of the gang, none left over, none twice" exactly_once
   e2e_check "6. no device twice" verify 6
+fi
+
+if e2e_want 7; then
+  kubectl apply -f - >/dev/null <<JSON
+{"apiVersion":"scheduling.k8s.io/v1alpha1","kind":"Workload","metadata":{"name":"w7","namespace":"$NS"},
+ "spec":{"podGroups":[{"name":"workers","policy":{"gang":{"minCount":3}}}]}}
+JSON
+  for i in 0 1 2; do
+    kubectl apply -f - >/dev/null <<JSON
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"wl-$i","namespace":"$NS","labels":{"gpu.scheduling/managed":"true"}},
+ "spec":{"schedulerName":"gpu-scheduler","terminationGracePeriodSeconds":0,"nodeSelector":{"pool":"ab"},
+   "workloadRef":{"name":"w7","podGroup":"workers"},
+   "containers":[{"name":"main","image":"registry.k8s.io/pause:3.10","resources":{"limits":{"gpu.scheduling/gpu":"2"}}}]}}
+JSON
+  done
+  has_ref() { [[ $(kubectl -n "$NS" get pod wl-0 -o 'jsonpath={.spec.workloadRef.podGroup}') == workers ]]; }
+  e2e_check "7. the API server keeps spec.workloadRef (GenericWorkload on)" has_ref
+  e2e_check "7. a Workload gang (minCount 3) with kube-scheduler's GangScheduling on: all three bound" \
+    cluster_wait 60 "wl-0..2 bound" all_bound wl-0 wl-1 wl-2
+  wl_places() { [[ $(gang_entries w7/workers) == "0 3" ]] || { echo "places bound: $(gang_entries w7/workers)"; return 1; }; }
+  e2e_check "7. ... each into a place the extender reserved for the whole gang" wl_places
+  e2e_check "7. no device twice" verify 7
+fi
+
+if e2e_want 8; then
+  # Room of its own: two 8-GPU nodes of pool d; a gang of 6×2 GPUs.
+  for n in gd1 gd2; do cluster_create_gpu_node "$n" "$ZONE=d" pool=d >/dev/null && e2e_gns "$n" 8; done
+  e2e_start_extender ext-b "${EXT_FLAGS[@]}"
+  e2e_start_scheduler sched-b "$E2E_URL"
+  gclaim duo job-8 6 2 d
+  for i in 0 1 2 3 4 5; do member "duo-$i" duo; done
+  e2e_check "8. two replicas and two schedulers racing: all six members bound" \
+    cluster_wait 60 "duo-0..5 bound" all_bound duo-0 duo-1 duo-2 duo-3 duo-4 duo-5
+  once() {
+    [[ $(gang_entries job-8) == "0 6" ]] || { echo "places bound: $(gang_entries job-8)"; return 1; }
+    local n
+    n=$(cat "$CLUSTER_DIR"/logs/ext*.log | grep -c 'reserved a gang.*gang=ml/job-8 ')
+    ((n == 1)) || { echo "the gang was reserved $n times"; return 1; }
+  }
+  e2e_check "8. ... the gang reserved once (by one replica), each member in one of its places" once
+  e2e_check "8. no device twice" verify 8
+  e2e_note "8. lock refusals seen by the schedulers: $(cat "$CLUSTER_DIR"/logs/kube-scheduler*.log | grep -c 'is being reserved by')"
 fi
 
 echo "gang.sh took $((SECONDS - T_START))s"

@@ -16,8 +16,9 @@
 # sees none; a pod that sets NVIDIA_VISIBLE_DEVICES itself is refused, and so
 # is a GPU pod another scheduler placed; after the agent and kubelet restart,
 # running pods keep their devices and new ones start; an unhealthy GPU gets
-# no new pod; and the three delivery modes (device files, NVIDIA volume
-# mounts, CDI through containerd) each deliver.
+# no new pod; the three delivery modes (device files, NVIDIA volume mounts,
+# CDI through containerd) each deliver; and a gang (a PodGroup of three
+# 2-GPU pods) runs whole, each member with its own devices.
 #
 #   test/e2e/node.sh            (root; make all first: the image is build/)
 #   E2E_SCENARIOS="1 3" test/e2e/node.sh
@@ -29,7 +30,7 @@ cd "$(dirname "$0")/../.."
 . test/e2e/lib.sh
 . test/node/deploy.sh
 
-E2E_SCENARIOS=${E2E_SCENARIOS:-"1 2 3 4 5 6 7 8 9"}
+E2E_SCENARIOS=${E2E_SCENARIOS:-"1 2 3 4 5 6 7 8 9 10"}
 NS=ml
 export KUBECTL AGENT=$E2E_ROOT/build/gpu-agent
 
@@ -71,12 +72,12 @@ product_logs() {
 }
 cluster_add_cleanup product_logs
 
-# node_pod NAME LIMITS_JSON [ANNOTATIONS_JSON [SCHEDULER [ENV_JSON]]]: a busybox
-# pod on the real node that prints what it sees (node_check.py reads it) and sleeps.
+# node_pod NAME LIMITS_JSON [ANNOTATIONS_JSON [SCHEDULER [ENV_JSON [LABELS_JSON]]]]: a
+# busybox pod on the real node that prints what it sees (node_check.py reads it) and sleeps.
 node_pod() {
-  local name=$1 limits=$2 ann=${3:-'{}'} sched=${4:-gpu-scheduler} env=${5:-'[]'}
+  local name=$1 limits=$2 ann=${3:-'{}'} sched=${4:-gpu-scheduler} env=${5:-'[]'} labels=${6:-'{}'}
   kubectl apply -f - <<JSON
-{"apiVersion":"v1","kind":"Pod","metadata":{"name":"$name","namespace":"$NS","annotations":$ann},
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"$name","namespace":"$NS","annotations":$ann,"labels":$labels},
  "spec":{"schedulerName":"$sched","restartPolicy":"Never","terminationGracePeriodSeconds":0,
    "nodeSelector":{"gpu-extender.test/real-node":"true"},
    "containers":[{"name":"main","image":"$CLUSTER_BUSYBOX_IMAGE","imagePullPolicy":"Never","env":$env,
@@ -292,6 +293,29 @@ if e2e_want 9; then
   e2e_check "--delivery cdi: kubelet passes CDI names, containerd makes exactly the bound GPUs' device files" cdi
   clean_pods
   delivery devices >/dev/null
+fi
+
+# ---- 10. a gang ------------------------------------------------------------------------
+
+if e2e_want 10; then
+  gang() {
+    kubectl apply -f - >/dev/null <<JSON || return 1
+{"apiVersion":"scheduling.x-k8s.io/v1alpha1","kind":"PodGroup","metadata":{"name":"trio","namespace":"$NS"},
+ "spec":{"minMember":3,"scheduleTimeoutSeconds":120}}
+JSON
+    local i
+    for i in 0 1 2; do
+      node_pod "trio-$i" '{"gpu.scheduling/gpu":"2"}' '{}' gpu-scheduler '[]' \
+        '{"scheduling.x-k8s.io/pod-group":"trio"}' >/dev/null || return 1
+    done
+    for i in 0 1 2; do wait_running "trio-$i" 90 && check devices "$NS" "trio-$i" || return 1; done
+    check disjoint "$NS" trio-0 "$NS" trio-1 && check disjoint "$NS" trio-0 "$NS" trio-2 &&
+      check disjoint "$NS" trio-1 "$NS" trio-2 || return 1
+    [[ $(kubectl -n "$NS" get podgroup trio -o 'jsonpath={.status.phase} {.status.placed}') == "Bound 3" ]] ||
+      { kubectl -n "$NS" get podgroup trio -o 'jsonpath={.status}'; return 1; }
+  }
+  e2e_check "a gang (PodGroup, minMember 3, 2 GPUs each) runs whole: each member its own devices; the PodGroup says Bound 3" gang
+  clean_pods
 fi
 
 e2e_note "node suite took $((SECONDS - t0))s"

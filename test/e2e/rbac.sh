@@ -15,7 +15,13 @@ cd "$(dirname "$0")/../.."
 . test/e2e/lib.sh
 
 t_start=$SECONDS
+# Kubernetes' Workload API (alpha in 1.35) served, so that can-i knows workloads.scheduling.k8s.io.
+export CLUSTER_APISERVER_FLAGS="--runtime-config=scheduling.k8s.io/v1alpha1=true --feature-gates=GenericWorkload=true"
 e2e_setup || { echo "rbac: 0 passed, 1 failed (cluster setup)"; exit 1; }
+# (kubectl auth can-i resolves a resource through discovery: the PodGroup CRD must be served.)
+kubectl apply -f deploy/10-crd-podgroup.yaml >/dev/null &&
+  cluster_wait 30 "PodGroup CRD established" kubectl wait --for=condition=Established --timeout=1s \
+    crd/podgroups.scheduling.x-k8s.io >/dev/null || { echo "rbac: 0 passed, 1 failed (PodGroup CRD)"; exit 1; }
 
 # SA EXPECT VERB RESOURCE [NAMESPACE]: one row; "-" as NAMESPACE: cluster-wide
 ROWS=()
@@ -41,6 +47,9 @@ for v in get list watch; do
 done
 row gpu-extender yes create pods/binding
 row gpu-extender yes patch gpuclaims.gpu.scheduling/status
+row gpu-extender yes get podgroups.scheduling.x-k8s.io
+row gpu-extender yes patch podgroups.scheduling.x-k8s.io/status
+row gpu-extender yes get workloads.scheduling.k8s.io
 for v in create update delete; do
   row gpu-extender yes "$v" leases.coordination.k8s.io gpu-system
   row gpu-extender yes "$v" leases.coordination.k8s.io
@@ -78,6 +87,7 @@ row gpu-agent no delete pods
 row gpu-extender no patch nodes -
 row gpu-extender no update gpunodestatuses.gpu.scheduling -
 row gpu-extender no update gpuclaims.gpu.scheduling
+row gpu-extender no update podgroups.scheduling.x-k8s.io
 row gpu-agent no create pods/binding
 row gpu-agent no delete gpunodestatuses.gpu.scheduling -
 row gpu-agent no update leases.coordination.k8s.io gpu-system
