@@ -20,6 +20,15 @@
 
 /* Past this multiple of the cap, a chunked body is cut off mid-upload. */
 #define DISCARD_FACTOR 4
+/*
+ * A connection that has not sent a whole request yet is closed after this
+ * long without a byte (idle ones between requests after IDLE_SECONDS):
+ * clients that connect and send nothing, or a header a byte at a time, give
+ * their connection up sooner. (libmicrohttpd 0.9 has no deadline for a
+ * whole header; the per-address limit bounds how many such clients hold.)
+ */
+#define HEADER_SECONDS 10
+#define IDLE_SECONDS 30
 /* How long a stopping server waits for requests in flight. */
 #define DRAIN_SECONDS 10
 /* How long a replaced daemon may keep connections that never go idle. */
@@ -194,16 +203,20 @@ static void run_route(struct httpd *h, const struct http_route *route, struct MH
 /* A connection's client certificate, as checked by its first request that needed it. */
 enum client_cert { CERT_UNCHECKED, CERT_VALID, CERT_REFUSED };
 
-/* With a client CA: each connection gets a slot for the verdict, freed when it closes. */
+/*
+ * A new connection gets the short header timeout; with a client CA, also a
+ * slot for its certificate's verdict, freed when it closes.
+ */
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
 			  enum MHD_ConnectionNotificationCode code)
 {
-	(void)cls;
-	(void)conn;
-	if (code == MHD_CONNECTION_NOTIFY_STARTED)
-		*socket_context = calloc(1, sizeof(enum client_cert));
-	else
+	const struct httpd *h = cls;
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)HEADER_SECONDS);
+		*socket_context = h->verify_clients ? calloc(1, sizeof(enum client_cert)) : NULL;
+	} else {
 		free(*socket_context);
+	}
 }
 
 /*
@@ -315,6 +328,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			return MHD_NO;
 		buf_init(&st->body, h->max_body);
 		clock_gettime(CLOCK_MONOTONIC, &st->start);
+		/* A whole header came: from now on the connection may idle as a kept-alive one. */
+		MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)IDLE_SECONDS);
 		*con_cls = st;
 		atomic_fetch_add(&h->inflight, 1);
 		/* Refuse an announced oversized body before reading any of it. */
@@ -474,7 +489,7 @@ static struct MHD_Daemon *daemon_start(struct httpd *h, const struct tls_pem *pe
 		{ listen_fd != MHD_INVALID_SOCKET ? MHD_OPTION_LISTEN_SOCKET : MHD_OPTION_SOCK_ADDR,
 		  (intptr_t)listen_fd, listen_fd != MHD_INVALID_SOCKET ? NULL : &h->addr },
 		{ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, h },
-		{ MHD_OPTION_CONNECTION_TIMEOUT, 30, NULL },
+		{ MHD_OPTION_CONNECTION_TIMEOUT, IDLE_SECONDS, NULL },
 		/* Idle clients of one address cannot take every connection from the others. */
 		{ MHD_OPTION_CONNECTION_LIMIT, h->max_connections > 0 ? h->max_connections : 4096, NULL },
 		{ h->max_per_address > 0 ? MHD_OPTION_PER_IP_CONNECTION_LIMIT : MHD_OPTION_END,
@@ -485,7 +500,7 @@ static struct MHD_Daemon *daemon_start(struct httpd *h, const struct tls_pem *pe
 		{ tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, tls ? pem->key : NULL },
 		/* The server then asks every client for a certificate; client_verified() checks it. */
 		{ tls && pem->client_ca ? MHD_OPTION_HTTPS_MEM_TRUST : MHD_OPTION_END, 0, tls ? pem->client_ca : NULL },
-		{ h->verify_clients ? MHD_OPTION_NOTIFY_CONNECTION : MHD_OPTION_END, (intptr_t)on_connection, NULL },
+		{ MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, h },
 		{ MHD_OPTION_END, 0, NULL },
 	};
 	/* Options after the first END are ignored: move the used ones to the front. */
