@@ -227,7 +227,7 @@ out:
 #define GANG_STATUS_MEMORY 4096   /* gangs whose last status is remembered (to skip unchanged writes) */
 
 void reserve_gang_status(struct reserve *r, const char *ns, const char *gang, const char *claim, const char *phase,
-			 int size, const char *message)
+			 int size, const struct gang_plan *plan, const char *message)
 {
 	/* Placed and reserved as the ledgers say now. */
 	struct api_pod_ref none = { .ns = ns, .name = "", .uid = "" };
@@ -280,6 +280,8 @@ void reserve_gang_status(struct reserve *r, const char *ns, const char *gang, co
 	}
 	if (size)
 		buf_printf(&body, ",\"size\":%d", size);
+	if (plan)   /* the spread, as reserved */
+		buf_printf(&body, ",\"nodes\":%d,\"domains\":%d", plan->nodes, plan->domains);
 	buf_adds(&body, ",\"message\":");
 	buf_add_json_str(&body, message);
 	buf_printf(&body, ",\"lastTransitionTime\":\"%s\"}}%s", now, claim && claim[0] ? "}" : "");
@@ -490,7 +492,7 @@ static void reserve_places(struct reserve *r, const struct api_pod_ref *pod, con
 	if (!p.ok) {
 		snprintf(out->reason, sizeof(out->reason), "gang %s/%s %s", pod->ns, gang, p.reason);
 		metrics_inc(M_GANGS, GANG_NO_FIT);
-		reserve_gang_status(r, pod->ns, gang, c->gpuclaim, "Waiting", 0, out->reason);
+		reserve_gang_status(r, pod->ns, gang, c->gpuclaim, "Waiting", 0, NULL, out->reason);
 		return;
 	}
 	char id[17], holder[128], err[256];
@@ -544,7 +546,7 @@ static void reserve_places(struct reserve *r, const struct api_pod_ref *pod, con
 	char msg[160];
 	snprintf(msg, sizeof(msg), "%d place%s on %d node%s in %d topology domain%s", members, members == 1 ? "" : "s",
 		 p.nodes, p.nodes == 1 ? "" : "s", p.domains, p.domains == 1 ? "" : "s");
-	reserve_gang_status(r, pod->ns, gang, c->gpuclaim, "Reserved", 0, msg);
+	reserve_gang_status(r, pod->ns, gang, c->gpuclaim, "Reserved", 0, &p, msg);
 	free(made);
 	gang_plan_release(&p);
 }
@@ -601,7 +603,7 @@ void reserve_gang_route(void *ctx, const struct api_pod_ref *pod, const struct c
 					 pod->ns, c->gang, exist, size);
 				metrics_inc(M_GANGS, GANG_WAITING);
 				pthread_mutex_unlock(&r->gang_lock);
-				reserve_gang_status(r, pod->ns, c->gang, c->gpuclaim, "Waiting", size, out->reason);
+				reserve_gang_status(r, pod->ns, c->gang, c->gpuclaim, "Waiting", size, NULL, out->reason);
 				free(v.nodes);
 				return;
 			} else {
@@ -618,7 +620,7 @@ void reserve_gang_place_taken(struct reserve *r, const char *ns, const struct cl
 	struct api_pod_ref none = { .ns = ns, .name = "", .uid = "" };
 	struct gang_view v;
 	if (!gang_view(r, &none, c->gang, &v))
-		reserve_gang_status(r, ns, c->gang, c->gpuclaim, v.places ? "Reserved" : "Bound", 0,
+		reserve_gang_status(r, ns, c->gang, c->gpuclaim, v.places ? "Reserved" : "Bound", 0, NULL,
 				    v.places ? "members being bound into the gang's places" : "every member bound");
 	free(v.nodes);
 }

@@ -300,7 +300,7 @@ void reserve_reap(struct reserve *r)
 				char msg[128];
 				snprintf(msg, sizeof(msg), "released: %s", reason_names[x->reason]);
 				if (x->reason == REL_GANG_TIMEOUT)   /* a place: at.pod is its gang */
-					reserve_gang_status(r, x->at.ns, x->at.pod, x->at.claim, "TimedOut", 0,
+					reserve_gang_status(r, x->at.ns, x->at.pod, x->at.claim, "TimedOut", 0, NULL,
 							    "places no member took in time were released");
 				else
 					reserve_claim_status(r, x->at.ns, x->at.claim, "Pending", "", "", "", msg);

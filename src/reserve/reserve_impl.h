@@ -107,10 +107,12 @@ void reserve_gang_reap(struct reserve *r, time_t now);
 /*
  * The gang's phase (Waiting, Reserved, Bound, TimedOut) where kubectl shows
  * it: the GpuClaim's status.gang, or the PodGroup's status (claim ""), when
- * it changed. size 0: not known here (left as it was).
+ * it changed. size 0: not known here (left as it was); plan: the spread
+ * (nodes, topology domains) of the places just reserved, or NULL.
  */
+struct gang_plan;
 void reserve_gang_status(struct reserve *r, const char *ns, const char *gang, const char *claim, const char *phase,
-			 int size, const char *message);
+			 int size, const struct gang_plan *plan, const char *message);
 /* A member's bind took a place of its gang over: Bound once none is left. */
 void reserve_gang_place_taken(struct reserve *r, const char *ns, const struct claim *c);
 /* The reflector sinks (watch.c). */

@@ -143,6 +143,12 @@ if e2e_want 1; then
   e2e_check "1. no device twice; annotations match the ledgers" verify 1
   e2e_check "1. kubectl get gclaim shows the gang Bound, 2 members, no place left" \
     cluster_wait 10 "the gang's status" status_is gclaim fit "Bound 2 0"
+  spread() {
+    local got
+    got=$(kubectl -n "$NS" get gclaim fit -o 'jsonpath={.status.gang.nodes} {.status.gang.domains}')
+    [[ $got == "2 1" ]] || { echo "nodes, domains: $got"; return 1; }
+  }
+  e2e_check "1. ... and its spread: 2 nodes, 1 zone" spread
 fi
 
 if e2e_want 2; then
