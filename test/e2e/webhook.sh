@@ -36,16 +36,7 @@ t_start=$SECONDS
 bail() {  # a step the rest depends on failed: say why, count it, stop
   echo "FAIL $*"
   E2E_FAILED=$((E2E_FAILED + 1))
-  # The webhook saw every pod above whole (debug level logs each request): none is in its log.
-check_log_clean() {
-  local log
-  log=$(cluster_log gpu-extender)
-  [[ $(grep -c 'path=/mutate' "$log") -gt 30 ]] || { echo "too few reviews logged to judge"; return 1; }
-  ! grep -q '"containers"\|"spec":\|PRIVATE KEY' "$log" || { echo "a pod spec or key in the log"; return 1; }
-}
-e2e_check "the webhook's log (every review at debug level) holds no pod spec or key" check_log_clean
-
-echo "webhook.sh took $((SECONDS - t_start))s"
+  echo "webhook.sh took $((SECONDS - t_start))s"
   e2e_summary
   exit 1
 }
