@@ -69,6 +69,12 @@ int kube_request(struct kube_client *c, const char *method, const char *path, co
 /* The "message" of a Status body, or the body itself, for log lines. */
 const char *kube_status_message(const struct kube_response *r, char *out, size_t size);
 
+/*
+ * GET of one object: its JSON (the caller cJSON_Deletes it), or NULL with
+ * err ("<what>: HTTP 404: <message>", or why the server was not reached).
+ */
+cJSON *kube_get_object(struct kube_client *c, const char *path, const char *what, char *err, size_t errlen);
+
 /* What a watch stream is handed. */
 struct kube_watch_ops {
 	/* One event {"type":..,"object":..}; return nonzero to end the watch. */

@@ -285,6 +285,23 @@ const char *kube_status_message(const struct kube_response *r, char *out, size_t
 	return out;
 }
 
+cJSON *kube_get_object(struct kube_client *c, const char *path, const char *what, char *err, size_t errlen)
+{
+	struct kube_response resp;
+	kube_response_init(&resp);
+	cJSON *obj = NULL;
+	char msg[256];
+	if (kube_request(c, "GET", path, NULL, NULL, 10, &resp, err, errlen)) {
+		/* err says why */
+	} else if (resp.status != 200) {
+		snprintf(err, errlen, "%s: HTTP %ld: %s", what, resp.status, kube_status_message(&resp, msg, sizeof(msg)));
+	} else if (!(obj = cJSON_ParseWithLength(resp.body.data, resp.body.len))) {
+		snprintf(err, errlen, "%s: the answer is not JSON", what);
+	}
+	kube_response_release(&resp);
+	return obj;
+}
+
 /* ---- watch streams ----------------------------------------------------- */
 
 void kube_watch_parser_init(struct kube_watch_parser *p, const struct kube_watch_ops *ops, size_t max_event)

@@ -143,34 +143,26 @@ static int members_listed(struct reserve *r, const struct api_pod_ref *pod, cons
 static int pod_group(struct reserve *r, const char *ns, const char *name, int *size, int *timeout,
 		     char *err, size_t errlen)
 {
-	char path[512], msg[256];
+	char path[512], what[256];
 	snprintf(path, sizeof(path), "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/%s/podgroups/%s", ns, name);
-	struct kube_response resp;
-	kube_response_init(&resp);
-	int rc = -1;
-	if (kube_request(r->o.client, "GET", path, NULL, NULL, 10, &resp, err, errlen))
-		goto out;
-	if (resp.status != 200) {
-		snprintf(err, errlen, "PodGroup %s/%s: HTTP %ld: %s", ns, name, resp.status,
-			 kube_status_message(&resp, msg, sizeof(msg)));
-		goto out;
-	}
-	cJSON *pg = cJSON_ParseWithLength(resp.body.data, resp.body.len);
+	snprintf(what, sizeof(what), "PodGroup %s/%s", ns, name);
+	cJSON *pg = kube_get_object(r->o.client, path, what, err, errlen);
+	if (!pg)
+		return -1;
 	double min = 0, secs = 0;
 	const cJSON *spec = api_path(pg, "spec");
 	const cJSON *t = cJSON_GetObjectItemCaseSensitive(spec, "scheduleTimeoutSeconds");
+	int rc = -1;
 	if (!api_whole(cJSON_GetObjectItemCaseSensitive(spec, "minMember"), 1, GANG_SIZE_MAX, &min) ||
 	    (t && !api_whole(t, 1, 86400, &secs))) {
-		snprintf(err, errlen, "PodGroup %s/%s: spec.minMember must be 1..%d (scheduleTimeoutSeconds 1..86400)", ns,
-			 name, GANG_SIZE_MAX);
+		snprintf(err, errlen, "%s: spec.minMember must be 1..%d (scheduleTimeoutSeconds 1..86400)", what,
+			 GANG_SIZE_MAX);
 	} else {
 		*size = (int)min;
 		*timeout = (int)secs;
 		rc = 0;
 	}
 	cJSON_Delete(pg);
-out:
-	kube_response_release(&resp);
 	return rc;
 }
 
@@ -180,25 +172,19 @@ out:
  */
 static int workload_group(struct reserve *r, const char *ns, const char *gang, int *size, char *err, size_t errlen)
 {
-	char workload[128], group[128], path[512], msg[256];
+	char workload[128], group[128], path[512], what[256];
 	if (sscanf(gang, "%127[^/]/%127[^/]", workload, group) != 2) {
 		snprintf(err, errlen, "workloadRef %s is not workload/podGroup", gang);
 		return -1;
 	}
 	snprintf(path, sizeof(path), "/apis/scheduling.k8s.io/v1alpha1/namespaces/%s/workloads/%s", ns, workload);
-	struct kube_response resp;
-	kube_response_init(&resp);
+	snprintf(what, sizeof(what), "Workload %s/%s", ns, workload);
+	cJSON *wl = kube_get_object(r->o.client, path, what, err, errlen);
+	if (!wl)
+		return -1;
 	int rc = -1;
-	if (kube_request(r->o.client, "GET", path, NULL, NULL, 10, &resp, err, errlen))
-		goto out;
-	if (resp.status != 200) {
-		snprintf(err, errlen, "Workload %s/%s: HTTP %ld: %s", ns, workload, resp.status,
-			 kube_status_message(&resp, msg, sizeof(msg)));
-		goto out;
-	}
-	cJSON *wl = cJSON_ParseWithLength(resp.body.data, resp.body.len);
 	const cJSON *pg;
-	snprintf(err, errlen, "Workload %s/%s has no pod group %s", ns, workload, group);
+	snprintf(err, errlen, "%s has no pod group %s", what, group);
 	cJSON_ArrayForEach(pg, api_path(wl, "spec.podGroups")) {
 		const char *name = api_str(pg, "name");
 		if (!name || strcmp(name, group))
@@ -211,14 +197,12 @@ static int workload_group(struct reserve *r, const char *ns, const char *gang, i
 			*size = (int)min;
 			rc = 1;
 		} else {
-			snprintf(err, errlen, "Workload %s/%s: pod group %s: policy.gang.minCount must be 1..%d", ns, workload,
-				 group, GANG_SIZE_MAX);
+			snprintf(err, errlen, "%s: pod group %s: policy.gang.minCount must be 1..%d", what, group,
+				 GANG_SIZE_MAX);
 		}
 		break;
 	}
 	cJSON_Delete(wl);
-out:
-	kube_response_release(&resp);
 	return rc;
 }
 
@@ -615,13 +599,29 @@ void reserve_gang_route(void *ctx, const struct api_pod_ref *pod, const struct c
 	free(v.nodes);
 }
 
+bool reserve_gang_has_places(struct reserve *r, const char *ns, const char *gang)
+{
+	struct api_pod_ref none = { .ns = ns, .name = "", .uid = "" };
+	struct gang_view v;
+	bool has = !gang_view(r, &none, gang, &v) && v.places > 0;
+	free(v.nodes);
+	return has;
+}
+
 void reserve_gang_place_taken(struct reserve *r, const char *ns, const struct claim *c)
 {
 	struct api_pod_ref none = { .ns = ns, .name = "", .uid = "" };
 	struct gang_view v;
-	if (!gang_view(r, &none, c->gang, &v))
+	if (!gang_view(r, &none, c->gang, &v)) {
 		reserve_gang_status(r, ns, c->gang, c->gpuclaim, v.places ? "Reserved" : "Bound", 0, NULL,
 				    v.places ? "members being bound into the gang's places" : "every member bound");
+		/* Whole: the lock's work is done, and a member that fails later is placed again at once. */
+		if (!v.places) {
+			char id[17];
+			ledger_gang_id(ns, c->gang, id);
+			lock_delete(r, id, "");
+		}
+	}
 	free(v.nodes);
 }
 

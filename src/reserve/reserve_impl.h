@@ -113,6 +113,8 @@ void reserve_gang_reap(struct reserve *r, time_t now);
 struct gang_plan;
 void reserve_gang_status(struct reserve *r, const char *ns, const char *gang, const char *claim, const char *phase,
 			 int size, const struct gang_plan *plan, const char *message);
+/* Whether the gang holds places no member took yet (its members may then take nothing else). */
+bool reserve_gang_has_places(struct reserve *r, const char *ns, const char *gang);
 /* A member's bind took a place of its gang over: Bound once none is left. */
 void reserve_gang_place_taken(struct reserve *r, const char *ns, const struct claim *c);
 /* The reflector sinks (watch.c). */

@@ -99,6 +99,11 @@ for l in json.load(sys.stdin)["items"]:
                 bound += 1
 print(places, bound)' "$1"
 }
+# no_lock GANG: the gang's lock Lease is gone.
+no_lock() {
+  ! kubectl -n gpu-system get leases -l gpu.scheduling/gang-lock=true \
+    -o 'jsonpath={range .items[*]}{.metadata.annotations.gpu\.scheduling/gang}{"\n"}{end}' | grep -qx "ml/$1"
+}
 verify() {
   local d=$WORK/verify-$1
   mkdir -p "$d"
@@ -149,6 +154,7 @@ if e2e_want 1; then
     [[ $got == "2 1" ]] || { echo "nodes, domains: $got"; return 1; }
   }
   e2e_check "1. ... and its spread: 2 nodes, 1 zone" spread
+  e2e_check "1. the gang's lock Lease is gone once every place is taken" cluster_wait 10 "job-1's lock gone" no_lock job-1
 fi
 
 if e2e_want 2; then
@@ -220,6 +226,7 @@ if e2e_want 5; then
     grep -q 'released a reservation.*reason="gang place unused in time"' "$(cluster_log ext)"
   e2e_check "5. ... and the GpuClaim shows the gang TimedOut (1 bound, no place left)" \
     cluster_wait 10 "the gang's status" status_is gclaim lone "TimedOut 1 0"
+  e2e_check "5. ... and its lock Lease, expired, is deleted" cluster_wait 10 "job-5's lock gone" no_lock job-5
   delete_pods lone-0 lone-1
 fi
 
