@@ -8,8 +8,9 @@
  * without it form one domain of their own) when one can hold it, the one
  * that holds it most tightly so that bigger domains stay free; else across
  * as few domains as possible, the largest first. Inside, on as few nodes
- * as possible (the nodes with room for most members first), and on each
- * node the devices the fit chooses (islands kept whole where it can).
+ * as possible (the nodes with room for most members first; of equal ones
+ * the fullest, so that free nodes stay whole), and on each node the devices
+ * the fit chooses (islands kept whole where it can).
  */
 #ifndef GPU_GANG_H
 #define GPU_GANG_H

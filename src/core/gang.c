@@ -1,5 +1,6 @@
 #include "gang.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +8,7 @@
 struct node_room {
 	int node;                 /* index into the nodes */
 	int places;               /* members it has room for, up to the gang's size */
+	uint32_t free_core;       /* compute left on its usable devices nobody owns, milli-GPU */
 	const char *domain;       /* its topology label value, "" without one */
 };
 
@@ -18,12 +20,14 @@ struct domain_room {
 /* Members of c that fit n one after another, up to max. */
 static int places_on(const struct gpu_node *n, const struct claim *c, int max)
 {
+	if (!fit_possible(n, c))
+		return 0;          /* (most nodes, on a busy cluster: no copy for them) */
 	struct gpu_node *scratch = gpu_node_clone(n);
 	if (!scratch)
 		return -1;
 	int k = 0;
 	struct fit f;
-	while (k < max && fit_node(scratch, c, PACK_BINPACK, &f)) {
+	while (k < max && fit_possible(scratch, c) && fit_node(scratch, c, PACK_BINPACK, &f)) {
 		fit_apply(scratch, c, &f);
 		k++;
 	}
@@ -31,12 +35,24 @@ static int places_on(const struct gpu_node *n, const struct claim *c, int max)
 	return k;
 }
 
+/* Most places first (fewest nodes); of equal ones the fullest (what the gang leaves stays whole). */
 static int by_room(const void *a, const void *b)
 {
 	const struct node_room *x = a, *y = b;
 	if (x->places != y->places)
 		return y->places - x->places;
+	if (x->free_core != y->free_core)
+		return x->free_core < y->free_core ? -1 : 1;
 	return x->node - y->node;
+}
+
+static uint32_t free_core(const struct gpu_node *n)
+{
+	uint32_t sum = 0;
+	for (int i = 0; i < n->ndev; i++)
+		if (gpu_usable(&n->dev[i]) && !n->dev[i].exclusive)
+			sum += gpu_free_core(&n->dev[i]);
+	return sum;
 }
 
 static int by_domain_room(const void *a, const void *b)
@@ -82,7 +98,7 @@ int gang_plan(const struct gpu_node *const *nodes, int n, const struct claim *c,
 		if (!k)
 			continue;
 		const char *d = topology_key && *topology_key ? gpu_node_label(nodes[i], topology_key) : NULL;
-		room[nroom++] = (struct node_room){ i, k, d ? d : "" };
+		room[nroom++] = (struct node_room){ i, k, free_core(nodes[i]), d ? d : "" };
 		out->places += k;
 		int j = 0;
 		while (j < ndom && strcmp(dom[j].name, room[nroom - 1].domain))

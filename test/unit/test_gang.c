@@ -90,6 +90,30 @@ static void test_fewest_nodes_and_disjoint_devices(void **state)
 	free_nodes(n, 3);
 }
 
+static void test_fullest_of_equal_nodes_first(void **state)
+{
+	(void)state;
+	/* Both nodes have room for one 4-GPU member: the half-used one takes it, the empty one stays whole. */
+	struct gpu_node *n[2] = { zone_node("empty", 8, NULL), zone_node("half", 8, NULL) };
+	struct claim c = tu_whole(4);
+	struct fit f;
+	assert_true(fit_node(n[1], &c, PACK_BINPACK, &f));
+	fit_apply(n[1], &c, &f);
+	struct gang_plan p;
+	assert_int_equal(gang_plan((const struct gpu_node *const *)n, 2, &c, 1, ZONE, &p), 0);
+	assert_true(p.ok);
+	assert_int_equal(p.slots[0].node, 1);
+	gang_plan_release(&p);
+	/* Two members: the empty node holds both (fewest nodes wins over fullest). */
+	assert_int_equal(gang_plan((const struct gpu_node *const *)n, 2, &c, 2, ZONE, &p), 0);
+	assert_true(p.ok);
+	assert_int_equal(p.nodes, 1);
+	assert_int_equal(p.slots[0].node, 0);
+	assert_int_equal(p.slots[1].node, 0);
+	gang_plan_release(&p);
+	free_nodes(n, 2);
+}
+
 static void test_does_not_fit_says_how_much_room(void **state)
 {
 	(void)state;
@@ -141,6 +165,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_tightest_zone_that_holds_the_gang),
 		cmocka_unit_test(test_fewest_nodes_and_disjoint_devices),
+		cmocka_unit_test(test_fullest_of_equal_nodes_first),
 		cmocka_unit_test(test_does_not_fit_says_how_much_room),
 		cmocka_unit_test(test_label_selector_and_shares),
 	};
