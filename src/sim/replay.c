@@ -80,6 +80,28 @@ static void shuffle(int *v, int n, struct sim_rng *r)
 	}
 }
 
+/* ---- order statistics ---- */
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+void sim_sort(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+}
+
+double sim_quantile(const double *v, int n, double q)
+{
+	double pos = q * (n - 1);
+	int i = (int)pos;
+	if (i >= n - 1)
+		return v[n - 1];
+	return v[i] + (pos - i) * (v[i + 1] - v[i]);
+}
+
 /* ---- arrivals ---- */
 
 int *sim_arrivals(const struct sim_trace *tr, int64_t capacity, double tune, uint64_t seed,
@@ -152,13 +174,152 @@ void sim_trace_workload(const struct sim_trace *t, struct workload *wl)
 	workload_rebuild(wl);
 }
 
-/* ---- the replay ---- */
+/* ---- the placer: one cluster's state and the policy's choice of node ---- */
 
-struct memo {
+struct sim_memo {
 	double score;     /* -INFINITY: does not fit */
 	uint32_t gen;     /* node generation it was rated at; 0 = empty */
 	uint32_t ver;     /* workload version it was rated with */
 };
+
+int sim_placer_init(struct sim_placer *p, const struct sim_cluster *cl, const struct sim_trace *tr,
+		    const struct sim_run_cfg *cfg)
+{
+	memset(p, 0, sizeof(*p));
+	int nn = cl->nnode;
+	p->nn = nn;
+	p->nodes = calloc((size_t)nn, sizeof(*p->nodes));
+	p->gen = malloc((size_t)nn * sizeof(*p->gen));
+	/* One row of ratings per distinct claim, allocated up front. */
+	p->memo = calloc((size_t)tr->nshape * (size_t)nn, sizeof(*p->memo));
+	p->perm = malloc((size_t)nn * sizeof(*p->perm));
+	if (!p->nodes || !p->gen || !p->memo || !p->perm)
+		goto fail;
+	for (int i = 0; i < nn; i++) {
+		p->perm[i] = i;
+		p->nodes[i] = gpu_node_clone(cl->nodes[i]);
+		if (!p->nodes[i])
+			goto fail;
+		p->gen[i] = 1;
+	}
+	p->wl = cfg->trace_wl;
+	if (cfg->wl_mode == SIM_WL_ONLINE) {
+		p->own = malloc(sizeof(*p->own));
+		if (!p->own)
+			goto fail;
+		workload_init(p->own, true);
+		p->wl = p->own;
+	}
+	p->flags = policy_flags(cfg->policy);
+	p->ctx = (struct policy_ctx){ .id = cfg->policy, .wl = p->wl, .seed = 0, .rate_only = true };
+	p->tie_rule = cfg->ties;
+	sim_rng_seed(&p->ties, cfg->seed ^ 0x7469657362726b73ULL);
+	/* The order nodes are rated in: first best wins unless ties are random. */
+	if (cfg->ties == SIM_TIES_ORDER) {
+		struct sim_rng pr;
+		sim_rng_seed(&pr, cfg->seed ^ 0x6e6f64656f726472ULL);
+		shuffle(p->perm, nn, &pr);
+	}
+	return 0;
+fail:
+	sim_placer_release(p);
+	return -1;
+}
+
+void sim_placer_release(struct sim_placer *p)
+{
+	if (p->nodes)
+		for (int i = 0; i < p->nn; i++)
+			gpu_node_free(p->nodes[i]);
+	free(p->nodes);
+	free(p->gen);
+	free(p->memo);
+	free(p->perm);
+	free(p->own);
+	memset(p, 0, sizeof(*p));
+}
+
+int sim_placer_pick(struct sim_placer *p, int shape, const struct claim *c, struct fit *f)
+{
+	int nn = p->nn;
+	bool memo_ok = !(p->flags & POLICY_USES_SEED);
+	if (p->flags & POLICY_USES_SEED)
+		p->ctx.seed = sim_rng_next(&p->ties);
+	uint32_t ver = (p->flags & POLICY_USES_WORKLOAD) ? p->wl->version : 0;
+	struct sim_memo *row = &p->memo[(size_t)shape * (size_t)nn];
+	double best = -INFINITY;
+	long nbest = 0;
+	int win = -1;
+	for (int ii = 0; ii < nn; ii++) {
+		int i = p->perm[ii];
+		double sc;
+		struct sim_memo *m = &row[i];
+		bool known = m->gen == p->gen[i];
+		if (known && (m->score == -INFINITY || (memo_ok && m->ver == ver))) {
+			/* Known: infeasible (whatever the policy), or rated. */
+			sc = m->score;
+		} else {
+			struct fit rf;
+			/*
+			 * The cheap feasibility test first (no reason text to
+			 * format), unless this node is known to fit.
+			 */
+			if ((!known && !fit_possible(p->nodes[i], c)) ||
+			    !policy_place(&p->ctx, p->nodes[i], c, &rf, &sc))
+				sc = -INFINITY;
+			m->score = sc;
+			m->gen = p->gen[i];
+			m->ver = ver;
+		}
+		if (sc < best || sc == -INFINITY)
+			continue;
+		if (sc > best) {
+			best = sc;
+			nbest = 1;
+			win = i;
+		} else if (p->tie_rule == SIM_TIES_RANDOM &&
+			   sim_rng_below(&p->ties, (uint64_t)++nbest) == 0) {
+			win = i;
+		}
+	}
+	double sc;
+	p->ctx.rate_only = false;
+	bool ok = win >= 0 && policy_place(&p->ctx, p->nodes[win], c, f, &sc);
+	p->ctx.rate_only = true;
+	return ok ? win : -1;
+}
+
+void sim_placer_apply(struct sim_placer *p, int node, const struct claim *c, const struct fit *f)
+{
+	fit_apply(p->nodes[node], c, f);
+	p->gen[node]++;
+}
+
+void sim_placer_unapply(struct sim_placer *p, int node, const struct claim *c, const struct fit *f)
+{
+	struct gpu_node *n = p->nodes[node];
+	fit_unapply(n, c, f);
+	p->gen[node]++;
+	/*
+	 * task_kinds says what runs on the node (GPU clustering reads it);
+	 * fit_unapply cannot know what else still runs there, but an empty
+	 * node runs nothing.
+	 */
+	if (n->cpu_used || n->mem_used)
+		return;
+	for (int d = 0; d < n->ndev; d++)
+		if (n->dev[d].exclusive || n->dev[d].shared)
+			return;
+	n->task_kinds = 0;
+}
+
+void sim_placer_observe(struct sim_placer *p, const struct claim *c)
+{
+	if (p->own)
+		workload_observe(p->own, c);
+}
+
+/* ---- the replay ---- */
 
 static double now(void)
 {
@@ -179,116 +340,43 @@ int sim_run(const struct sim_cluster *cl, const struct sim_trace *tr,
 {
 	memset(out, 0, sizeof(*out));
 	int nn = cl->nnode, narr = 0, rc = -1;
-	struct gpu_node **nodes = calloc((size_t)nn, sizeof(*nodes));
-	uint32_t *gen = malloc((size_t)nn * sizeof(*gen));
+	struct sim_placer pl;
+	if (sim_placer_init(&pl, cl, tr, cfg))
+		return -1;
 	double *frag = malloc((size_t)nn * sizeof(*frag));
-	/* One row of ratings per distinct claim, allocated up front. */
-	struct memo *memo = calloc((size_t)tr->nshape * (size_t)nn, sizeof(*memo));
-	int *perm = malloc((size_t)nn * sizeof(*perm));
-	struct workload *own = NULL;
 	int *order = sim_arrivals(tr, cl->gpu_milli, cfg->tune, cfg->seed, &narr);
-	if (!nodes || !gen || !frag || !memo || !order || !perm)
+	if (!frag || !order)
 		goto out;
-	for (int i = 0; i < nn; i++) {
-		perm[i] = i;
-		nodes[i] = gpu_node_clone(cl->nodes[i]);
-		if (!nodes[i])
-			goto out;
-		gen[i] = 1;
-	}
-	const struct workload *wl = cfg->trace_wl;
-	if (cfg->wl_mode == SIM_WL_ONLINE) {
-		own = malloc(sizeof(*own));
-		if (!own)
-			goto out;
-		workload_init(own, true);
-		wl = own;
-	}
 	double frag_sum = 0;
 	for (int i = 0; i < nn; i++) {
-		frag[i] = node_frag(nodes[i], cfg->trace_wl);
+		frag[i] = node_frag(pl.nodes[i], cfg->trace_wl);
 		frag_sum += frag[i];
 	}
 	double frag0 = frag_sum;
 
-	unsigned flags = policy_flags(cfg->policy);
-	bool memo_ok = !(flags & POLICY_USES_SEED);
-	struct policy_ctx ctx = { .id = cfg->policy, .wl = wl, .seed = 0, .rate_only = true };
-	struct sim_rng ties;
-	sim_rng_seed(&ties, cfg->seed ^ 0x7469657362726b73ULL);
 	double cap = (double)cl->gpu_milli;
 	double sum_alloc[SIM_NBINS] = { 0 }, sum_frag[SIM_NBINS] = { 0 };
 	long cnt[SIM_NBINS] = { 0 };
 	double arrived = 0, allocated = 0;
 
-	/* The order nodes are rated in: first best wins unless ties are random. */
-	if (cfg->ties == SIM_TIES_ORDER) {
-		struct sim_rng pr;
-		sim_rng_seed(&pr, cfg->seed ^ 0x6e6f64656f726472ULL);
-		shuffle(perm, nn, &pr);
-	}
 	double t0 = now();
 	for (int a = 0; a < narr; a++) {
 		const struct sim_task *task = &tr->tasks[order[a]];
 		const struct claim *c = &tr->shapes[task->shape];
-		if (flags & POLICY_USES_SEED)
-			ctx.seed = sim_rng_next(&ties);
-		uint32_t ver = (flags & POLICY_USES_WORKLOAD) ? wl->version : 0;
-		struct memo *row = &memo[(size_t)task->shape * (size_t)nn];
-		double best = -INFINITY;
-		long nbest = 0;
-		int win = -1;
-		for (int ii = 0; ii < nn; ii++) {
-			int i = perm[ii];
-			double sc;
-			struct memo *m = &row[i];
-			bool known = m->gen == gen[i];
-			if (known && (m->score == -INFINITY || (memo_ok && m->ver == ver))) {
-				/* Known: infeasible (whatever the policy), or rated. */
-				sc = m->score;
-			} else {
-				struct fit f;
-				/*
-				 * The cheap feasibility test first (no reason text to
-				 * format), unless this node is known to fit.
-				 */
-				if ((!known && !fit_possible(nodes[i], c)) ||
-				    !policy_place(&ctx, nodes[i], c, &f, &sc))
-					sc = -INFINITY;
-				m->score = sc;
-				m->gen = gen[i];
-				m->ver = ver;
-			}
-			if (sc < best || sc == -INFINITY)
-				continue;
-			if (sc > best) {
-				best = sc;
-				nbest = 1;
-				win = i;
-			} else if (cfg->ties == SIM_TIES_RANDOM &&
-				   sim_rng_below(&ties, (uint64_t)++nbest) == 0) {
-				win = i;
-			}
-		}
 		struct fit f;
-		double sc;
-		ctx.rate_only = false;
-		bool ok = win >= 0 && policy_place(&ctx, nodes[win], c, &f, &sc);
-		ctx.rate_only = true;
-		if (ok) {
-			fit_apply(nodes[win], c, &f);
-			gen[win]++;
+		int win = sim_placer_pick(&pl, task->shape, c, &f);
+		if (win >= 0) {
+			sim_placer_apply(&pl, win, c, &f);
 			allocated += (double)task->gpu_milli;
 			out->placed++;
-			double fr = node_frag(nodes[win], cfg->trace_wl);
+			double fr = node_frag(pl.nodes[win], cfg->trace_wl);
 			frag_sum += fr - frag[win];
 			frag[win] = fr;
 		} else {
 			out->failed++;
 		}
 		arrived += (double)task->gpu_milli;
-		if (own)
-			workload_observe(own, c);
+		sim_placer_observe(&pl, c);
 		int b = (int)floor(arrived * 100.0 / cap + 0.5);
 		if (b <= SIM_MAX_PCT) {
 			sum_alloc[b] += allocated * 100.0 / cap;
@@ -312,15 +400,8 @@ int sim_run(const struct sim_cluster *cl, const struct sim_trace *tr,
 	}
 	rc = 0;
 out:
-	if (nodes)
-		for (int i = 0; i < nn; i++)
-			gpu_node_free(nodes[i]);
-	free(memo);
-	free(nodes);
-	free(gen);
+	sim_placer_release(&pl);
 	free(frag);
 	free(order);
-	free(perm);
-	free(own);
 	return rc;
 }

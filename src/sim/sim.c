@@ -1,11 +1,13 @@
 /*
  * `gpu-extender simulate`: the command line, the run matrix (policies x
- * seeds, in parallel), and the CSV / table / SVG reports.
+ * seeds, in parallel), and the CSV / table / SVG reports; with --gangs, the
+ * gang replay (gangs.c) in both placements instead.
  */
 #include "sim.h"
 #include "sim_impl.h"
 #include "strnum.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +17,8 @@
 #define MAX_POLICIES 32
 #define MAX_SEEDS 1000
 #define PLOT_MAX_BYTES (8u << 20)
+#define GANG_MEAN_RUN_S 3600.0   /* the gang replay's mean run time */
+#define GANG_PLACES 2            /* gang-aware, member-by-member */
 
 struct pol {
 	enum policy_id id;
@@ -34,7 +38,12 @@ struct opts {
 	int jobs;
 	int wl_default;     /* -1: per policy (fgd: trace, the rest: online) */
 	enum sim_ties ties;
+	bool gangs;         /* --gangs: the gang replay */
+	bool gang_load_set;
+	struct sim_gang_cfg gang;
 };
+
+static const char *const GANG_PLACE_NAME[GANG_PLACES] = { "gang-aware", "member-by-member" };
 
 static void usage(FILE *out)
 {
@@ -65,6 +74,14 @@ static void usage(FILE *out)
 		"                      fragmented: FGD's measure under the trace's task mix\n"
 		"  --plot FILE.svg     unallocated GPU %% vs arrived workload, one line per policy\n"
 		"  --title TEXT        the plot's title\n"
+		"  --gangs F[:MIN-MAX] the gang replay instead: each whole-GPU task becomes, with\n"
+		"                      probability F, a gang of MIN..MAX (default 2-8) members\n"
+		"                      that arrive together; tasks run (exponential, mean 60 min)\n"
+		"                      and leave; gangs placed gang-aware and member-by-member.\n"
+		"                      Prints unallocated GPU %%, GPU %% held idle by partly\n"
+		"                      placed gangs, gang wait, gangs never started, deadlocks\n"
+		"                      (--format csv: a row per policy, seed and placement)\n"
+		"  --load X            with --gangs: offered load, x capacity (default 1.0)\n"
 		"  -j N                parallel runs (default: online CPUs)\n"
 		"\n"
 		"policies:");
@@ -123,6 +140,28 @@ static int add_policy(struct opts *o, const char *arg)
 	return push_policy(o, id, mode, mode_set, arg);
 }
 
+/* "F" or "F:MIN-MAX". 0 or -1. */
+static int parse_gangs(const char *arg, struct sim_gang_cfg *g)
+{
+	char f[48];
+	if (!str_copy(f, sizeof(f), arg))
+		return -1;
+	char *colon = strchr(f, ':');
+	if (colon) {
+		*colon = '\0';
+		char *dash = strchr(colon + 1, '-');
+		if (!dash)
+			return -1;
+		*dash = '\0';
+		if (!strnum_int(colon + 1, 2, 64, &g->kmin) || !strnum_int(dash + 1, 2, 64, &g->kmax) ||
+		    g->kmin > g->kmax)
+			return -1;
+	}
+	if (!strnum_double(f, &g->fraction) || !(g->fraction >= 0 && g->fraction <= 1))
+		return -1;
+	return 0;
+}
+
 static int parse_args(int argc, char **argv, struct opts *o)
 {
 	memset(o, 0, sizeof(*o));
@@ -130,6 +169,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	o->seed_base = 42;
 	o->tune = 1.3;
 	o->wl_default = -1;
+	o->gang = (struct sim_gang_cfg){ .fraction = 0, .kmin = 2, .kmax = 8, .load = 1.0,
+					 .mean_run_s = GANG_MEAN_RUN_S };
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	o->jobs = cpus > 0 ? (int)cpus : 1;
 	for (int i = 1; i < argc; i++) {
@@ -181,6 +222,19 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				fprintf(stderr, "simulate: --tune wants a number in (0, 10]\n");
 				return -1;
 			}
+		} else if (!strcmp(a, "--gangs")) {
+			if (parse_gangs(v, &o->gang)) {
+				fprintf(stderr, "simulate: --gangs wants FRACTION in [0, 1], optionally "
+					":MIN-MAX members with 2 <= MIN <= MAX <= 64\n");
+				return -1;
+			}
+			o->gangs = true;
+		} else if (!strcmp(a, "--load")) {
+			if (!strnum_double(v, &o->gang.load) || o->gang.load <= 0 || o->gang.load > 10) {
+				fprintf(stderr, "simulate: --load wants a number in (0, 10]\n");
+				return -1;
+			}
+			o->gang_load_set = true;
 		} else if (!strcmp(a, "--ties")) {
 			if (!strcmp(v, "random"))
 				o->ties = SIM_TIES_RANDOM;
@@ -213,6 +267,14 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		usage(stderr);
 		return -1;
 	}
+	if (o->gang_load_set && !o->gangs) {
+		fprintf(stderr, "simulate: --load goes with --gangs\n");
+		return -1;
+	}
+	if (o->gangs && o->plot) {
+		fprintf(stderr, "simulate: --plot draws the FGD protocol's curves, not --gangs\n");
+		return -1;
+	}
 	if (!o->npol)
 		add_policy(o, "all");
 	for (int i = 0; i < o->npol; i++) {
@@ -235,11 +297,28 @@ struct matrix {
 	const struct sim_trace *tr;
 	const struct workload *trace_wl;
 	struct sim_result *res;     /* [policy][seed] */
+	struct sim_gang_result *gres;   /* with --gangs: [policy][seed][placement] */
 	int njobs;
 	int next;
 	int failed;
 	pthread_mutex_t lock;
 };
+
+/* One policy and seed of the gang replay: the same arrivals placed both ways. */
+static int gang_job(struct matrix *m, const struct sim_run_cfg *cfg, int j)
+{
+	int n;
+	struct sim_job *jobs = sim_gang_jobs(m->tr, m->cl->gpu_milli, cfg->tune, cfg->seed,
+					     &m->o->gang, &n);
+	if (!jobs)
+		return -1;
+	int rc = 0;
+	for (int h = 0; h < GANG_PLACES && !rc; h++)
+		rc = sim_gang_run(m->cl, m->tr, jobs, n, cfg, (enum sim_gang_place)h,
+				  &m->gres[j * GANG_PLACES + h]);
+	free(jobs);
+	return rc;
+}
 
 static void *worker(void *arg)
 {
@@ -259,7 +338,7 @@ static void *worker(void *arg)
 			.trace_wl = m->trace_wl,
 			.ties = m->o->ties,
 		};
-		if (sim_run(m->cl, m->tr, &cfg, &m->res[j])) {
+		if (m->o->gangs ? gang_job(m, &cfg, j) : sim_run(m->cl, m->tr, &cfg, &m->res[j])) {
 			pthread_mutex_lock(&m->lock);
 			m->failed++;
 			pthread_mutex_unlock(&m->lock);
@@ -287,22 +366,6 @@ static int run_matrix(struct matrix *m)
 
 /* ---- reports ---- */
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-/* Quantile q of the sorted v[n], linear between order statistics. */
-static double quantile(const double *v, int n, double q)
-{
-	double pos = q * (n - 1);
-	int i = (int)pos;
-	if (i >= n - 1)
-		return v[n - 1];
-	return v[i] + (pos - i) * (v[i + 1] - v[i]);
-}
-
 static void series_of(const struct opts *o, const struct sim_result *res, int p,
 		      struct sim_series *out)
 {
@@ -311,10 +374,10 @@ static void series_of(const struct opts *o, const struct sim_result *res, int p,
 	for (int b = 0; b < SIM_NBINS; b++) {
 		for (int s = 0; s < o->seeds; s++)
 			v[s] = 100.0 - res[p * o->seeds + s].alloc[b];
-		qsort(v, (size_t)o->seeds, sizeof(*v), cmp_double);
-		out->median[b] = quantile(v, o->seeds, 0.5);
-		out->lo[b] = quantile(v, o->seeds, 0.25);
-		out->hi[b] = quantile(v, o->seeds, 0.75);
+		sim_sort(v, o->seeds);
+		out->median[b] = sim_quantile(v, o->seeds, 0.5);
+		out->lo[b] = sim_quantile(v, o->seeds, 0.25);
+		out->hi[b] = sim_quantile(v, o->seeds, 0.75);
 	}
 }
 
@@ -360,6 +423,81 @@ static void print_table(const struct opts *o, const struct sim_result *res,
 		}
 		printf(" %8.0f %12.0f\n", failed / o->seeds, secs > 0 ? arr / secs : 0);
 	}
+}
+
+/* The mean over seeds of one figure; NAN when no seed has it (no gang started). */
+static double gang_mean(const struct opts *o, const struct sim_gang_result *g, int p, int h,
+			double (*get)(const struct sim_gang_result *))
+{
+	double sum = 0;
+	int n = 0;
+	for (int s = 0; s < o->seeds; s++) {
+		const struct sim_gang_result *r = &g[(p * o->seeds + s) * GANG_PLACES + h];
+		double v = get(r);
+		if (!isnan(v)) {
+			sum += v;
+			n++;
+		}
+	}
+	return n ? sum / n : NAN;
+}
+
+static double g_gangs(const struct sim_gang_result *r) { return (double)r->gangs; }
+static double g_unalloc(const struct sim_gang_result *r) { return r->unalloc_pct; }
+static double g_idle(const struct sim_gang_result *r) { return r->idle_pct; }
+static double g_wait(const struct sim_gang_result *r) { return r->started ? r->wait_mean_s / 60 : NAN; }
+static double g_p95(const struct sim_gang_result *r) { return r->started ? r->wait_p95_s / 60 : NAN; }
+static double g_never(const struct sim_gang_result *r) { return (double)r->never; }
+static double g_dead(const struct sim_gang_result *r) { return (double)r->deadlocked; }
+static double g_failed(const struct sim_gang_result *r) { return (double)r->failed; }
+static double g_jobs(const struct sim_gang_result *r) { return (double)r->jobs; }
+
+static void print_gang_csv(const struct opts *o, const struct sim_gang_result *g)
+{
+	printf("policy,seed,placement,arrivals,gangs,unallocated_gpu_pct,idle_gpu_pct,wait_mean_min,"
+	       "wait_p95_min,gangs_never_started,gangs_deadlocked,tasks_failed\n");
+	for (int p = 0; p < o->npol; p++)
+		for (int s = 0; s < o->seeds; s++)
+			for (int h = 0; h < GANG_PLACES; h++) {
+				const struct sim_gang_result *r = &g[(p * o->seeds + s) * GANG_PLACES + h];
+				printf("%s,%llu,%s,%ld,%ld,%.2f,%.2f,%.2f,%.2f,%ld,%ld,%ld\n", o->pol[p].label,
+				       (unsigned long long)(o->seed_base + (uint64_t)s), GANG_PLACE_NAME[h],
+				       r->jobs, r->gangs, r->unalloc_pct, r->idle_pct, r->wait_mean_s / 60,
+				       r->wait_p95_s / 60, r->never, r->deadlocked, r->failed);
+			}
+}
+
+static void print_gang_table(const struct opts *o, const struct sim_gang_result *g,
+			     const struct sim_cluster *cl, const struct sim_trace *tr)
+{
+	const struct sim_gang_cfg *gc = &o->gang;
+	printf("# %s: %d pods on %s: %d nodes, %d GPUs; seeds %llu..%llu; tune %.2f; ties %s\n",
+	       o->pods, tr->ntask, o->nodes, cl->nnode, (int)(cl->gpu_milli / GPU_CORE_FULL),
+	       (unsigned long long)o->seed_base,
+	       (unsigned long long)(o->seed_base + (uint64_t)o->seeds - 1), o->tune,
+	       o->ties == SIM_TIES_RANDOM ? "random" : o->ties == SIM_TIES_FIRST ? "first" : "order");
+	printf("# gangs: %.0f %% of whole-GPU tasks, %d-%d members; offered load %.2f x capacity; "
+	       "run time exponential, mean %.0f min\n",
+	       gc->fraction * 100, gc->kmin, gc->kmax, gc->load, gc->mean_run_s / 60);
+	printf("# mean over seeds; unalloc and idle: %% of GPUs, time average over the second half "
+	       "of the arrivals; wait: minutes\n");
+	printf("%-16s %-17s %8s %6s %8s %6s %9s %8s %6s %9s %7s\n", "policy", "placement", "arrivals",
+	       "gangs", "unalloc%", "idle%", "wait-mean", "wait-p95", "never", "deadlocks", "failed");
+	for (int p = 0; p < o->npol; p++)
+		for (int h = 0; h < GANG_PLACES; h++) {
+			/* No gang started in any seed: no wait to show. */
+			char wait[16] = "-", p95[16] = "-";
+			double wm = gang_mean(o, g, p, h, g_wait);
+			if (!isnan(wm)) {
+				snprintf(wait, sizeof(wait), "%.1f", wm);
+				snprintf(p95, sizeof(p95), "%.1f", gang_mean(o, g, p, h, g_p95));
+			}
+			printf("%-16s %-17s %8.0f %6.0f %8.2f %6.2f %9s %8s %6.1f %9.1f %7.0f\n",
+			       o->pol[p].label, GANG_PLACE_NAME[h], gang_mean(o, g, p, h, g_jobs),
+			       gang_mean(o, g, p, h, g_gangs), gang_mean(o, g, p, h, g_unalloc),
+			       gang_mean(o, g, p, h, g_idle), wait, p95, gang_mean(o, g, p, h, g_never),
+			       gang_mean(o, g, p, h, g_dead), gang_mean(o, g, p, h, g_failed));
+		}
 }
 
 static int write_plot(const struct opts *o, const struct sim_result *res)
@@ -414,7 +552,9 @@ int sim_main(int argc, char **argv)
 	int rc = 1;
 	struct workload *twl = malloc(sizeof(*twl));
 	struct sim_result *res = calloc((size_t)o.npol * (size_t)o.seeds, sizeof(*res));
-	if (!twl || !res) {
+	struct sim_gang_result *gres = calloc((size_t)o.npol * (size_t)o.seeds * GANG_PLACES,
+					      sizeof(*gres));
+	if (!twl || !res || !gres) {
 		fprintf(stderr, "simulate: out of memory\n");
 		goto out;
 	}
@@ -424,12 +564,16 @@ int sim_main(int argc, char **argv)
 	}
 	sim_trace_workload(&tr, twl);
 	struct matrix m = { .o = &o, .cl = &cl, .tr = &tr, .trace_wl = twl, .res = res,
-			    .njobs = o.npol * o.seeds };
+			    .gres = gres, .njobs = o.npol * o.seeds };
 	if (run_matrix(&m)) {
 		fprintf(stderr, "simulate: out of memory\n");
 		goto out;
 	}
-	if (o.csv)
+	if (o.gangs && o.csv)
+		print_gang_csv(&o, gres);
+	else if (o.gangs)
+		print_gang_table(&o, gres, &cl, &tr);
+	else if (o.csv)
 		print_csv(&o, res);
 	else
 		print_table(&o, res, &cl, &tr);
@@ -438,6 +582,7 @@ int sim_main(int argc, char **argv)
 	rc = fflush(stdout) ? 1 : 0;
 out:
 	free(res);
+	free(gres);
 	free(twl);
 	sim_trace_release(&tr);
 	sim_cluster_release(&cl);

@@ -308,6 +308,170 @@ static void test_replay_is_reproducible(void **state)
 	sim_cluster_release(&cl);
 }
 
+/*
+ * Gangs: three nodes of 4 GPUs. Two plain tasks take n0 (4 GPUs, leaves at
+ * 50 s) and half of n1 (2 GPUs, leaves at 60 s); gang A (3 x 4 GPUs)
+ * arrives at 1 s, gang B (3 x 2 GPUs) at 2 s; a CPU-only task at 1000 s
+ * ends the arrivals (the figures are measured over 500..1000 s).
+ *
+ * Member by member, A takes n2 and, at 50 s, n0; B takes the rest of n1
+ * and, at 60 s, the 2 GPUs freed there. Then all 12 GPUs are held and
+ * neither gang can ever run: a deadlock. Gang-aware, A cannot start at
+ * 1 s (one node has 4 free GPUs), B starts at once (n2 takes two members,
+ * n1 one), and A starts when B leaves at 102 s.
+ */
+static const char *const GANG_NODES =
+	"sn,cpu_milli,memory_mib,gpu,model\n"
+	"n0,64000,262144,4,V100\n"
+	"n1,64000,262144,4,V100\n"
+	"n2,64000,262144,4,V100\n";
+static const char *const GANG_PODS =
+	"name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
+	"four,1000,1024,4,1000\n"
+	"two,1000,1024,2,1000\n"
+	"cpu,1000,1024,0,0\n";
+
+static void test_gang_deadlock(void **state)
+{
+	(void)state;
+	struct sim_cluster cl;
+	struct sim_trace tr;
+	char err[256];
+	assert_int_equal(sim_parse_nodes(GANG_NODES, &cl, err, sizeof(err)), 0);
+	assert_int_equal(sim_parse_pods(GANG_PODS, &tr, err, sizeof(err)), 0);
+	static const struct sim_job jobs[] = {
+		{ .task = 0, .members = 1, .arrive = 0, .run = 50 },
+		{ .task = 1, .members = 1, .arrive = 0, .run = 60 },
+		{ .task = 0, .members = 3, .arrive = 1, .run = 3600 },   /* A */
+		{ .task = 1, .members = 3, .arrive = 2, .run = 100 },    /* B */
+		{ .task = 2, .members = 1, .arrive = 1000, .run = 10 },
+	};
+	struct sim_run_cfg cfg = { .policy = POLICY_BINPACK, .wl_mode = SIM_WL_ONLINE, .seed = 1,
+				   .tune = 1.3, .ties = SIM_TIES_FIRST };
+	struct sim_gang_result m, g;
+	assert_int_equal(sim_gang_run(&cl, &tr, jobs, 5, &cfg, SIM_GANG_MEMBERS, &m), 0);
+	assert_int_equal(sim_gang_run(&cl, &tr, jobs, 5, &cfg, SIM_GANG_AWARE, &g), 0);
+
+	assert_int_equal(m.jobs, 5);
+	assert_int_equal(m.gangs, 2);
+	assert_int_equal(m.started, 0);
+	assert_int_equal(m.never, 2);
+	assert_int_equal(m.deadlocked, 2);
+	assert_int_equal(m.failed, 0);
+	/* Every GPU held, none of them running anything. */
+	assert_true(fabs(m.unalloc_pct) < 1e-9);
+	assert_true(fabs(m.idle_pct - 100) < 1e-9);
+	assert_true(m.wait_mean_s == 0 && m.wait_p95_s == 0);
+	assert_true(fabs(m.end_s - 1010) < 1e-9);
+
+	assert_int_equal(g.gangs, 2);
+	assert_int_equal(g.started, 2);
+	assert_int_equal(g.never, 0);
+	assert_int_equal(g.deadlocked, 0);
+	assert_int_equal(g.failed, 0);
+	assert_true(fabs(g.unalloc_pct) < 1e-9);   /* A runs on all 12 */
+	assert_true(g.idle_pct == 0);
+	assert_true(fabs(g.wait_mean_s - 50.5) < 1e-9);   /* B 0 s, A 101 s */
+	assert_true(fabs(g.wait_p95_s - 0.95 * 101) < 1e-9);
+	assert_true(fabs(g.end_s - 3702) < 1e-9);
+	sim_trace_release(&tr);
+	sim_cluster_release(&cl);
+}
+
+/* The gang mix: whole-GPU tasks only, sizes in range, nested as the fraction grows. */
+static void test_gang_mix(void **state)
+{
+	(void)state;
+	struct sim_cluster cl;
+	struct sim_trace tr;
+	load(&cl, &tr);
+	struct sim_gang_cfg lo = { .fraction = 0.3, .kmin = 2, .kmax = 5, .load = 1, .mean_run_s = 3600 };
+	struct sim_gang_cfg hi = lo, none = lo, all = lo;
+	hi.fraction = 0.6;
+	none.fraction = 0;
+	all.fraction = 1;
+	int n[5];
+	struct sim_job *a = sim_gang_jobs(&tr, cl.gpu_milli, 3, 7, &lo, &n[0]);
+	struct sim_job *b = sim_gang_jobs(&tr, cl.gpu_milli, 3, 7, &hi, &n[1]);
+	struct sim_job *z = sim_gang_jobs(&tr, cl.gpu_milli, 3, 7, &none, &n[2]);
+	struct sim_job *w = sim_gang_jobs(&tr, cl.gpu_milli, 3, 7, &all, &n[3]);
+	struct sim_job *a2 = sim_gang_jobs(&tr, cl.gpu_milli, 3, 7, &lo, &n[4]);
+	assert_true(a && b && z && w && a2);
+	int arr;
+	int *order = sim_arrivals(&tr, cl.gpu_milli, 3, 7, &arr);
+	assert_non_null(order);
+	assert_int_equal(n[0], arr);
+	assert_memory_equal(a, a2, (size_t)arr * sizeof(*a));   /* one seed, one mix */
+	int gangs = 0, whole = 0;
+	for (int i = 0; i < arr; i++) {
+		const struct claim *c = &tr.shapes[tr.tasks[order[i]].shape];
+		bool wg = c->mode == CLAIM_EXCLUSIVE;
+		assert_int_equal(a[i].task, order[i]);   /* the FGD protocol's order */
+		assert_int_equal(z[i].members, 1);
+		assert_int_equal(w[i].members > 1, wg);
+		if (!wg)
+			assert_int_equal(a[i].members, 1);
+		if (a[i].members > 1) {
+			assert_true(a[i].members >= 2 && a[i].members <= 5);
+			assert_int_equal(b[i].members, a[i].members);   /* kept at a higher fraction */
+			assert_int_equal(w[i].members, a[i].members);
+			gangs++;
+		}
+		whole += wg;
+		assert_true(a[i].run > 0);
+		if (i)
+			assert_true(a[i].arrive >= a[i - 1].arrive);
+	}
+	assert_true(gangs > 0 && gangs < whole);
+	free(order);
+	free(a);
+	free(a2);
+	free(b);
+	free(z);
+	free(w);
+	sim_trace_release(&tr);
+	sim_cluster_release(&cl);
+}
+
+/* On a trace: gang-aware never holds a GPU idle or deadlocks; without gangs both agree. */
+static void test_gang_replay_trace(void **state)
+{
+	(void)state;
+	struct sim_cluster cl;
+	struct sim_trace tr;
+	load(&cl, &tr);
+	for (int id = 0; id < POLICY_COUNT; id++) {
+		struct sim_run_cfg cfg = { .policy = (enum policy_id)id, .seed = 3, .tune = 1.3 };
+		struct sim_gang_cfg gc = { .fraction = 0.5, .kmin = 2, .kmax = 4, .load = 1.2, .mean_run_s = 3600 };
+		struct sim_gang_result g, m;
+		int n;
+		struct sim_job *jobs = sim_gang_jobs(&tr, cl.gpu_milli, 5, 3, &gc, &n);
+		assert_non_null(jobs);
+		assert_int_equal(sim_gang_run(&cl, &tr, jobs, n, &cfg, SIM_GANG_AWARE, &g), 0);
+		assert_int_equal(sim_gang_run(&cl, &tr, jobs, n, &cfg, SIM_GANG_MEMBERS, &m), 0);
+		assert_true(g.gangs > 0 && g.gangs == m.gangs);
+		assert_true(g.idle_pct == 0 && g.deadlocked == 0);
+		assert_int_equal(g.started + g.never, g.gangs);
+		assert_int_equal(m.started + m.never, m.gangs);
+		assert_true(m.deadlocked <= m.never);
+		assert_true(g.unalloc_pct >= 0 && g.unalloc_pct <= 100);
+		assert_true(m.unalloc_pct + m.idle_pct <= 100 + 1e-9);
+		assert_true(g.wait_p95_s >= 0 && m.wait_mean_s >= 0);
+		free(jobs);
+		/* No gangs: the two placements are the same replay. */
+		gc.fraction = 0;
+		jobs = sim_gang_jobs(&tr, cl.gpu_milli, 5, 3, &gc, &n);
+		assert_non_null(jobs);
+		assert_int_equal(sim_gang_run(&cl, &tr, jobs, n, &cfg, SIM_GANG_AWARE, &g), 0);
+		assert_int_equal(sim_gang_run(&cl, &tr, jobs, n, &cfg, SIM_GANG_MEMBERS, &m), 0);
+		assert_int_equal(g.failed, m.failed);
+		assert_true(g.unalloc_pct == m.unalloc_pct && g.end_s == m.end_s);
+		free(jobs);
+	}
+	sim_trace_release(&tr);
+	sim_cluster_release(&cl);
+}
+
 static void test_plot(void **state)
 {
 	(void)state;
@@ -345,6 +509,9 @@ int main(void)
 		cmocka_unit_test(test_arrivals),
 		cmocka_unit_test(test_replay_matches_plain_loop),
 		cmocka_unit_test(test_replay_is_reproducible),
+		cmocka_unit_test(test_gang_deadlock),
+		cmocka_unit_test(test_gang_mix),
+		cmocka_unit_test(test_gang_replay_trace),
 		cmocka_unit_test(test_plot),
 	};
 	return cmocka_run_group_tests_name("sim", tests, NULL, NULL);
