@@ -111,5 +111,37 @@ check_denies() {
 }
 e2e_check "each service account may do what it needs ($(allowed) rows)" check_needs
 e2e_check "none may read Secrets, delete Nodes, change pods beyond binding, escalate or change admission ($(( ${#ROWS[@]} - $(allowed) )) rows)" check_denies
+
+# RBAC grants the extender Lease writes everywhere (reservation Leases live in
+# the pods' namespaces); deploy/11-lease-policy.yaml holds it to its own.
+as_ext() { kubectl --as=system:serviceaccount:gpu-system:gpu-extender "$@"; }
+lease() {  # NS NAME [LABELS_JSON]
+  local labels=${3:-}
+  [[ -n $labels ]] || labels='{}'
+  printf '{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"%s","namespace":"%s","labels":%s},"spec":{}}' \
+    "$2" "$1" "$labels"
+}
+check_lease_policy() {
+  kubectl apply -f deploy/11-lease-policy.yaml >/dev/null || return 1
+  kubectl create namespace kube-node-lease >/dev/null 2>&1
+  lease kube-node-lease a-node | kubectl apply -f - >/dev/null || return 1
+  # The policy is loaded a moment after it is created: until a write it must refuse is refused.
+  refused() { ! lease ml intruder | as_ext create -f - >/dev/null 2>&1; }
+  cluster_wait 20 "the Lease policy in force" refused || return 1
+  local out
+  out=$(lease ml intruder | as_ext create -f - 2>&1)
+  [[ $out == *"may write only its reservation Leases"* ]] || { echo "another Lease in ml: $out"; return 1; }
+  ! as_ext -n kube-node-lease annotate lease a-node x=y >/dev/null 2>&1 || { echo "updated a node's heartbeat"; return 1; }
+  ! as_ext -n kube-node-lease delete lease a-node >/dev/null 2>&1 || { echo "deleted a node's heartbeat"; return 1; }
+  ! lease ml gpu-reservation.u1.h | as_ext create -f - >/dev/null 2>&1 ||
+    { echo "a reservation Lease without its label was created"; return 1; }
+  lease ml gpu-reservation.u2.h '{"gpu.scheduling/reservation":"true"}' | as_ext create -f - >/dev/null ||
+    { echo "a reservation Lease was refused"; return 1; }
+  as_ext -n ml delete lease gpu-reservation.u2.h >/dev/null || { echo "deleting a reservation Lease was refused"; return 1; }
+  lease gpu-system gpu-ledger.n1 | as_ext create -f - >/dev/null && as_ext -n gpu-system delete lease gpu-ledger.n1 >/dev/null ||
+    { echo "a ledger Lease in gpu-system was refused"; return 1; }
+}
+e2e_check "the extender may write only its own Leases (ValidatingAdmissionPolicy): not a node's heartbeat, not another Lease in a pod's namespace; its reservation Leases and gpu-system ones, yes" \
+  check_lease_policy
 echo "rbac.sh took $((SECONDS - t_start))s"
 e2e_summary
