@@ -113,7 +113,7 @@ e2e_check "each service account may do what it needs ($(allowed) rows)" check_ne
 e2e_check "none may read Secrets, delete Nodes, change pods beyond binding, escalate or change admission ($(( ${#ROWS[@]} - $(allowed) )) rows)" check_denies
 
 # RBAC grants the extender Lease writes everywhere (reservation Leases live in
-# the pods' namespaces); deploy/11-lease-policy.yaml holds it to its own.
+# the pods' namespaces); deploy/11-least-privilege.yaml holds it to its own.
 as_ext() { kubectl --as=system:serviceaccount:gpu-system:gpu-extender "$@"; }
 lease() {  # NS NAME [LABELS_JSON]
   local labels=${3:-}
@@ -122,14 +122,15 @@ lease() {  # NS NAME [LABELS_JSON]
     "$2" "$1" "$labels"
 }
 check_lease_policy() {
-  kubectl apply -f deploy/11-lease-policy.yaml >/dev/null || return 1
+  kubectl apply -f deploy/11-least-privilege.yaml >/dev/null || return 1
   kubectl create namespace kube-node-lease >/dev/null 2>&1
   lease kube-node-lease a-node | kubectl apply -f - >/dev/null || return 1
   # The policy is loaded a moment after it is created: until a write it must refuse is refused.
-  refused() { ! lease ml intruder | as_ext create -f - >/dev/null 2>&1; }
+  # (a server-side dry run: admission runs, nothing is stored, so a try before the policy leaves nothing)
+  refused() { ! lease ml intruder | as_ext create --dry-run=server -f - >/dev/null 2>&1; }
   cluster_wait 20 "the Lease policy in force" refused || return 1
   local out
-  out=$(lease ml intruder | as_ext create -f - 2>&1)
+  out=$(lease ml intruder | as_ext create --dry-run=server -f - 2>&1)
   [[ $out == *"may write only its reservation Leases"* ]] || { echo "another Lease in ml: $out"; return 1; }
   ! as_ext -n kube-node-lease annotate lease a-node x=y >/dev/null 2>&1 || { echo "updated a node's heartbeat"; return 1; }
   ! as_ext -n kube-node-lease delete lease a-node >/dev/null 2>&1 || { echo "deleted a node's heartbeat"; return 1; }
@@ -143,5 +144,45 @@ check_lease_policy() {
 }
 e2e_check "the extender may write only its own Leases (ValidatingAdmissionPolicy): not a node's heartbeat, not another Lease in a pod's namespace; its reservation Leases and gpu-system ones, yes" \
   check_lease_policy
+
+# RBAC lets gpu-agent patch any Node and write any GpuNodeStatus; with the
+# token the kubelet gives its pod (bound to the pod, so carrying the pod's
+# node) the same policy file holds it to its own node.
+check_agent_policy() {
+  cluster_create_gpu_node own-node >/dev/null && cluster_create_gpu_node other-node >/dev/null || return 1
+  kubectl apply -f - >/dev/null <<JSON || return 1
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"agent-probe","namespace":"gpu-system"},
+ "spec":{"serviceAccountName":"gpu-agent","nodeName":"own-node","containers":[{"name":"c","image":"registry.k8s.io/pause:3.10"}]}}
+JSON
+  local bound unbound
+  bound=$(kubectl -n gpu-system create token gpu-agent --bound-object-kind Pod --bound-object-name agent-probe) &&
+    unbound=$(kubectl -n gpu-system create token gpu-agent) || return 1
+  # The agent's own kind of writes, straight to the API server (kubectl would GET first, which it may not).
+  api() {  # TOKEN METHOD PATH BODY: prints the HTTP status, then the body
+    local out
+    out=$(curl -s --cacert "$CLUSTER_CA_FILE" -H "Authorization: Bearer $1" -X "$2" \
+      -H "Content-Type: $([[ $2 == PATCH ]] && echo application/merge-patch+json || echo application/json)" \
+      -w '\n%{http_code}' -d "$4" "$CLUSTER_API_URL$3")
+    printf '%s\n%s\n' "${out##*$'\n'}" "${out%$'\n'*}"
+  }
+  label() { api "$1" PATCH "/api/v1/nodes/$2" '{"metadata":{"labels":{"gpu.scheduling/present":"true"}}}'; }
+  gns() {
+    api "$1" POST /apis/gpu.scheduling/v1/gpunodestatuses \
+      "{\"apiVersion\":\"gpu.scheduling/v1\",\"kind\":\"GpuNodeStatus\",\"metadata\":{\"name\":\"$2\"},\"spec\":{\"nodeName\":\"$2\"}}"
+  }
+  # Policies load a moment after they are created: until the write it must refuse is refused.
+  other_refused() { [[ $(label "$bound" other-node | head -1) == 403 ]]; }
+  cluster_wait 20 "the agent policy in force" other_refused || return 1
+  local out
+  out=$(label "$bound" other-node)
+  [[ $out == *"may write only its own node, not other-node"* ]] || { echo "another node's labels: $out"; return 1; }
+  [[ $(label "$bound" own-node | head -1) == 200 ]] || { echo "its own node's labels refused: $(label "$bound" own-node)"; return 1; }
+  [[ $(gns "$bound" own-node | head -1) == 201 ]] || { echo "its own GpuNodeStatus refused"; return 1; }
+  [[ $(gns "$bound" other-node | head -1) == 403 ]] || { echo "another node's GpuNodeStatus: $(gns "$bound" other-node)"; return 1; }
+  out=$(label "$unbound" own-node)
+  [[ $out == *"only with its pod-bound token"* ]] || { echo "a token without a node: $out"; return 1; }
+}
+e2e_check "the agent may write only its own node's labels and GpuNodeStatus (ValidatingAdmissionPolicy on its pod-bound token); another node's, or with a token without a node, no" \
+  check_agent_policy
 echo "rbac.sh took $((SECONDS - t_start))s"
 e2e_summary
