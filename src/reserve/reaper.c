@@ -30,6 +30,11 @@ struct repair {
 	struct claim claim;
 };
 
+/* A reservation Lease whose ledger entry is gone. */
+struct stale_lease {
+	char ns[64], name[128], lease_uid[64], uid[64], node[254];
+};
+
 /* A new zeroed slot at the end of a growable array, or NULL when out of memory. */
 static void *push(void *arrp, size_t *n, size_t *cap, size_t elem)
 {
@@ -187,6 +192,30 @@ static void repair(struct reserve *r, const struct repair *p)
 	gpu_node_free(rc.devices);
 }
 
+/*
+ * Deletes a reservation Lease whose reservation is gone, after a fresh read
+ * of the ledger agrees; only that very object (uid precondition): a retried
+ * bind of the pod may have made the reservation and its Lease again.
+ */
+static void delete_stale_lease(struct reserve *r, const struct stale_lease *s)
+{
+	if (reserve_ledger_holds(r, s->node, s->uid) != 0)
+		return;
+	char path[512], body[256], err[256];
+	snprintf(path, sizeof(path), "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", s->ns, s->name);
+	snprintf(body, sizeof(body), "{\"apiVersion\":\"v1\",\"kind\":\"DeleteOptions\",\"preconditions\":{\"uid\":\"%s\"}}",
+		 s->lease_uid);
+	struct kube_response resp;
+	kube_response_init(&resp);
+	if (kube_request(r->o.client, "DELETE", path, s->lease_uid[0] ? body : NULL, NULL, 10, &resp, err, sizeof(err)))
+		log_warn("reaper: cannot delete a reservation Lease whose reservation is gone; trying later",
+			 "lease=%s/%s error=\"%s\"", s->ns, s->name, LOG_Q(err));
+	else if (resp.status < 300)
+		log_info("deleted a reservation Lease whose reservation is gone", "lease=%s/%s node=%s", s->ns, s->name,
+			 s->node);
+	kube_response_release(&resp);
+}
+
 /* ---- one pass ---- */
 
 void reserve_reap(struct reserve *r)
@@ -195,7 +224,8 @@ void reserve_reap(struct reserve *r)
 	struct release *rel = NULL;
 	struct lookup *look = NULL;
 	struct repair *rep = NULL;
-	size_t nrel = 0, crel = 0, nlook = 0, clook = 0, nrep = 0, crep = 0;
+	struct stale_lease *stale = NULL;
+	size_t nrel = 0, crel = 0, nlook = 0, clook = 0, nrep = 0, crep = 0, nstale = 0, cstale = 0;
 	struct strmap reserved;
 	strmap_init(&reserved);
 
@@ -244,6 +274,26 @@ void reserve_reap(struct reserve *r)
 		snprintf(x->allocated, sizeof(x->allocated), "%s", p->allocated);
 		if (claim_copy(&x->claim, &p->claim))
 			nrep--;
+	}
+	/*
+	 * Reservation Leases whose ledger entry is gone (a release whose answer was
+	 * lost, a Lease deletion that failed): nothing else deletes them while their
+	 * pods live. A bind writes the entry before the Lease: one older than the
+	 * bind timeout without its entry is left over.
+	 */
+	for (size_t pos = 0; strmap_next(&r->resv, &pos, &key, &val) && nstale < MAX_GETS_PER_PASS;) {
+		const struct resv_lease *l = val;
+		const struct ledger_box *box = strmap_get(&r->ledgers, l->node);
+		if (now - l->seen <= r->o.bind_timeout_s || (box && ledger_find(&box->l, l->uid) >= 0))
+			continue;
+		struct stale_lease *x = push(&stale, &nstale, &cstale, sizeof(*stale));
+		if (!x)
+			break;
+		snprintf(x->ns, sizeof(x->ns), "%s", l->ns);
+		snprintf(x->name, sizeof(x->name), "%s", l->name);
+		snprintf(x->lease_uid, sizeof(x->lease_uid), "%s", l->lease_uid);
+		snprintf(x->uid, sizeof(x->uid), "%s", l->uid);
+		snprintf(x->node, sizeof(x->node), "%s", l->node);
 	}
 	/* Lease deletions of pods that hold nothing any more, or are watched: nothing to look up. */
 	for (size_t pos = 0; strmap_next(&r->check, &pos, &key, &val);)
@@ -312,10 +362,13 @@ void reserve_reap(struct reserve *r)
 		repair(r, &rep[i]);
 		claim_release(&rep[i].claim);
 	}
+	for (size_t i = 0; i < nstale; i++)
+		delete_stale_lease(r, &stale[i]);
 	reserve_gang_reap(r, now);
 	free(rel);
 	free(look);
 	free(rep);
+	free(stale);
 }
 
 /* ---- lifecycle ---- */
@@ -386,6 +439,7 @@ struct reserve *reserve_new(const struct reserve_opts *o)
 	strmap_init(&r->pods);
 	strmap_init(&r->gone);
 	strmap_init(&r->check);
+	strmap_init(&r->resv);
 	strmap_init(&r->gang_status);
 	return r;
 }
@@ -453,7 +507,10 @@ void reserve_free(struct reserve *r)
 	strmap_release(&r->gone);
 	for (size_t pos = 0; strmap_next(&r->gang_status, &pos, &key, &val);)
 		free(val);
+	for (size_t pos = 0; strmap_next(&r->resv, &pos, &key, &val);)
+		free(val);
 	strmap_release(&r->check);
+	strmap_release(&r->resv);
 	strmap_release(&r->gang_status);
 	pthread_mutex_destroy(&r->lock);
 	pthread_mutex_destroy(&r->gang_lock);

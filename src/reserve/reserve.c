@@ -242,6 +242,22 @@ static int edit_remove(void *ctx, struct ledger *l, char *err, size_t errlen)
 	return removed ? LEDGER_WRITE : LEDGER_UNCHANGED;
 }
 
+int reserve_ledger_holds(struct reserve *r, const char *node, const char *uid)
+{
+	char path[1200], err[256];
+	ledger_path(r, node, path, sizeof(path));
+	struct kube_response resp;
+	kube_response_init(&resp);
+	struct ledger l;
+	int holds = -1;
+	if (!read_ledger(r, node, path, &l, &resp, err, sizeof(err))) {
+		holds = ledger_find(&l, uid) >= 0;
+		ledger_release(&l);
+	}
+	kube_response_release(&resp);
+	return holds;
+}
+
 /*
  * Whether a release whose ledger write failed went through all the same (a
  * reset or a timeout after the request went out): every entry it removed is

@@ -53,6 +53,8 @@ struct reserve {
 	struct strmap pods;             /* uid -> struct pod_state * */
 	struct strmap gone;             /* uid -> (void *)time: pod deleted (pod watch) */
 	struct strmap check;            /* uid -> (void *)time: its reservation Lease went; look the pod up */
+	struct strmap resv;             /* "ns/name" -> struct resv_lease *: the reservation Leases watched */
+	uint64_t resv_gen;
 	struct strmap gang_status;      /* "ns/gang" -> char *: the status last written (gang.c) */
 	uint64_t pods_gen, ledger_gen;
 	struct reflector *watch[3];
@@ -62,6 +64,15 @@ struct reserve {
 	pthread_cond_t wake;
 	bool kicked;                    /* a pod went or finished: reap now, not at the interval */
 	atomic_bool reconciled;         /* the first reap after the lists ran */
+};
+
+/* A reservation Lease as the reservations watch saw it. */
+struct resv_lease {
+	char ns[64], name[128], lease_uid[64];
+	char uid[64];            /* its pod's */
+	char node[254];
+	time_t seen;             /* when this replica first saw it */
+	uint64_t gen;
 };
 
 /* Wakes the reaper for a pass now; the caller holds r->lock. */
@@ -93,6 +104,8 @@ int reserve_release(struct reserve *r, const char *node, const char *const *uids
 		    char *err, size_t errlen);
 /* Deletes the pod's reservation Lease of that node. */
 void reserve_delete_reservation(struct reserve *r, const char *ns, const char *uid, const char *node);
+/* Whether the node's ledger, as the API server has it now, holds an entry of uid: 1, 0, or -1 (cannot tell). */
+int reserve_ledger_holds(struct reserve *r, const char *node, const char *uid);
 void reserve_claim_status(struct reserve *r, const char *ns, const char *claim, const char *phase,
 			  const char *node, const char *ids, const char *pod, const char *message);
 /*

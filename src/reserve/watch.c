@@ -168,11 +168,6 @@ static void mark_gone(struct reserve *r, const char *uid)
 
 /* ---- reservation Leases: the garbage collector deletes them with their pod ---- */
 
-static void resv_nothing(void *ctx)
-{
-	(void)ctx;
-}
-
 static const char *owner_uid(const cJSON *obj)
 {
 	const cJSON *refs = api_path(obj, "metadata.ownerReferences");
@@ -185,25 +180,67 @@ static const char *owner_uid(const cJSON *obj)
 	return NULL;
 }
 
+static void resv_begin(void *ctx)
+{
+	((struct reserve *)ctx)->resv_gen++;
+}
+
 /*
- * Only deletions matter. Usually the garbage collector, with the pod; but an
- * extender releasing a reservation deletes its Lease too. Either way the
- * reaper looks the pod up (the pod watch, or a GET) rather than taking it
- * for gone.
+ * A deletion: usually the garbage collector, with the pod; but an extender
+ * releasing a reservation deletes its Lease too. Either way the reaper looks
+ * the pod up (the pod watch, or a GET) rather than taking it for gone. The
+ * Leases that exist are kept too: the reaper deletes those whose ledger
+ * entry is gone (a release whose answer was lost, a deletion that failed).
  */
 static void resv_apply(void *ctx, bool deleted, const cJSON *obj)
 {
 	struct reserve *r = ctx;
 	const char *uid = owner_uid(obj);
-	if (!deleted || !uid)
+	const cJSON *md = api_path(obj, "metadata");
+	const char *ns = api_str(md, "namespace"), *name = api_str(md, "name");
+	char key[256];
+	snprintf(key, sizeof(key), "%s/%s", ns ? ns : "", name ? name : "");
+	if (deleted) {
+		free(strmap_del(&r->resv, key));
+		if (uid) {
+			strmap_put(&r->check, uid, (void *)(intptr_t)time(NULL), NULL);
+			reaper_kick(r);
+		}
 		return;
-	strmap_put(&r->check, uid, (void *)(intptr_t)time(NULL), NULL);
-	reaper_kick(r);
+	}
+	const char *node = api_annotation(obj, LEDGER_ANN_NODE), *lease_uid = api_str(md, "uid");
+	if (!uid || !ns || !name || !node)
+		return;
+	struct resv_lease *l = strmap_get(&r->resv, key);
+	if (!l) {
+		if (!(l = calloc(1, sizeof(*l))) || strmap_put(&r->resv, key, l, NULL)) {
+			free(l);
+			return;
+		}
+		l->seen = time(NULL);
+	}
+	snprintf(l->ns, sizeof(l->ns), "%s", ns);
+	snprintf(l->name, sizeof(l->name), "%s", name);
+	snprintf(l->lease_uid, sizeof(l->lease_uid), "%s", lease_uid ? lease_uid : "");
+	snprintf(l->uid, sizeof(l->uid), "%s", uid);
+	snprintf(l->node, sizeof(l->node), "%s", node);
+	l->gen = r->resv_gen;
+}
+
+/* Leases gone while we were not watching: forgotten. */
+static void resv_end(void *ctx)
+{
+	struct reserve *r = ctx;
+	const char *key;
+	void *val;
+	for (size_t pos = 0; strmap_next(&r->resv, &pos, &key, &val);)
+		if (((struct resv_lease *)val)->gen != r->resv_gen)
+			free(strmap_del(&r->resv, key));
 }
 
 void reserve_reservation_sink(struct reserve *r, struct reflector_sink *out)
 {
-	*out = (struct reflector_sink){ lock, unlock, resv_nothing, resv_apply, resv_nothing, r };
+	*out = (struct reflector_sink){ lock, unlock, resv_begin, resv_apply, resv_end, r };
 }
 
 /* ---- pods that hold GPUs ---- */

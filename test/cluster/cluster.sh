@@ -59,6 +59,11 @@
 #                                 stay valid); waits for /readyz
 #   cluster_restart_apiserver [--kill]
 #                                 both of the above
+#   cluster_stop_etcd [--kill]    stop etcd (TERM, then KILL after 10 s; --kill: SIGKILL
+#                                 at once); its data stays, kube-apiserver keeps running
+#   cluster_start_etcd            start it again on the same ports with the same data;
+#                                 waits for its /health
+#   cluster_restart_etcd [--kill] both of the above
 #   cluster_stop_scheduler [NAME] stop that instance (TERM, then KILL)
 #   cluster_scheduler_port [NAME] its secure (HTTPS) port
 #   cluster_spawn NAME CMD...     start CMD in its own process group, stdout+stderr to
@@ -125,7 +130,7 @@
 #   CLUSTER_BIN            directory of the binaries (also put first on PATH)
 #   CLUSTER_K8S_VERSION    e.g. v1.35.4
 #   CLUSTER_API_URL        https://127.0.0.1:PORT
-#   CLUSTER_API_PORT, CLUSTER_ETCD_URL
+#   CLUSTER_API_PORT, CLUSTER_ETCD_URL, CLUSTER_ETCD_PEER_URL
 #   CLUSTER_CA_FILE        CA that signed the API server's serving certificate
 #   CLUSTER_CA_KEY         its key (to sign more certificates, e.g. an HTTPS extender)
 #   CLUSTER_SA_KEY         service-account signing key (private, PEM)
@@ -494,19 +499,25 @@ _cluster_port_conflict() {  # NAME: did it die because a port was taken?
   grep -q -i 'address already in use' "$(cluster_log "$1")" 2>/dev/null
 }
 
+# _cluster_launch_etcd: start etcd on $CLUSTER_ETCD_URL and $CLUSTER_ETCD_PEER_URL with
+# its data in $CLUSTER_DIR/etcd-data (used by the first start and by restarts).
+_cluster_launch_etcd() {
+  _cluster_start etcd "$CLUSTER_DIR/logs/etcd.log" "$CLUSTER_BIN/etcd" \
+    --name=test --data-dir="$CLUSTER_DIR/etcd-data" \
+    --listen-client-urls="$CLUSTER_ETCD_URL" --advertise-client-urls="$CLUSTER_ETCD_URL" \
+    --listen-peer-urls="$CLUSTER_ETCD_PEER_URL" --initial-advertise-peer-urls="$CLUSTER_ETCD_PEER_URL" \
+    --initial-cluster="test=$CLUSTER_ETCD_PEER_URL" --initial-cluster-state=new \
+    --unsafe-no-fsync --log-level=warn --quota-backend-bytes=$((1 << 30))
+}
+
 _cluster_start_etcd() {
   local attempt ports
   for attempt in 1 2 3; do
     mapfile -t ports < <(_cluster_free_ports 2)
     CLUSTER_ETCD_URL=http://127.0.0.1:${ports[0]}
-    local peer=http://127.0.0.1:${ports[1]}
+    CLUSTER_ETCD_PEER_URL=http://127.0.0.1:${ports[1]}
     rm -rf "$CLUSTER_DIR/etcd-data"
-    _cluster_start etcd "$CLUSTER_DIR/logs/etcd.log" "$CLUSTER_BIN/etcd" \
-      --name=test --data-dir="$CLUSTER_DIR/etcd-data" \
-      --listen-client-urls="$CLUSTER_ETCD_URL" --advertise-client-urls="$CLUSTER_ETCD_URL" \
-      --listen-peer-urls="$peer" --initial-advertise-peer-urls="$peer" \
-      --initial-cluster="test=$peer" --initial-cluster-state=new \
-      --unsafe-no-fsync --log-level=warn --quota-backend-bytes=$((1 << 30))
+    _cluster_launch_etcd
     if _cluster_wait_up etcd 30 "etcd on $CLUSTER_ETCD_URL" _cluster_etcd_ready; then return 0; fi
     if ! cluster_alive etcd && _cluster_port_conflict etcd; then
       _cluster_err "etcd lost a port race; retrying"; continue
@@ -633,6 +644,40 @@ cluster_start_apiserver() {
 # cluster_restart_apiserver [--kill]: cluster_stop_apiserver, then cluster_start_apiserver.
 cluster_restart_apiserver() { cluster_stop_apiserver "$@" && cluster_start_apiserver; }
 
+# cluster_stop_etcd [--kill]: stop etcd (TERM, then KILL after 10 s; --kill:
+# SIGKILL at once, like a crash). Its data stays; kube-apiserver keeps running
+# (its requests fail or time out until etcd is back).
+cluster_stop_etcd() {
+  [[ -n ${CLUSTER_DIR:-} ]] || { _cluster_err "cluster_stop_etcd: no cluster"; return 1; }
+  _cluster_pid_of etcd >/dev/null || { _cluster_err "cluster_stop_etcd: etcd is not running"; return 1; }
+  [[ ${1:-} == --kill ]] && cluster_kill9 etcd
+  cluster_kill etcd
+}
+
+# cluster_start_etcd: start etcd again after cluster_stop_etcd: same data,
+# ports and flags (CLUSTER_ETCD_URL stays valid); waits for its /health.
+cluster_start_etcd() {
+  [[ -n ${CLUSTER_DIR:-} && -n ${CLUSTER_ETCD_PEER_URL:-} ]] || { _cluster_err "cluster_start_etcd: no cluster"; return 1; }
+  if cluster_alive etcd; then _cluster_err "cluster_start_etcd: etcd is already running"; return 1; fi
+  local attempt mark
+  for attempt in 1 2 3 4 5; do
+    mark=$(wc -l <"$(cluster_log etcd)" 2>/dev/null || echo 0)
+    _cluster_launch_etcd
+    _cluster_wait_up etcd 30 "etcd on $CLUSTER_ETCD_URL" _cluster_etcd_ready && return 0
+    if ! cluster_alive etcd &&
+      tail -n +"$((mark + 1))" "$(cluster_log etcd)" | grep -q -i 'address already in use'; then
+      cluster_kill etcd 2>/dev/null
+      _cluster_err "etcd's ports are still in use; retrying"; sleep 1; continue
+    fi
+    _cluster_tail_log etcd
+    return 1
+  done
+  return 1
+}
+
+# cluster_restart_etcd [--kill]: cluster_stop_etcd, then cluster_start_etcd.
+cluster_restart_etcd() { cluster_stop_etcd "$@" && cluster_start_etcd; }
+
 # What the fake nodes and the real one (cluster_node_up) need, and never the
 # node lifecycle or node IPAM controllers: fake nodes have no kubelet, and the
 # lifecycle controller would mark them NotReady and taint them.
@@ -740,7 +785,7 @@ cluster_up() {
   export CLUSTER_ADMIN_TOKEN CLUSTER_EXTENDER_TOKEN CLUSTER_AGENT_TOKEN CLUSTER_SCHEDULER_TOKEN
   _cluster_start_etcd || { _cluster_err "etcd did not start"; cluster_down; return 1; }
   _cluster_start_apiserver || { _cluster_err "kube-apiserver did not start"; cluster_down; return 1; }
-  export CLUSTER_API_URL CLUSTER_API_PORT CLUSTER_ETCD_URL
+  export CLUSTER_API_URL CLUSTER_API_PORT CLUSTER_ETCD_URL CLUSTER_ETCD_PEER_URL
   _cluster_start_controller_manager || { _cluster_err "kube-controller-manager did not start"; cluster_down; return 1; }
   cluster_env >"$CLUSTER_DIR/env"
   _cluster_log "cluster up in $((SECONDS - t0))s: $CLUSTER_API_URL (dir $CLUSTER_DIR)"
@@ -793,7 +838,7 @@ cluster_add_cleanup() {
 
 cluster_env() {
   local v
-  for v in CLUSTER_DIR CLUSTER_BIN CLUSTER_K8S_VERSION CLUSTER_API_URL CLUSTER_API_PORT CLUSTER_ETCD_URL \
+  for v in CLUSTER_DIR CLUSTER_BIN CLUSTER_K8S_VERSION CLUSTER_API_URL CLUSTER_API_PORT CLUSTER_ETCD_URL CLUSTER_ETCD_PEER_URL \
     CLUSTER_CA_FILE CLUSTER_CA_KEY CLUSTER_SA_KEY \
     CLUSTER_KUBECONFIG CLUSTER_EXTENDER_KUBECONFIG CLUSTER_AGENT_KUBECONFIG \
     CLUSTER_SCHEDULER_KUBECONFIG CLUSTER_CONTROLLER_MANAGER_KUBECONFIG \
