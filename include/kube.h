@@ -5,8 +5,10 @@
  * rotates, CA bundle, KUBERNETES_SERVICE_HOST/PORT). TLS verification is
  * always on unless insecure is set (which logs a warning).
  *
- * A client is thread-safe: each call uses its own curl handle over a shared
- * connection pool.
+ * A client is thread-safe: a call takes an idle curl handle from the
+ * client's pool, with the connections it opened, and gives it back; no two
+ * calls use a handle or its connections at once (libcurl does not support a
+ * connection cache shared by concurrent threads).
  */
 #ifndef GPU_KUBE_H
 #define GPU_KUBE_H

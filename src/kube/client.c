@@ -14,12 +14,20 @@
 
 #define MAX_BODY ((size_t)256 << 20)    /* a full LIST page of a big cluster fits */
 #define MAX_EVENT ((size_t)16 << 20)     /* one watch event */
-#define KUBE_POOL_CONNECTIONS 64         /* idle API connections kept for reuse */
 
 struct kube_client {
 	struct kube_config cfg;
-	CURLSH *share;                       /* connection pool, DNS and TLS sessions */
-	pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
+	/*
+	 * Idle curl handles, each with the connections it opened: a call takes
+	 * the one used last (its connection is the warmest), and gives it back.
+	 * A handle and its connections serve one call at a time; threads never
+	 * share a connection cache (libcurl does not support that for
+	 * concurrent threads: a shared one crashed, rarely, under binds and
+	 * connection resets at once).
+	 */
+	pthread_mutex_t pool_lock;
+	CURL **pool;
+	int npool, pool_cap;
 	pthread_mutex_t token_lock;          /* guards token and token_mtime */
 	char token[4096];
 	struct timespec token_mtime;
@@ -27,20 +35,6 @@ struct kube_client {
 	atomic_long auth_refused;            /* status of the current refusal streak, 0: none */
 };
 
-static void share_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *ud)
-{
-	(void)h;
-	(void)access;
-	struct kube_client *c = ud;
-	pthread_mutex_lock(&c->share_locks[data]);
-}
-
-static void share_unlock(CURL *h, curl_lock_data data, void *ud)
-{
-	(void)h;
-	struct kube_client *c = ud;
-	pthread_mutex_unlock(&c->share_locks[data]);
-}
 
 static void copy_buf(struct buf *dst, const struct buf *src)
 {
@@ -52,6 +46,37 @@ static void copy_buf(struct buf *dst, const struct buf *src)
 static void global_init(void)
 {
 	curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+/* An idle handle (reset: its connections, TLS sessions and DNS cache stay), or a new one. */
+static CURL *pool_take(struct kube_client *c)
+{
+	pthread_mutex_lock(&c->pool_lock);
+	CURL *h = c->npool ? c->pool[--c->npool] : NULL;
+	pthread_mutex_unlock(&c->pool_lock);
+	if (!h)
+		return curl_easy_init();
+	curl_easy_reset(h);
+	return h;
+}
+
+static void pool_give(struct kube_client *c, CURL *h)
+{
+	pthread_mutex_lock(&c->pool_lock);
+	if (c->npool == c->pool_cap) {
+		int cap = c->pool_cap ? c->pool_cap * 2 : 16;
+		CURL **grown = realloc(c->pool, (size_t)cap * sizeof(*grown));
+		if (grown) {
+			c->pool = grown;
+			c->pool_cap = cap;
+		}
+	}
+	bool kept = c->npool < c->pool_cap;
+	if (kept)
+		c->pool[c->npool++] = h;
+	pthread_mutex_unlock(&c->pool_lock);
+	if (!kept)
+		curl_easy_cleanup(h);
 }
 
 struct kube_client *kube_client_new(const struct kube_config *cfg, char *err, size_t errlen)
@@ -68,21 +93,8 @@ struct kube_client *kube_client_new(const struct kube_config *cfg, char *err, si
 	copy_buf(&c->cfg.cert_pem, &cfg->cert_pem);
 	copy_buf(&c->cfg.key_pem, &cfg->key_pem);
 	snprintf(c->token, sizeof(c->token), "%s", cfg->token);
-	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
-		pthread_mutex_init(&c->share_locks[i], NULL);
 	pthread_mutex_init(&c->token_lock, NULL);
-	c->share = curl_share_init();
-	if (!c->share) {
-		snprintf(err, errlen, "curl_share_init failed");
-		kube_client_free(c);
-		return NULL;
-	}
-	curl_share_setopt(c->share, CURLSHOPT_LOCKFUNC, share_lock);
-	curl_share_setopt(c->share, CURLSHOPT_UNLOCKFUNC, share_unlock);
-	curl_share_setopt(c->share, CURLSHOPT_USERDATA, c);
-	curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
-	curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
-	curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+	pthread_mutex_init(&c->pool_lock, NULL);
 	if (cfg->insecure)
 		log_warn("TLS verification of the API server is OFF (insecure); never do this in production",
 			 "server=%s", cfg->server);
@@ -93,10 +105,10 @@ void kube_client_free(struct kube_client *c)
 {
 	if (!c)
 		return;
-	if (c->share)
-		curl_share_cleanup(c->share);
-	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
-		pthread_mutex_destroy(&c->share_locks[i]);
+	for (int i = 0; i < c->npool; i++)
+		curl_easy_cleanup(c->pool[i]);
+	free(c->pool);
+	pthread_mutex_destroy(&c->pool_lock);
 	pthread_mutex_destroy(&c->token_lock);
 	kube_config_release(&c->cfg);
 	free(c);
@@ -138,29 +150,28 @@ static void set_blob(CURL *h, CURLoption opt, const struct buf *b)
 	curl_easy_setopt(h, opt, &blob);
 }
 
-/* A curl handle set up for one call to path; the caller frees hdrs too. */
-static CURL *easy_for(struct kube_client *c, const char *method, const char *path,
+/*
+ * A curl handle set up for one call to path: from the pool for a request
+ * (given back after it), a new one for a watch (the caller cleans that up);
+ * the caller frees hdrs.
+ */
+static CURL *easy_for(struct kube_client *c, bool reuse, const char *method, const char *path,
 		      const char *content_type, struct curl_slist **hdrs, char *err, size_t errlen)
 {
-	CURL *h = curl_easy_init();
+	char url[2048];
+	if (snprintf(url, sizeof(url), "%s%s", c->cfg.server, path) >= (int)sizeof(url)) {
+		snprintf(err, errlen, "URL too long");
+		return NULL;
+	}
+	CURL *h = reuse ? pool_take(c) : curl_easy_init();
 	if (!h) {
 		snprintf(err, errlen, "curl_easy_init failed");
 		return NULL;
 	}
-	char url[2048];
-	if (snprintf(url, sizeof(url), "%s%s", c->cfg.server, path) >= (int)sizeof(url)) {
-		snprintf(err, errlen, "URL too long");
-		curl_easy_cleanup(h);
-		return NULL;
-	}
 	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_SHARE, c->share);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-	/* The shared pool keeps this many idle connections (curl's default, 4 for
-	 * all threads together, would close and reopen TLS under concurrent binds). */
-	curl_easy_setopt(h, CURLOPT_MAXCONNECTS, (long)KUBE_POOL_CONNECTIONS);
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https,http");
 	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
 	if (c->cfg.insecure) {
@@ -250,7 +261,7 @@ int kube_request(struct kube_client *c, const char *method, const char *path, co
 	r->status = 0;
 	r->retry_after = 0;
 	struct curl_slist *hdrs = NULL;
-	CURL *h = easy_for(c, method, path, content_type, &hdrs, err, errlen);
+	CURL *h = easy_for(c, true, method, path, content_type, &hdrs, err, errlen);
 	if (!h)
 		return -1;
 	struct header_ctx hc = { &r->retry_after };
@@ -268,7 +279,7 @@ int kube_request(struct kube_client *c, const char *method, const char *path, co
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
 	else
 		snprintf(err, errlen, "%s %s: %s", method, path, curl_easy_strerror(rc));
-	curl_easy_cleanup(h);
+	pool_give(c, h);     /* (its options point at this call's data: reset before the next use) */
 	curl_slist_free_all(hdrs);
 	return rc == CURLE_OK ? 0 : -1;
 }
@@ -391,7 +402,7 @@ int kube_watch(struct kube_client *c, const char *path, const struct kube_watch_
 {
 	*status = 0;
 	struct curl_slist *hdrs = NULL;
-	CURL *h = easy_for(c, "GET", path, NULL, &hdrs, err, errlen);
+	CURL *h = easy_for(c, false, "GET", path, NULL, &hdrs, err, errlen);
 	if (!h)
 		return -1;
 	struct stream s = { .stop = stop, .h = h };
