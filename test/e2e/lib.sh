@@ -89,8 +89,11 @@ e2e_start_extender() {
   local port dport
   port=$(e2e_free_port) && dport=$(e2e_free_port) || return 1
   while [[ $dport == "$port" ]]; do dport=$(e2e_free_port) || return 1; done
+  # (an older build, as bench/e2e.sh's baseline, has no /debug listener of its own)
+  local debug=()
+  "$E2E_EXTENDER" serve --help 2>/dev/null | grep -q -- --debug-listen && debug=(--debug-listen "127.0.0.1:$dport")
   cluster_spawn "$name" "$E2E_EXTENDER" serve --kubeconfig "$CLUSTER_EXTENDER_KUBECONFIG" \
-    --listen "127.0.0.1:$port" --debug-listen "127.0.0.1:$dport" --identity "$name" "$@"
+    --listen "127.0.0.1:$port" "${debug[@]}" --identity "$name" "$@"
   printf -v "E2E_PORT_${name//-/_}" '%s' "$port"
   E2E_URL="http://127.0.0.1:$port"
   E2E_DEBUG_URL="http://127.0.0.1:$dport"
