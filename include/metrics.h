@@ -22,7 +22,7 @@ enum metric_counter {
 	M_WATCH_RESTARTS,      /* resource: nodes, gpunodestatuses, gpuclaims, pods, leases */
 	M_RELISTS,             /* resource */
 	M_WATCH_EVENTS,        /* resource */
-	M_RELEASED,            /* reason: pod_gone, pod_finished, bind_timeout, bind_failed, gang_timeout */
+	M_RELEASED,            /* reason: pod_gone, pod_finished, bind_timeout, bind_failed, gang_timeout, pod_elsewhere */
 	M_GANGS,               /* result: reserved, no_fit, waiting, conflict */
 	M_COUNTER_COUNT
 };
@@ -30,7 +30,7 @@ enum metric_counter {
 enum { BIND_OK = 0, BIND_NO_FIT, BIND_CONFLICT, BIND_ERROR };
 enum { GANG_RESERVED = 0, GANG_NO_FIT, GANG_WAITING, GANG_CONFLICT };
 enum { RES_NODES = 0, RES_GNS, RES_GPUCLAIMS, RES_PODS, RES_LEASES, RES_COUNT };
-enum { REL_POD_GONE = 0, REL_POD_FINISHED, REL_BIND_TIMEOUT, REL_BIND_FAILED, REL_GANG_TIMEOUT };
+enum { REL_POD_GONE = 0, REL_POD_FINISHED, REL_BIND_TIMEOUT, REL_BIND_FAILED, REL_GANG_TIMEOUT, REL_POD_ELSEWHERE };
 
 /* Records one served request: its verb, HTTP status and duration. */
 void metrics_request(enum metric_verb v, int status, double seconds);

@@ -40,7 +40,7 @@ static struct counter_family counters[M_COUNTER_COUNT] = {
 	[M_WATCH_EVENTS] = { "gpu_extender_watch_events_total", "Watch events applied to the cache.", "resource",
 			     { "nodes", "gpunodestatuses", "gpuclaims", "pods", "leases" }, { 0 } },
 	[M_RELEASED] = { "gpu_extender_reservations_released_total", "Reservations released, by reason.", "reason",
-			 { "pod_gone", "pod_finished", "bind_timeout", "bind_failed", "gang_timeout" }, { 0 } },
+			 { "pod_gone", "pod_finished", "bind_timeout", "bind_failed", "gang_timeout", "pod_elsewhere" }, { 0 } },
 	[M_GANGS] = { "gpu_extender_gang_reservations_total",
 		      "Attempts to reserve a whole gang's places, by result.", "result",
 		      { "reserved", "no_fit", "waiting", "conflict" }, { 0 } },

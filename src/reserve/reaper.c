@@ -53,7 +53,7 @@ static void *push(void *arrp, size_t *n, size_t *cap, size_t elem)
 }
 
 static const char *const reason_names[] = { "pod deleted", "pod finished", "not bound in time", "bind failed",
-					    "gang place unused in time" };
+					    "gang place unused in time", "pod bound to another node" };
 
 /*
  * Why the reservation on node (made at since) of a pod that still exists
@@ -66,7 +66,7 @@ static int verdict(const struct reserve *r, bool finished, const char *pod_node,
 	if (finished)
 		return REL_POD_FINISHED;
 	if (pod_node[0])
-		return strcmp(pod_node, node) ? REL_POD_GONE : -1;
+		return strcmp(pod_node, node) ? REL_POD_ELSEWHERE : -1;
 	return now - since > r->o.bind_timeout_s ? REL_BIND_TIMEOUT : -1;
 }
 
