@@ -613,14 +613,13 @@ void reserve_gang_place_taken(struct reserve *r, const char *ns, const struct cl
 	struct api_pod_ref none = { .ns = ns, .name = "", .uid = "" };
 	struct gang_view v;
 	if (!gang_view(r, &none, c->gang, &v)) {
+		/*
+		 * (The lock stays until it expires: another replica whose ledger
+		 * watch has not yet shown every member bound would plan the gang
+		 * again if it could take the lock.)
+		 */
 		reserve_gang_status(r, ns, c->gang, c->gpuclaim, v.places ? "Reserved" : "Bound", 0, NULL,
 				    v.places ? "members being bound into the gang's places" : "every member bound");
-		/* Whole: the lock's work is done, and a member that fails later is placed again at once. */
-		if (!v.places) {
-			char id[17];
-			ledger_gang_id(ns, c->gang, id);
-			lock_delete(r, id, "");
-		}
 	}
 	free(v.nodes);
 }

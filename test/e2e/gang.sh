@@ -154,7 +154,6 @@ if e2e_want 1; then
     [[ $got == "2 1" ]] || { echo "nodes, domains: $got"; return 1; }
   }
   e2e_check "1. ... and its spread: 2 nodes, 1 zone" spread
-  e2e_check "1. the gang's lock Lease is gone once every place is taken" cluster_wait 10 "job-1's lock gone" no_lock job-1
 fi
 
 if e2e_want 2; then
