@@ -246,10 +246,9 @@ void reserve_gang_status(struct reserve *r, const char *ns, const char *gang, co
 	/* A Workload's pod group ("workload/group") has no status to write to. */
 	if (same || strchr(gang, '/'))
 		return;
-	char path[768], now[40], err[256];
-	ledger_microtime(now, sizeof(now));
-	now[19] = 'Z';             /* date-time, whole seconds */
-	now[20] = '\0';
+	char path[768], now[40], what[300];
+	snprintf(what, sizeof(what), "the status of gang %s/%s", ns, gang);
+	reserve_status_time(now, sizeof(now));
 	struct buf body;
 	buf_init(&body, 1 << 16);
 	if (claim && claim[0]) {
@@ -269,13 +268,7 @@ void reserve_gang_status(struct reserve *r, const char *ns, const char *gang, co
 	buf_adds(&body, ",\"message\":");
 	buf_add_json_str(&body, message);
 	buf_printf(&body, ",\"lastTransitionTime\":\"%s\"}}%s", now, claim && claim[0] ? "}" : "");
-	struct kube_response resp;
-	kube_response_init(&resp);
-	if (kube_request(r->o.client, "PATCH", path, buf_cstr(&body), "application/merge-patch+json", 10, &resp, err,
-			 sizeof(err)) || resp.status >= 300)
-		log_warn("cannot update a gang's status", "gang=%s/%s status=%ld error=\"%s\"", ns, gang, resp.status,
-			 LOG_Q(err));
-	kube_response_release(&resp);
+	reserve_patch_status(r, path, buf_cstr(&body), what);
 	buf_release(&body);
 }
 
@@ -401,16 +394,11 @@ struct place_ctx {
 static int edit_places(void *ctx, struct ledger *l, char *err, size_t errlen)
 {
 	struct place_ctx *p = ctx;
-	struct gpu_node *n = gpu_node_clone(p->devices);
+	struct gpu_node *n = reserve_node_in_ledger(p->r, p->devices, l);
 	if (!n) {
 		snprintf(err, errlen, "out of memory");
 		return -BIND_ERROR;
 	}
-	pthread_mutex_lock(&p->r->lock);
-	for (int k = 0; k < l->n; k++)
-		if (!strmap_get(&p->r->gone, l->e[k].a.uid))
-			alloc_apply(n, &l->e[k].a);
-	pthread_mutex_unlock(&p->r->lock);
 	int rc = LEDGER_WRITE, added = 0;
 	for (int k = 0; k < p->count; k++) {
 		struct fit f;

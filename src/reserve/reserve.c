@@ -370,11 +370,10 @@ void reserve_claim_status(struct reserve *r, const char *ns, const char *claim, 
 {
 	if (!claim || !claim[0])
 		return;
-	char path[768], now[40], err[256];
+	char path[768], now[40], what[400];
 	snprintf(path, sizeof(path), "/apis/gpu.scheduling/v1/namespaces/%s/gpuclaims/%s/status", ns, claim);
-	ledger_microtime(now, sizeof(now));
-	now[19] = 'Z';             /* date-time, whole seconds */
-	now[20] = '\0';
+	snprintf(what, sizeof(what), "GpuClaim %s/%s", ns, claim);
+	reserve_status_time(now, sizeof(now));
 	struct buf body;
 	buf_init(&body, 1 << 16);
 	buf_printf(&body, "{\"status\":{\"phase\":\"%s\",\"nodeName\":", phase);
@@ -386,14 +385,29 @@ void reserve_claim_status(struct reserve *r, const char *ns, const char *claim, 
 	buf_adds(&body, ",\"message\":");
 	buf_add_json_str(&body, message ? message : "");
 	buf_printf(&body, ",\"lastTransitionTime\":\"%s\"}}", now);
+	reserve_patch_status(r, path, buf_cstr(&body), what);
+	buf_release(&body);
+}
+
+void reserve_status_time(char *out, size_t size)
+{
+	ledger_microtime(out, size);
+	if (size > 20) {
+		out[19] = 'Z';     /* date-time, whole seconds */
+		out[20] = '\0';
+	}
+}
+
+void reserve_patch_status(struct reserve *r, const char *path, const char *body, const char *what)
+{
+	char err[256] = "";
 	struct kube_response resp;
 	kube_response_init(&resp);
-	if (kube_request(r->o.client, "PATCH", path, buf_cstr(&body), "application/merge-patch+json", 10, &resp,
-			 err, sizeof(err)) || resp.status >= 300)
-		log_warn("cannot update GpuClaim status", "claim=%s/%s status=%ld error=\"%s\"", ns, claim,
-			 resp.status, LOG_Q(err));
+	if (kube_request(r->o.client, "PATCH", path, body, "application/merge-patch+json", 10, &resp, err,
+			 sizeof(err)) || resp.status >= 300)
+		log_warn("cannot update a status", "object=\"%s\" status=%ld error=\"%s\"", LOG_Q(what), resp.status,
+			 LOG_Q(err));
 	kube_response_release(&resp);
-	buf_release(&body);
 }
 
 /* ---- bind ----------------------------------------------------------------- */
@@ -443,17 +457,11 @@ static int edit_reserve(void *ctx, struct ledger *l, char *err, size_t errlen)
 		return -BIND_NO_FIT;
 	}
 	/* The node as this ledger version says it is used, then the policy's choice. */
-	struct gpu_node *n = gpu_node_clone(b->node);
+	struct gpu_node *n = reserve_node_in_ledger(b->r, b->node, l);
 	if (!n) {
 		snprintf(err, errlen, "out of memory");
 		return -BIND_ERROR;
 	}
-	/* a deleted pod's entry waits for the reaper, but its GPUs are free */
-	pthread_mutex_lock(&b->r->lock);
-	for (int k = 0; k < l->n; k++)
-		if (!strmap_get(&b->r->gone, l->e[k].a.uid))
-			alloc_apply(n, &l->e[k].a);
-	pthread_mutex_unlock(&b->r->lock);
 	struct fit f;
 	double score;
 	bool ok = policy_place(&b->req->policy, n, b->req->claim, &f, &score);
@@ -471,6 +479,20 @@ static int edit_reserve(void *ctx, struct ledger *l, char *err, size_t errlen)
 		return -BIND_ERROR;
 	}
 	return LEDGER_WRITE;
+}
+
+struct gpu_node *reserve_node_in_ledger(struct reserve *r, const struct gpu_node *devices, const struct ledger *l)
+{
+	struct gpu_node *n = gpu_node_clone(devices);
+	if (!n)
+		return NULL;
+	/* a deleted pod's entry waits for the reaper, but its GPUs are free */
+	pthread_mutex_lock(&r->lock);
+	for (int k = 0; k < l->n; k++)
+		if (!strmap_get(&r->gone, l->e[k].a.uid))
+			alloc_apply(n, &l->e[k].a);
+	pthread_mutex_unlock(&r->lock);
+	return n;
 }
 
 /* A bind that took a gang's place over failed: the entry becomes a place of the gang again. */

@@ -108,6 +108,12 @@ void reserve_delete_reservation(struct reserve *r, const char *ns, const char *u
 int reserve_ledger_holds(struct reserve *r, const char *node, const char *uid);
 void reserve_claim_status(struct reserve *r, const char *ns, const char *claim, const char *phase,
 			  const char *node, const char *ids, const char *pod, const char *message);
+/* A merge patch of a status subresource; a refusal is logged (what names the object), not returned. */
+void reserve_patch_status(struct reserve *r, const char *path, const char *body, const char *what);
+/* Now as a status date-time (whole seconds). */
+void reserve_status_time(char *out, size_t size);
+/* A copy of the node's devices as used by the entries of l (a deleted pod's entry uses nothing). */
+struct gpu_node *reserve_node_in_ledger(struct reserve *r, const struct gpu_node *devices, const struct ledger *l);
 /*
  * The node's ledger as last watched or written (a copy), or false when none
  * is known; and a ledger just written, kept as if the watch had brought it

@@ -50,18 +50,26 @@ def say(msg):
         sys.stdout.flush()
 
 
-def hard_close(s):
-    """Closes with a reset, not a FIN: the peer sees ECONNRESET."""
+def quiet_close(s, how=socket.SHUT_RDWR):
+    """Shuts the socket down (waking its reader blocked in recv()) and closes it, errors ignored."""
     try:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        # Wakes this socket's reader blocked in recv() (Linux sends nothing for SHUT_RD).
-        s.shutdown(socket.SHUT_RD)
+        s.shutdown(how)
     except OSError:
         pass
     try:
         s.close()
     except OSError:
         pass
+
+
+def hard_close(s):
+    """Closes with a reset, not a FIN: the peer sees ECONNRESET."""
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    except OSError:
+        pass
+    # (Linux sends nothing for SHUT_RD: only the reset goes out, at close.)
+    quiet_close(s, socket.SHUT_RD)
 
 
 class Pipe:
@@ -134,14 +142,7 @@ class Pipe:
             if hard:
                 hard_close(s)
             else:
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-                try:
-                    s.close()
-                except OSError:
-                    pass
+                quiet_close(s)
         with LOCK:
             CONNS.discard(self)
 
