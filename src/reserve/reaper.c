@@ -32,7 +32,7 @@ struct repair {
 
 /* A reservation Lease whose ledger entry is gone. */
 struct stale_lease {
-	char ns[64], name[128], lease_uid[64], uid[64], node[254];
+	char ns[64], uid[64], node[254];
 };
 
 /* A new zeroed slot at the end of a growable array, or NULL when out of memory. */
@@ -192,30 +192,6 @@ static void repair(struct reserve *r, const struct repair *p)
 	gpu_node_free(rc.devices);
 }
 
-/*
- * Deletes a reservation Lease whose reservation is gone, after a fresh read
- * of the ledger agrees; only that very object (uid precondition): a retried
- * bind of the pod may have made the reservation and its Lease again.
- */
-static void delete_stale_lease(struct reserve *r, const struct stale_lease *s)
-{
-	if (reserve_ledger_holds(r, s->node, s->uid) != 0)
-		return;
-	char path[512], body[256], err[256];
-	snprintf(path, sizeof(path), "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", s->ns, s->name);
-	snprintf(body, sizeof(body), "{\"apiVersion\":\"v1\",\"kind\":\"DeleteOptions\",\"preconditions\":{\"uid\":\"%s\"}}",
-		 s->lease_uid);
-	struct kube_response resp;
-	kube_response_init(&resp);
-	if (kube_request(r->o.client, "DELETE", path, s->lease_uid[0] ? body : NULL, NULL, 10, &resp, err, sizeof(err)))
-		log_warn("reaper: cannot delete a reservation Lease whose reservation is gone; trying later",
-			 "lease=%s/%s error=\"%s\"", s->ns, s->name, LOG_Q(err));
-	else if (resp.status < 300)
-		log_info("deleted a reservation Lease whose reservation is gone", "lease=%s/%s node=%s", s->ns, s->name,
-			 s->node);
-	kube_response_release(&resp);
-}
-
 /* ---- one pass ---- */
 
 void reserve_reap(struct reserve *r)
@@ -290,8 +266,6 @@ void reserve_reap(struct reserve *r)
 		if (!x)
 			break;
 		snprintf(x->ns, sizeof(x->ns), "%s", l->ns);
-		snprintf(x->name, sizeof(x->name), "%s", l->name);
-		snprintf(x->lease_uid, sizeof(x->lease_uid), "%s", l->lease_uid);
 		snprintf(x->uid, sizeof(x->uid), "%s", l->uid);
 		snprintf(x->node, sizeof(x->node), "%s", l->node);
 	}
@@ -363,7 +337,7 @@ void reserve_reap(struct reserve *r)
 		claim_release(&rep[i].claim);
 	}
 	for (size_t i = 0; i < nstale; i++)
-		delete_stale_lease(r, &stale[i]);
+		reserve_delete_reservation(r, stale[i].ns, stale[i].uid, stale[i].node);
 	reserve_gang_reap(r, now);
 	free(rel);
 	free(look);

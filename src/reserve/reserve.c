@@ -319,18 +319,55 @@ int reserve_release(struct reserve *r, const char *node, const char *const *uids
 
 /* ---- reservation Leases and GpuClaim status -------------------------------- */
 
+/*
+ * Deletes the pod's reservation Lease on the node once its reservation there
+ * is gone: read the Lease, then the ledger, then delete that very version of
+ * the Lease (uid and resourceVersion preconditions). A retried bind of the pod
+ * writes its ledger entry before it makes or renews the Lease, so either the
+ * ledger read sees the entry (the Lease stays) or the renewal changed the
+ * version (the delete fails) or came after (it makes the Lease again).
+ */
 void reserve_delete_reservation(struct reserve *r, const char *ns, const char *uid, const char *node)
 {
 	/* Named after the pod and the node: a racing bind of the pod elsewhere has its own. */
-	char name[128], path[512], err[256];
+	char name[128], path[512], err[256] = "", body[256], lease_uid[64] = "", version[32] = "";
 	ledger_reservation_name(uid, node, name, sizeof(name));
 	snprintf(path, sizeof(path), "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", ns, name);
 	struct kube_response resp;
 	kube_response_init(&resp);
-	if (kube_request(r->o.client, "DELETE", path, NULL, NULL, 10, &resp, err, sizeof(err)) ||
-	    (resp.status >= 300 && resp.status != 404))
-		log_warn("cannot delete a reservation Lease (the garbage collector will, with the pod)",
-			 "lease=%s/%s status=%ld", ns, name, resp.status);
+	if (kube_request(r->o.client, "GET", path, NULL, NULL, 10, &resp, err, sizeof(err)) ||
+	    (resp.status != 200 && resp.status != 404))
+		goto failed;
+	if (resp.status == 404)
+		goto done;
+	cJSON *lease = cJSON_ParseWithLength(resp.body.data, resp.body.len);
+	const cJSON *md = api_path(lease, "metadata");
+	snprintf(lease_uid, sizeof(lease_uid), "%s", api_str(md, "uid") ? api_str(md, "uid") : "");
+	snprintf(version, sizeof(version), "%s", api_str(md, "resourceVersion") ? api_str(md, "resourceVersion") : "");
+	jsonarena_delete(lease);   /* during /bind the tree is the request arena's */
+	kube_response_release(&resp);
+	kube_response_init(&resp);
+	int holds = reserve_ledger_holds(r, node, uid);
+	if (holds > 0)
+		goto done;      /* reserved there again: the Lease is the new reservation's */
+	if (holds < 0 || !lease_uid[0] || !version[0]) {
+		snprintf(err, sizeof(err), "%s", holds < 0 ? "cannot read the ledger" : "a Lease without uid or version");
+		goto failed;
+	}
+	snprintf(body, sizeof(body),
+		 "{\"apiVersion\":\"v1\",\"kind\":\"DeleteOptions\",\"preconditions\":{\"uid\":\"%s\",\"resourceVersion\":\"%s\"}}",
+		 lease_uid, version);
+	/* 409: renewed or made again since it was read, by a bind of the pod here. */
+	if (kube_request(r->o.client, "DELETE", path, body, NULL, 10, &resp, err, sizeof(err)) ||
+	    (resp.status >= 300 && resp.status != 404 && resp.status != 409))
+		goto failed;
+	if (resp.status < 300)
+		log_info("deleted a reservation Lease", "lease=%s/%s node=%s", ns, name, node);
+	goto done;
+failed:
+	log_warn("cannot delete a reservation Lease now (the reaper will, or the garbage collector with the pod)",
+		 "lease=%s/%s status=%ld error=\"%s\"", ns, name, resp.status, LOG_Q(err));
+done:
 	kube_response_release(&resp);
 }
 
@@ -343,24 +380,51 @@ static bool pod_watched(struct reserve *r, const char *uid)
 	return watched;
 }
 
+/*
+ * Creates the pod's reservation Lease on the node, or renews the one an
+ * earlier try of this very bind made (409). Renewing changes its
+ * resourceVersion: a reaper that took it for left over (its fresh read of
+ * the ledger came before this bind's entry) deletes only the version it saw,
+ * so its delete fails rather than take this reservation's Lease. A Lease the
+ * reaper deleted first (404 on the renewal) is made again.
+ */
 static int create_reservation(struct reserve *r, const struct ledger_entry *e, const char *node,
 			      char *err, size_t errlen)
 {
 	struct buf body;
 	buf_init(&body, 1 << 16);
 	ledger_encode_reservation(e, node, &body);
-	char path[512], msg[256];
-	snprintf(path, sizeof(path), "/apis/coordination.k8s.io/v1/namespaces/%s/leases", e->a.ns);
-	struct kube_response resp;
-	kube_response_init(&resp);
-	int rc = kube_request(r->o.client, "POST", path, buf_cstr(&body), NULL, 10, &resp, err, errlen);
-	/* 409: it exists, from an earlier try of this very bind (same pod, same node). */
-	if (!rc && resp.status != 201 && resp.status != 200 && resp.status != 409) {
-		snprintf(err, errlen, "creating the reservation Lease: HTTP %ld: %s", resp.status,
-			 kube_status_message(&resp, msg, sizeof(msg)));
-		rc = -1;
+	char path[512], name[128], msg[256], now[40], renew[96];
+	ledger_reservation_name(e->a.uid, node, name, sizeof(name));
+	int rc = -1;
+	for (int attempt = 0; attempt < 3; attempt++) {
+		struct kube_response resp;
+		kube_response_init(&resp);
+		snprintf(path, sizeof(path), "/apis/coordination.k8s.io/v1/namespaces/%s/leases", e->a.ns);
+		rc = kube_request(r->o.client, "POST", path, buf_cstr(&body), NULL, 10, &resp, err, errlen);
+		long status = resp.status;
+		if (!rc && status == 409) {
+			kube_response_release(&resp);
+			kube_response_init(&resp);
+			snprintf(path, sizeof(path), "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", e->a.ns, name);
+			ledger_microtime(now, sizeof(now));
+			snprintf(renew, sizeof(renew), "{\"spec\":{\"renewTime\":\"%s\"}}", now);
+			rc = kube_request(r->o.client, "PATCH", path, renew, "application/merge-patch+json", 10, &resp, err,
+					  errlen);
+			status = resp.status;
+			if (!rc && status == 404) {
+				kube_response_release(&resp);
+				continue;       /* deleted meanwhile: make it again */
+			}
+		}
+		if (!rc && status != 201 && status != 200) {
+			snprintf(err, errlen, "creating the reservation Lease: HTTP %ld: %s", status,
+				 kube_status_message(&resp, msg, sizeof(msg)));
+			rc = -1;
+		}
+		kube_response_release(&resp);
+		break;
 	}
-	kube_response_release(&resp);
 	buf_release(&body);
 	return rc;
 }
@@ -713,6 +777,15 @@ int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t er
 				 pod, req->node, LOG_Q(why));
 			snprintf(err, errlen, "%s (whether the pod was bound is unknown; its reservation stays until the bind timeout)",
 				 why);
+			gpu_node_free(b.node);
+			return BIND_ERROR;
+		}
+		if (b.existed) {
+			/* Another try of this bind made the reservation, and may have bound the pod
+			 * meanwhile (kube-scheduler retries a bind that is still in flight here):
+			 * released now, its GPUs could go to a second pod. The reaper decides. */
+			log_warn("a retried bind failed; the reservation it found stays for the reaper", "pod=%s node=%s error=\"%s\"",
+				 pod, req->node, LOG_Q(why));
 			gpu_node_free(b.node);
 			return BIND_ERROR;
 		}

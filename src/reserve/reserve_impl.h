@@ -68,7 +68,7 @@ struct reserve {
 
 /* A reservation Lease as the reservations watch saw it. */
 struct resv_lease {
-	char ns[64], name[128], lease_uid[64];
+	char ns[64];
 	char uid[64];            /* its pod's */
 	char node[254];
 	time_t seen;             /* when this replica first saw it */

@@ -208,7 +208,7 @@ static void resv_apply(void *ctx, bool deleted, const cJSON *obj)
 		}
 		return;
 	}
-	const char *node = api_annotation(obj, LEDGER_ANN_NODE), *lease_uid = api_str(md, "uid");
+	const char *node = api_annotation(obj, LEDGER_ANN_NODE);
 	if (!uid || !ns || !name || !node)
 		return;
 	struct resv_lease *l = strmap_get(&r->resv, key);
@@ -220,8 +220,6 @@ static void resv_apply(void *ctx, bool deleted, const cJSON *obj)
 		l->seen = time(NULL);
 	}
 	snprintf(l->ns, sizeof(l->ns), "%s", ns);
-	snprintf(l->name, sizeof(l->name), "%s", name);
-	snprintf(l->lease_uid, sizeof(l->lease_uid), "%s", lease_uid ? lease_uid : "");
 	snprintf(l->uid, sizeof(l->uid), "%s", uid);
 	snprintf(l->node, sizeof(l->node), "%s", node);
 	l->gen = r->resv_gen;

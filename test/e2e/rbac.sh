@@ -50,7 +50,7 @@ row gpu-extender yes patch gpuclaims.gpu.scheduling/status
 row gpu-extender yes get podgroups.scheduling.x-k8s.io
 row gpu-extender yes patch podgroups.scheduling.x-k8s.io/status
 row gpu-extender yes get workloads.scheduling.k8s.io
-for v in create update delete; do
+for v in create update patch delete; do
   row gpu-extender yes "$v" leases.coordination.k8s.io gpu-system
   row gpu-extender yes "$v" leases.coordination.k8s.io
 done

@@ -255,6 +255,29 @@ if e2e_want 3; then
   }
   e2e_check "binds: exactly as many succeed as GPUs (12 of 40)" check_rb_counts
   e2e_check "binds: pods that got an Error stay unbound; the others are where /bind said" failed_unbound "$load" "$NS"
+  # kube-scheduler binds a pod again when the answer of its first bind was
+  # lost: the retry finds its reservation and its Lease, and renews the Lease
+  # (a reaper that took it for left over then cannot delete it).
+  check_rebind() {
+    local pod uid node lease v0 v1 out
+    read -r pod uid node < <(kubectl -n "$NS" get pods -o json | python3 -c '
+import json, sys
+for p in json.load(sys.stdin)["items"]:
+    if p["spec"].get("nodeName") and (p["metadata"].get("labels") or {}).get("gpu.scheduling/managed") != "true":
+        print(p["metadata"]["name"], p["metadata"]["uid"], p["spec"]["nodeName"])
+        break')
+    [[ -n ${pod:-} ]] || { echo "no bound pod outside the pod watch"; return 1; }
+    lease=gpu-reservation.$uid.$(printf %s "$node" | sha256sum | cut -c1-16)
+    v0=$(kubectl -n "$NS" get lease "$lease" -o 'jsonpath={.metadata.resourceVersion}') || return 1
+    out=$(curl -sS -X POST -H 'Content-Type: application/json' "$URL2/bind" \
+      -d "{\"PodName\":\"$pod\",\"PodNamespace\":\"$NS\",\"PodUID\":\"$uid\",\"Node\":\"$node\"}") || return 1
+    python3 -c 'import json, sys; sys.exit(1 if json.loads(sys.argv[1]).get("Error") else 0)' "$out" ||
+      { echo "the second bind of $pod answered $out"; return 1; }
+    v1=$(kubectl -n "$NS" get lease "$lease" -o 'jsonpath={.metadata.resourceVersion}') ||
+      { echo "$lease is gone after the second bind"; return 1; }
+    [[ $v1 != "$v0" ]] || { echo "$lease not renewed (resourceVersion $v0)"; return 1; }
+  }
+  e2e_check "binds: a bind repeated for a bound pod succeeds, keeps its reservation and renews its Lease" check_rebind
   e2e_check "binds: zero double allocations" verify "$WORK/s3" --full-use "$NS" --nodes "$NODES"
   e2e_note "binds: 40 pods, 12 GPUs, 16 threads, 2 replicas: $(jfield "$load" 'binds') binds" \
     "($(jfield "$load" 'bind_errors') refused, $(jfield "$load" 'retried') of them on a retry), $(jfield "$load" 'filters') filters;" \
