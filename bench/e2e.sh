@@ -3,7 +3,7 @@
 # real API server, alone and with the extender in the loop, in one run.
 #
 #   bench/e2e.sh [--nodes 1000] [--pods 2000] [--extender PATH] [--baseline-extender PATH] [--only ROWS]
-#   bench/e2e.sh --cold-start [--nodes 5000] [--extender PATH]
+#   bench/e2e.sh --cold-start [--nodes 5000] [--extender PATH] [--baseline-extender PATH]
 #   bench/e2e.sh --sustained SECONDS [--nodes 1000] [--pods 400] [--extender PATH]
 #
 # Fake nodes (8 GPUs each, with their GpuNodeStatus) advertise the GPUs both as
@@ -26,7 +26,7 @@
 # keeps a GPU free) with their ledgers, as a running cluster holds them;
 # then the extender is started and the seconds to /readyz 200 and to the
 # first correct answer (a filter that passes exactly the node with room) are
-# printed, with its RSS then.
+# printed, with its RSS then; then the same for --baseline-extender.
 #
 # --sustained SECONDS instead: kube-scheduler with the extender; rounds of
 # PODS pods created, all bound, all deleted, until SECONDS have passed. The
@@ -132,19 +132,27 @@ if [[ -n $COLD ]]; then
   t=$(date +%s)
   load reserved bench-cold 8 "$NODES" || fail "creating the reservations failed"
   echo "  $(( NODES * 8 - 1 )) bound pods and $NODES ledgers created in $(( $(date +%s) - t )) s"
-  port=$(e2e_free_port)
-  out=$CLUSTER_DIR/cold.json
-  load cold "http://127.0.0.1:$port" "$NODES" "$out" &
-  poller=$!
-  cluster_spawn ext-cold "$EXT" serve --kubeconfig "$CLUSTER_EXTENDER_KUBECONFIG" --listen "127.0.0.1:$port" \
-    --identity ext-cold
-  wait "$poller"
-  pid=$(pgrep -f "identity ext-cold" | head -1)
-  rss=$(awk '/VmRSS/ { printf "%.0f", $2 / 1024 }' "/proc/$pid/status" 2>/dev/null)
-  python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); f=lambda v: "-" if v is None else "%.2f" % v
-print("| nodes | bound pods | ready s | first correct answer s | RSS MiB |"); print("|---|---|---|---|---|")
-print("| %s | %s | %s | %s | %s |" % (sys.argv[2], sys.argv[3], f(r["ready"]), f(r["correct"]), sys.argv[4]))' \
-    "$out" "$NODES" "$(( NODES * 8 - 1 ))" "${rss:--}"
+  echo "| build | nodes | bound pods | ready s | first correct answer s | RSS MiB |"
+  echo "|---|---|---|---|---|---|"
+  cold_row() {  # LABEL BINARY: one extender started on what the API server holds, then stopped
+    local port out poller pid rss
+    port=$(e2e_free_port)
+    out=$CLUSTER_DIR/cold-$1.json
+    load cold "http://127.0.0.1:$port" "$NODES" "$out" &
+    poller=$!
+    cluster_spawn "ext-cold-$1" "$2" serve --kubeconfig "$CLUSTER_EXTENDER_KUBECONFIG" --listen "127.0.0.1:$port" \
+      --identity "ext-cold-$1"
+    wait "$poller"
+    pid=$(pgrep -f "identity ext-cold-$1" | head -1)
+    rss=$(awk '/VmRSS/ { printf "%.0f", $2 / 1024 }' "/proc/$pid/status" 2>/dev/null)
+    python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); f=lambda v: "-" if v is None else "%.2f" % v
+print("| %s | %s | %s | %s | %s | %s |" % (sys.argv[5], sys.argv[2], sys.argv[3], f(r["ready"]), f(r["correct"]), sys.argv[4]))' \
+      "$out" "$NODES" "$(( NODES * 8 - 1 ))" "${rss:--}" "$1"
+    [[ -n $pid ]] && kill "$pid" 2>/dev/null
+    cluster_wait 20 "ext-cold-$1 stopped" bash -c '! pgrep -f "identity ext-cold-$1" >/dev/null' _ "$1" >/dev/null
+  }
+  cold_row extender "$EXT"
+  [[ -n $BASE ]] && cold_row baseline "$BASE"
   cluster_down >/dev/null 2>&1
   exit 0
 fi

@@ -26,8 +26,9 @@ struct release {
 };
 
 struct repair {
-	char node[254], uid[64], ns[64], pod[254], allocated[512];
-	struct claim claim;
+	char node[254], uid[64], ns[64], pod[254], allocated[512], gpuclaim[254];
+	enum claim_mode mode;
+	uint32_t mem_mib, core;
 };
 
 /* A reservation Lease whose ledger entry is gone. */
@@ -135,10 +136,10 @@ static int edit_repair(void *ctx, struct ledger *l, char *err, size_t errlen)
 	snprintf(e.a.uid, sizeof(e.a.uid), "%s", p->uid);
 	snprintf(e.a.ns, sizeof(e.a.ns), "%s", p->ns);
 	snprintf(e.a.name, sizeof(e.a.name), "%s", p->pod);
-	snprintf(e.claim, sizeof(e.claim), "%s", p->claim.gpuclaim);
-	e.a.mode = p->claim.mode;
-	e.a.mem_mib = p->claim.mode == CLAIM_SHARED ? p->claim.mem_mib : 0;
-	e.a.core = p->claim.mode == CLAIM_SHARED ? p->claim.core : 0;
+	snprintf(e.claim, sizeof(e.claim), "%s", p->gpuclaim);
+	e.a.mode = p->mode;
+	e.a.mem_mib = p->mode == CLAIM_SHARED ? p->mem_mib : 0;
+	e.a.core = p->mode == CLAIM_SHARED ? p->core : 0;
 	e.a.since = (int64_t)time(NULL);
 	/* "node:0,1" -> the ids. */
 	const char *ids = strchr(p->allocated, ':');
@@ -248,8 +249,10 @@ void reserve_reap(struct reserve *r)
 		snprintf(x->ns, sizeof(x->ns), "%s", p->ns);
 		snprintf(x->pod, sizeof(x->pod), "%s", p->name);
 		snprintf(x->allocated, sizeof(x->allocated), "%s", p->allocated);
-		if (claim_copy(&x->claim, &p->claim))
-			nrep--;
+		snprintf(x->gpuclaim, sizeof(x->gpuclaim), "%s", p->gpuclaim);
+		x->mode = p->mode;
+		x->mem_mib = p->mem_mib;
+		x->core = p->core;
 	}
 	/*
 	 * Reservation Leases whose ledger entry is gone (a release whose answer was
@@ -332,10 +335,8 @@ void reserve_reap(struct reserve *r)
 			x->at.node[0] = '\0';
 		}
 	}
-	for (size_t i = 0; i < nrep; i++) {
+	for (size_t i = 0; i < nrep; i++)
 		repair(r, &rep[i]);
-		claim_release(&rep[i].claim);
-	}
 	for (size_t i = 0; i < nstale; i++)
 		reserve_delete_reservation(r, stale[i].ns, stale[i].uid, stale[i].node);
 	reserve_gang_reap(r, now);
@@ -472,10 +473,8 @@ void reserve_free(struct reserve *r)
 		ledger_release(&((struct ledger_box *)val)->l);
 		free(val);
 	}
-	for (size_t pos = 0; strmap_next(&r->pods, &pos, &key, &val);) {
-		claim_release(&((struct pod_state *)val)->claim);
+	for (size_t pos = 0; strmap_next(&r->pods, &pos, &key, &val);)
 		free(val);
-	}
 	strmap_release(&r->ledgers);
 	strmap_release(&r->pods);
 	strmap_release(&r->gone);

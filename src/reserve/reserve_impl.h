@@ -11,16 +11,23 @@
 #include <time.h>
 #include <stdatomic.h>
 
-/* What the pod watch tells about one pod that holds (or asks for) GPUs. */
+/*
+ * What the pod watch tells about one pod that holds (or asks for) GPUs: only
+ * what the reaper and the gang planner read, its strings in one block after
+ * it (a cluster holds tens of thousands of these).
+ */
 struct pod_state {
-	char ns[64];
-	char name[254];
-	char node[254];          /* spec.nodeName, "" while unbound */
-	char allocated[512];     /* its gpu.scheduling/allocated annotation */
+	const char *ns, *name;
+	const char *node;        /* spec.nodeName, "" while unbound */
+	const char *allocated;   /* its gpu.scheduling/allocated annotation */
+	const char *gang;        /* its claim's gang, or "" */
+	const char *gpuclaim;    /* its claim's GpuClaim, or "" */
+	enum claim_mode mode;    /* its claim's, for putting back a lost reservation */
+	uint32_t mem_mib, core;
 	bool finished;           /* Succeeded or Failed */
 	bool wants_gpu;
-	struct claim claim;      /* for putting back a lost reservation */
 	uint64_t gen;
+	char strings[];
 };
 
 /* A ledger as last watched, with the relist generation it was seen in. */

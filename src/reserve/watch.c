@@ -248,6 +248,25 @@ static void pods_begin(void *ctx)
 	((struct reserve *)ctx)->pods_gen++;
 }
 
+/* A pod_state with copies of the strings, in one allocation; NULL when out of memory. */
+static struct pod_state *pod_state_new(const char *const str[6])
+{
+	size_t len[6], total = 0;
+	for (int i = 0; i < 6; i++)
+		total += (len[i] = strlen(str[i])) + 1;
+	struct pod_state *p = calloc(1, sizeof(*p) + total);
+	if (!p)
+		return NULL;
+	const char **field[6] = { &p->ns, &p->name, &p->node, &p->allocated, &p->gang, &p->gpuclaim };
+	char *at = p->strings;
+	for (int i = 0; i < 6; i++) {
+		memcpy(at, str[i], len[i] + 1);
+		*field[i] = at;
+		at += len[i] + 1;
+	}
+	return p;
+}
+
 static void pod_apply(void *ctx, bool deleted, const cJSON *obj)
 {
 	struct reserve *r = ctx;
@@ -256,37 +275,34 @@ static void pod_apply(void *ctx, bool deleted, const cJSON *obj)
 	if (!ref.uid[0])
 		return;
 	if (deleted) {
-		struct pod_state *p = strmap_del(&r->pods, ref.uid);
-		if (p) {
-			claim_release(&p->claim);
-			free(p);
-		}
+		free(strmap_del(&r->pods, ref.uid));
 		mark_gone(r, ref.uid);
 		return;
 	}
-	struct pod_state *p = strmap_get(&r->pods, ref.uid);
-	if (!p) {
-		p = calloc(1, sizeof(*p));
-		if (!p || strmap_put(&r->pods, ref.uid, p, NULL)) {
-			free(p);
-			return;
-		}
-	} else {
-		claim_release(&p->claim);
-	}
-	snprintf(p->ns, sizeof(p->ns), "%s", ref.ns);
-	snprintf(p->name, sizeof(p->name), "%s", ref.name);
-	const char *node = api_str(api_path(obj, "spec"), "nodeName");
-	snprintf(p->node, sizeof(p->node), "%s", node ? node : "");
-	const char *ann = api_annotation(obj, ANN_ALLOCATED);
-	snprintf(p->allocated, sizeof(p->allocated), "%s", ann ? ann : "");
-	p->finished = api_pod_finished(obj);
+	struct claim c;
 	char err[256];
 	cache_claims_rdlock(r->o.cache);
-	p->wants_gpu = !api_pod_claim(obj, r->o.res, cache_gpuclaim_lookup, r->o.cache, &p->claim, err, sizeof(err)) &&
-		       claim_wants_gpu(&p->claim);
+	bool wants = !api_pod_claim(obj, r->o.res, cache_gpuclaim_lookup, r->o.cache, &c, err, sizeof(err)) &&
+		     claim_wants_gpu(&c);
 	cache_claims_unlock(r->o.cache);
-	p->gen = r->pods_gen;
+	const char *node = api_str(api_path(obj, "spec"), "nodeName"), *ann = api_annotation(obj, ANN_ALLOCATED);
+	const char *str[6] = { ref.ns, ref.name, node ? node : "", ann ? ann : "", wants ? c.gang : "",
+			       wants ? c.gpuclaim : "" };
+	struct pod_state *p = pod_state_new(str), *old = NULL;
+	if (p) {
+		p->wants_gpu = wants;
+		p->mode = wants ? c.mode : CLAIM_NONE;
+		p->mem_mib = wants ? c.mem_mib : 0;
+		p->core = wants ? c.core : 0;
+		p->finished = api_pod_finished(obj);
+		p->gen = r->pods_gen;
+	}
+	claim_release(&c);
+	if (!p || strmap_put(&r->pods, ref.uid, p, (void **)&old)) {
+		free(p);
+		return;
+	}
+	free(old);
 	if (p->finished)
 		reaper_kick(r);
 }
@@ -303,7 +319,6 @@ static void pods_end(void *ctx)
 			continue;
 		mark_gone(r, key);
 		strmap_del(&r->pods, key);
-		claim_release(&p->claim);
 		free(p);
 	}
 }
