@@ -7,11 +7,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+/*
+ * The devices' strings (UUIDs, models: 220 bytes a device) of one
+ * GpuNodeStatus. They change only with it, not with the node's usage: the
+ * writer side and every view built from it share one copy.
+ */
+struct info_block {
+	atomic_int refs;
+	struct gpu_device_info info[];
+};
+
+static void info_release(struct info_block *b)
+{
+	if (b && atomic_fetch_sub(&b->refs, 1) == 1)
+		free(b);
+}
+
 /* Writer-side state of one node: the inputs its view is built from. */
 struct node_src {
 	char *name;
 	struct gpu_node *node;     /* from the Node object: labels */
-	struct gpu_node *gpus;     /* from the GpuNodeStatus: devices, islands */
+	struct gpu_node *gpus;     /* from the GpuNodeStatus: devices, islands; its info is info->info */
+	struct info_block *info;
 	struct alloc *allocs;
 	int nallocs, alloc_cap;
 	struct alloc *assumed;     /* binds in flight (cache_assume) */
@@ -58,6 +75,7 @@ static void view_release(struct cache_node *v)
 {
 	/* A view is two blocks (view_build): the hot one and v->cold. */
 	if (v && atomic_fetch_sub(&v->refs, 1) == 1) {
+		info_release(v->info);
 		free(v->cold);
 		slab_release(v->slab, v, v->hot_size);
 	}
@@ -131,7 +149,6 @@ static struct cache_node *view_layout(struct arena *hot, struct arena *cold, con
 	struct gpu_node *n = arena_take(hot, sizeof(*n), 8);
 	struct gpu_island *islands = arena_take(hot, (size_t)nisland * sizeof(*islands), 8);
 	struct gpu_device *dev = arena_take(hot, (size_t)ndev * sizeof(*dev), 32);
-	struct gpu_device_info *info = arena_take(cold, (size_t)ndev * sizeof(*info), 8);
 	struct label *labels = arena_take(cold, (size_t)nlabels * sizeof(*labels), 8);
 	int nallocs = s->nallocs;
 	for (int i = 0; i < s->nassumed; i++)
@@ -149,6 +166,9 @@ static struct cache_node *view_layout(struct arena *hot, struct arena *cold, con
 	memset(v, 0, sizeof(*v));
 	atomic_init(&v->refs, 1);
 	v->cold = cold->base;
+	v->info = s->info;
+	if (s->info)
+		atomic_fetch_add(&s->info->refs, 1);
 	v->has_node = l != NULL;
 	v->has_gns = g != NULL;
 	if (g)
@@ -158,15 +178,13 @@ static struct cache_node *view_layout(struct arena *hot, struct arena *cold, con
 	n->name = name;
 	n->ndev = ndev;
 	n->dev = dev;
-	n->info = info;
+	n->info = s->info ? s->info->info : NULL;
 	n->nisland = nisland;
 	n->islands = islands;
 	n->nlabels = nlabels;
 	n->labels = labels;
-	if (ndev) {
+	if (ndev)
 		memcpy(dev, g->dev, (size_t)ndev * sizeof(*dev));
-		memcpy(info, g->info, (size_t)ndev * sizeof(*info));
-	}
 	if (nisland)
 		memcpy(islands, g->islands, (size_t)nisland * sizeof(*islands));
 	if (s->nallocs)
@@ -336,10 +354,33 @@ struct cache *cache_new(void)
 	return c;
 }
 
+/* Replaces s->gpus (NULL: removes it); its info moves to a block of its own. -1: out of memory (s unchanged). */
+static int src_set_gpus(struct node_src *s, struct gpu_node *n)
+{
+	struct info_block *b = NULL;
+	if (n) {
+		b = malloc(sizeof(*b) + (size_t)n->ndev * sizeof(b->info[0]));
+		if (!b)
+			return -1;
+		atomic_init(&b->refs, 1);
+		if (n->ndev)
+			memcpy(b->info, n->info, (size_t)n->ndev * sizeof(b->info[0]));
+		free(n->info);
+		n->info = b->info;
+	}
+	if (s->gpus)
+		s->gpus->info = NULL;   /* the block's, not the node's */
+	gpu_node_free(s->gpus);
+	info_release(s->info);
+	s->gpus = n;
+	s->info = b;
+	return 0;
+}
+
 static void src_free(struct node_src *s)
 {
 	gpu_node_free(s->node);
-	gpu_node_free(s->gpus);
+	src_set_gpus(s, NULL);
 	free(s->allocs);
 	free(s->assumed);
 	view_release(s->view);
@@ -433,9 +474,13 @@ static int src_set_part(struct cache *c, const char *name, enum cache_kind k, st
 		gpu_node_free(n);
 		return n ? -1 : 0;
 	}
-	struct gpu_node **part = k == CACHE_NODES ? &s->node : &s->gpus;
-	gpu_node_free(*part);
-	*part = n;
+	if (k == CACHE_NODES) {
+		gpu_node_free(s->node);
+		s->node = n;
+	} else if (src_set_gpus(s, n)) {
+		gpu_node_free(n);
+		return -1;
+	}
 	s->gen[k] = c->gen[k];
 	src_touch(c, s);
 	src_maybe_drop(c, s);
@@ -615,8 +660,7 @@ static bool sweep_src(struct cache *c, struct node_src *s, enum cache_kind k)
 		gpu_node_free(s->node);
 		s->node = NULL;
 	} else if (k == CACHE_GPUS && s->gpus) {
-		gpu_node_free(s->gpus);
-		s->gpus = NULL;
+		src_set_gpus(s, NULL);
 	} else if (k == CACHE_ALLOCS && s->nallocs) {
 		while (s->nallocs)
 			src_remove_alloc_at(c, s, s->nallocs - 1);
