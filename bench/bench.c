@@ -19,6 +19,7 @@
 #include "jsonarena.h"
 
 #include <curl/curl.h>
+#include <malloc.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -85,7 +86,15 @@ static void write_inventory(const char *path, int nodes, bool distinct)
 
 static const char *bench_policy = "binpack";
 
+/* The filter/prioritize arguments naming count nodes from node-<first> on (wrapping at nodes). */
+static char *make_args_window(int nodes, int first, int count, const char *uid);
+
 static char *make_args(int nodes, const char *uid)
+{
+	return make_args_window(nodes, 0, nodes, uid);
+}
+
+static char *make_args_window(int nodes, int first, int count, const char *uid)
 {
 	struct buf b;
 	buf_init(&b, 1 << 26);
@@ -93,8 +102,8 @@ static char *make_args(int nodes, const char *uid)
 		       "\"annotations\":{\"gpu.scheduling/policy\":\"%s\"}},"
 		       "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
 		       "{\"gpu.scheduling/gpu\":\"2\"}}}]}},\"Nodes\":null,\"NodeNames\":[", uid, bench_policy);
-	for (int n = 0; n < nodes; n++)
-		buf_printf(&b, "%s\"node-%05d\"", n ? "," : "", n);
+	for (int n = 0; n < count; n++)
+		buf_printf(&b, "%s\"node-%05d\"", n ? "," : "", (first + n) % nodes);
 	buf_adds(&b, "]}");
 	return buf_detach(&b, NULL);
 }
@@ -381,9 +390,144 @@ static void over_http(const char *extender, const char *inv, int nodes, int iter
 	*two_clients = st[2].per_s;
 }
 
+/* ---- scale: big clusters with their allocations, in-process ---------------- */
+
+/* The node's allocations: per_node shares of island 0 (devices 0-3), plus extra; island 1 stays free. */
+static int node_allocs(int node, int per_node, int extra, struct alloc *out)
+{
+	int n = per_node + extra;
+	for (int k = 0; k < n; k++) {
+		struct alloc *a = &out[k];
+		memset(a, 0, sizeof(*a));
+		snprintf(a->uid, sizeof(a->uid), "00000000-0000-0000-%04d-%012d", k, node);
+		snprintf(a->ns, sizeof(a->ns), "ml");
+		snprintf(a->name, sizeof(a->name), "job-%05d-%d", node, k);
+		a->mode = CLAIM_SHARED;
+		a->mem_mib = 8000;
+		a->core = 100;
+		a->ndev = 1;
+		a->ids[0] = k % 4;
+		a->since = 1700000000;
+	}
+	return n;
+}
+
+/* p50/p99 ms of filter+prioritize over iters samples, cycling through nbody bodies. */
+static void time_pairs(struct extender *x, char **body, int nbody, int iters, struct stats *out)
+{
+	double *lat = malloc((size_t)iters * sizeof(*lat));
+	double t0 = now_s();
+	for (int i = 0; i < iters; i++) {
+		double t = now_s();
+		const char *b = body[i % nbody];
+		call(extender_filter, x, b, strlen(b));
+		call(extender_prioritize, x, b, strlen(b));
+		lat[i] = now_s() - t;
+	}
+	summarize(lat, iters, now_s() - t0, out);
+	free(lat);
+}
+
+/*
+ * One cluster size: nodes (few states) with per_node allocations each, as
+ * the ledgers bring them. Prints the cache's memory (this process's RSS
+ * growth: nodes, allocations, views), filter+prioritize naming every node
+ * and naming 10 % of them (kube-scheduler's percentageOfNodesToScore at
+ * that size; a window that moves on each sample), and the time to apply
+ * one ledger watch event (a node's allocations replaced, a snapshot
+ * published).
+ */
+static void scale_row(int nodes, int per_node, int iters)
+{
+	char inv[] = "/tmp/gpu-bench-XXXXXX", err[256];
+	int fd = mkstemp(inv);
+	if (fd < 0) {
+		perror("mkstemp");
+		exit(1);
+	}
+	close(fd);
+	write_inventory(inv, nodes, false);
+	malloc_trim(0);
+	double rss0 = rss_of(getpid());
+	struct cache *c = cache_new();
+	if (inventory_load(c, inv, err, sizeof(err))) {
+		fprintf(stderr, "bench: %s\n", err);
+		exit(1);
+	}
+	unlink(inv);
+	struct alloc *a = calloc((size_t)per_node + 1, sizeof(*a));
+	char name[32];
+	cache_lock(c);
+	for (int n = 0; n < nodes; n++) {
+		snprintf(name, sizeof(name), "node-%05d", n);
+		cache_set_allocs(c, name, a, node_allocs(n, per_node, 0, a));
+	}
+	cache_unlock(c);
+	malloc_trim(0);
+	double rss = rss_of(getpid()) - rss0;
+
+	struct api_resources res;
+	api_resources_default(&res);
+	struct extender_opts o = { .cache = c, .res = &res, .default_policy = POLICY_BINPACK,
+				   .bind = extender_bind_local, .bind_ctx = c };
+	struct extender *x = extender_new(&o);
+	char *all = make_args(nodes, "uid-bench"), *window[10];
+	int tenth = nodes / 10 > 100 ? nodes / 10 : 100;
+	for (int k = 0; k < 10; k++)
+		window[k] = make_args_window(nodes, k * (nodes / 10), tenth, "uid-bench");
+	struct stats every, some;
+	time_pairs(x, &all, 1, iters, &every);
+	time_pairs(x, window, 10, iters * 10, &some);
+
+	/* ledger events: one node's allocations replaced (one more, then as before), published */
+	int events = 400;
+	double *lat = malloc((size_t)events * sizeof(*lat));
+	for (int i = 0; i < events; i++) {
+		int n = (i / 2 * 7919) % nodes;
+		snprintf(name, sizeof(name), "node-%05d", n);
+		int na = node_allocs(n, per_node, (i + 1) % 2, a);
+		double t = now_s();
+		cache_lock(c);
+		cache_set_allocs(c, name, a, na);
+		cache_unlock(c);
+		lat[i] = now_s() - t;
+	}
+	struct stats ev;
+	summarize(lat, events, 1, &ev);
+	printf("%-6d %8d %8.1f | %9.3f %9.3f | %6d %9.3f %9.3f | %9.3f %9.3f\n", nodes, nodes * per_node, rss,
+	       every.p50, every.p99, tenth, some.p50, some.p99, ev.p50, ev.p99);
+	free(lat);
+	for (int k = 0; k < 10; k++)
+		free(window[k]);
+	free(all);
+	free(a);
+	extender_free(x);
+	cache_free(c);
+}
+
+static void scale(int only_nodes, int per_node, int iters_override)
+{
+	static const int sizes[] = { 5000, 20000, 65000 };
+	printf("scale, in-process: %d shared allocations per node (8 GPUs, few states), policy %s\n\n", per_node,
+	       bench_policy);
+	printf("%-6s %8s %8s | %19s | %26s | %19s\n", "", "", "cache", "every node named", "10 % of the nodes named",
+	       "one ledger event");
+	printf("%-6s %8s %8s | %9s %9s | %6s %9s %9s | %9s %9s\n", "nodes", "allocs", "RSS MiB", "p50 ms", "p99 ms",
+	       "named", "p50 ms", "p99 ms", "p50 ms", "p99 ms");
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		int nodes = only_nodes ? only_nodes : sizes[k];
+		scale_row(nodes, per_node, iters_override ? iters_override : nodes >= 65000 ? 40 : nodes >= 20000 ? 100 : 300);
+		if (only_nodes)
+			break;
+	}
+	printf("\ngoals: filter+prioritize p99 under 10 ms at 65000 nodes; RSS under 64 MiB at 5000 nodes with 40k "
+	       "allocations, under 256 MiB at 65000\n");
+}
+
 static void usage(void)
 {
-	fprintf(stderr, "usage: bench [--extender PATH] [--nodes N] [--iters N] [--policy NAME] [--in-process]\n");
+	fprintf(stderr, "usage: bench [--extender PATH] [--nodes N] [--iters N] [--policy NAME] [--in-process]\n"
+			"       bench --scale [--allocs PER_NODE] [--nodes N] [--iters N] [--policy NAME]\n");
 	exit(2);
 }
 
@@ -391,10 +535,13 @@ int main(int argc, char **argv)
 {
 	const char *extender = "build/gpu-extender";
 	int only_nodes = 0, iters_override = 0;
-	bool in_process_only = false;
+	bool in_process_only = false, scale_only = false;
+	int per_node = 8;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--in-process"))
 			in_process_only = true;
+		else if (!strcmp(argv[i], "--scale"))
+			scale_only = true;
 		else if (i + 1 >= argc)
 			usage();
 		else if (!strcmp(argv[i], "--extender"))
@@ -405,11 +552,18 @@ int main(int argc, char **argv)
 			iters_override = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--policy"))
 			bench_policy = argv[++i];
+		else if (!strcmp(argv[i], "--allocs"))
+			per_node = atoi(argv[++i]);
 		else
 			usage();
 	}
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	jsonarena_install();
+	if (scale_only) {
+		scale(only_nodes, per_node, iters_override);
+		curl_global_cleanup();
+		return 0;
+	}
 	/* Cluster sizes; the last, starred, has every node in a state of its own. */
 	static const struct { int nodes; bool distinct; } runs[] = {
 		{ 100, false }, { 1000, false }, { 5000, false }, { 5000, true },

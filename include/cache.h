@@ -57,6 +57,7 @@ struct cache_node {
 	struct alloc *allocs;
 	void *cold;                /* the block with strings, labels, allocations */
 	void *info;                /* the devices' strings: shared with the node's writer side */
+	void *block;               /* allocs, when shared with the node's writer side */
 	struct slab *slab;         /* where this (hot) block came from */
 	size_t hot_size;
 };

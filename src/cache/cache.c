@@ -23,14 +23,32 @@ static void info_release(struct info_block *b)
 		free(b);
 }
 
+/*
+ * A node's allocations as its ledger has them. A view shares the block with
+ * the writer side (one copy a node, not two: 664 bytes an allocation); the
+ * writer copies it before changing a block a view holds.
+ */
+struct alloc_block {
+	atomic_int refs;
+	int cap;
+	struct alloc a[];
+};
+
+static void alloc_block_release(struct alloc_block *b)
+{
+	if (b && atomic_fetch_sub(&b->refs, 1) == 1)
+		free(b);
+}
+
 /* Writer-side state of one node: the inputs its view is built from. */
 struct node_src {
 	char *name;
 	struct gpu_node *node;     /* from the Node object: labels */
 	struct gpu_node *gpus;     /* from the GpuNodeStatus: devices, islands; its info is info->info */
 	struct info_block *info;
+	struct alloc_block *block; /* the allocations: allocs = block->a */
 	struct alloc *allocs;
-	int nallocs, alloc_cap;
+	int nallocs;
 	struct alloc *assumed;     /* binds in flight (cache_assume) */
 	int nassumed, assumed_cap;
 	struct cache_node *view;   /* built from the above; NULL when stale */
@@ -76,6 +94,7 @@ static void view_release(struct cache_node *v)
 	/* A view is two blocks (view_build): the hot one and v->cold. */
 	if (v && atomic_fetch_sub(&v->refs, 1) == 1) {
 		info_release(v->info);
+		alloc_block_release(v->block);
 		free(v->cold);
 		slab_release(v->slab, v, v->hot_size);
 	}
@@ -153,7 +172,9 @@ static struct cache_node *view_layout(struct arena *hot, struct arena *cold, con
 	int nallocs = s->nallocs;
 	for (int i = 0; i < s->nassumed; i++)
 		nallocs += assumed_counts(s, &s->assumed[i]);
-	struct alloc *allocs = arena_take(cold, (size_t)nallocs * sizeof(*allocs), 8);
+	/* The writer's block as is, unless binds in flight add to it: then a copy. */
+	bool own = nallocs > s->nallocs;
+	struct alloc *allocs = own ? arena_take(cold, (size_t)nallocs * sizeof(*allocs), 8) : s->allocs;
 	for (int i = 0; i < nlabels; i++) {
 		char *k = arena_str(cold, l->labels[i].key), *val = arena_str(cold, l->labels[i].value);
 		if (labels) {
@@ -187,11 +208,16 @@ static struct cache_node *view_layout(struct arena *hot, struct arena *cold, con
 		memcpy(dev, g->dev, (size_t)ndev * sizeof(*dev));
 	if (nisland)
 		memcpy(islands, g->islands, (size_t)nisland * sizeof(*islands));
-	if (s->nallocs)
-		memcpy(allocs, s->allocs, (size_t)s->nallocs * sizeof(*allocs));
-	for (int i = 0, k = s->nallocs; i < s->nassumed; i++)
-		if (assumed_counts(s, &s->assumed[i]))
-			allocs[k++] = s->assumed[i];
+	if (own) {
+		if (s->nallocs)
+			memcpy(allocs, s->allocs, (size_t)s->nallocs * sizeof(*allocs));
+		for (int i = 0, k = s->nallocs; i < s->nassumed; i++)
+			if (assumed_counts(s, &s->assumed[i]))
+				allocs[k++] = s->assumed[i];
+	} else if (s->block) {
+		v->block = s->block;
+		atomic_fetch_add(&s->block->refs, 1);
+	}
 	v->node = n;
 	v->allocs = allocs;
 	v->nallocs = nallocs;
@@ -381,7 +407,7 @@ static void src_free(struct node_src *s)
 {
 	gpu_node_free(s->node);
 	src_set_gpus(s, NULL);
-	free(s->allocs);
+	alloc_block_release(s->block);
 	free(s->assumed);
 	view_release(s->view);
 	free(s->name);
@@ -513,18 +539,38 @@ static int allocs_reserve(struct alloc **arr, int *have, int n)
 	return 0;
 }
 
+/* Room for n allocations in a block of s's own (no view holds it); -1: out of memory. */
 static int src_reserve(struct node_src *s, int n)
 {
-	return allocs_reserve(&s->allocs, &s->alloc_cap, n);
+	struct alloc_block *b = s->block;
+	if (b && n <= b->cap && atomic_load(&b->refs) == 1)
+		return 0;
+	int cap = b ? b->cap : 4;
+	while (cap < n)
+		cap *= 2;
+	struct alloc_block *nb = malloc(sizeof(*nb) + (size_t)cap * sizeof(nb->a[0]));
+	if (!nb)
+		return -1;
+	atomic_init(&nb->refs, 1);
+	nb->cap = cap;
+	if (s->nallocs)
+		memcpy(nb->a, s->allocs, (size_t)s->nallocs * sizeof(nb->a[0]));
+	alloc_block_release(b);
+	s->block = nb;
+	s->allocs = nb->a;
+	return 0;
 }
 
-static void src_remove_alloc_at(struct cache *c, struct node_src *s, int i)
+static int src_remove_alloc_at(struct cache *c, struct node_src *s, int i)
 {
+	if (src_reserve(s, s->nallocs))
+		return -1;
 	/* The index keeps the pod's newest record; an older one elsewhere leaves it. */
 	if (strmap_get(&c->owners, s->allocs[i].uid) == s)
 		strmap_del(&c->owners, s->allocs[i].uid);
 	s->allocs[i] = s->allocs[--s->nallocs];
 	src_touch(c, s);
+	return 0;
 }
 
 bool cache_remove_alloc(struct cache *c, const char *uid, const char *node)
@@ -534,7 +580,8 @@ bool cache_remove_alloc(struct cache *c, const char *uid, const char *node)
 		return false;
 	for (int i = 0; i < s->nallocs; i++) {
 		if (!strcmp(s->allocs[i].uid, uid)) {
-			src_remove_alloc_at(c, s, i);
+			if (src_remove_alloc_at(c, s, i))
+				return false;   /* out of memory: kept */
 			src_maybe_drop(c, s);
 			return true;
 		}
@@ -561,7 +608,8 @@ int cache_set_allocs(struct cache *c, const char *name, const struct alloc *a, i
 	if (!s)
 		return n > 0 ? -1 : 0;
 	while (s->nallocs)
-		src_remove_alloc_at(c, s, s->nallocs - 1);
+		if (src_remove_alloc_at(c, s, s->nallocs - 1))
+			return -1;
 	int rc = 0;
 	for (int i = 0; i < n && !rc; i++) {
 		/*
@@ -662,8 +710,8 @@ static bool sweep_src(struct cache *c, struct node_src *s, enum cache_kind k)
 	} else if (k == CACHE_GPUS && s->gpus) {
 		src_set_gpus(s, NULL);
 	} else if (k == CACHE_ALLOCS && s->nallocs) {
-		while (s->nallocs)
-			src_remove_alloc_at(c, s, s->nallocs - 1);
+		while (s->nallocs && !src_remove_alloc_at(c, s, s->nallocs - 1))
+			;
 	} else {
 		return false;
 	}
