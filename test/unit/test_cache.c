@@ -321,6 +321,100 @@ static void *reader(void *arg)
 	return NULL;
 }
 
+/*
+ * A publish patches the nodes that changed into a copy of the last snapshot,
+ * or rebuilds it when nodes come or go. Random edits against a model: every
+ * snapshot has exactly the visible nodes, each with its allocations, found
+ * through the index; a snapshot held meanwhile does not change.
+ */
+static void test_publish_patches_or_rebuilds(void **state)
+{
+	(void)state;
+	enum { NODES = 48, STEPS = 3000, HELD = 4 };
+	struct cache *c = cache_new();
+	bool has_node[NODES] = { false }, has_gpus[NODES] = { false };
+	int nallocs[NODES] = { 0 };
+	struct snapshot *held[HELD] = { NULL };
+	size_t held_n[HELD] = { 0 };
+	int held_allocs[HELD][NODES];
+	unsigned seed = 7;
+	char name[32], uid[32];
+	int next_pod = 0;
+	for (int step = 0; step < STEPS; step++) {
+		cache_lock(c);
+		for (int op = rand_r(&seed) % 4; op >= 0; op--) {
+			int n = rand_r(&seed) % NODES;
+			snprintf(name, sizeof(name), "node-%02d", n);
+			switch (rand_r(&seed) % 6) {
+			case 0:
+				assert_int_equal(cache_set_gpus(c, name, has_gpus[n] ? NULL : devices(name, 8)), 0);
+				has_gpus[n] = !has_gpus[n];
+				break;
+			case 1:
+				assert_int_equal(cache_set_node(c, name, has_node[n] ? NULL : tu_node(name, 0, GPU_VENDOR_NVIDIA, "", 0)), 0);
+				has_node[n] = !has_node[n];
+				break;
+			case 2:
+			case 3: {
+				snprintf(uid, sizeof(uid), "pod-%d", next_pod++);
+				struct alloc a = make_alloc(uid, nallocs[n] % 8);
+				assert_int_equal(cache_add_alloc(c, name, &a), 0);
+				nallocs[n]++;
+				break;
+			}
+			case 4: {
+				struct alloc none;
+				assert_int_equal(cache_set_allocs(c, name, &none, 0), 0);
+				nallocs[n] = 0;
+				break;
+			}
+			default:
+				break;     /* a lock with nothing changed */
+			}
+		}
+		cache_unlock(c);
+		struct snapshot *s = cache_acquire(c);
+		size_t visible = 0;
+		for (int n = 0; n < NODES; n++) {
+			snprintf(name, sizeof(name), "node-%02d", n);
+			const struct cache_node *cn = snapshot_find(s, name);
+			if (!has_node[n] && !has_gpus[n]) {
+				assert_null(cn);
+				continue;
+			}
+			visible++;
+			assert_non_null(cn);
+			assert_string_equal(cn->node->name, name);
+			assert_int_equal(cn->has_gns, has_gpus[n]);
+			assert_int_equal(cn->nallocs, nallocs[n]);
+		}
+		assert_int_equal(s->n, visible);
+		/* Held snapshots stay as they were when taken. */
+		int h = step % HELD;
+		for (int k = 0; k < HELD; k++) {
+			if (!held[k])
+				continue;
+			assert_int_equal(held[k]->n, held_n[k]);
+			for (int n = 0; n < NODES; n++) {
+				snprintf(name, sizeof(name), "node-%02d", n);
+				const struct cache_node *cn = snapshot_find(held[k], name);
+				assert_int_equal(cn ? cn->nallocs : -1, held_allocs[k][n]);
+			}
+		}
+		snapshot_release(held[h]);
+		held[h] = s;
+		held_n[h] = s->n;
+		for (int n = 0; n < NODES; n++) {
+			snprintf(name, sizeof(name), "node-%02d", n);
+			const struct cache_node *cn = snapshot_find(s, name);
+			held_allocs[h][n] = cn ? cn->nallocs : -1;
+		}
+	}
+	for (int k = 0; k < HELD; k++)
+		snapshot_release(held[k]);
+	cache_free(c);
+}
+
 static void test_concurrent_readers_and_writers(void **state)
 {
 	(void)state;
@@ -364,6 +458,7 @@ int main(void)
 		cmocka_unit_test(test_shared_allocation_usage),
 		cmocka_unit_test(test_relist_sweeps_what_was_not_seen),
 		cmocka_unit_test(test_gpuclaims),
+		cmocka_unit_test(test_publish_patches_or_rebuilds),
 		cmocka_unit_test(test_concurrent_readers_and_writers),
 	};
 	return cmocka_run_group_tests_name("cache", tests, NULL, NULL);
