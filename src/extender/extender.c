@@ -699,17 +699,24 @@ void extender_prioritize(void *ctx, const struct http_request *req, struct http_
 	/* Each name comes back with 23 bytes of {"Host":,"Score":10}: one allocation. */
 	buf_reserve(out, req->body_len + (size_t)a.n * 23 + 64);
 	buf_addc(out, '[');
+	bool first = true;
 	for (int i = 0; i < a.n; i++) {
-		/* Scores are 0..10: two digits by hand, not printf for every node. */
+		/* A node left out gets 0 from an extender: the scheduler encodes and
+		 * decodes in its serial cycle only the nodes that score (binpack on a
+		 * filling cluster: a few of hundreds). */
+		if (score[i] <= 0)
+			continue;
+		/* Scores are 1..10: two digits by hand, not printf for every node. */
 		char tail[16] = ",\"Score\":";
 		size_t t = strlen(tail);
 		if (score[i] >= 10)
 			tail[t++] = (char)('0' + score[i] / 10);
 		tail[t++] = (char)('0' + score[i] % 10);
 		tail[t++] = '}';
-		buf_adds(out, i ? ",{\"Host\":" : "{\"Host\":");
+		buf_adds(out, first ? "{\"Host\":" : ",{\"Host\":");
 		add_name(out, &a, i);
 		buf_add(out, tail, t);
+		first = false;
 	}
 	if (buf_adds(out, "]\n"))
 		httpd_error(resp, 500, "reply too large");
