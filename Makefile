@@ -133,6 +133,8 @@ e2e: all
 
 bench: $(BUILD)/gpu-extender $(BUILD)/bench | $(TEST_DEPS_STAMP)
 	@$(BUILD)/bench --extender $(BUILD)/gpu-extender
+	@echo
+	@$(BUILD)/bench --scale
 
 bench-e2e: all
 	@bench/e2e.sh --extender $(BUILD)/gpu-extender $(BENCH_E2E_ARGS)
