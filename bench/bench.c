@@ -404,8 +404,7 @@ static int node_allocs(int node, int per_node, int extra, struct alloc *out)
 		struct alloc *a = &out[k];
 		memset(a, 0, sizeof(*a));
 		snprintf(a->uid, sizeof(a->uid), "00000000-0000-0000-%04d-%012d", k, node);
-		snprintf(a->ns, sizeof(a->ns), "ml");
-		snprintf(a->name, sizeof(a->name), "job-%05d-%d", node, k);
+		snprintf(a->pod, sizeof(a->pod), "ml/job-%05d-%d", node, k);
 		a->mode = CLAIM_SHARED;
 		a->mem_mib = 8000;
 		a->core = 100;

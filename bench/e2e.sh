@@ -2,7 +2,7 @@
 # make bench-e2e: GPU pods per second that a real kube-scheduler places on a
 # real API server, alone and with the extender in the loop, in one run.
 #
-#   bench/e2e.sh [--nodes 1000] [--pods 2000] [--extender PATH] [--baseline-extender PATH] [--only ROWS]
+#   bench/e2e.sh [--nodes 1000] [--pods 2000] [--extender PATH] [--baseline-extender PATH] [--replicas] [--only ROWS]
 #   bench/e2e.sh --cold-start [--nodes 5000] [--extender PATH] [--baseline-extender PATH]
 #   bench/e2e.sh --sustained SECONDS [--nodes 1000] [--pods 400] [--extender PATH]
 #
@@ -15,6 +15,8 @@
 #   extender   kube-scheduler with the extender (filter, prioritize, bind through
 #              the ledgers); the pods ask for gpu.scheduling/gpu
 #   baseline   the same with --baseline-extender (another build), when given
+#   proxy-1    with --replicas: the extender behind a TCP proxy (test/e2e/faultproxy.py)
+#   proxy-2    two extender replicas behind it, each new connection to the next
 # Both schedulers talk to the API server with qps and burst 5000. Each row also
 # prints the API server's write requests per pod during the row, the
 # scheduler's mean scheduling attempt (scheduling and binding), the extender's
@@ -35,7 +37,7 @@
 # last rounds (from /metrics), are printed: a leak or a drift shows there.
 set -u
 cd "$(dirname "$0")/.."
-NODES=1000 PODS=2000 EXT=$PWD/build/gpu-extender BASE="" ONLY="" COLD="" SUSTAIN=""
+NODES=1000 PODS=2000 EXT=$PWD/build/gpu-extender BASE="" ONLY="" COLD="" SUSTAIN="" REPLICAS=""
 while (($#)); do
   case $1 in
     --nodes) NODES=$2; shift 2 ;;
@@ -43,9 +45,10 @@ while (($#)); do
     --extender) EXT=$(realpath "$2"); shift 2 ;;
     --baseline-extender) BASE=$(realpath "$2"); shift 2 ;;
     --only) ONLY=$2; shift 2 ;;
+    --replicas) REPLICAS=1; shift ;;
     --cold-start) COLD=1; shift ;;
     --sustained) SUSTAIN=$2; shift 2 ;;
-    *) echo "usage: bench/e2e.sh [--nodes N] [--pods N] [--extender PATH] [--baseline-extender PATH] [--only ROWS]" \
+    *) echo "usage: bench/e2e.sh [--nodes N] [--pods N] [--extender PATH] [--baseline-extender PATH] [--replicas] [--only ROWS]" \
          "| --cold-start [--nodes N] | --sustained SECONDS [--nodes N] [--pods N]" >&2; exit 2 ;;
   esac
 done
@@ -84,12 +87,24 @@ cpu_s() { ps -C "$1" -o times= | awk '{ s += $1 } END { print s + 0 }'; }
 CPU_OF=(kube-apiserver etcd kube-scheduler gpu-extender)
 
 ROWS=()
-run_row() {  # LABEL RESOURCE [EXTENDER_BINARY]
-  local label=$1 resource=$2 bin=${3:-} ns=bench-$1 url="" ext_metrics=""
+# run_row LABEL RESOURCE [EXTENDER_BINARY [REPLICAS]]: with REPLICAS, that many
+# extenders behind test/e2e/faultproxy.py, which hands each new connection to
+# the next one in turn (a Service in front of replicas).
+run_row() {
+  local label=$1 resource=$2 bin=${3:-} replicas=${4:-0} ns=bench-$1 url="" ext_metrics="" urls=() ups=() k
   cluster_ensure_namespace "$ns" >/dev/null || fail "namespace $ns"
-  if [[ -n $bin ]]; then
+  if [[ -n $bin ]] && ((replicas)); then
+    for ((k = 1; k <= replicas; k++)); do
+      E2E_EXTENDER=$bin e2e_start_extender "ext-$label-$k" || fail "extender $label-$k did not become ready"
+      urls+=("$E2E_URL") ups+=(--upstream "${E2E_URL#http://}")
+    done
+    cluster_spawn "proxy-$label" python3 test/e2e/faultproxy.py --listen 127.0.0.1:0 "${ups[@]}" \
+      --port-file "$CLUSTER_DIR/proxy-$label.port"
+    cluster_wait 10 "proxy-$label listening" test -s "$CLUSTER_DIR/proxy-$label.port" || fail "proxy $label"
+    url=http://127.0.0.1:$(cat "$CLUSTER_DIR/proxy-$label.port")
+  elif [[ -n $bin ]]; then
     E2E_EXTENDER=$bin e2e_start_extender "ext-$label" || fail "extender $label did not become ready"
-    url=$E2E_URL
+    url=$E2E_URL urls=("$url")
   fi
   load pods "$ns" "$PODS" "$resource" "sched-$label" || fail "creating the pods failed"
   local out=$CLUSTER_DIR/watch-$label.json
@@ -107,9 +122,14 @@ run_row() {  # LABEL RESOURCE [EXTENDER_BINARY]
   for i in "${!CPU_OF[@]}"; do cpu+="${cpu:+/}$(( $(cpu_s "${CPU_OF[$i]}") - ${cpu0[$i]} ))"; done
   port=$(cluster_scheduler_port "sched-$label")
   sched_metrics=$(kubectl --server="https://127.0.0.1:$port" --insecure-skip-tls-verify=true get --raw /metrics 2>/dev/null)
-  [[ -n $url ]] && ext_metrics=$(curl -sf "$url/metrics")
+  for k in "${urls[@]}"; do ext_metrics+=$(curl -sf "$k/metrics")$'\n'; done   # replicas: summed
   cluster_stop_scheduler "sched-$label"
-  [[ -n $bin ]] && cluster_kill "ext-$label"
+  if ((replicas)); then
+    cluster_kill "proxy-$label"
+    for ((k = 1; k <= replicas; k++)); do cluster_kill "ext-$label-$k"; done
+  elif [[ -n $bin ]]; then
+    cluster_kill "ext-$label"
+  fi
   local rate bound
   read -r rate bound < <(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%.1f" % r.get("rate", 0), r["bound"])' "$out")
   local refused conflicts
@@ -122,7 +142,7 @@ run_row() {  # LABEL RESOURCE [EXTENDER_BINARY]
     "$(metric_mean "$ext_metrics" gpu_extender_request_duration_seconds 'verb="filter"')" \
     "$(metric_mean "$ext_metrics" gpu_extender_request_duration_seconds 'verb="prioritize"')" \
     "$(metric_mean "$ext_metrics" gpu_extender_request_duration_seconds 'verb="bind"')" "$refused" "$conflicts" "$cpu")")
-  eval "RATE_${label}=$rate"
+  eval "RATE_${label//-/_}=$rate"
   # The next row starts on empty nodes.
   kubectl delete pods --all -n "$ns" --grace-period=0 --force --wait=false >/dev/null 2>&1
 }
@@ -210,9 +230,13 @@ if [[ -n $SUSTAIN ]]; then
 fi
 
 want() { [[ -z $ONLY || ,$ONLY, == *,$1,* ]]; }
-RATE_plain=0 RATE_extender=0 RATE_baseline=0
+RATE_plain=0 RATE_extender=0 RATE_baseline=0 RATE_proxy_1=0 RATE_proxy_2=0
 want plain && run_row plain example.com/gpu
 want extender && run_row extender gpu.scheduling/gpu "$EXT"
+if [[ -n $REPLICAS ]]; then
+  want proxy-1 && run_row proxy-1 gpu.scheduling/gpu "$EXT" 1
+  want proxy-2 && run_row proxy-2 gpu.scheduling/gpu "$EXT" 2
+fi
 [[ -n $BASE ]] && want baseline && run_row baseline gpu.scheduling/gpu "$BASE"
 
 echo
@@ -222,5 +246,8 @@ printf '%s\n' "${ROWS[@]}"
 echo
 awk -v p="$RATE_plain" -v e="$RATE_extender" 'BEGIN { if (p > 0) printf "extender / plain: %.2f\n", e / p }'
 [[ -n $BASE ]] && awk -v p="$RATE_plain" -v e="$RATE_baseline" 'BEGIN { if (p > 0) printf "baseline / plain: %.2f\n", e / p }'
+[[ -n $REPLICAS ]] && awk -v p="$RATE_plain" -v a="${RATE_proxy_1:-0}" -v b="${RATE_proxy_2:-0}" 'BEGIN {
+  if (p > 0) printf "proxy-1 / plain: %.2f\nproxy-2 / plain: %.2f\n", a / p, b / p
+  if (a > 0) printf "two replicas / one (both behind the proxy): %.2f\n", b / a }'
 cluster_down >/dev/null 2>&1
 exit 0

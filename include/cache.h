@@ -26,8 +26,7 @@
 /* One pod's reservation of devices on one node. */
 struct alloc {
 	char uid[64];
-	char ns[64];
-	char name[254];
+	char pod[64];              /* "namespace/name", for display: cut at 63 bytes (the ledger has it whole) */
 	enum claim_mode mode;
 	uint32_t mem_mib;          /* shared: per device */
 	uint32_t core;             /* shared: milli-GPU per device */
@@ -36,6 +35,8 @@ struct alloc {
 	int64_t since;             /* unix seconds when reserved */
 };
 
+/* Sets a->pod from the pod's namespace and name. */
+void alloc_set_pod(struct alloc *a, const char *ns, const char *name);
 /* "0,1" of a's ids. */
 void alloc_ids(const struct alloc *a, char *out, size_t size);
 /* Adds / removes a's usage on the devices of n (ids n lacks are skipped). */

@@ -29,17 +29,23 @@
 #define LEDGER_NAME_MAX 254
 
 /*
- * One reservation in a ledger: the allocation plus the GpuClaim to keep
- * current. A gang's place (reserved for a member not bound yet) is an entry
- * of its own: a.uid "gang-<hash>-<n>", a.name the gang; a member bound into
- * it keeps the gang's name. Places unused gang_timeout_s after a.since go.
+ * One reservation in a ledger: the allocation, the pod's namespace and name
+ * whole, and the GpuClaim to keep current. A gang's place (reserved for a
+ * member not bound yet) is an entry of its own: a.uid "gang-<hash>-<n>",
+ * name the gang; a member bound into it keeps the gang's name. Places
+ * unused gang_timeout_s after a.since go.
  */
 struct ledger_entry {
 	struct alloc a;
-	char claim[254];          /* GpuClaim name in a.ns, or "" */
-	char gang[128];           /* gang name in a.ns, or "" */
+	char ns[64];
+	char name[LEDGER_NAME_MAX];
+	char claim[254];          /* GpuClaim name in ns, or "" */
+	char gang[128];           /* gang name in ns, or "" */
 	int gang_timeout_s;       /* places: how long they are kept */
 };
+
+/* Sets e's namespace and pod (or gang) name, and its allocation's display name. */
+void ledger_entry_set_pod(struct ledger_entry *e, const char *ns, const char *name);
 
 #define LEDGER_PLACE_PREFIX "gang-"
 /* Whether e is a gang's place rather than a pod's reservation. */

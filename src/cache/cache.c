@@ -83,6 +83,11 @@ struct cache {
 	uint64_t gen[CACHE_KINDS];    /* current relist generation per kind */
 };
 
+void alloc_set_pod(struct alloc *a, const char *ns, const char *name)
+{
+	snprintf(a->pod, sizeof(a->pod), "%s/%s", ns, name);
+}
+
 void alloc_ids(const struct alloc *a, char *out, size_t size)
 {
 	size_t len = 0;

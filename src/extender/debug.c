@@ -69,7 +69,8 @@ static void write_node(struct buf *out, const struct cache_node *cn)
 		char ids[256];
 		alloc_ids(a, ids, sizeof(ids));
 		buf_adds(out, i ? ",{\"pod\":" : "{\"pod\":");
-		buf_printf(out, "\"%s/%s\",\"uid\":", a->ns, a->name);
+		buf_add_json_str(out, a->pod);
+		buf_adds(out, ",\"uid\":");
 		buf_add_json_str(out, a->uid);
 		buf_printf(out, ",\"devices\":\"%s\",\"mode\":\"%s\",\"memoryMiB\":%u,\"corePercent\":%.1f,\"since\":%lld}",
 			   ids, claim_mode_name(a->mode),

@@ -735,8 +735,7 @@ void bind_alloc(struct alloc *a, const struct bind_request *req, const struct gp
 	const struct claim *c = req->claim;
 	memset(a, 0, sizeof(*a));
 	snprintf(a->uid, sizeof(a->uid), "%s", req->uid);
-	snprintf(a->ns, sizeof(a->ns), "%s", req->ns);
-	snprintf(a->name, sizeof(a->name), "%s", req->name);
+	alloc_set_pod(a, req->ns, req->name);
 	a->since = (int64_t)time(NULL);
 	a->mode = c->mode;
 	a->mem_mib = c->mode == CLAIM_SHARED ? c->mem_mib : 0;

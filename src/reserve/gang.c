@@ -32,7 +32,7 @@ struct gang_view {
 
 static bool in_gang(const struct ledger_entry *e, const char *ns, const char *gang)
 {
-	return e->gang[0] && !strcmp(e->gang, gang) && !strcmp(e->a.ns, ns);
+	return e->gang[0] && !strcmp(e->gang, gang) && !strcmp(e->ns, ns);
 }
 
 static int view_add_node(struct gang_view *v, const char *node)
@@ -414,6 +414,7 @@ static int edit_places(void *ctx, struct ledger *l, char *err, size_t errlen)
 		struct ledger_entry *e = &p->made[k];
 		memset(e, 0, sizeof(*e));
 		bind_alloc(&e->a, &req, n, &f);
+		ledger_entry_set_pod(e, req.ns, req.name);
 		snprintf(e->claim, sizeof(e->claim), "%s", p->c->gpuclaim);
 		snprintf(e->gang, sizeof(e->gang), "%s", p->gang);
 		e->gang_timeout_s = p->timeout;

@@ -112,6 +112,13 @@ void ledger_microtime(char *out, size_t size)
 	snprintf(out, size, "%s.%06ldZ", base, (long)tv.tv_usec);
 }
 
+void ledger_entry_set_pod(struct ledger_entry *e, const char *ns, const char *name)
+{
+	snprintf(e->ns, sizeof(e->ns), "%s", ns);
+	snprintf(e->name, sizeof(e->name), "%s", name);
+	alloc_set_pod(&e->a, ns, name);
+}
+
 static int decode_entry(const cJSON *j, struct ledger_entry *e, char *err, size_t errlen)
 {
 	memset(e, 0, sizeof(*e));
@@ -123,8 +130,7 @@ static int decode_entry(const cJSON *j, struct ledger_entry *e, char *err, size_
 		return -1;
 	}
 	snprintf(e->a.uid, sizeof(e->a.uid), "%s", uid);
-	snprintf(e->a.ns, sizeof(e->a.ns), "%s", ns);
-	snprintf(e->a.name, sizeof(e->a.name), "%s", pod);
+	ledger_entry_set_pod(e, ns, pod);
 	if (claim)
 		snprintf(e->claim, sizeof(e->claim), "%s", claim);
 	if (gang)
@@ -202,9 +208,9 @@ static int encode_list(const struct ledger *l, struct buf *out)
 		buf_adds(out, i ? ",{\"uid\":" : "{\"uid\":");
 		buf_add_json_str(out, e->a.uid);
 		buf_adds(out, ",\"namespace\":");
-		buf_add_json_str(out, e->a.ns);
+		buf_add_json_str(out, e->ns);
 		buf_adds(out, ",\"pod\":");
-		buf_add_json_str(out, e->a.name);
+		buf_add_json_str(out, e->name);
 		if (e->claim[0]) {
 			buf_adds(out, ",\"claim\":");
 			buf_add_json_str(out, e->claim);
@@ -263,7 +269,7 @@ int ledger_encode_reservation(const struct ledger_entry *e, const char *node, st
 	buf_adds(out, "{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\",\"metadata\":{\"name\":");
 	buf_add_json_str(out, name);
 	buf_adds(out, ",\"namespace\":");
-	buf_add_json_str(out, e->a.ns);
+	buf_add_json_str(out, e->ns);
 	buf_adds(out, ",\"labels\":{\"" RESERVATION_LABEL "\":\"true\"},\"annotations\":{\"" LEDGER_ANN_NODE "\":");
 	buf_add_json_str(out, node);
 	buf_adds(out, ",\"" ANN_ALLOCATED "\":");
@@ -271,12 +277,12 @@ int ledger_encode_reservation(const struct ledger_entry *e, const char *node, st
 	snprintf(alloc, sizeof(alloc), "%s:%s", node, ids);
 	buf_add_json_str(out, alloc);
 	buf_adds(out, "},\"ownerReferences\":[{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"name\":");
-	buf_add_json_str(out, e->a.name);
+	buf_add_json_str(out, e->name);
 	buf_adds(out, ",\"uid\":");
 	buf_add_json_str(out, e->a.uid);
 	buf_adds(out, "}]},\"spec\":{\"holderIdentity\":");
 	char who[320];
-	snprintf(who, sizeof(who), "%s/%s", e->a.ns, e->a.name);
+	snprintf(who, sizeof(who), "%s/%s", e->ns, e->name);
 	buf_add_json_str(out, who);
 	buf_printf(out, ",\"acquireTime\":\"%s\",\"renewTime\":\"%s\"}}", now, now);
 	return out->len ? 0 : -1;

@@ -134,8 +134,7 @@ static int edit_repair(void *ctx, struct ledger *l, char *err, size_t errlen)
 	struct ledger_entry e;
 	memset(&e, 0, sizeof(e));
 	snprintf(e.a.uid, sizeof(e.a.uid), "%s", p->uid);
-	snprintf(e.a.ns, sizeof(e.a.ns), "%s", p->ns);
-	snprintf(e.a.name, sizeof(e.a.name), "%s", p->pod);
+	ledger_entry_set_pod(&e, p->ns, p->pod);
 	snprintf(e.claim, sizeof(e.claim), "%s", p->gpuclaim);
 	e.a.mode = p->mode;
 	e.a.mem_mib = p->mode == CLAIM_SHARED ? p->mem_mib : 0;
@@ -227,8 +226,8 @@ void reserve_reap(struct reserve *r)
 			if (x) {
 				snprintf(x->node, sizeof(x->node), "%s", key);
 				snprintf(x->uid, sizeof(x->uid), "%s", e->a.uid);
-				snprintf(x->ns, sizeof(x->ns), "%s", e->a.ns);
-				snprintf(x->pod, sizeof(x->pod), "%s", e->a.name);
+				snprintf(x->ns, sizeof(x->ns), "%s", e->ns);
+				snprintf(x->pod, sizeof(x->pod), "%s", e->name);
 				snprintf(x->claim, sizeof(x->claim), "%s", e->claim);
 				x->since = e->a.since;
 			}

@@ -234,7 +234,7 @@ static int edit_remove(void *ctx, struct ledger *l, char *err, size_t errlen)
 			rc->what[k] = KEPT;         /* reserved again since the caller looked */
 			continue;
 		}
-		snprintf(rc->ns[k], sizeof(rc->ns[k]), "%s", l->e[i].a.ns);
+		snprintf(rc->ns[k], sizeof(rc->ns[k]), "%s", l->e[i].ns);
 		ledger_remove_at(l, i);
 		rc->what[k] = REMOVED;
 		removed++;
@@ -400,13 +400,13 @@ static int create_reservation(struct reserve *r, const struct ledger_entry *e, c
 	for (int attempt = 0; attempt < 3; attempt++) {
 		struct kube_response resp;
 		kube_response_init(&resp);
-		snprintf(path, sizeof(path), "/apis/coordination.k8s.io/v1/namespaces/%s/leases", e->a.ns);
+		snprintf(path, sizeof(path), "/apis/coordination.k8s.io/v1/namespaces/%s/leases", e->ns);
 		rc = kube_request(r->o.client, "POST", path, buf_cstr(&body), NULL, 10, &resp, err, errlen);
 		long status = resp.status;
 		if (!rc && status == 409) {
 			kube_response_release(&resp);
 			kube_response_init(&resp);
-			snprintf(path, sizeof(path), "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", e->a.ns, name);
+			snprintf(path, sizeof(path), "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", e->ns, name);
 			ledger_microtime(now, sizeof(now));
 			snprintf(renew, sizeof(renew), "{\"spec\":{\"renewTime\":\"%s\"}}", now);
 			rc = kube_request(r->o.client, "PATCH", path, renew, "application/merge-patch+json", 10, &resp, err,
@@ -505,11 +505,11 @@ static int edit_reserve(void *ctx, struct ledger *l, char *err, size_t errlen)
 	const struct claim *c = b->req->claim;
 	for (int k = 0; c->gang[0] && k < l->n; k++) {
 		struct ledger_entry *e = &l->e[k];
-		if (!ledger_entry_is_place(e) || strcmp(e->gang, c->gang) || strcmp(e->a.ns, b->req->ns) ||
+		if (!ledger_entry_is_place(e) || strcmp(e->gang, c->gang) || strcmp(e->ns, b->req->ns) ||
 		    e->a.mode != c->mode || (c->mode == CLAIM_EXCLUSIVE && e->a.ndev != c->count))
 			continue;
 		snprintf(e->a.uid, sizeof(e->a.uid), "%s", b->req->uid);
-		snprintf(e->a.name, sizeof(e->a.name), "%s", b->req->name);
+		ledger_entry_set_pod(e, b->req->ns, b->req->name);
 		e->a.since = (int64_t)time(NULL);
 		b->entry = *e;
 		b->took_place = true;
@@ -536,6 +536,7 @@ static int edit_reserve(void *ctx, struct ledger *l, char *err, size_t errlen)
 	}
 	memset(&b->entry, 0, sizeof(b->entry));
 	bind_alloc(&b->entry.a, b->req, n, &f);
+	ledger_entry_set_pod(&b->entry, b->req->ns, b->req->name);
 	snprintf(b->entry.claim, sizeof(b->entry.claim), "%s", b->req->claim->gpuclaim);
 	gpu_node_free(n);
 	if (ledger_add(l, &b->entry)) {
@@ -571,7 +572,7 @@ static int edit_unplace(void *ctx, struct ledger *l, char *err, size_t errlen)
 	char id[17];
 	ledger_gang_id(b->req->ns, b->req->claim->gang, id);
 	snprintf(l->e[i].a.uid, sizeof(l->e[i].a.uid), LEDGER_PLACE_PREFIX "%s-r%.8s", id, b->req->uid);
-	snprintf(l->e[i].a.name, sizeof(l->e[i].a.name), "%s", b->req->claim->gang);
+	ledger_entry_set_pod(&l->e[i], b->req->ns, b->req->claim->gang);
 	return LEDGER_WRITE;
 }
 

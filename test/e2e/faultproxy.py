@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A TCP fault proxy for test/e2e/faults.sh (python3 standard library only).
 
-  faultproxy.py --listen 127.0.0.1:0 --upstream 127.0.0.1:6443 --control FILE [--port-file F]
+  faultproxy.py --listen 127.0.0.1:0 --upstream 127.0.0.1:6443 [--upstream ...] [--control FILE] [--port-file F]
 
 Accepts connections on --listen and forwards their bytes to --upstream and
 back, unchanged: it is not an API server and does not look into the stream
@@ -20,6 +20,10 @@ certificate). Two faults:
           lowering the delay takes effect for new chunks. With "down" only,
           a request reaches the server at once and its answer waits: a cut
           then loses answers to requests that were carried out.
+
+With several --upstream, each new connection goes to the next one in turn,
+as a Service in front of replicas spreads connections (bench/e2e.sh
+--replicas puts two extenders behind it).
 
 Writes the port it listens on to --port-file (and stdout), and one line per
 event to stdout: "accepted N", "cut N connections", "delay S".
@@ -184,12 +188,12 @@ def control_loop(path):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--listen", default="127.0.0.1:0")
-    ap.add_argument("--upstream", required=True)
-    ap.add_argument("--control", required=True)
+    ap.add_argument("--upstream", required=True, action="append")
+    ap.add_argument("--control")
     ap.add_argument("--port-file")
     a = ap.parse_args()
     lhost, lport = a.listen.rsplit(":", 1)
-    uhost, uport = a.upstream.rsplit(":", 1)
+    upstreams = [u.rsplit(":", 1) for u in a.upstream]
     ls = socket.socket()
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind((lhost, int(lport)))
@@ -200,11 +204,12 @@ def main():
         with open(tmp, "w") as f:
             f.write("%d\n" % port)
         os.rename(tmp, a.port_file)
-    say("listening %s:%d upstream %s:%s" % (lhost, port, uhost, uport))
+    say("listening %s:%d upstream %s" % (lhost, port, ",".join(a.upstream)))
     # The signal only sets a flag: the control thread does the cutting.
     signal.signal(signal.SIGUSR1, lambda *_: CUT_REQUESTED.set())
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    threading.Thread(target=control_loop, args=(a.control,), daemon=True).start()
+    if a.control:
+        threading.Thread(target=control_loop, args=(a.control,), daemon=True).start()
     n = 0
     while True:
         try:
@@ -212,6 +217,7 @@ def main():
         except InterruptedError:
             continue
         try:
+            uhost, uport = upstreams[n % len(upstreams)]
             u = socket.create_connection((uhost, int(uport)), timeout=10)
             u.settimeout(None)
         except OSError as e:

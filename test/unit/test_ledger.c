@@ -14,8 +14,9 @@ static struct ledger_entry entry(const char *uid, enum claim_mode mode, int id0,
 	struct ledger_entry e;
 	memset(&e, 0, sizeof(e));
 	snprintf(e.a.uid, sizeof(e.a.uid), "%s", uid);
-	snprintf(e.a.ns, sizeof(e.a.ns), "ml");
-	snprintf(e.a.name, sizeof(e.a.name), "pod-%s", uid);
+	char pod[80];
+	snprintf(pod, sizeof(pod), "pod-%s", uid);
+	ledger_entry_set_pod(&e, "ml", pod);
 	e.a.mode = mode;
 	e.a.ndev = n;
 	for (int i = 0; i < n; i++)
