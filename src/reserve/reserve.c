@@ -362,7 +362,7 @@ void reserve_delete_reservation(struct reserve *r, const char *ns, const char *u
 	    (resp.status >= 300 && resp.status != 404 && resp.status != 409))
 		goto failed;
 	if (resp.status < 300)
-		log_info("deleted a reservation Lease", "lease=%s/%s node=%s", ns, name, node);
+		log_debug("deleted a reservation Lease", "lease=%s/%s node=%s", ns, name, node);
 	goto done;
 failed:
 	log_warn("cannot delete a reservation Lease now (the reaper will, or the garbage collector with the pod)",
