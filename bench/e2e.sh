@@ -211,11 +211,16 @@ if [[ -n $SUSTAIN ]]; then
   round 0 || fail "the first round failed"
   SUMS+=("$(sums)")
   first_use=$(usage)
-  k=1
+  k=1 curve="" minute=1
   while ((SECONDS - t0 < SUSTAIN)); do
     round "$k" || fail "round $k failed"
     SUMS+=("$(sums)")
     k=$((k + 1))
+    # RSS once a minute: whether growth levels off shows in its shape
+    if ((SECONDS - t0 >= minute * 60)); then
+      curve+="${curve:+ }$(usage | cut -d' ' -f1)"
+      minute=$((minute + 1))
+    fi
   done
   last_use=$(usage)
   w=$(( k > 5 ? k - 5 : 1 ))   # the last five rounds
@@ -225,6 +230,8 @@ if [[ -n $SUSTAIN ]]; then
   echo "| round 1 | 1 | $PODS | $r | $f | $th | $fp | $b |"
   read -r r f th <<<"$last_use"; read -r fp b <<<"$(means "${SUMS[$w]}" "${SUMS[$k]}")"
   echo "| $((SECONDS - t0)) s (means: last $((k - w)) rounds) | $k | $((k * PODS)) | $r | $f | $th | $fp | $b |"
+  echo
+  echo "RSS MiB at the end of each minute: $curve"
   cluster_down >/dev/null 2>&1
   exit 0
 fi
