@@ -91,13 +91,6 @@ static void write_inventory(const char *path, int nodes, bool distinct)
 static const char *bench_policy = "binpack";
 
 /* The filter/prioritize arguments naming count nodes from node-<first> on (wrapping at nodes). */
-static char *make_args_window(int nodes, int first, int count, const char *uid);
-
-static char *make_args(int nodes, const char *uid)
-{
-	return make_args_window(nodes, 0, nodes, uid);
-}
-
 static char *make_args_window(int nodes, int first, int count, const char *uid)
 {
 	struct buf b;
@@ -110,6 +103,11 @@ static char *make_args_window(int nodes, int first, int count, const char *uid)
 		buf_printf(&b, "%s\"node-%05d\"", n ? "," : "", (first + n) % nodes);
 	buf_adds(&b, "]}");
 	return buf_detach(&b, NULL);
+}
+
+static char *make_args(int nodes, const char *uid)
+{
+	return make_args_window(nodes, 0, nodes, uid);
 }
 
 struct stats {

@@ -46,8 +46,7 @@ struct node_src {
 	struct gpu_node *node;     /* from the Node object: labels */
 	struct gpu_node *gpus;     /* from the GpuNodeStatus: devices, islands; its info is info->info */
 	struct info_block *info;
-	struct alloc_block *block; /* the allocations: allocs = block->a */
-	struct alloc *allocs;
+	struct alloc_block *block; /* the allocations (src_allocs), nallocs of them */
 	int nallocs;
 	struct alloc *assumed;     /* binds in flight (cache_assume) */
 	int nassumed, assumed_cap;
@@ -57,6 +56,11 @@ struct node_src {
 	size_t snap_pos, index_pos;
 	uint64_t gen[CACHE_KINDS]; /* relist generation each kind was last set in */
 };
+
+static struct alloc *src_allocs(const struct node_src *s)
+{
+	return s->block ? s->block->a : NULL;
+}
 
 /* A GpuClaim object and the relist generation it was last set in. */
 struct claim_entry {
@@ -158,7 +162,7 @@ static char *arena_str(struct arena *a, const char *str)
 static bool assumed_counts(const struct node_src *s, const struct alloc *a)
 {
 	for (int i = 0; i < s->nallocs; i++)
-		if (!strcmp(s->allocs[i].uid, a->uid))
+		if (!strcmp(src_allocs(s)[i].uid, a->uid))
 			return false;
 	return true;
 }
@@ -187,7 +191,7 @@ static struct cache_node *view_layout(struct arena *hot, struct arena *cold, con
 		nallocs += assumed_counts(s, &s->assumed[i]);
 	/* The writer's block as is, unless binds in flight add to it: then a copy. */
 	bool own = nallocs > s->nallocs;
-	struct alloc *allocs = own ? arena_take(cold, (size_t)nallocs * sizeof(*allocs), 8) : s->allocs;
+	struct alloc *allocs = own ? arena_take(cold, (size_t)nallocs * sizeof(*allocs), 8) : src_allocs(s);
 	for (int i = 0; i < nlabels; i++) {
 		char *k = arena_str(cold, l->labels[i].key), *val = arena_str(cold, l->labels[i].value);
 		if (labels) {
@@ -223,7 +227,7 @@ static struct cache_node *view_layout(struct arena *hot, struct arena *cold, con
 		memcpy(islands, g->islands, (size_t)nisland * sizeof(*islands));
 	if (own) {
 		if (s->nallocs)
-			memcpy(allocs, s->allocs, (size_t)s->nallocs * sizeof(*allocs));
+			memcpy(allocs, src_allocs(s), (size_t)s->nallocs * sizeof(*allocs));
 		for (int i = 0, k = s->nallocs; i < s->nassumed; i++)
 			if (assumed_counts(s, &s->assumed[i]))
 				allocs[k++] = s->assumed[i];
@@ -646,10 +650,9 @@ static int src_reserve(struct node_src *s, int n)
 	atomic_init(&nb->refs, 1);
 	nb->cap = cap;
 	if (s->nallocs)
-		memcpy(nb->a, s->allocs, (size_t)s->nallocs * sizeof(nb->a[0]));
+		memcpy(nb->a, src_allocs(s), (size_t)s->nallocs * sizeof(nb->a[0]));
 	alloc_block_release(b);
 	s->block = nb;
-	s->allocs = nb->a;
 	return 0;
 }
 
@@ -658,9 +661,10 @@ static int src_remove_alloc_at(struct cache *c, struct node_src *s, int i)
 	if (src_reserve(s, s->nallocs))
 		return -1;
 	/* The index keeps the pod's newest record; an older one elsewhere leaves it. */
-	if (strmap_get(&c->owners, s->allocs[i].uid) == s)
-		strmap_del(&c->owners, s->allocs[i].uid);
-	s->allocs[i] = s->allocs[--s->nallocs];
+	struct alloc *a = src_allocs(s);
+	if (strmap_get(&c->owners, a[i].uid) == s)
+		strmap_del(&c->owners, a[i].uid);
+	a[i] = a[--s->nallocs];
 	src_touch(c, s);
 	return 0;
 }
@@ -671,7 +675,7 @@ bool cache_remove_alloc(struct cache *c, const char *uid, const char *node)
 	if (!s)
 		return false;
 	for (int i = 0; i < s->nallocs; i++) {
-		if (!strcmp(s->allocs[i].uid, uid)) {
+		if (!strcmp(src_allocs(s)[i].uid, uid)) {
 			if (src_remove_alloc_at(c, s, i))
 				return false;   /* out of memory: kept */
 			src_maybe_drop(c, s);
@@ -689,7 +693,7 @@ int cache_add_alloc(struct cache *c, const char *name, const struct alloc *a)
 	struct node_src *s = src_get(c, name, true);
 	if (!s || src_reserve(s, s->nallocs + 1) || strmap_put(&c->owners, a->uid, s, NULL))
 		return -1;
-	s->allocs[s->nallocs++] = *a;
+	src_allocs(s)[s->nallocs++] = *a;
 	src_touch(c, s);
 	return 0;
 }
@@ -712,7 +716,7 @@ int cache_set_allocs(struct cache *c, const char *name, const struct alloc *a, i
 		if (src_reserve(s, s->nallocs + 1) || strmap_put(&c->owners, a[i].uid, s, NULL))
 			rc = -1;
 		else
-			s->allocs[s->nallocs++] = a[i];
+			src_allocs(s)[s->nallocs++] = a[i];
 	}
 	s->gen[CACHE_ALLOCS] = c->gen[CACHE_ALLOCS];
 	src_touch(c, s);
@@ -746,8 +750,8 @@ bool cache_find_alloc(struct cache *c, const char *uid, struct alloc *out, char 
 {
 	struct node_src *s = strmap_get(&c->owners, uid);
 	for (int i = 0; s && i < s->nallocs; i++) {
-		if (!strcmp(s->allocs[i].uid, uid)) {
-			*out = s->allocs[i];
+		if (!strcmp(src_allocs(s)[i].uid, uid)) {
+			*out = src_allocs(s)[i];
 			snprintf(node, size, "%s", s->name);
 			return true;
 		}

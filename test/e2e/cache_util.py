@@ -45,6 +45,8 @@ import time
 import urllib.error
 import urllib.request
 
+from faultproxy import quiet_close   # (this directory: the fault proxy of faults.sh)
+
 
 def http_json(url, body=None, timeout=5):
     data = None if body is None else json.dumps(body).encode()
@@ -342,14 +344,7 @@ class Proxy:
         with self.lock:
             self.conns.discard(pair)
         for s in pair:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            try:
-                s.close()
-            except OSError:
-                pass
+            quiet_close(s)
 
     def serve(self, lsock):
         while True:

@@ -42,14 +42,7 @@ cd "$(dirname "$0")/../.."
 
 E2E_SCENARIOS=${FAULTS_SCENARIOS:-1 2 3 4 5}
 T_START=$SECONDS
-# Short bounds (as in reserve.sh) so that the reaper's work shows within the suite.
-BIND_TIMEOUT=5
-REAP_INTERVAL=1
-EXT_FLAGS=(--reap-interval "$REAP_INTERVAL" --bind-timeout "$BIND_TIMEOUT")
-# A reservation whose bind died is gone within this many seconds of the bind's
-# last attempt: older than bind-timeout (+1, whole seconds), the next pass
-# (a reap interval, +1 s pause after a wake-up), +1 s for the pass and for looking.
-REAP_BOUND=$((BIND_TIMEOUT + 1 + 2 * REAP_INTERVAL + 1))
+e2e_reaper_bounds 5 1      # BIND_TIMEOUT, REAP_INTERVAL, EXT_FLAGS, REAP_BOUND
 # /readyz answers 200 again within this many seconds of the fault's end (for
 # SIGTERM: of the old process's exit, the replacement's start included).
 READY_BOUND=20
@@ -79,7 +72,6 @@ PODS_N=24
 PODS_SMALL=16xgpu1,4xgpu2
 PODS_SMALL_N=20
 LOAD=test/e2e/reserve_load.py
-VERIFY=test/e2e/verify_allocations.py
 
 e2e_setup || { echo "faults: 0 passed, 1 failed (cluster setup)"; exit 1; }
 WORK=$CLUSTER_DIR/faults
@@ -101,28 +93,10 @@ pool() {
   done
 }
 
-count_bound() {  # NS
-  kubectl -n "$1" get pods -o 'jsonpath={range .items[*]}{.spec.nodeName}{"\n"}{end}' | grep -c .
-}
-all_bound() { [[ $(count_bound "$1") == "$2" ]]; }   # NS N
-some_bound() { (($(count_bound "$NS") >= $1)); }      # N: at least N pods of NS bound
+all_bound() { [[ $(e2e_count_bound "$1") == "$2" ]]; }   # NS N
+some_bound() { (($(e2e_count_bound "$NS") >= $1)); }      # N: at least N pods of NS bound
 
-snapshot() {  # DIR
-  mkdir -p "$1"
-  kubectl get lease -A -o json >"$1/leases.json" &&
-    kubectl get pods -A -o json >"$1/pods.json" &&
-    kubectl get gpunodestatuses -o json >"$1/gns.json"
-}
 
-# verify DIR [verifier flags]: snapshot now, check; the output stays in DIR/verify.txt
-verify() {
-  local d=$1; shift
-  snapshot "$d" || { echo "cannot read the cluster"; return 1; }
-  python3 "$VERIFY" --leases "$d/leases.json" --pods "$d/pods.json" --gns "$d/gns.json" "$@" >"$d/verify.txt"
-  local rc=$?
-  cat "$d/verify.txt"
-  return $rc
-}
 leaked_in() { grep -cE '^LEAK' "$1/verify.txt" 2>/dev/null; }
 doubled_in() { grep -cE '^(DOUBLE ALLOCATION|OVERCOMMIT)|reserved on several nodes' "$1/verify.txt" 2>/dev/null; }
 
@@ -234,12 +208,12 @@ create_rest() {  # PREFIX
 settle() {
   local want=$1 quiet=$2 left
   cluster_wait 60 "$want pods of $NS bound" all_bound "$NS" "$want"
-  BOUND=$(count_bound "$NS")
+  BOUND=$(e2e_count_bound "$NS")
   e2e_check "$SC_NAME: all $want pods bound ($BOUND)" test "$BOUND" = "$want"
   left=$((quiet + REAP_BOUND - SECONDS))
   ((left > 0)) && sleep $left
   e2e_check "$SC_NAME: no device on two pods; no reservation leaked or lost (verify_allocations.py --settled)" \
-    verify "$WORK/s$SC" --settled --full-use "$NS" --nodes "$NODES"
+    e2e_verify "$WORK/s$SC" --settled --full-use "$NS" --nodes "$NODES"
   # The reaper puts back the reservation of a bound pod that no ledger holds:
   # that it had to means one was lost on the way, if only for a while.
   e2e_check "$SC_NAME: no reservation of a bound pod went missing meanwhile (none put back, none clashing)" \
@@ -283,6 +257,15 @@ unknown_outcomes() {
     "$(log_since "$EXT" "$1" | grep -c "msg=\"the binding's outcome is unknown")" "left to the reaper"
 }
 reaped() { log_since "$EXT" "$1" | grep 'msg="released a reservation"' | grep -c "pod=$NS/"; }
+# load_begin PREFIX [WAY]: the API answers slowed by LATENCY (WAY, as
+# proxy_delay), the pods created in the background; returns once two are
+# bound, with at_fault the bound count then.
+load_begin() {
+  proxy_delay "$LATENCY" ${2:+"$2"}
+  create_pods_bg "$1" "$PODS_SPEC"
+  cluster_wait 20 "the first pods bound" some_bound 2
+  at_fault=$(e2e_count_bound "$NS")
+}
 
 # ==== 1. kube-apiserver restarted mid-run ==========================================
 if e2e_want 1; then
@@ -291,16 +274,13 @@ if e2e_want 1; then
   EXPECTED=$PODS_N
   # Stopped while the pods are being created and bound: kube-scheduler holds
   # the pods it has, and goes on binding them through the extender.
-  proxy_delay "$LATENCY"
-  create_pods_bg a "$PODS_SPEC"
-  cluster_wait 20 "the first pods bound" some_bound 2
-  at_fault=$(count_bound "$NS")
+  load_begin a
   cluster_stop_apiserver 2>/dev/null   # TERM: ~10 s with watches open
   sleep 2
   cluster_start_apiserver || echo "kube-apiserver did not start again"
   proxy_delay 0
   t_end=$(now) q=$SECONDS
-  before=$(count_bound "$NS")
+  before=$(e2e_count_bound "$NS")
   create_rest a
   ra=$(ready_after "$t_end")
   settle "$EXPECTED" "$q"
@@ -318,17 +298,14 @@ if e2e_want 2; then
   begin 2 "etcd restart"
   m=$(mark "$EXT")
   EXPECTED=$PODS_N
-  proxy_delay "$LATENCY"
-  create_pods_bg e "$PODS_SPEC"
-  cluster_wait 20 "the first pods bound" some_bound 2
-  at_fault=$(count_bound "$NS")
+  load_begin e
   cluster_stop_etcd --kill 2>/dev/null
   sleep "$ETCD_DOWN"
   cluster_start_etcd || echo "etcd did not start again"
   cluster_wait 60 "the API server ready again" _cluster_api_ready || echo "the API server did not recover"
   proxy_delay 0
   t_end=$(now) q=$SECONDS
-  before=$(count_bound "$NS")
+  before=$(e2e_count_bound "$NS")
   create_rest e
   ra=$(ready_after "$t_end")
   settle "$EXPECTED" "$q"
@@ -349,14 +326,12 @@ if e2e_want 3; then
   EXPECTED=$PODS_N
   # The answers wait: a cut then loses answers to requests the API server
   # carried out (a ledger write, a binding), as a reset connection does.
-  proxy_delay "$LATENCY" down
-  create_pods_bg c "$PODS_SPEC"
-  cluster_wait 20 "the first pods bound" some_bound 2
+  load_begin c down
   before=""
   for ((k = 0; k < CUTS; k++)); do
     ((k)) && sleep 0.3
     proxy_cut
-    before+="${before:+,}$(count_bound "$NS")"
+    before+="${before:+,}$(e2e_count_bound "$NS")"
   done
   proxy_delay 0
   create_rest c
@@ -430,7 +405,7 @@ if e2e_want 4; then
     while read -r o u; do [[ -n $o ]] && ORPHANS[$o]=$u; done < <(orphans)
     sleep 1
   done
-  slow_bound=$(count_bound "$NS")
+  slow_bound=$(e2e_count_bound "$NS")
   proxy_delay 0
   t_end=$(now)
   ra=$(ready_after "$t_end")

@@ -33,7 +33,6 @@ E2E_SCENARIOS=${GANG_SCENARIOS:-1 2 3 4 5 6 7 8}
 T_START=$SECONDS
 NS=ml
 ZONE=topology.kubernetes.io/zone
-VERIFY=test/e2e/verify_allocations.py
 EXT_FLAGS=(--reap-interval 1 --bind-timeout 20 --gang-timeout 60)
 
 # Kubernetes' own gang API (alpha in 1.35): served, and kube-scheduler's GangScheduling plugin on.
@@ -104,13 +103,8 @@ no_lock() {
   ! kubectl -n gpu-system get leases -l gpu.scheduling/gang-lock=true \
     -o 'jsonpath={range .items[*]}{.metadata.annotations.gpu\.scheduling/gang}{"\n"}{end}' | grep -qx "ml/$1"
 }
-verify() {
-  local d=$WORK/verify-$1
-  mkdir -p "$d"
-  kubectl get lease -A -o json >"$d/leases.json" && kubectl get pods -A -o json >"$d/pods.json" &&
-    kubectl get gpunodestatuses -o json >"$d/gns.json" &&
-    python3 "$VERIFY" --leases "$d/leases.json" --pods "$d/pods.json" --gns "$d/gns.json" >"$d/out.txt" ||
-    { cat "$d/out.txt"; return 1; }
+verify() {  # NAME: e2e_verify, its output shown only when it fails
+  e2e_verify "$WORK/verify-$1" >/dev/null || { cat "$WORK/verify-$1/verify.txt" 2>/dev/null; return 1; }
 }
 # gang_status KIND NAME: "phase bound/placed reserved" as kubectl shows the gang (GpuClaim status.gang, PodGroup status).
 gang_status() {

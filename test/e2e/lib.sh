@@ -46,6 +46,38 @@ e2e_summary() {
 }
 
 e2e_want() { [[ " $E2E_SCENARIOS " == *" $1 "* ]]; }
+
+# e2e_count_bound NS: how many pods of NS are bound to a node.
+e2e_count_bound() {
+  kubectl -n "$1" get pods -o 'jsonpath={range .items[*]}{.spec.nodeName}{"\n"}{end}' | grep -c .
+}
+
+# e2e_verify DIR [flags]: every Lease, pod and GpuNodeStatus now, saved in DIR,
+# checked by test/e2e/verify_allocations.py with the flags; its output is
+# printed and kept in DIR/verify.txt; the status is the verifier's.
+e2e_verify() {
+  local d=$1; shift
+  mkdir -p "$d"
+  kubectl get lease -A -o json >"$d/leases.json" && kubectl get pods -A -o json >"$d/pods.json" &&
+    kubectl get gpunodestatuses -o json >"$d/gns.json" || { echo "cannot read the cluster"; return 1; }
+  python3 test/e2e/verify_allocations.py --leases "$d/leases.json" --pods "$d/pods.json" --gns "$d/gns.json" \
+    "$@" >"$d/verify.txt"
+  local rc=$?
+  cat "$d/verify.txt"
+  return $rc
+}
+
+# e2e_reaper_bounds BIND_TIMEOUT REAP_INTERVAL: short reaper settings, so that
+# its work shows within a suite. Sets those two, EXT_FLAGS (the extender's
+# flags for them) and REAP_BOUND: a reservation whose bind died is gone within
+# that many seconds of the bind's last attempt (older than bind-timeout, +1 in
+# whole seconds; the next pass, a reap interval +1 s pause after a wake-up;
+# +1 s for the pass and for looking).
+e2e_reaper_bounds() {
+  BIND_TIMEOUT=$1 REAP_INTERVAL=$2
+  EXT_FLAGS=(--reap-interval "$REAP_INTERVAL" --bind-timeout "$BIND_TIMEOUT")
+  REAP_BOUND=$((BIND_TIMEOUT + 1 + 2 * REAP_INTERVAL + 1))
+}
 e2e_note() { echo "  .. $*"; }
 
 e2e_setup() {

@@ -15,19 +15,11 @@ cd "$(dirname "$0")/../.."
 
 E2E_SCENARIOS=${RESERVE_SCENARIOS:-1 2 3 4 5}
 T_START=$SECONDS
-# Small bounds so that the reaper's work is visible within the suite's time.
-BIND_TIMEOUT=5
-REAP_INTERVAL=1
-EXT_FLAGS=(--reap-interval "$REAP_INTERVAL" --bind-timeout "$BIND_TIMEOUT")
-# The reaper's bound for a reservation whose bind died: older than bind-timeout
-# (whole seconds: +1), then the next pass (a reap interval, +1 s pause after a
-# wake-up), plus 1 s for the pass itself and for looking.
-REAP_BOUND=$((BIND_TIMEOUT + 1 + 2 * REAP_INTERVAL + 1))
+e2e_reaper_bounds 5 1      # BIND_TIMEOUT, REAP_INTERVAL, EXT_FLAGS, REAP_BOUND
 # "No more pods get bound": no change for longer than kube-scheduler's longest
 # pod backoff (10 s), so that a pod whose bind failed has had its retry.
 SETTLE=11
 LOAD=test/e2e/reserve_load.py
-VERIFY=test/e2e/verify_allocations.py
 
 e2e_setup || { echo "reserve: 0 passed, 1 failed (cluster setup)"; exit 1; }
 WORK=$CLUSTER_DIR/reserve
@@ -75,28 +67,10 @@ metric() {  # NAME [LABEL_RE] URL...
 }
 conflicts() { metric gpu_extender_reservation_conflicts_total "" "$URL1" "$URL2"; }
 
-snapshot() {  # DIR
-  mkdir -p "$1"
-  kubectl get lease -A -o json >"$1/leases.json" &&
-    kubectl get pods -A -o json >"$1/pods.json" &&
-    kubectl get gpunodestatuses -o json >"$1/gns.json"
-}
 
-# verify DIR [verifier flags]: snapshot now, check; output kept in DIR/verify.txt
-verify() {
-  local d=$1; shift
-  snapshot "$d" || { echo "cannot read the cluster"; return 1; }
-  python3 "$VERIFY" --leases "$d/leases.json" --pods "$d/pods.json" --gns "$d/gns.json" "$@" >"$d/verify.txt"
-  local rc=$?
-  cat "$d/verify.txt"
-  return $rc
-}
 summary_of() { sed -n 's/^summary: //p' "$1/verify.txt"; }
 jfield() { python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(eval(sys.argv[2], {}, d))' "$1" "$2"; }
 
-count_bound() {  # NS
-  kubectl -n "$1" get pods -o 'jsonpath={range .items[*]}{.spec.nodeName}{"\n"}{end}' | grep -c .
-}
 gpus_used_is() {  # WANT SUMMARY: the verifier's summary counts WANT GPUs in use
   local used
   used=$(jfield "$2" gpus_used)
@@ -107,7 +81,7 @@ gpus_used_is() {  # WANT SUMMARY: the verifier's summary counts WANT GPUs in use
 wait_settled() {
   local ns=$1 stable=$2 timeout=$3 last=-1 since=$SECONDS start=$SECONDS now
   while ((SECONDS - start < timeout)); do
-    now=$(count_bound "$ns")
+    now=$(e2e_count_bound "$ns")
     if [[ $now != "$last" ]]; then last=$now since=$SECONDS; fi
     ((SECONDS - since >= stable)) && { echo "$now"; return 0; }
     sleep 0.5
@@ -194,7 +168,7 @@ if e2e_want 1; then
   bound=$(wait_settled "$NS" $SETTLE 90)
   RX_CONFLICTS=$(($(conflicts) - c0))
   e2e_check "race/exclusive: zero double allocations; ledgers, Leases and annotations agree" \
-    verify "$WORK/s1" --full-use "$NS" --nodes "$NODES"
+    e2e_verify "$WORK/s1" --full-use "$NS" --nodes "$NODES"
   s=$(summary_of "$WORK/s1")
   e2e_check "race/exclusive: all 24 GPUs in use with pods pending" gpus_used_is 24 "$s"
   # Either sign shows the replicas wrote at once: a ledger write that lost
@@ -224,7 +198,7 @@ if e2e_want 2; then
   bound=$(wait_settled "$NS" $SETTLE 90)
   RS_CONFLICTS=$(($(conflicts) - c0))
   e2e_check "race/shared: memory and compute sums within capacity; no exclusive overlap" \
-    verify "$WORK/s2" --full-use "$NS" --nodes "$NODES"
+    e2e_verify "$WORK/s2" --full-use "$NS" --nodes "$NODES"
   s=$(summary_of "$WORK/s2")
   e2e_check "race/shared: all 8 GPUs in use; no pending pod fits" gpus_used_is 8 "$s"
   e2e_note "race/shared: 36 pods (30 shared + 6 exclusive) for 8 GPUs; $bound bound; conflicts $RS_CONFLICTS;" \
@@ -249,7 +223,7 @@ if e2e_want 3; then
   check_rb_counts() {
     local ok fail api
     ok=$(jfield "$load" 'len(bound)') fail=$(jfield "$load" 'len(failed)')
-    api=$(count_bound "$NS")
+    api=$(e2e_count_bound "$NS")
     [[ $ok == 12 && $fail == 28 && $api == 12 ]] ||
       { echo "binds ok $ok, failed $fail, pods bound in the API $api (want 12, 28, 12)"; jfield "$load" 'failed'; return 1; }
   }
@@ -278,7 +252,7 @@ for p in json.load(sys.stdin)["items"]:
     [[ $v1 != "$v0" ]] || { echo "$lease not renewed (resourceVersion $v0)"; return 1; }
   }
   e2e_check "binds: a bind repeated for a bound pod succeeds, keeps its reservation and renews its Lease" check_rebind
-  e2e_check "binds: zero double allocations" verify "$WORK/s3" --full-use "$NS" --nodes "$NODES"
+  e2e_check "binds: zero double allocations" e2e_verify "$WORK/s3" --full-use "$NS" --nodes "$NODES"
   e2e_note "binds: 40 pods, 12 GPUs, 16 threads, 2 replicas: $(jfield "$load" 'binds') binds" \
     "($(jfield "$load" 'bind_errors') refused, $(jfield "$load" 'retried') of them on a retry), $(jfield "$load" 'filters') filters;" \
     "conflicts $RB_CONFLICTS; $((SECONDS - t0))s"
@@ -356,13 +330,13 @@ json.dump({"apiVersion": "v1", "kind": "List", "items": out}, sys.stdout)' "$@"
   }
   all_bound() { [[ -z $(unbound_left) ]]; }
   cluster_wait 45 "every pod bound" all_bound
-  bound=$(count_bound "$NS")
+  bound=$(e2e_count_bound "$NS")
   # The reaper's bound: a reservation cut off by the last kill is gone
   # REAP_BOUND s after the restart.
   left=$((t_last + REAP_BOUND - SECONDS))
   ((left > 0)) && sleep $left
   e2e_check "crash: zero double allocations; nothing leaked past the reaper's bound" \
-    verify "$WORK/s4" --settled --full-use "$NS" --nodes "$NODES" --skip-pending '^ra-'
+    e2e_verify "$WORK/s4" --settled --full-use "$NS" --nodes "$NODES" --skip-pending '^ra-'
   s=$(summary_of "$WORK/s4")
   load=$(cat "$WORK"/s4-load-*.json | python3 -c '
 import json, sys
@@ -439,7 +413,7 @@ if e2e_want 5; then
   cluster_alive scheduler-sched1 || e2e_start_scheduler sched1 "$URL1"
   # --managed-every 2 on a shuffled list: read back which pods are labelled.
   create_pods "$NS" rr 8xgpu1 --selector pool=rr --managed-every 2
-  bound_is() { [[ $(count_bound "$NS") == "$1" ]]; }
+  bound_is() { [[ $(e2e_count_bound "$NS") == "$1" ]]; }
   e2e_check "release: 8 pods bound" cluster_wait 60 "8 bound" bound_is 8
   mapfile -t MANAGED < <(kubectl -n "$NS" get pods -l gpu.scheduling/managed=true -o 'jsonpath={range .items[*]}{.metadata.name}{"\n"}{end}')
   mapfile -t PLAIN < <(kubectl -n "$NS" get pods -l 'gpu.scheduling/managed!=true' -o 'jsonpath={range .items[*]}{.metadata.name}{"\n"}{end}')
@@ -483,7 +457,7 @@ if e2e_want 5; then
     done
   }
   e2e_check "release: four new pods get the four freed GPUs" check_new
-  e2e_check "release: ledgers and Leases consistent afterwards" verify "$WORK/s5" --settled --full-use "$NS" --nodes "$NODES"
+  e2e_check "release: ledgers and Leases consistent afterwards" e2e_verify "$WORK/s5" --settled --full-use "$NS" --nodes "$NODES"
   e2e_note "release: released after (s since the deletes/patches):$RELEASE_TIMES; $((SECONDS - t0))s"
 fi
 
