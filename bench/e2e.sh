@@ -14,6 +14,9 @@
 #   plain      kube-scheduler alone; the pods ask for example.com/gpu
 #   extender   kube-scheduler with the extender (filter, prioritize, bind through
 #              the ledgers); the pods ask for gpu.scheduling/gpu
+#   keep-1     the same with filterKeepsBest 1: filter passes only the node the
+#              policy rates best, so kube-scheduler calls no prioritize and runs
+#              none of its own scoring for the pod
 #   baseline   the same with --baseline-extender (another build), when given
 #   proxy-1    with --replicas: the extender behind a TCP proxy (test/e2e/faultproxy.py)
 #   proxy-2    two extender replicas behind it, each new connection to the next
@@ -86,16 +89,19 @@ metric_mean() {  # METRICS_TEXT NAME [LABEL_MATCH]: sum/count in ms
 cpu_s() { ps -C "$1" -o times= | awk '{ s += $1 } END { print s + 0 }'; }
 CPU_OF=(kube-apiserver etcd kube-scheduler gpu-extender)
 
-ROWS=()
+ROWS=() REQUESTS=()
 # run_row LABEL RESOURCE [EXTENDER_BINARY [REPLICAS]]: with REPLICAS, that many
 # extenders behind test/e2e/faultproxy.py, which hands each new connection to
-# the next one in turn (a Service in front of replicas).
+# the next one in turn (a Service in front of replicas). EXT_FLAGS: more
+# flags for the extenders.
 run_row() {
   local label=$1 resource=$2 bin=${3:-} replicas=${4:-0} ns=bench-$1 url="" ext_metrics="" urls=() ups=() k
+  local flags
+  read -r -a flags <<<"${EXT_FLAGS:-}"
   cluster_ensure_namespace "$ns" >/dev/null || fail "namespace $ns"
   if [[ -n $bin ]] && ((replicas)); then
     for ((k = 1; k <= replicas; k++)); do
-      E2E_EXTENDER=$bin e2e_start_extender "ext-$label-$k" || fail "extender $label-$k did not become ready"
+      E2E_EXTENDER=$bin e2e_start_extender "ext-$label-$k" "${flags[@]}" || fail "extender $label-$k did not become ready"
       urls+=("$E2E_URL") ups+=(--upstream "${E2E_URL#http://}")
     done
     cluster_spawn "proxy-$label" python3 test/e2e/faultproxy.py --listen 127.0.0.1:0 "${ups[@]}" \
@@ -103,7 +109,7 @@ run_row() {
     cluster_wait 10 "proxy-$label listening" test -s "$CLUSTER_DIR/proxy-$label.port" || fail "proxy $label"
     url=http://127.0.0.1:$(cat "$CLUSTER_DIR/proxy-$label.port")
   elif [[ -n $bin ]]; then
-    E2E_EXTENDER=$bin e2e_start_extender "ext-$label" || fail "extender $label did not become ready"
+    E2E_EXTENDER=$bin e2e_start_extender "ext-$label" "${flags[@]}" || fail "extender $label did not become ready"
     url=$E2E_URL urls=("$url")
   fi
   load pods "$ns" "$PODS" "$resource" "sched-$label" || fail "creating the pods failed"
@@ -113,12 +119,14 @@ run_row() {
   cluster_wait 60 "the watch of $ns" test -e "$out.ready" || fail "watch did not start"
   local w0 c cpu0=()
   w0=$(load writes)
+  load requests >"$CLUSTER_DIR/requests-$label.before"
   for c in "${CPU_OF[@]}"; do cpu0+=("$(cpu_s "$c")"); done
   scheduler_config "$CLUSTER_DIR/sched-$label.yaml" "sched-$label" "$url"
   cluster_start_scheduler "$CLUSTER_DIR/sched-$label.yaml" "sched-$label" >/dev/null || fail "scheduler $label"
   wait "$watcher"
   local w1 port sched_metrics cpu="" i
   w1=$(load writes)
+  REQUESTS+=("$label: $(load requests "$CLUSTER_DIR/requests-$label.before" "$PODS")")
   for i in "${!CPU_OF[@]}"; do cpu+="${cpu:+/}$(( $(cpu_s "${CPU_OF[$i]}") - ${cpu0[$i]} ))"; done
   port=$(cluster_scheduler_port "sched-$label")
   sched_metrics=$(kubectl --server="https://127.0.0.1:$port" --insecure-skip-tls-verify=true get --raw /metrics 2>/dev/null)
@@ -237,9 +245,10 @@ if [[ -n $SUSTAIN ]]; then
 fi
 
 want() { [[ -z $ONLY || ,$ONLY, == *,$1,* ]]; }
-RATE_plain=0 RATE_extender=0 RATE_baseline=0 RATE_proxy_1=0 RATE_proxy_2=0
+RATE_plain=0 RATE_extender=0 RATE_keep_1=0 RATE_baseline=0 RATE_proxy_1=0 RATE_proxy_2=0
 want plain && run_row plain example.com/gpu
 want extender && run_row extender gpu.scheduling/gpu "$EXT"
+want keep-1 && EXT_FLAGS="--filter-keeps-best 1" run_row keep-1 gpu.scheduling/gpu "$EXT"
 if [[ -n $REPLICAS ]]; then
   want proxy-1 && run_row proxy-1 gpu.scheduling/gpu "$EXT" 1
   want proxy-2 && run_row proxy-2 gpu.scheduling/gpu "$EXT" 2
@@ -251,7 +260,11 @@ echo "| row | bound | pods/s | API writes/pod | scheduling attempt ms | filter m
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${ROWS[@]}"
 echo
-awk -v p="$RATE_plain" -v e="$RATE_extender" 'BEGIN { if (p > 0) printf "extender / plain: %.2f\n", e / p }'
+echo "API requests per pod, by verb and resource:"
+printf '  %s\n' "${REQUESTS[@]}"
+echo
+awk -v p="$RATE_plain" -v e="$RATE_extender" -v k="$RATE_keep_1" 'BEGIN {
+  if (p > 0) printf "extender / plain: %.2f\nkeep-1 / plain: %.2f\n", e / p, k / p }'
 [[ -n $BASE ]] && awk -v p="$RATE_plain" -v e="$RATE_baseline" 'BEGIN { if (p > 0) printf "baseline / plain: %.2f\n", e / p }'
 [[ -n $REPLICAS ]] && awk -v p="$RATE_plain" -v a="${RATE_proxy_1:-0}" -v b="${RATE_proxy_2:-0}" 'BEGIN {
   if (p > 0) printf "proxy-1 / plain: %.2f\nproxy-2 / plain: %.2f\n", a / p, b / p

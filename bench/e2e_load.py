@@ -18,6 +18,11 @@ the CA in CLUSTER_CA_FILE (as bench/e2e.sh exports them).
   e2e_load.py writes
       prints the API server's count of write requests so far (POST, PUT,
       PATCH, DELETE; from its /metrics).
+  e2e_load.py requests [BEFORE_FILE PODS]
+      prints the API server's request counts so far, a line "VERB RESOURCE
+      COUNT" each (RESOURCE with /subresource; from its /metrics). With
+      BEFORE_FILE (an earlier output) and PODS: the requests since then per
+      pod instead, the most frequent first, those of 0.01 or more.
   e2e_load.py reserved NS PER_NODE NODES [--threads 16]
       what a running cluster holds: on each node bench-0..NODES-1, PER_NODE
       bound one-GPU pods in NS (annotation gpu.scheduling/allocated, label
@@ -161,6 +166,35 @@ def cmd_writes(argv):
     print(int(total))
 
 
+def request_counts():
+    counts = {}
+    for line in request("GET", "/metrics", raw=True).decode().splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels, value = line.rsplit(" ", 1)
+        kv = dict(p.split("=", 1) for p in labels[len("apiserver_request_total{"):-1].split(",") if "=" in p)
+        kv = {k: v.strip('"') for k, v in kv.items()}
+        key = "%s %s%s" % (kv.get("verb", "?"), kv.get("resource", "?"),
+                           "/" + kv["subresource"] if kv.get("subresource") else "")
+        counts[key] = counts.get(key, 0.0) + float(value)
+    return counts
+
+
+def cmd_requests(argv):
+    now = request_counts()
+    if not argv:
+        for key, n in sorted(now.items()):
+            print(key, int(n))
+        return
+    before = {}
+    for line in open(argv[0]):
+        verb, resource, n = line.split()
+        before[verb + " " + resource] = float(n)
+    pods = float(argv[1])
+    per = sorted(((n - before.get(k, 0.0)) / pods, k) for k, n in now.items())
+    print(", ".join("%s %.2f" % (k, v) for v, k in reversed(per) if v >= 0.01))
+
+
 def cmd_reserved(argv):
     ns, per, n = argv[0], int(argv[1]), int(argv[2])
     o = opts(argv[3:], {"threads": "16"})
@@ -223,7 +257,7 @@ def cmd_cold(argv):
 
 def main():
     cmds = {"nodes": cmd_nodes, "pods": cmd_pods, "watch": cmd_watch, "writes": cmd_writes,
-            "reserved": cmd_reserved, "cold": cmd_cold}
+            "requests": cmd_requests, "reserved": cmd_reserved, "cold": cmd_cold}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
         sys.exit(__doc__)
     cmds[sys.argv[1]](sys.argv[2:])

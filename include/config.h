@@ -25,6 +25,7 @@ struct config {
 	int bind_threads;
 	int max_connections, max_per_address;
 	enum policy_id policy;        /* default node policy */
+	int filter_keeps_best;        /* filter passes only this many best nodes; 0: all that fit */
 	struct api_resources res;
 	char inventory[CONFIG_PATH_MAX];   /* standalone mode when set */
 	char tls_cert[CONFIG_PATH_MAX];

@@ -77,6 +77,11 @@ struct extender_opts {
 	 * the bind runs apart and kube-scheduler does not wait for it.
 	 */
 	bool assume_binds;
+	/*
+	 * filterKeepsBest: filter passes only this many of the nodes that fit,
+	 * those the policy rates best; 0 passes every node that fits.
+	 */
+	int filter_keeps_best;
 };
 
 struct extender;

@@ -314,6 +314,7 @@ int serve_main(int argc, char **argv)
 	struct extender_opts xo = {
 		.cache = s.cache, .res = &s.cfg.res, .default_policy = s.cfg.policy,
 		.bind = extender_bind_local, .bind_ctx = s.cache,
+		.filter_keeps_best = s.cfg.filter_keeps_best,
 	};
 	if (s.cfg.inventory[0]) {
 		if (load_inventory(&s))

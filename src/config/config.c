@@ -31,6 +31,7 @@ static const struct option_def options[] = {
 	{ "max-connections", "maxConnections", NUM(OPT_INT, max_connections), "N", "connections open at once, all clients together (default 4096; the open-files limit is raised to fit)", NULL },
 	{ "max-connections-per-address", "maxConnectionsPerAddress", NUM(OPT_INT, max_per_address), "N", "connections open at once from one client address (default 512: above kube-scheduler's binds in flight, below what starves others)", NULL },
 	{ "bind-threads", "bindThreads", NUM(OPT_INT, bind_threads), "N", "cluster mode: threads that carry out binds, which wait on the API server, so that filter and prioritize never queue behind them (default 64)", NULL },
+	{ "filter-keeps-best", "filterKeepsBest", NUM(OPT_INT, filter_keeps_best), "N", "filter passes only the N nodes that fit best under the pod's policy (default 0: every node that fits). With 1, kube-scheduler skips prioritize and its own scoring for GPU pods (less work a pod), but its soft preferences (preferred affinity, spreading) no longer weigh in", NULL },
 	{ "policy", "defaultPolicy", NUM(OPT_POLICY, policy), "NAME", "default scoring policy; pods override it with the gpu.scheduling/policy annotation", NULL },
 	{ "resource-gpu", "resources.gpu", NUM(OPT_RESOURCES, res), "NAMES", "extended resources counted as whole GPUs (comma-separated aliases)", "gpu" },
 	{ "resource-gpu-memory", "resources.gpuMemory", NUM(OPT_RESOURCES, res), "NAMES", "extended resources giving shared GPU memory in MiB per GPU", "memory" },

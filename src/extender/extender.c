@@ -1,6 +1,8 @@
 /* The extender verbs: request decoding, the core on one snapshot, replies. */
 #include "extender.h"
+#include "choices.h"
 #include "class_memo.h"
+#include "clock.h"
 #include "jsonarena.h"
 #include "jsonscan.h"
 #include "log.h"
@@ -23,6 +25,15 @@
  */
 #define PENDING_CAP 8192
 
+/*
+ * Nodes chosen by filters alone (filterKeepsBest 1), counted as assumed
+ * until the pod's bind arrives: a few hundred milliseconds of binds in
+ * flight. A choice no bind follows (the pod was deleted, or another
+ * plugin turned it away) stops counting after CHOICE_TTL_MS.
+ */
+#define CHOICES_CAP 4096
+#define CHOICE_TTL_MS 5000
+
 /* An immutable copy of the learned workload that requests read. */
 struct wl_copy {
 	atomic_int refs;
@@ -33,6 +44,8 @@ struct extender {
 	struct extender_opts o;
 	struct api_resources res;
 	struct pending pending;
+	struct choices choices;       /* used with filterKeepsBest 1 in cluster mode */
+	bool assume_choices;
 	pthread_mutex_t wl_lock;      /* guards wl_master and wl_current */
 	struct workload wl_master;
 	struct wl_copy *wl_current;
@@ -96,6 +109,12 @@ struct extender *extender_new(const struct extender_opts *opts)
 		free(x);
 		return NULL;
 	}
+	x->assume_choices = opts->assume_binds && opts->filter_keeps_best == 1;
+	if (x->assume_choices && choices_init(&x->choices, CHOICES_CAP)) {
+		pending_release(&x->pending);
+		free(x);
+		return NULL;
+	}
 	pthread_mutex_init(&x->wl_lock, NULL);
 	workload_init(&x->wl_master, true);
 	wl_publish(x);   /* none yet: replaces nothing */
@@ -107,6 +126,7 @@ void extender_free(struct extender *x)
 	if (!x)
 		return;
 	pending_release(&x->pending);
+	choices_release(&x->choices);
 	wl_copy_release(x->wl_current);
 	pthread_mutex_destroy(&x->wl_lock);
 	free(x);
@@ -410,6 +430,60 @@ static struct class_result result_of(const struct node_loop *l, int i, decide_fn
 	return r;
 }
 
+/* ---- devices assumed ahead of the ledger -------------------------------- */
+
+/*
+ * Counts the devices the pod would take on node in the cache as assumed
+ * (cache_assume), chosen on the cache's view as the bind will choose on the
+ * ledger; the ledger decides. False when none fit there.
+ */
+static bool assume_devices(struct extender *x, const struct api_pod_ref *pod, const char *node, const struct claim *c)
+{
+	struct bind_request br = {
+		.ns = pod->ns, .name = pod->name, .uid = pod->uid, .node = node, .claim = c,
+		.policy = { .id = claim_policy(x, c), .seed = policy_hash(pod->uid) },
+	};
+	bool ok = false;
+	cache_lock(x->o.cache);
+	const struct gpu_node *view = cache_peek(x->o.cache, node);
+	struct fit f;
+	double score;
+	if (view && policy_place(&br.policy, view, c, &f, &score)) {
+		struct alloc al;
+		bind_alloc(&al, &br, view, &f);
+		ok = !cache_assume(x->o.cache, node, &al);
+	}
+	cache_unlock(x->o.cache);
+	return ok;
+}
+
+static void forget_assumed(struct extender *x, const char *uid, const char *node)
+{
+	cache_lock(x->o.cache);
+	cache_forget(x->o.cache, uid, node);
+	cache_unlock(x->o.cache);
+}
+
+/* Stops counting the pod's earlier choice (uid NULL: none), and every choice expired. */
+static void forget_choices(struct extender *x, const char *uid)
+{
+	struct choice old[16];
+	if (uid && choices_take(&x->choices, uid, &old[0]))
+		forget_assumed(x, old[0].uid, old[0].node);
+	int n;
+	while ((n = choices_take_expired(&x->choices, clock_mono_ms(), old, 16)) > 0)
+		for (int i = 0; i < n; i++)
+			forget_assumed(x, old[i].uid, old[i].node);
+}
+
+/* A filter passed the pod to one node only: its devices there count until its bind arrives. */
+static void assume_choice(struct extender *x, const struct api_pod_ref *pod, const char *node, const struct claim *c)
+{
+	if (assume_devices(x, pod, node, c) &&
+	    !choices_put(&x->choices, pod->uid, node, clock_mono_ms() + CHOICE_TTL_MS))
+		forget_assumed(x, pod->uid, node);   /* full: not counted rather than never forgotten */
+}
+
 /* ---- filter -------------------------------------------------------------- */
 
 /* One filter request's node loop. */
@@ -419,6 +493,7 @@ struct filter_job {
 	struct verdict {
 		int32_t reason;    /* offset into reasons; -1: the node passes */
 		bool unresolvable;
+		bool kept_out;     /* passes, but filterKeepsBest kept better nodes */
 	} *v;
 	struct buf reasons;        /* the reasons of rejected nodes, NUL-separated */
 	int32_t invalid_reason;    /* offset of the reason for every node when the claim is invalid, or -1 */
@@ -551,76 +626,6 @@ static bool route_gang(struct extender *x, struct filter_job *j)
 	return true;
 }
 
-void extender_filter(void *ctx, const struct http_request *req, struct http_response *resp)
-{
-	struct extender *x = ctx;
-	struct verb_args a;
-	struct filter_job j = { .l.a = &a, .invalid_reason = -1, .no_status_reason = -1 };
-	if (not_ready(x, resp, 200))
-		return;
-	buf_init(&j.reasons, (size_t)1 << 28);
-	if (parse_args(x, req, &a, resp))
-		goto out;
-	enum policy_id policy = claim_policy(x, &a.claim);
-	j.pack = policy == POLICY_SPREAD ? PACK_SPREAD : PACK_BINPACK;
-	j.v = malloc(((size_t)a.n + 1) * sizeof(*j.v));
-	if (loop_init(&j.l, &a, fit_by_state(&a)) || !j.v) {
-		httpd_error(resp, 500, "out of memory");
-		goto out;
-	}
-	struct snapshot *snap = cache_acquire(x->o.cache);
-	snapshot_find_all(snap, a.names, a.n, j.l.node);
-	if (!route_gang(x, &j))
-		filter_nodes(&j);
-	snapshot_release(snap);
-	if (j.oom) {
-		httpd_error(resp, 500, "out of memory");
-		goto out;
-	}
-
-	struct buf *out = &resp->body;
-	buf_reserve(out, req->body_len + 64);   /* the names that pass, in one allocation */
-	if (a.by_name) {
-		buf_adds(out, "{\"NodeNames\":[");
-		bool first = true;
-		for (int i = 0; i < a.n; i++) {
-			if (j.v[i].reason >= 0)
-				continue;
-			if (!first)
-				buf_addc(out, ',');
-			first = false;
-			add_name(out, &a, i);
-		}
-		buf_adds(out, "],\"Nodes\":null");
-	} else {
-		/* Not cache-capable: the survivors go back as whole Node objects. */
-		buf_adds(out, "{\"NodeNames\":null,\"Nodes\":{\"metadata\":{},\"items\":[");
-		bool first = true;
-		for (int i = 0; i < a.n; i++) {
-			if (j.v[i].reason >= 0)
-				continue;
-			char *js = cJSON_PrintUnformatted(a.items[i]);
-			if (!js)
-				continue;
-			if (!first)
-				buf_addc(out, ',');
-			first = false;
-			buf_adds(out, js);
-			cJSON_free(js);
-		}
-		buf_adds(out, "]}");
-	}
-	add_failed_map(out, "FailedNodes", &j, false);
-	add_failed_map(out, "FailedAndUnresolvableNodes", &j, true);
-	if (buf_adds(out, ",\"Error\":\"\"}\n"))
-		httpd_error(resp, 500, "reply too large");
-out:
-	free(j.v);
-	loop_release(&j.l);
-	buf_release(&j.reasons);
-	args_release(&a);
-}
-
 /* ---- prioritize ---------------------------------------------------------- */
 
 /* One prioritize request's node loop. */
@@ -629,6 +634,7 @@ struct prio_job {
 	struct policy_ctx pctx;
 	double *raw;
 	bool *ok;
+	const struct verdict *only;   /* filter's verdicts: rate only the nodes that pass; NULL: all */
 };
 
 /* Rates one node into r; returns whether r holds for every node in cn's state. A decide_fn. */
@@ -653,6 +659,8 @@ static void prio_nodes(struct prio_job *j)
 	const struct verb_args *a = j->l.a;
 	for (int i = 0; i < a->n; i++) {
 		const struct cache_node *cn = j->l.node[i];
+		if (j->only && j->only[i].reason >= 0)
+			continue;
 		if (!claim_wants_gpu(&a->claim)) {
 			/* Pods without GPUs: prefer nodes that have none, keep GPUs for GPU pods. */
 			j->ok[i] = true;
@@ -665,6 +673,155 @@ static void prio_nodes(struct prio_job *j)
 		j->ok[i] = r.ok;
 		j->raw[i] = r.raw;
 	}
+}
+
+/* Rates j's nodes (found in a snapshot the caller holds) under policy, with the learned workload. */
+static void rate_nodes(struct extender *x, struct prio_job *j, enum policy_id policy)
+{
+	struct wl_copy *w = wl_acquire(x);
+	j->pctx = (struct policy_ctx){ .id = policy, .wl = w ? &w->wl : NULL, .seed = policy_hash(j->l.a->ref.uid) };
+	prio_nodes(j);
+	wl_copy_release(w);
+}
+
+/* ---- filter keeping the best --------------------------------------------- */
+
+struct rated { double raw; int i; };
+
+/* Better first; among equals, the node the request names first. */
+static int rated_cmp(const void *pa, const void *pb)
+{
+	const struct rated *a = pa, *b = pb;
+	if (a->raw != b->raw)
+		return a->raw > b->raw ? -1 : 1;
+	return a->i - b->i;
+}
+
+/*
+ * filterKeepsBest: of the nodes that pass, the `keep` the policy rates
+ * highest stay in; the others are left out of the reply (neither passed nor
+ * failed). With one left, kube-scheduler skips prioritize and its own
+ * scoring plugins for the pod: the extender alone chooses the node.
+ * Returns -1 when out of memory.
+ */
+static int keep_best(struct extender *x, struct filter_job *fj, enum policy_id policy, int keep)
+{
+	const struct verb_args *a = fj->l.a;
+	int passing = 0;
+	for (int i = 0; i < a->n; i++)
+		passing += fj->v[i].reason < 0;
+	if (passing <= keep)
+		return 0;
+	struct prio_job j = { .only = fj->v };
+	struct rated *r = malloc((size_t)passing * sizeof(*r));
+	j.raw = calloc((size_t)a->n, sizeof(*j.raw));
+	j.ok = calloc((size_t)a->n, sizeof(*j.ok));
+	if (!r || !j.raw || !j.ok || loop_init(&j.l, a, fit_by_state(a) && !policy_flags(policy))) {
+		free(r), free(j.raw), free(j.ok), loop_release(&j.l);
+		return -1;
+	}
+	memcpy(j.l.node, fj->l.node, (size_t)a->n * sizeof(*j.l.node));
+	rate_nodes(x, &j, policy);
+	int n = 0;
+	for (int i = 0; i < a->n; i++)
+		if (fj->v[i].reason < 0)
+			r[n++] = (struct rated){ .raw = j.ok[i] ? j.raw[i] : -INFINITY, .i = i };
+	if (keep == 1) {   /* the common setting: one pass, no sort */
+		for (int k = 1; k < n; k++)
+			if (rated_cmp(&r[k], &r[0]) < 0)
+				r[0] = r[k];
+	} else {
+		qsort(r, (size_t)n, sizeof(*r), rated_cmp);
+	}
+	for (int i = 0; i < a->n; i++)
+		fj->v[i].kept_out = fj->v[i].reason < 0;
+	for (int k = 0; k < keep; k++)
+		fj->v[r[k].i].kept_out = false;
+	free(r), free(j.raw), free(j.ok), loop_release(&j.l);
+	return 0;
+}
+
+void extender_filter(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	struct extender *x = ctx;
+	struct verb_args a;
+	struct filter_job j = { .l.a = &a, .invalid_reason = -1, .no_status_reason = -1 };
+	if (not_ready(x, resp, 200))
+		return;
+	buf_init(&j.reasons, (size_t)1 << 28);
+	if (parse_args(x, req, &a, resp))
+		goto out;
+	enum policy_id policy = claim_policy(x, &a.claim);
+	j.pack = policy == POLICY_SPREAD ? PACK_SPREAD : PACK_BINPACK;
+	j.v = calloc((size_t)a.n + 1, sizeof(*j.v));
+	if (loop_init(&j.l, &a, fit_by_state(&a)) || !j.v) {
+		httpd_error(resp, 500, "out of memory");
+		goto out;
+	}
+	bool choosing = x->assume_choices && a.claim_ok && claim_wants_gpu(&a.claim);
+	if (choosing)
+		forget_choices(x, a.ref.uid);   /* a pod filtered again does not compete with itself */
+	struct snapshot *snap = cache_acquire(x->o.cache);
+	snapshot_find_all(snap, a.names, a.n, j.l.node);
+	if (!route_gang(x, &j)) {
+		filter_nodes(&j);
+		if (x->o.filter_keeps_best > 0 && a.claim_ok && claim_wants_gpu(&a.claim) &&
+		    keep_best(x, &j, policy, x->o.filter_keeps_best))
+			j.oom = true;
+		int chosen = -1, passed = 0;
+		for (int i = 0; choosing && i < a.n; i++)
+			if (j.v[i].reason < 0 && !j.v[i].kept_out && j.l.node[i])
+				chosen = i, passed++;
+		if (passed == 1)
+			assume_choice(x, &a.ref, j.l.node[chosen]->node->name, &a.claim);
+	}
+	snapshot_release(snap);
+	if (j.oom) {
+		httpd_error(resp, 500, "out of memory");
+		goto out;
+	}
+
+	struct buf *out = &resp->body;
+	buf_reserve(out, req->body_len + 64);   /* the names that pass, in one allocation */
+	if (a.by_name) {
+		buf_adds(out, "{\"NodeNames\":[");
+		bool first = true;
+		for (int i = 0; i < a.n; i++) {
+			if (j.v[i].reason >= 0 || j.v[i].kept_out)
+				continue;
+			if (!first)
+				buf_addc(out, ',');
+			first = false;
+			add_name(out, &a, i);
+		}
+		buf_adds(out, "],\"Nodes\":null");
+	} else {
+		/* Not cache-capable: the survivors go back as whole Node objects. */
+		buf_adds(out, "{\"NodeNames\":null,\"Nodes\":{\"metadata\":{},\"items\":[");
+		bool first = true;
+		for (int i = 0; i < a.n; i++) {
+			if (j.v[i].reason >= 0 || j.v[i].kept_out)
+				continue;
+			char *js = cJSON_PrintUnformatted(a.items[i]);
+			if (!js)
+				continue;
+			if (!first)
+				buf_addc(out, ',');
+			first = false;
+			buf_adds(out, js);
+			cJSON_free(js);
+		}
+		buf_adds(out, "]}");
+	}
+	add_failed_map(out, "FailedNodes", &j, false);
+	add_failed_map(out, "FailedAndUnresolvableNodes", &j, true);
+	if (buf_adds(out, ",\"Error\":\"\"}\n"))
+		httpd_error(resp, 500, "reply too large");
+out:
+	free(j.v);
+	loop_release(&j.l);
+	buf_release(&j.reasons);
+	args_release(&a);
 }
 
 void extender_prioritize(void *ctx, const struct http_request *req, struct http_response *resp)
@@ -686,13 +843,10 @@ void extender_prioritize(void *ctx, const struct http_request *req, struct http_
 		goto out;
 	}
 	if (a.claim_ok) {
-		struct wl_copy *w = wl_acquire(x);
-		j.pctx = (struct policy_ctx){ .id = policy, .wl = w ? &w->wl : NULL, .seed = policy_hash(a.ref.uid) };
 		struct snapshot *snap = cache_acquire(x->o.cache);
 		snapshot_find_all(snap, a.names, a.n, j.l.node);
-		prio_nodes(&j);
+		rate_nodes(x, &j, policy);
 		snapshot_release(snap);
-		wl_copy_release(w);
 	}
 	policy_scale(j.raw, j.ok, (size_t)a.n, score);
 	struct buf *out = &resp->body;
@@ -777,27 +931,15 @@ void extender_bind_arrive(void *ctx, const struct http_request *req)
 	struct bind_args a;
 	struct claim c;
 	claim_init(&c);
+	bool have_args = bind_args(root, &a);
+	if (have_args && x->assume_choices)
+		forget_choices(x, a.uid);      /* the bind's own assumption below replaces the filter's */
 	/* (A gang member's devices are its gang's place, counted already.) */
-	if (bind_args(root, &a) && pending_get(&x->pending, a.uid, &c) && claim_wants_gpu(&c) && !c.gang[0]) {
-		/*
-		 * kube-scheduler places its next pods while this bind waits on the API
-		 * server: they must see these devices taken. Chosen on the cache's view
-		 * as the bind will choose on the ledger; the ledger decides.
-		 */
-		struct bind_request br = {
-			.ns = a.ns, .name = a.name, .uid = a.uid, .node = a.node, .claim = &c,
-			.policy = { .id = claim_policy(x, &c), .seed = policy_hash(a.uid) },
-		};
-		cache_lock(x->o.cache);
-		const struct gpu_node *view = cache_peek(x->o.cache, a.node);
-		struct fit f;
-		double score;
-		if (view && policy_place(&br.policy, view, &c, &f, &score)) {
-			struct alloc al;
-			bind_alloc(&al, &br, view, &f);
-			cache_assume(x->o.cache, a.node, &al);
-		}
-		cache_unlock(x->o.cache);
+	if (have_args && pending_get(&x->pending, a.uid, &c) && claim_wants_gpu(&c) && !c.gang[0]) {
+		/* kube-scheduler places its next pods while this bind waits on the API
+		 * server: they must see these devices taken. */
+		struct api_pod_ref pod = { .ns = a.ns, .name = a.name, .uid = a.uid };
+		assume_devices(x, &pod, a.node, &c);
 	}
 	claim_release(&c);
 	jsonarena_delete(root);

@@ -64,6 +64,7 @@ struct reserve {
 	uint64_t resv_gen;
 	struct strmap gang_status;      /* "ns/gang" -> char *: the status last written (gang.c) */
 	uint64_t pods_gen, ledger_gen;
+	bool ledgers_listed;            /* the ledger watch listed them all once: a node it lacks has none */
 	struct reflector *watch[3];
 	pthread_t reaper;
 	bool reaper_started;
@@ -122,9 +123,10 @@ void reserve_status_time(char *out, size_t size);
 /* A copy of the node's devices as used by the entries of l (a deleted pod's entry uses nothing). */
 struct gpu_node *reserve_node_in_ledger(struct reserve *r, const struct gpu_node *devices, const struct ledger *l);
 /*
- * The node's ledger as last watched or written (a copy), or false when none
- * is known; and a ledger just written, kept as if the watch had brought it
- * (takes l).
+ * The node's ledger as last watched or written (a copy): an empty one with
+ * no resourceVersion when the watch listed the ledgers and the node has
+ * none; false while that is not known. And a ledger just written, kept as
+ * if the watch had brought it (takes l).
  */
 bool reserve_known_ledger(struct reserve *r, const char *node, struct ledger *out);
 void reserve_ledger_written(struct reserve *r, const char *node, struct ledger *l);

@@ -51,8 +51,42 @@ static void cache_from_ledger(struct reserve *r, const char *node, const struct 
 	free(a);
 }
 
+/*
+ * Whether resourceVersion a is older than b. The API server's are etcd
+ * revisions, decimal numbers that grow with every write; other forms are
+ * not compared (never older).
+ */
+static bool rv_older(const char *a, const char *b)
+{
+	size_t la = strspn(a, "0123456789"), lb = strspn(b, "0123456789");
+	if (!la || !lb || a[la] || b[lb])
+		return false;
+	if (la != lb)
+		return la < lb;
+	return strcmp(a, b) < 0;
+}
+
+/*
+ * Whether the node's ledger as kept is newer than a version of rv: a watch
+ * event can come after this replica wrote a later version (the write's
+ * answer is stored at once), and taking it would drop the allocations
+ * written since from the cache until the watch caught up.
+ */
+static bool kept_is_newer(struct reserve *r, const char *node, const char *rv)
+{
+	struct ledger_box *box = strmap_get(&r->ledgers, node);
+	if (!box || !rv_older(rv, box->l.rv))
+		return false;
+	box->gen = r->ledger_gen;   /* still there: a relist keeps it */
+	return true;
+}
+
 static void ledger_store(struct reserve *r, const char *node, struct ledger *l)
 {
+	if (kept_is_newer(r, node, l->rv)) {
+		ledger_release(l);
+		return;
+	}
 	struct ledger_box *box = malloc(sizeof(*box));
 	if (!box) {
 		ledger_release(l);
@@ -77,7 +111,9 @@ bool reserve_known_ledger(struct reserve *r, const char *node, struct ledger *ou
 {
 	pthread_mutex_lock(&r->lock);
 	struct ledger_box *box = strmap_get(&r->ledgers, node);
-	bool known = box && !ledger_copy(out, &box->l);
+	bool known = box ? !ledger_copy(out, &box->l) : r->ledgers_listed;
+	if (!box && known)
+		ledger_init(out, node);   /* none: a write creates it (409 if one came meanwhile) */
 	pthread_mutex_unlock(&r->lock);
 	return known;
 }
@@ -96,6 +132,9 @@ static void ledger_apply(void *ctx, bool deleted, const cJSON *obj)
 	if (!node)
 		return;
 	if (deleted) {
+		const char *rv = api_str(api_path(obj, "metadata"), "resourceVersion");
+		if (rv && kept_is_newer(r, node, rv))
+			return;   /* deleted before this replica made it again */
 		struct ledger_box *box = strmap_del(&r->ledgers, node);
 		cache_set_allocs(r->o.cache, node, NULL, 0);
 		if (box) {
@@ -122,6 +161,7 @@ static void ledger_apply(void *ctx, bool deleted, const cJSON *obj)
 static void ledger_end(void *ctx)
 {
 	struct reserve *r = ctx;
+	r->ledgers_listed = true;
 	cache_relist_sweep(r->o.cache, CACHE_ALLOCS);
 	const char *key;
 	void *val;

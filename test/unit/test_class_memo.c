@@ -229,35 +229,44 @@ static char *request(const struct world *w, const char *uid, const char *claim, 
 	return buf_detach(&b, NULL);
 }
 
-static void test_memo_changes_no_answer(void **state)
-{
-	(void)state;
-	static const char *const devices[] = {
+static const char *const devices[] = {
 		"\"count\":1", "\"count\":2", "\"count\":4", "\"count\":8",
 		"\"count\":2,\"vendor\":\"amd\"", "\"count\":1,\"minMemoryMiB\":50000",
 		"\"count\":1,\"exclusivity\":\"Shared\",\"memoryMiB\":30000,\"corePercent\":40",
 		"\"count\":1,\"exclusivity\":\"Shared\",\"memoryMiB\":70000",
 		"\"count\":3,\"policy\":\"contiguous\"",
 	};
-	static const char *const topology[] = {
-		"", "{\"mode\":\"Required\"}", "{\"mode\":\"Required\",\"minBandwidthGBps\":600}", "{\"mode\":\"Preferred\"}",
-	};
-	static const char *const policies[] = { "binpack", "spread", "topology", "dotprod", "bestfit", "packing",
-						"fgd", "fgd-balanced", "random" };
+static const char *const topology[] = {
+	"", "{\"mode\":\"Required\"}", "{\"mode\":\"Required\",\"minBandwidthGBps\":600}", "{\"mode\":\"Preferred\"}",
+};
+static const char *const policies[] = { "binpack", "spread", "topology", "dotprod", "bestfit", "packing",
+					"fgd", "fgd-balanced", "random" };
+#define NPOLICIES (sizeof(policies) / sizeof(policies[0]))
+
+/* Puts every claim of devices x topology into w (two GpuClaims each); returns how many. */
+static int add_all_claims(struct world *w)
+{
+	int k = 0;
+	for (size_t d = 0; d < sizeof(devices) / sizeof(devices[0]); d++)
+		for (size_t t = 0; t < sizeof(topology) / sizeof(topology[0]); t++)
+			add_claims(w, k++, devices[d], topology[t]);
+	return k;
+}
+
+static void test_memo_changes_no_answer(void **state)
+{
+	(void)state;
 	int compared = 0;
 	for (unsigned seed = 1; seed <= 3; seed++) {
 		struct world w;
 		build_world(&w, seed);
-		int k = 0;
-		for (size_t d = 0; d < sizeof(devices) / sizeof(devices[0]); d++)
-			for (size_t t = 0; t < sizeof(topology) / sizeof(topology[0]); t++)
-				add_claims(&w, k++, devices[d], topology[t]);
+		int k = add_all_claims(&w);
 		for (int c = 0; c < k; c++) {
 			char plain[32], sel[32], uid[8];
 			snprintf(plain, sizeof(plain), "c%d", c);
 			snprintf(sel, sizeof(sel), "c%d-sel", c);
 			snprintf(uid, sizeof(uid), "p%d", c % 4);
-			const char *policy = policies[(size_t)c % (sizeof(policies) / sizeof(policies[0]))];
+			const char *policy = policies[(size_t)c % NPOLICIES];
 			char *with = request(&w, uid, plain, policy), *without = request(&w, uid, sel, policy);
 			http_handler verbs[] = { extender_filter, extender_prioritize };
 			for (int v = 0; v < 2; v++) {
@@ -275,6 +284,92 @@ static void test_memo_changes_no_answer(void **state)
 		free_world(&w);
 	}
 	assert_int_equal(compared, 3 * 36 * 2);
+}
+
+/* ---- filterKeepsBest ------------------------------------------------------ */
+
+/* The score prioritize gave host (0 when it left the host out). */
+static int score_of(const cJSON *prio, const char *host)
+{
+	const cJSON *it;
+	cJSON_ArrayForEach(it, prio)
+		if (!strcmp(cJSON_GetObjectItem(it, "Host")->valuestring, host))
+			return (int)cJSON_GetObjectItem(it, "Score")->valuedouble;
+	return 0;
+}
+
+static bool names_have(const cJSON *names, const char *n)
+{
+	const cJSON *it;
+	cJSON_ArrayForEach(it, names)
+		if (!strcmp(it->valuestring, n))
+			return true;
+	return false;
+}
+
+/*
+ * With filterKeepsBest K, filter passes min(K, passing) of the nodes that
+ * pass without it, ones prioritize scores no lower than any it left out,
+ * and fails exactly the same nodes for the same reasons.
+ */
+static void test_filter_keeps_the_best(void **state)
+{
+	(void)state;
+	int checked = 0;
+	for (unsigned seed = 1; seed <= 2; seed++) {
+		struct world w;
+		build_world(&w, seed);
+		int k = add_all_claims(&w);
+		for (int keep = 1; keep <= 3; keep += 2) {
+			struct extender_opts o = { .cache = w.cache, .res = &w.res, .default_policy = POLICY_BINPACK,
+						   .bind = extender_bind_local, .bind_ctx = w.cache, .filter_keeps_best = keep };
+			struct extender *best = extender_new(&o);
+			for (int c = 0; c < k; c++) {
+				char claim[32], uid[8];
+				snprintf(claim, sizeof(claim), "c%d%s", c, c % 2 ? "-sel" : "");   /* memo on and off */
+				snprintf(uid, sizeof(uid), "p%d", c % 4);
+				char *body = request(&w, uid, claim, policies[(size_t)c % NPOLICIES]);
+				char *all_s = verb(extender_filter, w.x, body), *best_s = verb(extender_filter, best, body);
+				char *prio_s = verb(extender_prioritize, w.x, body);
+				cJSON *all = cJSON_Parse(all_s), *kept = cJSON_Parse(best_s), *prio = cJSON_Parse(prio_s);
+				assert_non_null(all);
+				assert_non_null(kept);
+				assert_non_null(prio);
+				const cJSON *all_n = cJSON_GetObjectItem(all, "NodeNames"), *kept_n = cJSON_GetObjectItem(kept, "NodeNames");
+				int passing = cJSON_GetArraySize(all_n), n = cJSON_GetArraySize(kept_n);
+				if (n != (passing < keep ? passing : keep))
+					fail_msg("claim %s keep %d: %d passed of %d", claim, keep, n, passing);
+				int lowest_kept = 10, highest_out = 0;
+				const cJSON *it;
+				cJSON_ArrayForEach(it, all_n) {
+					int sc = score_of(prio, it->valuestring);
+					if (names_have(kept_n, it->valuestring))
+						lowest_kept = sc < lowest_kept ? sc : lowest_kept;
+					else
+						highest_out = sc > highest_out ? sc : highest_out;
+				}
+				cJSON_ArrayForEach(it, kept_n)
+					assert_true(names_have(all_n, it->valuestring));
+				if (n < passing && lowest_kept < highest_out)
+					fail_msg("claim %s keep %d: kept a node scored %d, left out one scored %d\n%s",
+						 claim, keep, lowest_kept, highest_out, prio_s);
+				const char *maps[] = { "FailedNodes", "FailedAndUnresolvableNodes" };
+				for (int m = 0; m < 2; m++) {
+					char *x = cJSON_PrintUnformatted(cJSON_GetObjectItem(all, maps[m]));
+					char *y = cJSON_PrintUnformatted(cJSON_GetObjectItem(kept, maps[m]));
+					assert_string_equal(x, y);
+					free(x);
+					free(y);
+				}
+				checked += n < passing;
+				cJSON_Delete(all), cJSON_Delete(kept), cJSON_Delete(prio);
+				free(all_s), free(best_s), free(prio_s), free(body);
+			}
+			extender_free(best);
+		}
+		free_world(&w);
+	}
+	assert_true(checked > 100);   /* most requests had more nodes passing than kept */
 }
 
 /*
@@ -324,6 +419,7 @@ int main(void)
 		cmocka_unit_test(test_memo_finds_what_it_learned_and_stays_bounded),
 		cmocka_unit_test(test_memo_changes_no_answer),
 		cmocka_unit_test(test_own_reservation_breaks_the_class),
+		cmocka_unit_test(test_filter_keeps_the_best),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

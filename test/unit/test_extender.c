@@ -1,6 +1,7 @@
 /* The extender verbs, called in-process on a cache loaded from an inventory. */
 #include "testutil.h"
 
+#include "choices.h"
 #include "extender.h"
 #include "inventory.h"
 #include "metrics.h"
@@ -302,6 +303,123 @@ static void test_bind_flow(void **state)
 	cJSON_Delete(r);
 }
 
+/* The one node a filter passed, or "" when it passed none or several. */
+static const char *only_node(const cJSON *reply)
+{
+	const cJSON *names = cJSON_GetObjectItem(reply, "NodeNames");
+	return cJSON_GetArraySize(names) == 1 ? cJSON_GetArrayItem(names, 0)->valuestring : "";
+}
+
+/* Cluster mode's bind in short: the pod's record of device 0 on its node (the ledger's, watched back). */
+static int record_bind(void *ctx, const struct bind_request *req, char *err, size_t errlen)
+{
+	(void)err, (void)errlen;
+	struct alloc a = { .mode = CLAIM_EXCLUSIVE, .ndev = 1 };
+	snprintf(a.uid, sizeof(a.uid), "%s", req->uid);
+	cache_lock(ctx);
+	int rc = cache_add_alloc(ctx, req->node, &a);
+	cache_unlock(ctx);
+	return rc ? BIND_ERROR : BIND_OK;
+}
+
+/*
+ * filterKeepsBest 1 in cluster mode: the node a filter chose counts for the
+ * next pods' filters until the pod's bind arrives, not against the pod
+ * itself, and once only when the bind takes over.
+ */
+static void test_filter_choice_counts_until_bind(void **state)
+{
+	struct fixture *f = *state;
+	struct extender_opts o = {
+		.cache = f->cache, .res = &f->res, .default_policy = POLICY_BINPACK,
+		.bind = record_bind, .bind_ctx = f->cache, .assume_binds = true, .filter_keeps_best = 1,
+	};
+	struct extender *x = extender_new(&o);
+	int st;
+	cJSON *r;
+	/* A 2-GPU pod on big: its bind takes over its filter's two devices and adds
+	 * none, and what the bind's answer forgets is all there was. */
+	r = call(extender_filter, x, args("d1", "", "\"gpu.scheduling/gpu\":\"2\""), &st);
+	assert_string_equal(only_node(r), "big");
+	cJSON_Delete(r);
+	const char *bind_d1 = "{\"PodName\":\"d1\",\"PodNamespace\":\"ml\",\"PodUID\":\"d1\",\"Node\":\"big\"}";
+	struct http_request req_d1 = { "POST", "/", bind_d1, strlen(bind_d1), NULL };
+	extender_bind_arrive(x, &req_d1);
+	struct snapshot *s = cache_acquire(f->cache);
+	const struct gpu_node *big = snapshot_find(s, "big")->node;
+	int taken = 0;
+	for (int d = 0; d < big->ndev; d++)
+		taken += big->dev[d].exclusive;
+	assert_int_equal(taken, 2);
+	snapshot_release(s);
+	cache_lock(f->cache);
+	cache_forget(f->cache, "d1", "big");
+	cache_unlock(f->cache);
+	s = cache_acquire(f->cache);
+	big = snapshot_find(s, "big")->node;
+	for (int d = 0; d < big->ndev; d++)
+		assert_int_equal(big->dev[d].exclusive, 0);
+	snapshot_release(s);
+	const char *one = "\"gpu.scheduling/gpu\":\"1\"";
+	r = call(extender_filter, x, args("c1", "", one), &st);
+	assert_string_equal(only_node(r), "small");      /* binpack: the 1-GPU node ends full */
+	cJSON_Delete(r);
+	r = call(extender_filter, x, args("c2", "", one), &st);
+	assert_string_equal(only_node(r), "big");        /* small is c1's until its bind */
+	assert_non_null(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "FailedNodes"), "small"));
+	cJSON_Delete(r);
+	r = call(extender_filter, x, args("c1", "", one), &st);
+	assert_string_equal(only_node(r), "small");      /* filtered again: its own choice is not in the way */
+	cJSON_Delete(r);
+
+	const char *bind = "{\"PodName\":\"c1\",\"PodNamespace\":\"ml\",\"PodUID\":\"c1\",\"Node\":\"small\"}";
+	struct http_request req = { "POST", "/", bind, strlen(bind), NULL };
+	extender_bind_arrive(x, &req);
+	s = cache_acquire(f->cache);
+	assert_int_equal(snapshot_find(s, "small")->node->dev[0].exclusive, 1);   /* the bind's, not the filter's too */
+	snapshot_release(s);
+	r = call(extender_bind, x, bind, &st);
+	assert_string_equal(cJSON_GetObjectItem(r, "Error")->valuestring, "");
+	cJSON_Delete(r);
+	s = cache_acquire(f->cache);
+	const struct cache_node *small = snapshot_find(s, "small");
+	assert_int_equal(small->nallocs, 1);
+	assert_int_equal(small->node->dev[0].exclusive, 1);
+	snapshot_release(s);
+	r = call(extender_filter, x, args("c3", "", one), &st);
+	assert_string_equal(only_node(r), "big");
+	cJSON_Delete(r);
+	/* c1 gone: nothing of it is left assumed, so small is free again. */
+	cache_lock(f->cache);
+	assert_true(cache_remove_alloc(f->cache, "c1", "small"));
+	cache_unlock(f->cache);
+	r = call(extender_filter, x, args("c4", "", one), &st);
+	assert_string_equal(only_node(r), "small");
+	cJSON_Delete(r);
+	extender_free(x);
+}
+
+static void test_choices_expire_and_stay_bounded(void **state)
+{
+	(void)state;
+	struct choices s;
+	assert_int_equal(choices_init(&s, 2), 0);
+	assert_true(choices_put(&s, "a", "n1", 100));
+	assert_false(choices_put(&s, "a", "n2", 100));   /* one choice a pod */
+	assert_true(choices_put(&s, "b", "n2", 200));
+	assert_false(choices_put(&s, "c", "n3", 300));   /* full */
+	struct choice out[4];
+	assert_int_equal(choices_take_expired(&s, 99, out, 4), 0);
+	assert_int_equal(choices_take_expired(&s, 100, out, 4), 1);
+	assert_string_equal(out[0].uid, "a");
+	assert_string_equal(out[0].node, "n1");
+	assert_false(choices_take(&s, "a", out));
+	assert_true(choices_take(&s, "b", out));
+	assert_string_equal(out[0].node, "n2");
+	assert_int_equal(s.n, 0);
+	choices_release(&s);
+}
+
 /* Many threads bind pods that want 2 GPUs each to a node with 4. */
 struct bind_race {
 	struct fixture *f;
@@ -545,6 +663,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_large_request, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_not_ready_refuses, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_own_reservation_not_counted, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_filter_choice_counts_until_bind, setup, teardown),
+		cmocka_unit_test(test_choices_expire_and_stay_bounded),
 	};
 	return cmocka_run_group_tests_name("extender", tests, NULL, NULL);
 }
