@@ -406,8 +406,7 @@ static int node_allocs(int node, int per_node, int extra, struct alloc *out)
 		a->mode = CLAIM_SHARED;
 		a->mem_mib = 8000;
 		a->core = 100;
-		a->ndev = 1;
-		a->ids[0] = k % 4;
+		alloc_add_id(a, k % 4);
 		a->since = 1700000000;
 	}
 	return n;

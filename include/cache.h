@@ -23,6 +23,15 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+/*
+ * How far apart the device ids of one allocation may lie. They are kept as
+ * two-byte offsets from the lowest (an allocation is a node's, and a cluster
+ * keeps hundreds of thousands): the agent numbers a node's GPUs from 0, 100
+ * more for each vendor after the first, and MIG instances 1000 apart per
+ * GPU, so a node's ids span at most about 65,000.
+ */
+#define ALLOC_ID_SPAN 65535
+
 /* One pod's reservation of devices on one node. */
 struct alloc {
 	char uid[64];
@@ -30,11 +39,19 @@ struct alloc {
 	enum claim_mode mode;
 	uint32_t mem_mib;          /* shared: per device */
 	uint32_t core;             /* shared: milli-GPU per device */
-	int ndev;
-	int ids[GPU_MAX_DEVICES];  /* device ids */
 	int64_t since;             /* unix seconds when reserved */
+	int32_t id_base;           /* the lowest device id */
+	uint16_t ndev;
+	uint16_t id_off[GPU_MAX_DEVICES];   /* each device's id - id_base, in the allocation's order */
 };
 
+/* Device k's id. */
+static inline int alloc_id(const struct alloc *a, int k)
+{
+	return a->id_base + a->id_off[k];
+}
+/* Adds the next device; -1 (nothing added) when a has GPU_MAX_DEVICES or the ids would span more than ALLOC_ID_SPAN. */
+int alloc_add_id(struct alloc *a, int id);
 /* Sets a->pod from the pod's namespace and name. */
 void alloc_set_pod(struct alloc *a, const char *ns, const char *name);
 /* "0,1" of a's ids. */

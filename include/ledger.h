@@ -63,12 +63,35 @@ struct ledger {
 
 void ledger_init(struct ledger *l, const char *node);
 void ledger_release(struct ledger *l);
-/* A copy with entries of its own; -1 when out of memory (dst is then empty). */
-int ledger_copy(struct ledger *dst, const struct ledger *src);
 int ledger_add(struct ledger *l, const struct ledger_entry *e);
 /* Index of the pod's entry, or -1. */
 int ledger_find(const struct ledger *l, const char *uid);
 void ledger_remove_at(struct ledger *l, int i);
+
+/*
+ * A ledger's entries packed for keeping: the reservation module holds the
+ * ledger of every node as last watched, and a struct ledger_entry takes
+ * 992 bytes (fixed-size names and ids) for a one-GPU pod's 100 or so.
+ * Each entry: its length (2 bytes), uid, namespace, pod, GpuClaim and gang
+ * NUL-terminated, mode (1), memory and core (4 each), since (8), gang
+ * timeout (4), device count (1), the lowest id (4) and each id's offset from
+ * it (2); numbers in host order.
+ */
+struct ledger_packed {
+	unsigned char *data;
+	size_t len;
+	int n;
+};
+
+/* l's entries packed; 0, or -1 when out of memory (out is then empty). */
+int ledger_pack(const struct ledger *l, struct ledger_packed *out);
+void ledger_packed_release(struct ledger_packed *p);
+/* The entry at *pos into *e, *pos moved past it; false at the end. Start with *pos = 0. */
+bool ledger_packed_next(const struct ledger_packed *p, size_t *pos, struct ledger_entry *e);
+/* Whether an entry of the pod is there (reads only the uids). */
+bool ledger_packed_holds(const struct ledger_packed *p, const char *uid);
+/* The ledger of node at rv with p's entries; 0, or -1 when out of memory. */
+int ledger_unpack(const struct ledger_packed *p, const char *node, const char *rv, struct ledger *out);
 
 /* A gang's id: a hash of "<namespace>/<name>", in its places' uids and its lock Lease's name. */
 void ledger_gang_id(const char *ns, const char *gang, char out[17]);

@@ -92,12 +92,34 @@ void alloc_set_pod(struct alloc *a, const char *ns, const char *name)
 	snprintf(a->pod, sizeof(a->pod), "%s/%s", ns, name);
 }
 
+int alloc_add_id(struct alloc *a, int id)
+{
+	if (a->ndev >= GPU_MAX_DEVICES || id < 0)
+		return -1;
+	if (!a->ndev) {
+		a->id_base = id;
+	} else if (id < a->id_base) {
+		/* a new lowest id: the others move up */
+		int shift = a->id_base - id;
+		for (int k = 0; k < a->ndev; k++)
+			if (a->id_off[k] + shift > ALLOC_ID_SPAN)
+				return -1;
+		for (int k = 0; k < a->ndev; k++)
+			a->id_off[k] = (uint16_t)(a->id_off[k] + shift);
+		a->id_base = id;
+	} else if (id - a->id_base > ALLOC_ID_SPAN) {
+		return -1;
+	}
+	a->id_off[a->ndev++] = (uint16_t)(id - a->id_base);
+	return 0;
+}
+
 void alloc_ids(const struct alloc *a, char *out, size_t size)
 {
 	size_t len = 0;
 	out[0] = '\0';
 	for (int k = 0; k < a->ndev && len < size; k++) {
-		int w = snprintf(out + len, size - len, "%s%d", k ? "," : "", a->ids[k]);
+		int w = snprintf(out + len, size - len, "%s%d", k ? "," : "", alloc_id(a, k));
 		if (w < 0)
 			break;
 		len += (size_t)w;
@@ -120,7 +142,7 @@ static void view_release(struct cache_node *v)
 void alloc_apply(struct gpu_node *n, const struct alloc *a)
 {
 	for (int k = 0; k < a->ndev; k++) {
-		int i = gpu_node_find_device(n, a->ids[k]);
+		int i = gpu_node_find_device(n, alloc_id(a, k));
 		if (i >= 0)   /* else the device is gone from the GpuNodeStatus */
 			gpu_hold(&n->dev[i], a->mode == CLAIM_SHARED, a->mem_mib, a->core);
 	}
@@ -129,7 +151,7 @@ void alloc_apply(struct gpu_node *n, const struct alloc *a)
 void alloc_unapply(struct gpu_node *n, const struct alloc *a)
 {
 	for (int k = 0; k < a->ndev; k++) {
-		int i = gpu_node_find_device(n, a->ids[k]);
+		int i = gpu_node_find_device(n, alloc_id(a, k));
 		if (i >= 0)
 			gpu_unhold(&n->dev[i], a->mode == CLAIM_SHARED, a->mem_mib, a->core);
 	}

@@ -450,8 +450,7 @@ static bool assume_devices(struct extender *x, const struct api_pod_ref *pod, co
 	double score;
 	if (view && policy_place(&br.policy, view, c, &f, &score)) {
 		struct alloc al;
-		bind_alloc(&al, &br, view, &f);
-		ok = !cache_assume(x->o.cache, node, &al);
+		ok = !bind_alloc(&al, &br, view, &f) && !cache_assume(x->o.cache, node, &al);
 	}
 	cache_unlock(x->o.cache);
 	return ok;
@@ -884,7 +883,7 @@ out:
 
 /* ---- bind ---------------------------------------------------------------- */
 
-void bind_alloc(struct alloc *a, const struct bind_request *req, const struct gpu_node *n, const struct fit *f)
+int bind_alloc(struct alloc *a, const struct bind_request *req, const struct gpu_node *n, const struct fit *f)
 {
 	const struct claim *c = req->claim;
 	memset(a, 0, sizeof(*a));
@@ -894,9 +893,10 @@ void bind_alloc(struct alloc *a, const struct bind_request *req, const struct gp
 	a->mode = c->mode;
 	a->mem_mib = c->mode == CLAIM_SHARED ? c->mem_mib : 0;
 	a->core = c->mode == CLAIM_SHARED ? c->core : 0;
-	a->ndev = f->ndev;
 	for (int k = 0; k < f->ndev; k++)
-		a->ids[k] = n->dev[f->dev[k]].id;
+		if (alloc_add_id(a, n->dev[f->dev[k]].id))
+			return -1;
+	return 0;
 }
 
 static void bind_reply(struct http_response *resp, const char *err)
@@ -1026,12 +1026,12 @@ int extender_bind_local(void *ctx, const struct bind_request *req, char *err, si
 	} else if (!policy_place(&req->policy, n, req->claim, &f, &score)) {
 		snprintf(err, errlen, "node %s no longer fits: %s", req->node, f.reason);
 		rc = BIND_NO_FIT;
-	} else {
-		bind_alloc(&a, req, n, &f);
-		if (cache_add_alloc(c, req->node, &a)) {
-			snprintf(err, errlen, "out of memory");
-			rc = BIND_ERROR;
-		}
+	} else if (bind_alloc(&a, req, n, &f)) {
+		snprintf(err, errlen, "node %s: the devices' ids lie more than %d apart", req->node, ALLOC_ID_SPAN);
+		rc = BIND_ERROR;
+	} else if (cache_add_alloc(c, req->node, &a)) {
+		snprintf(err, errlen, "out of memory");
+		rc = BIND_ERROR;
 	}
 out:
 	cache_unlock(c);

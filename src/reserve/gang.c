@@ -55,10 +55,10 @@ static int gang_view(struct reserve *r, const struct api_pod_ref *pod, const cha
 	const char *node;
 	void *val;
 	pthread_mutex_lock(&r->lock);
+	struct ledger_entry entry, *e = &entry;   /* one at a time, as the packed ledgers give them */
 	for (size_t pos = 0; !rc && strmap_next(&r->ledgers, &pos, &node, &val);) {
-		const struct ledger *l = &((struct ledger_box *)val)->l;
-		for (int i = 0; i < l->n; i++) {
-			const struct ledger_entry *e = &l->e[i];
+		const struct ledger_packed *p = &((struct ledger_box *)val)->p;
+		for (size_t at = 0; ledger_packed_next(p, &at, e);) {
 			if (!strcmp(e->a.uid, pod->uid))
 				snprintf(v->own, sizeof(v->own), "%s", node);
 			if (!in_gang(e, pod->ns, gang))
@@ -413,7 +413,11 @@ static int edit_places(void *ctx, struct ledger *l, char *err, size_t errlen)
 		struct bind_request req = { .ns = p->pod->ns, .name = p->gang, .uid = uid, .node = p->node, .claim = p->c };
 		struct ledger_entry *e = &p->made[k];
 		memset(e, 0, sizeof(*e));
-		bind_alloc(&e->a, &req, n, &f);
+		if (bind_alloc(&e->a, &req, n, &f)) {
+			snprintf(err, errlen, "node %s: the devices' ids lie more than %d apart", p->node, ALLOC_ID_SPAN);
+			rc = -BIND_ERROR;
+			break;
+		}
 		ledger_entry_set_pod(e, req.ns, req.name);
 		snprintf(e->claim, sizeof(e->claim), "%s", p->c->gpuclaim);
 		snprintf(e->gang, sizeof(e->gang), "%s", p->gang);

@@ -3,6 +3,7 @@
 #include "strnum.h"
 
 #include <openssl/sha.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,22 +21,6 @@ void ledger_release(struct ledger *l)
 	free(l->e);
 	l->e = NULL;
 	l->n = l->cap = 0;
-}
-
-int ledger_copy(struct ledger *dst, const struct ledger *src)
-{
-	*dst = *src;
-	dst->e = NULL;
-	dst->cap = 0;
-	if (src->n) {
-		if (!(dst->e = malloc((size_t)src->n * sizeof(*dst->e)))) {
-			dst->n = 0;
-			return -1;
-		}
-		memcpy(dst->e, src->e, (size_t)src->n * sizeof(*dst->e));
-		dst->cap = src->n;
-	}
-	return 0;
 }
 
 int ledger_add(struct ledger *l, const struct ledger_entry *e)
@@ -112,6 +97,123 @@ void ledger_microtime(char *out, size_t size)
 	snprintf(out, size, "%s.%06ldZ", base, (long)tv.tv_usec);
 }
 
+/* ---- packed entries ---- */
+
+static int put_str(struct buf *b, const char *s)
+{
+	return buf_add(b, s, strlen(s) + 1);
+}
+
+int ledger_pack(const struct ledger *l, struct ledger_packed *out)
+{
+	memset(out, 0, sizeof(*out));
+	struct buf b;
+	buf_init(&b, (size_t)1 << 28);
+	for (int i = 0; i < l->n; i++) {
+		const struct ledger_entry *e = &l->e[i];
+		size_t start = b.len;
+		uint16_t len = 0;
+		uint8_t mode = (uint8_t)e->a.mode, ndev = (uint8_t)e->a.ndev;
+		int32_t timeout = e->gang_timeout_s;
+		int bad = buf_add(&b, &len, sizeof(len)) | put_str(&b, e->a.uid) | put_str(&b, e->ns) |
+			  put_str(&b, e->name) | put_str(&b, e->claim) | put_str(&b, e->gang) | buf_add(&b, &mode, 1) |
+			  buf_add(&b, &e->a.mem_mib, 4) | buf_add(&b, &e->a.core, 4) | buf_add(&b, &e->a.since, 8) |
+			  buf_add(&b, &timeout, 4) | buf_add(&b, &ndev, 1) | buf_add(&b, &e->a.id_base, 4) |
+			  buf_add(&b, e->a.id_off, (size_t)e->a.ndev * sizeof(e->a.id_off[0]));
+		if (bad || b.len - start > UINT16_MAX) {
+			buf_release(&b);
+			return -1;
+		}
+		len = (uint16_t)(b.len - start);
+		memcpy(b.data + start, &len, sizeof(len));
+	}
+	if (!l->n)
+		return 0;
+	/* Kept for long, by every node: exactly its size, not the buffer's room. */
+	out->data = malloc(b.len);
+	if (out->data) {
+		memcpy(out->data, b.data, b.len);
+		out->len = b.len;
+		out->n = l->n;
+	}
+	buf_release(&b);
+	return out->data ? 0 : -1;
+}
+
+void ledger_packed_release(struct ledger_packed *p)
+{
+	free(p->data);
+	memset(p, 0, sizeof(*p));
+}
+
+/* Copies the NUL-terminated string at *at into out (cut to size) and moves past it. */
+static void take_str(const unsigned char **at, char *out, size_t size)
+{
+	size_t n = strlen((const char *)*at);
+	size_t k = n < size ? n : size - 1;
+	memcpy(out, *at, k);
+	out[k] = '\0';
+	*at += n + 1;
+}
+
+bool ledger_packed_next(const struct ledger_packed *p, size_t *pos, struct ledger_entry *e)
+{
+	if (*pos >= p->len)
+		return false;
+	const unsigned char *at = p->data + *pos;
+	uint16_t len;
+	memcpy(&len, at, sizeof(len));
+	*pos += len;
+	at += sizeof(len);
+	char ns[sizeof(e->ns)], name[sizeof(e->name)];
+	take_str(&at, e->a.uid, sizeof(e->a.uid));
+	take_str(&at, ns, sizeof(ns));
+	take_str(&at, name, sizeof(name));
+	take_str(&at, e->claim, sizeof(e->claim));
+	take_str(&at, e->gang, sizeof(e->gang));
+	ledger_entry_set_pod(e, ns, name);
+	uint8_t mode, ndev;
+	int32_t timeout;
+	memcpy(&mode, at, 1), at += 1;
+	memcpy(&e->a.mem_mib, at, 4), at += 4;
+	memcpy(&e->a.core, at, 4), at += 4;
+	memcpy(&e->a.since, at, 8), at += 8;
+	memcpy(&timeout, at, 4), at += 4;
+	memcpy(&ndev, at, 1), at += 1;
+	e->a.mode = (enum claim_mode)mode;
+	e->gang_timeout_s = timeout;
+	e->a.ndev = ndev;
+	memcpy(&e->a.id_base, at, 4), at += 4;
+	memcpy(e->a.id_off, at, (size_t)ndev * sizeof(e->a.id_off[0]));
+	return true;
+}
+
+bool ledger_packed_holds(const struct ledger_packed *p, const char *uid)
+{
+	for (size_t pos = 0; pos < p->len;) {
+		uint16_t len;
+		memcpy(&len, p->data + pos, sizeof(len));
+		if (!strcmp((const char *)p->data + pos + sizeof(len), uid))
+			return true;
+		pos += len;
+	}
+	return false;
+}
+
+int ledger_unpack(const struct ledger_packed *p, const char *node, const char *rv, struct ledger *out)
+{
+	ledger_init(out, node);
+	snprintf(out->rv, sizeof(out->rv), "%s", rv);
+	struct ledger_entry e;
+	for (size_t pos = 0; ledger_packed_next(p, &pos, &e);) {
+		if (ledger_add(out, &e)) {
+			ledger_release(out);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 void ledger_entry_set_pod(struct ledger_entry *e, const char *ns, const char *name)
 {
 	snprintf(e->ns, sizeof(e->ns), "%s", ns);
@@ -144,7 +246,10 @@ static int decode_entry(const cJSON *j, struct ledger_entry *e, char *err, size_
 			snprintf(err, errlen, "reservation %s: devices must be ids", uid);
 			return -1;
 		}
-		e->a.ids[e->a.ndev++] = (int)num;
+		if (alloc_add_id(&e->a, (int)num)) {
+			snprintf(err, errlen, "reservation %s: device ids more than %d apart", uid, ALLOC_ID_SPAN);
+			return -1;
+		}
 	}
 	/* Optional numbers; one out of range makes the entry (and so the ledger) unreadable. */
 	struct { const char *key; double hi; } nums[] = {
@@ -223,7 +328,7 @@ static int encode_list(const struct ledger *l, struct buf *out)
 		}
 		buf_printf(out, ",\"mode\":\"%s\",\"devices\":[", claim_mode_name(e->a.mode));
 		for (int k = 0; k < e->a.ndev; k++)
-			buf_printf(out, "%s%d", k ? "," : "", e->a.ids[k]);
+			buf_printf(out, "%s%d", k ? "," : "", alloc_id(&e->a, k));
 		buf_printf(out, "],\"memoryMiB\":%u,\"coreMilli\":%u,\"since\":%lld}", e->a.mem_mib, e->a.core,
 			   (long long)e->a.since);
 	}

@@ -147,11 +147,10 @@ static int edit_repair(void *ctx, struct ledger *l, char *err, size_t errlen)
 		size_t len = strcspn(s, ",");
 		int id;
 		snprintf(num, sizeof(num), "%.*s", (int)(len < sizeof(num) - 1 ? len : sizeof(num) - 1), s);
-		if (!strnum_int(num, 0, 1000000, &id)) {
+		if (!strnum_int(num, 0, 1000000, &id) || alloc_add_id(&e.a, id)) {
 			snprintf(err, errlen, "pod %s/%s: bad %s annotation '%s'", p->ns, p->pod, ANN_ALLOCATED, p->allocated);
 			return LEDGER_UNCHANGED;
 		}
-		e.a.ids[e.a.ndev++] = id;
 		s += len + (s[len] == ',');
 	}
 	/* Only when the devices are still free in this ledger version. */
@@ -159,7 +158,7 @@ static int edit_repair(void *ctx, struct ledger *l, char *err, size_t errlen)
 	for (int k = 0; n && k < l->n; k++)
 		alloc_apply(n, &l->e[k].a);
 	for (int k = 0; n && k < e.a.ndev; k++) {
-		int i = gpu_node_find_device(n, e.a.ids[k]);
+		int i = gpu_node_find_device(n, alloc_id(&e.a, k));
 		const struct gpu_device *d = i >= 0 ? &n->dev[i] : NULL;
 		bool ok = d && !d->exclusive && (e.a.mode == CLAIM_SHARED
 			? gpu_free_mib(d) >= e.a.mem_mib && gpu_free_core(d) >= e.a.core : !d->shared);
@@ -208,10 +207,10 @@ void reserve_reap(struct reserve *r)
 	pthread_mutex_lock(&r->lock);
 	const char *key;
 	void *val;
+	struct ledger_entry entry, *e = &entry;   /* one at a time, as the packed ledgers give them */
 	for (size_t pos = 0; strmap_next(&r->ledgers, &pos, &key, &val);) {
-		const struct ledger *l = &((struct ledger_box *)val)->l;
-		for (int i = 0; i < l->n; i++) {
-			const struct ledger_entry *e = &l->e[i];
+		const struct ledger_packed *p = &((struct ledger_box *)val)->p;
+		for (size_t at = 0; ledger_packed_next(p, &at, e);) {
 			strmap_put(&reserved, e->a.uid, (void *)1, NULL);
 			int why = classify(r, key, e, now);
 			struct lookup *x = NULL;
@@ -262,7 +261,7 @@ void reserve_reap(struct reserve *r)
 	for (size_t pos = 0; strmap_next(&r->resv, &pos, &key, &val) && nstale < MAX_GETS_PER_PASS;) {
 		const struct resv_lease *l = val;
 		const struct ledger_box *box = strmap_get(&r->ledgers, l->node);
-		if (now - l->seen <= r->o.bind_timeout_s || (box && ledger_find(&box->l, l->uid) >= 0))
+		if (now - l->seen <= r->o.bind_timeout_s || (box && ledger_packed_holds(&box->p, l->uid)))
 			continue;
 		struct stale_lease *x = push(&stale, &nstale, &cstale, sizeof(*stale));
 		if (!x)
@@ -469,7 +468,7 @@ void reserve_free(struct reserve *r)
 	const char *key;
 	void *val;
 	for (size_t pos = 0; strmap_next(&r->ledgers, &pos, &key, &val);) {
-		ledger_release(&((struct ledger_box *)val)->l);
+		ledger_packed_release(&((struct ledger_box *)val)->p);
 		free(val);
 	}
 	for (size_t pos = 0; strmap_next(&r->pods, &pos, &key, &val);)

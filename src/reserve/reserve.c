@@ -535,10 +535,14 @@ static int edit_reserve(void *ctx, struct ledger *l, char *err, size_t errlen)
 		return -BIND_NO_FIT;
 	}
 	memset(&b->entry, 0, sizeof(b->entry));
-	bind_alloc(&b->entry.a, b->req, n, &f);
+	int far = bind_alloc(&b->entry.a, b->req, n, &f);
+	gpu_node_free(n);
+	if (far) {
+		snprintf(err, errlen, "node %s: the devices' ids lie more than %d apart", b->req->node, ALLOC_ID_SPAN);
+		return -BIND_ERROR;
+	}
 	ledger_entry_set_pod(&b->entry, b->req->ns, b->req->name);
 	snprintf(b->entry.claim, sizeof(b->entry.claim), "%s", b->req->claim->gpuclaim);
-	gpu_node_free(n);
 	if (ledger_add(l, &b->entry)) {
 		snprintf(err, errlen, "out of memory");
 		return -BIND_ERROR;
@@ -588,7 +592,7 @@ static void add_annotations(struct buf *out, const struct gpu_node *n, const str
 	char ids[256], alloc[512];
 	alloc_ids(&e->a, ids, sizeof(ids));
 	for (int k = 0; k < e->a.ndev; k++) {
-		int i = gpu_node_find_device(n, e->a.ids[k]);
+		int i = gpu_node_find_device(n, alloc_id(&e->a, k));
 		if (i < 0)
 			continue;
 		const struct gpu_device_info *in = &n->info[i];

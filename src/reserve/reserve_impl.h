@@ -30,9 +30,10 @@ struct pod_state {
 	char strings[];
 };
 
-/* A ledger as last watched, with the relist generation it was seen in. */
+/* A ledger as last watched (its entries packed), with the relist generation it was seen in. */
 struct ledger_box {
-	struct ledger l;
+	char rv[64];
+	struct ledger_packed p;
 	uint64_t gen;
 };
 

@@ -75,10 +75,17 @@ static bool rv_older(const char *a, const char *b)
 static bool kept_is_newer(struct reserve *r, const char *node, const char *rv)
 {
 	struct ledger_box *box = strmap_get(&r->ledgers, node);
-	if (!box || !rv_older(rv, box->l.rv))
+	if (!box || !rv_older(rv, box->rv))
 		return false;
 	box->gen = r->ledger_gen;   /* still there: a relist keeps it */
 	return true;
+}
+
+static void box_free(struct ledger_box *box)
+{
+	if (box)
+		ledger_packed_release(&box->p);
+	free(box);
 }
 
 static void ledger_store(struct reserve *r, const char *node, struct ledger *l)
@@ -87,31 +94,28 @@ static void ledger_store(struct reserve *r, const char *node, struct ledger *l)
 		ledger_release(l);
 		return;
 	}
+	cache_from_ledger(r, node, l);
 	struct ledger_box *box = malloc(sizeof(*box));
-	if (!box) {
+	if (!box || ledger_pack(l, &box->p)) {
+		free(box);
 		ledger_release(l);
 		log_error("out of memory storing a ledger", "node=%s", node);
 		return;
 	}
-	cache_from_ledger(r, node, l);
-	box->l = *l;
+	snprintf(box->rv, sizeof(box->rv), "%s", l->rv);
+	ledger_release(l);
 	box->gen = r->ledger_gen;
 	void *old = NULL;
-	if (strmap_put(&r->ledgers, node, box, &old)) {
-		ledger_release(&box->l);
-		free(box);
-	}
-	if (old) {
-		ledger_release(&((struct ledger_box *)old)->l);
-		free(old);
-	}
+	if (strmap_put(&r->ledgers, node, box, &old))
+		box_free(box);
+	box_free(old);
 }
 
 bool reserve_known_ledger(struct reserve *r, const char *node, struct ledger *out)
 {
 	pthread_mutex_lock(&r->lock);
 	struct ledger_box *box = strmap_get(&r->ledgers, node);
-	bool known = box ? !ledger_copy(out, &box->l) : r->ledgers_listed;
+	bool known = box ? !ledger_unpack(&box->p, node, box->rv, out) : r->ledgers_listed;
 	if (!box && known)
 		ledger_init(out, node);   /* none: a write creates it (409 if one came meanwhile) */
 	pthread_mutex_unlock(&r->lock);
@@ -135,12 +139,8 @@ static void ledger_apply(void *ctx, bool deleted, const cJSON *obj)
 		const char *rv = api_str(api_path(obj, "metadata"), "resourceVersion");
 		if (rv && kept_is_newer(r, node, rv))
 			return;   /* deleted before this replica made it again */
-		struct ledger_box *box = strmap_del(&r->ledgers, node);
+		box_free(strmap_del(&r->ledgers, node));
 		cache_set_allocs(r->o.cache, node, NULL, 0);
-		if (box) {
-			ledger_release(&box->l);
-			free(box);
-		}
 		return;
 	}
 	struct ledger l;
@@ -149,9 +149,13 @@ static void ledger_apply(void *ctx, bool deleted, const cJSON *obj)
 		/* Keep what we had: an unreadable ledger must not free its GPUs. */
 		log_error("cannot read a ledger; keeping its last good state", "node=%s error=\"%s\"", node, LOG_Q(err));
 		struct ledger_box *box = strmap_get(&r->ledgers, node);
+		struct ledger kept;
 		if (box) {
 			box->gen = r->ledger_gen;
-			cache_from_ledger(r, node, &box->l);
+			if (!ledger_unpack(&box->p, node, box->rv, &kept)) {
+				cache_from_ledger(r, node, &kept);
+				ledger_release(&kept);
+			}
 		}
 		return;
 	}
@@ -170,8 +174,7 @@ static void ledger_end(void *ctx)
 		if (box->gen == r->ledger_gen)
 			continue;
 		strmap_del(&r->ledgers, key);
-		ledger_release(&box->l);
-		free(box);
+		box_free(box);
 	}
 }
 

@@ -19,9 +19,36 @@ static struct alloc make_alloc(const char *uid, int id)
 	memset(&a, 0, sizeof(a));
 	snprintf(a.uid, sizeof(a.uid), "%s", uid);
 	a.mode = CLAIM_EXCLUSIVE;
-	a.ndev = 1;
-	a.ids[0] = id;
+	assert_int_equal(alloc_add_id(&a, id), 0);
 	return a;
+}
+
+/* Device ids as offsets from the lowest: any order, any id, as long as they lie close enough. */
+static void test_alloc_ids(void **state)
+{
+	(void)state;
+	struct alloc a;
+	memset(&a, 0, sizeof(a));
+	const int ids[] = { 1003, 1001, 2000, 65536 + 1000 };   /* MIG ids of two GPUs, then the farthest */
+	for (int k = 0; k < 4; k++)
+		assert_int_equal(alloc_add_id(&a, ids[k]), 0);
+	assert_int_equal(a.ndev, 4);
+	for (int k = 0; k < 4; k++)
+		assert_int_equal(alloc_id(&a, k), ids[k]);   /* in the order added */
+	assert_int_equal(alloc_add_id(&a, 999), -1);      /* would span 65538 */
+	assert_int_equal(alloc_add_id(&a, 65536 + 1002), -1);
+	assert_int_equal(alloc_add_id(&a, -1), -1);
+	assert_int_equal(a.ndev, 4);                      /* refused: nothing changed */
+	for (int k = 0; k < 4; k++)
+		assert_int_equal(alloc_id(&a, k), ids[k]);
+	char text[64];
+	alloc_ids(&a, text, sizeof(text));
+	assert_string_equal(text, "1003,1001,2000,66536");
+	memset(&a, 0, sizeof(a));
+	for (int k = 0; k < GPU_MAX_DEVICES; k++)
+		assert_int_equal(alloc_add_id(&a, GPU_MAX_DEVICES - k), 0);
+	assert_int_equal(alloc_add_id(&a, 0), -1);       /* full */
+	assert_int_equal(alloc_id(&a, GPU_MAX_DEVICES - 1), 1);
 }
 
 static void test_snapshots_are_immutable(void **state)
@@ -104,13 +131,13 @@ static void test_allocations(void **state)
 	assert_int_equal(cache_add_alloc(c, "n1", &a), 0);
 	assert_int_equal(cache_add_alloc(c, "n1", &b), 0);
 	/* The same pod again, elsewhere: it moves. */
-	b.ids[0] = 3;
+	b.id_base = 3;
 	assert_int_equal(cache_add_alloc(c, "n2", &b), 0);
 	struct alloc got;
 	char node[64];
 	assert_true(cache_find_alloc(c, "pod-2", &got, node, sizeof(node)));
 	assert_string_equal(node, "n2");
-	assert_int_equal(got.ids[0], 3);
+	assert_int_equal(alloc_id(&got, 0), 3);
 	assert_int_equal(cache_peek(c, "n1")->dev[1].exclusive, 0);
 	assert_int_equal(cache_peek(c, "n2")->dev[3].exclusive, 1);
 	/* A ledger replaces everything on its node. */
@@ -460,6 +487,7 @@ int main(void)
 		cmocka_unit_test(test_gpuclaims),
 		cmocka_unit_test(test_publish_patches_or_rebuilds),
 		cmocka_unit_test(test_concurrent_readers_and_writers),
+		cmocka_unit_test(test_alloc_ids),
 	};
 	return cmocka_run_group_tests_name("cache", tests, NULL, NULL);
 }

@@ -121,8 +121,7 @@ static struct alloc an_alloc(const char *uid, enum claim_mode mode, uint32_t mib
 	a.mode = mode;
 	a.mem_mib = mib;
 	a.core = core;
-	a.ndev = 1;
-	a.ids[0] = id;
+	assert_int_equal(alloc_add_id(&a, id), 0);
 	return a;
 }
 

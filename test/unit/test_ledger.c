@@ -20,9 +20,8 @@ static struct ledger_entry entry(const char *uid, enum claim_mode mode, int id0,
 	snprintf(pod, sizeof(pod), "pod-%s", uid);
 	ledger_entry_set_pod(&e, "ml", pod);
 	e.a.mode = mode;
-	e.a.ndev = n;
 	for (int i = 0; i < n; i++)
-		e.a.ids[i] = id0 + i;
+		assert_int_equal(alloc_add_id(&e.a, id0 + i), 0);
 	if (mode == CLAIM_SHARED) {
 		e.a.mem_mib = 2048;
 		e.a.core = 300;
@@ -78,7 +77,7 @@ static void test_roundtrip(void **state)
 	assert_int_equal(back.e[i].a.mem_mib, 2048);
 	assert_int_equal(back.e[i].a.core, 300);
 	assert_string_equal(back.e[i].claim, "shared-slice");
-	assert_int_equal(back.e[i].a.ids[0], 3);
+	assert_int_equal(alloc_id(&back.e[i].a, 0), 3);
 	assert_int_equal(back.e[i].a.since, 1700000000);
 	ledger_remove_at(&back, i);
 	assert_int_equal(ledger_find(&back, "u2"), -1);
@@ -110,6 +109,9 @@ static void test_decode_errors(void **state)
 		"{\"metadata\":{\"annotations\":{\"gpu.scheduling/node\":\"n\",\"gpu.scheduling/reservations\":"
 		"\"[{\\\"uid\\\":\\\"x\\\",\\\"namespace\\\":\\\"a\\\",\\\"pod\\\":\\\"p\\\",\\\"devices\\\":[0],"
 		"\\\"gang\\\":\\\"g\\\",\\\"gangTimeoutSeconds\\\":1e9}]\"}}}",
+		/* device ids further apart than an allocation keeps */
+		"{\"metadata\":{\"annotations\":{\"gpu.scheduling/node\":\"n\",\"gpu.scheduling/reservations\":"
+		"\"[{\\\"uid\\\":\\\"x\\\",\\\"namespace\\\":\\\"a\\\",\\\"pod\\\":\\\"p\\\",\\\"devices\\\":[0,65536]}]\"}}}",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		cJSON *obj = cJSON_Parse(bad[i]);
@@ -233,6 +235,71 @@ static void test_kubeconfig(void **state)
 	kube_config_release(&k);
 }
 
+/* Packed and unpacked, every field of every kind of entry comes back. */
+static void test_pack_roundtrip(void **state)
+{
+	(void)state;
+	struct ledger l;
+	ledger_init(&l, "gpu-a2");
+	struct ledger_entry a = entry("u1", CLAIM_EXCLUSIVE, 0, 2);
+	struct ledger_entry b = entry("u2", CLAIM_SHARED, 3, 1);
+	snprintf(b.claim, sizeof(b.claim), "shared-slice");
+	struct ledger_entry g = entry("gang-0123456789abcdef-1", CLAIM_MIG, 1000, GPU_MAX_DEVICES);
+	char longest[sizeof(g.name)];
+	memset(longest, 'n', sizeof(longest) - 1);
+	longest[sizeof(longest) - 1] = '\0';
+	ledger_entry_set_pod(&g, "ml", longest);   /* the longest names */
+	memset(g.gang, 'g', sizeof(g.gang) - 1);
+	g.gang[sizeof(g.gang) - 1] = '\0';
+	g.gang_timeout_s = 86400;
+	g.a.since = (int64_t)1 << 40;
+	g.a.mem_mib = UINT32_MAX;
+	struct ledger_entry all[] = { a, b, g };
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(ledger_add(&l, &all[i]), 0);
+	struct ledger_packed p;
+	assert_int_equal(ledger_pack(&l, &p), 0);
+	assert_int_equal(p.n, 3);
+	assert_true(p.len < 3 * sizeof(struct ledger_entry) / 2);
+	assert_true(ledger_packed_holds(&p, "u2"));
+	assert_true(ledger_packed_holds(&p, "gang-0123456789abcdef-1"));
+	assert_false(ledger_packed_holds(&p, "u"));
+	struct ledger back;
+	assert_int_equal(ledger_unpack(&p, "gpu-a2", "77", &back), 0);
+	assert_string_equal(back.node, "gpu-a2");
+	assert_string_equal(back.rv, "77");
+	assert_int_equal(back.n, 3);
+	for (int i = 0; i < 3; i++) {
+		const struct ledger_entry *x = &all[i], *y = &back.e[i];
+		assert_string_equal(y->a.uid, x->a.uid);
+		assert_string_equal(y->a.pod, x->a.pod);
+		assert_string_equal(y->ns, x->ns);
+		assert_string_equal(y->name, x->name);
+		assert_string_equal(y->claim, x->claim);
+		assert_string_equal(y->gang, x->gang);
+		assert_int_equal(y->a.mode, x->a.mode);
+		assert_int_equal(y->a.mem_mib, x->a.mem_mib);
+		assert_int_equal(y->a.core, x->a.core);
+		assert_int_equal(y->a.since, x->a.since);
+		assert_int_equal(y->gang_timeout_s, x->gang_timeout_s);
+		assert_int_equal(y->a.ndev, x->a.ndev);
+		for (int k = 0; k < x->a.ndev; k++)
+			assert_int_equal(alloc_id(&y->a, k), alloc_id(&x->a, k));
+	}
+	ledger_release(&back);
+	ledger_packed_release(&p);
+	/* An empty ledger packs to nothing. */
+	ledger_release(&l);
+	ledger_init(&l, "gpu-a3");
+	assert_int_equal(ledger_pack(&l, &p), 0);
+	assert_int_equal(p.n, 0);
+	assert_int_equal(ledger_unpack(&p, "gpu-a3", "", &back), 0);
+	assert_int_equal(back.n, 0);
+	assert_false(ledger_packed_holds(&p, "u1"));
+	ledger_release(&back);
+	ledger_release(&l);
+}
+
 /* The watched ledger of node n1 at resourceVersion rv, holding pods u1..uN. */
 static cJSON *lease_at(const char *rv, int pods)
 {
@@ -317,6 +384,7 @@ int main(void)
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_reservation_lease),
 		cmocka_unit_test(test_kubeconfig),
+		cmocka_unit_test(test_pack_roundtrip),
 		cmocka_unit_test(test_watch_never_goes_back),
 	};
 	return cmocka_run_group_tests_name("ledger", tests, NULL, NULL);
