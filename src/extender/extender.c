@@ -625,9 +625,9 @@ static bool route_gang(struct extender *x, struct filter_job *j)
 	return true;
 }
 
-/* ---- prioritize ---------------------------------------------------------- */
+/* ---- rating: prioritize's node loop, and filter's that keeps the best ---- */
 
-/* One prioritize request's node loop. */
+/* One rating node loop. */
 struct prio_job {
 	struct node_loop l;
 	struct policy_ctx pctx;
@@ -739,6 +739,8 @@ static int keep_best(struct extender *x, struct filter_job *fj, enum policy_id p
 	free(r), free(j.raw), free(j.ok), loop_release(&j.l);
 	return 0;
 }
+
+/* ---- the filter and prioritize verbs ------------------------------------ */
 
 void extender_filter(void *ctx, const struct http_request *req, struct http_response *resp)
 {
