@@ -88,7 +88,13 @@ int ledger_pack(const struct ledger *l, struct ledger_packed *out);
 void ledger_packed_release(struct ledger_packed *p);
 /* The entry at *pos into *e, *pos moved past it; false at the end. Start with *pos = 0. */
 bool ledger_packed_next(const struct ledger_packed *p, size_t *pos, struct ledger_entry *e);
-/* Whether an entry of the pod is there (reads only the uids). */
+/* The strings of a packed entry where they lie (no copy). */
+struct ledger_packed_strs {
+	const char *uid, *ns, *name, *claim, *gang;
+};
+/* The strings of the entry at *pos, *pos moved past it; false at the end. Start with *pos = 0. */
+bool ledger_packed_next_strs(const struct ledger_packed *p, size_t *pos, struct ledger_packed_strs *out);
+/* Whether an entry of the pod is there. */
 bool ledger_packed_holds(const struct ledger_packed *p, const char *uid);
 /* The ledger of node at rv with p's entries; 0, or -1 when out of memory. */
 int ledger_unpack(const struct ledger_packed *p, const char *node, const char *rv, struct ledger *out);

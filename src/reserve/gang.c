@@ -30,11 +30,6 @@ struct gang_view {
 	struct alloc shape;       /* a place, as its devices were reserved */
 };
 
-static bool in_gang(const struct ledger_entry *e, const char *ns, const char *gang)
-{
-	return e->gang[0] && !strcmp(e->gang, gang) && !strcmp(e->ns, ns);
-}
-
 static int view_add_node(struct gang_view *v, const char *node)
 {
 	for (int i = 0; i < v->n; i++)
@@ -55,16 +50,18 @@ static int gang_view(struct reserve *r, const struct api_pod_ref *pod, const cha
 	const char *node;
 	void *val;
 	pthread_mutex_lock(&r->lock);
-	struct ledger_entry entry, *e = &entry;   /* one at a time, as the packed ledgers give them */
 	for (size_t pos = 0; !rc && strmap_next(&r->ledgers, &pos, &node, &val);) {
 		const struct ledger_packed *p = &((struct ledger_box *)val)->p;
-		for (size_t at = 0; ledger_packed_next(p, &at, e);) {
-			if (!strcmp(e->a.uid, pod->uid))
+		struct ledger_packed_strs s;
+		/* The strings in place: only a place of the gang is unpacked whole. */
+		for (size_t at = 0, here = 0; ledger_packed_next_strs(p, &at, &s); here = at) {
+			if (!strcmp(s.uid, pod->uid))
 				snprintf(v->own, sizeof(v->own), "%s", node);
-			if (!in_gang(e, pod->ns, gang))
+			if (!s.gang[0] || strcmp(s.gang, gang) || strcmp(s.ns, pod->ns))
 				continue;
-			if (ledger_entry_is_place(e)) {
-				v->shape = e->a;
+			struct ledger_entry e;
+			if (ledger_packed_next(p, &here, &e) && ledger_entry_is_place(&e)) {
+				v->shape = e.a;
 				v->places++;
 				rc = view_add_node(v, node);
 			} else {

@@ -165,13 +165,12 @@ bool ledger_packed_next(const struct ledger_packed *p, size_t *pos, struct ledge
 	memcpy(&len, at, sizeof(len));
 	*pos += len;
 	at += sizeof(len);
-	char ns[sizeof(e->ns)], name[sizeof(e->name)];
 	take_str(&at, e->a.uid, sizeof(e->a.uid));
-	take_str(&at, ns, sizeof(ns));
-	take_str(&at, name, sizeof(name));
+	take_str(&at, e->ns, sizeof(e->ns));
+	take_str(&at, e->name, sizeof(e->name));
 	take_str(&at, e->claim, sizeof(e->claim));
 	take_str(&at, e->gang, sizeof(e->gang));
-	ledger_entry_set_pod(e, ns, name);
+	alloc_set_pod(&e->a, e->ns, e->name);
 	uint8_t mode, ndev;
 	int32_t timeout;
 	memcpy(&mode, at, 1), at += 1;
@@ -188,15 +187,28 @@ bool ledger_packed_next(const struct ledger_packed *p, size_t *pos, struct ledge
 	return true;
 }
 
+bool ledger_packed_next_strs(const struct ledger_packed *p, size_t *pos, struct ledger_packed_strs *out)
+{
+	if (*pos >= p->len)
+		return false;
+	uint16_t len;
+	memcpy(&len, p->data + *pos, sizeof(len));
+	const char *at = (const char *)p->data + *pos + sizeof(len);
+	*pos += len;
+	const char **field[] = { &out->uid, &out->ns, &out->name, &out->claim, &out->gang };
+	for (size_t k = 0; k < sizeof(field) / sizeof(field[0]); k++) {
+		*field[k] = at;
+		at += strlen(at) + 1;
+	}
+	return true;
+}
+
 bool ledger_packed_holds(const struct ledger_packed *p, const char *uid)
 {
-	for (size_t pos = 0; pos < p->len;) {
-		uint16_t len;
-		memcpy(&len, p->data + pos, sizeof(len));
-		if (!strcmp((const char *)p->data + pos + sizeof(len), uid))
+	struct ledger_packed_strs s;
+	for (size_t pos = 0; ledger_packed_next_strs(p, &pos, &s);)
+		if (!strcmp(s.uid, uid))
 			return true;
-		pos += len;
-	}
 	return false;
 }
 

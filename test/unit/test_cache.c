@@ -51,6 +51,28 @@ static void test_alloc_ids(void **state)
 	assert_int_equal(alloc_id(&a, GPU_MAX_DEVICES - 1), 1);
 }
 
+/* The display name is "namespace/name", cut at the field's size as printf would cut it. */
+static void test_alloc_pod_name(void **state)
+{
+	(void)state;
+	char longest[300];
+	memset(longest, 'x', sizeof(longest) - 1);
+	longest[sizeof(longest) - 1] = '\0';
+	const size_t lens[] = { 0, 1, 30, 61, 62, 63, 64, 299 };
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		for (size_t j = 0; j < sizeof(lens) / sizeof(lens[0]); j++) {
+			char ns[300], name[300], want[64];
+			snprintf(ns, sizeof(ns), "%.*s", (int)lens[i], longest);
+			snprintf(name, sizeof(name), "%.*s", (int)lens[j], "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz");
+			snprintf(want, sizeof(want), "%s/%s", ns, name);
+			struct alloc a;
+			memset(&a, 0x55, sizeof(a));
+			alloc_set_pod(&a, ns, name);
+			assert_string_equal(a.pod, want);
+		}
+	}
+}
+
 static void test_snapshots_are_immutable(void **state)
 {
 	(void)state;
@@ -488,6 +510,7 @@ int main(void)
 		cmocka_unit_test(test_publish_patches_or_rebuilds),
 		cmocka_unit_test(test_concurrent_readers_and_writers),
 		cmocka_unit_test(test_alloc_ids),
+		cmocka_unit_test(test_alloc_pod_name),
 	};
 	return cmocka_run_group_tests_name("cache", tests, NULL, NULL);
 }

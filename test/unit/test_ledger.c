@@ -261,6 +261,16 @@ static void test_pack_roundtrip(void **state)
 	assert_int_equal(ledger_pack(&l, &p), 0);
 	assert_int_equal(p.n, 3);
 	assert_true(p.len < 3 * sizeof(struct ledger_entry) / 2);
+	struct ledger_packed_strs st;
+	int seen = 0;
+	for (size_t pos = 0; ledger_packed_next_strs(&p, &pos, &st); seen++) {
+		assert_string_equal(st.uid, all[seen].a.uid);
+		assert_string_equal(st.ns, all[seen].ns);
+		assert_string_equal(st.name, all[seen].name);
+		assert_string_equal(st.claim, all[seen].claim);
+		assert_string_equal(st.gang, all[seen].gang);
+	}
+	assert_int_equal(seen, 3);
 	assert_true(ledger_packed_holds(&p, "u2"));
 	assert_true(ledger_packed_holds(&p, "gang-0123456789abcdef-1"));
 	assert_false(ledger_packed_holds(&p, "u"));
