@@ -87,21 +87,46 @@ static inline void cache_node_prefetch(const struct cache_node *v)
 		__builtin_prefetch((const char *)v + off);
 }
 
-/* Name index of a snapshot: the hash and name kept beside the node, so a lookup misses the cache once. */
+/*
+ * A snapshot's name index: each node's name and hash, and its position.
+ * Snapshots published while no node comes or goes share one (a publish
+ * keeps every node's position).
+ */
 struct snapshot_slot {
 	size_t hash;
-	const char *name;          /* the node's own name; NULL: empty slot */
-	struct cache_node *node;
+	const char *name;          /* in the index's names; NULL: empty slot */
+	size_t pos;
+};
+struct snapshot_index {
+	atomic_int refs;
+	size_t cap;                /* power of two */
+	char *names;
+	struct snapshot_slot slot[];
+};
+
+/*
+ * SNAPSHOT_CHUNK nodes of a snapshot, shared by the snapshots in which none
+ * of them changed: a publish copies the chunks of the nodes that changed,
+ * not a pointer and a reference for every node.
+ */
+#define SNAPSHOT_CHUNK 64
+struct snapshot_chunk {
+	atomic_int refs;
+	struct cache_node *node[SNAPSHOT_CHUNK];   /* a reference on each; NULL past the last node */
 };
 
 struct snapshot {
 	atomic_int refs;
 	uint64_t version;          /* increases with every publish */
-	size_t n;
-	struct cache_node **nodes; /* unordered */
-	size_t index_cap;          /* power of two */
-	struct snapshot_slot *index;
+	size_t n;                  /* nodes, unordered: snapshot_node(s, 0 .. n-1) */
+	struct snapshot_chunk **chunks;
+	struct snapshot_index *index;
 };
+
+static inline struct cache_node *snapshot_node(const struct snapshot *s, size_t i)
+{
+	return s->chunks[i / SNAPSHOT_CHUNK]->node[i % SNAPSHOT_CHUNK];
+}
 
 struct cache;
 

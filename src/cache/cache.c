@@ -51,9 +51,9 @@ struct node_src {
 	struct alloc *assumed;     /* binds in flight (cache_assume) */
 	int nassumed, assumed_cap;
 	struct cache_node *view;   /* built from the above; NULL when stale */
-	/* Where the current snapshot has it (in_snap): nodes[snap_pos], index[index_pos]. */
+	/* Where the current snapshot has it (in_snap): snapshot_node(snap_pos). */
 	bool in_snap, dirty;
-	size_t snap_pos, index_pos;
+	size_t snap_pos;
 	uint64_t gen[CACHE_KINDS]; /* relist generation each kind was last set in */
 };
 
@@ -296,59 +296,90 @@ static struct cache_node *view_build(struct cache *cache, const struct node_src 
 
 /* ---- snapshots ----------------------------------------------------------- */
 
+static size_t chunks_for(size_t n)
+{
+	return (n + SNAPSHOT_CHUNK - 1) / SNAPSHOT_CHUNK;
+}
+
+static void chunk_release(struct snapshot_chunk *k)
+{
+	if (k && atomic_fetch_sub(&k->refs, 1) == 1) {
+		for (int i = 0; i < SNAPSHOT_CHUNK; i++)
+			view_release(k->node[i]);
+		free(k);
+	}
+}
+
+static void index_release(struct snapshot_index *x)
+{
+	if (x && atomic_fetch_sub(&x->refs, 1) == 1) {
+		free(x->names);
+		free(x);
+	}
+}
+
 void snapshot_release(struct snapshot *s)
 {
 	if (!s || atomic_fetch_sub(&s->refs, 1) != 1)
 		return;
-	for (size_t i = 0; i < s->n; i++)
-		view_release(s->nodes[i]);
-	free(s->nodes);
-	free(s->index);
+	for (size_t k = 0; s->chunks && k < chunks_for(s->n); k++)
+		chunk_release(s->chunks[k]);
+	free(s->chunks);
+	index_release(s->index);
 	free(s);
 }
 
 static const struct cache_node *find_hashed(const struct snapshot *s, const char *name, size_t h)
 {
-	size_t mask = s->index_cap - 1;
+	size_t mask = s->index->cap - 1;
 	for (size_t i = h & mask;; i = (i + 1) & mask) {
-		const struct snapshot_slot *slot = &s->index[i];
+		const struct snapshot_slot *slot = &s->index->slot[i];
 		if (!slot->name)
 			return NULL;
 		if (slot->hash == h && !strcmp(slot->name, name))
-			return slot->node;
+			return snapshot_node(s, slot->pos);
 	}
 }
 
 const struct cache_node *snapshot_find(const struct snapshot *s, const char *name)
 {
-	return s->index_cap ? find_hashed(s, name, strmap_hash(name)) : NULL;
+	return s->index ? find_hashed(s, name, strmap_hash(name)) : NULL;
 }
 
-/* How many lookups ahead the node's name (and header beside it) is fetched. */
-#define FETCH_AHEAD 8
+/*
+ * How many lookups ahead a name's index slot is fetched, and then, from the
+ * slot its hash lands on (most often its own), the name and the node's
+ * place in its chunk.
+ */
+#define SLOT_AHEAD 16
+#define NODE_AHEAD 8
 
 void snapshot_find_all(const struct snapshot *s, const char *const *names, int n,
 		       const struct cache_node **out)
 {
-	size_t *hash = s->index_cap && n > 0 ? malloc((size_t)n * sizeof(*hash)) : NULL;
+	size_t *hash = s->index && n > 0 ? malloc((size_t)n * sizeof(*hash)) : NULL;
 	if (!hash) {
 		for (int i = 0; i < n; i++)
 			out[i] = snapshot_find(s, names[i]);
 		return;
 	}
-	size_t mask = s->index_cap - 1;
-	/* First every name's index slot, then each node a few lookups ahead. */
-	for (int i = 0; i < n; i++) {
+	size_t mask = s->index->cap - 1;
+	for (int i = 0; i < n; i++)
 		hash[i] = strmap_hash(names[i]);
-		__builtin_prefetch(&s->index[hash[i] & mask]);
-	}
+	for (int i = 0; i < n && i < SLOT_AHEAD; i++)
+		__builtin_prefetch(&s->index->slot[hash[i] & mask]);
 	for (int i = 0; i < n; i++) {
-		if (i + FETCH_AHEAD < n) {
-			const struct snapshot_slot *ahead = &s->index[hash[i + FETCH_AHEAD] & mask];
-			if (ahead->name)
+		if (i + SLOT_AHEAD < n)
+			__builtin_prefetch(&s->index->slot[hash[i + SLOT_AHEAD] & mask]);
+		if (i + NODE_AHEAD < n) {
+			const struct snapshot_slot *ahead = &s->index->slot[hash[i + NODE_AHEAD] & mask];
+			if (ahead->name) {
 				__builtin_prefetch(ahead->name);
+				__builtin_prefetch(&s->chunks[ahead->pos / SNAPSHOT_CHUNK]->node[ahead->pos % SNAPSHOT_CHUNK]);
+			}
 		}
-		out[i] = find_hashed(s, names[i], hash[i]);
+		if ((out[i] = find_hashed(s, names[i], hash[i])))
+			__builtin_prefetch(out[i]);
 	}
 	free(hash);
 }
@@ -358,7 +389,7 @@ static bool src_visible(const struct node_src *s)
 	return s->node || s->gpus;
 }
 
-/* Builds a snapshot of every visible node; NULL when out of memory. */
+/* Builds a snapshot of every visible node, with a new index; NULL when out of memory. */
 static struct snapshot *snapshot_build(struct cache *c)
 {
 	struct snapshot *s = calloc(1, sizeof(*s));
@@ -366,30 +397,41 @@ static struct snapshot *snapshot_build(struct cache *c)
 		return NULL;
 	atomic_init(&s->refs, 1);
 	s->version = ++c->version;
-	s->nodes = malloc((c->srcs.len ? c->srcs.len : 1) * sizeof(*s->nodes));
-	size_t cap = 16;
+	size_t cap = 16, names = 1;
 	while (cap < c->srcs.len * 2)
 		cap *= 2;
-	s->index = calloc(cap, sizeof(*s->index));
-	if (!s->nodes || !s->index)
-		goto fail;
-	s->index_cap = cap;
 	const char *key;
 	void *val;
+	for (size_t pos = 0; strmap_next(&c->srcs, &pos, &key, &val);)
+		names += strlen(key) + 1;
+	s->chunks = calloc(chunks_for(c->srcs.len) + 1, sizeof(*s->chunks));
+	s->index = calloc(1, sizeof(*s->index) + cap * sizeof(s->index->slot[0]));
+	if (!s->chunks || !s->index || !(s->index->names = malloc(names)))
+		goto fail;
+	atomic_init(&s->index->refs, 1);
+	s->index->cap = cap;
+	char *name = s->index->names;
 	for (size_t pos = 0; strmap_next(&c->srcs, &pos, &key, &val);) {
 		struct node_src *src = val;
 		if (!src_visible(src))
 			continue;
 		if (!src->view && !(src->view = view_build(c, src)))
 			goto fail;
+		struct snapshot_chunk **k = &s->chunks[s->n / SNAPSHOT_CHUNK];
+		if (!*k) {
+			if (!(*k = calloc(1, sizeof(**k))))
+				goto fail;
+			atomic_init(&(*k)->refs, 1);
+		}
 		atomic_fetch_add(&src->view->refs, 1);
-		src->snap_pos = s->n;
-		s->nodes[s->n++] = src->view;
-		size_t h = strmap_hash(key), i = h & (cap - 1);
-		while (s->index[i].name)
+		(*k)->node[s->n % SNAPSHOT_CHUNK] = src->view;
+		size_t len = strlen(key) + 1, h = strmap_hash(key), i = h & (cap - 1);
+		memcpy(name, key, len);
+		while (s->index->slot[i].name)
 			i = (i + 1) & (cap - 1);
-		s->index[i] = (struct snapshot_slot){ h, src->view->node->name, src->view };
-		src->index_pos = i;
+		s->index->slot[i] = (struct snapshot_slot){ h, name, s->n };
+		name += len;
+		src->snap_pos = s->n++;
 	}
 	for (size_t pos = 0; strmap_next(&c->srcs, &pos, &key, &val);) {
 		struct node_src *src = val;
@@ -406,10 +448,11 @@ fail:
 }
 
 /*
- * The current snapshot with the dirty nodes' new views in place: a copy of
- * its arrays, not a walk of every node with its name hashed again (5 ms at
- * 65000 nodes, for each ledger event). NULL when it cannot (the set of
- * nodes changed, or out of memory): then snapshot_build.
+ * The current snapshot with the dirty nodes' new views in place: its index
+ * shared, its chunks shared but those of the dirty nodes, which are copied.
+ * Not a walk of every node with its name hashed again (5 ms at 65000 nodes,
+ * for each ledger event), nor a reference taken on every node. NULL when it
+ * cannot (the set of nodes changed, or out of memory): then snapshot_build.
  */
 static struct snapshot *snapshot_patch(struct cache *c)
 {
@@ -421,33 +464,54 @@ static struct snapshot *snapshot_patch(struct cache *c)
 		if (src_visible(src) != src->in_snap || (src->in_snap && !src->view && !(src->view = view_build(c, src))))
 			return NULL;
 	}
+	size_t nk = chunks_for(old->n);
 	struct snapshot *s = calloc(1, sizeof(*s));
-	if (!s)
-		return NULL;
-	s->nodes = malloc((old->n ? old->n : 1) * sizeof(*s->nodes));
-	s->index = malloc(old->index_cap * sizeof(*s->index));
-	if (!s->nodes || !s->index) {
-		free(s->nodes);
-		free(s->index);
+	bool *copied = calloc(nk + 1, sizeof(*copied));
+	if (!s || !copied || !(s->chunks = malloc((nk + 1) * sizeof(*s->chunks)))) {
 		free(s);
+		free(copied);
 		return NULL;
 	}
-	atomic_init(&s->refs, 1);
-	s->n = old->n;
-	s->index_cap = old->index_cap;
-	memcpy(s->nodes, old->nodes, old->n * sizeof(*s->nodes));
-	memcpy(s->index, old->index, old->index_cap * sizeof(*s->index));
-	for (size_t k = 0; k < c->ndirty; k++) {
-		struct node_src *src = c->dirty[k];
-		src->dirty = false;
+	memcpy(s->chunks, old->chunks, nk * sizeof(*s->chunks));
+	for (size_t d = 0; d < c->ndirty; d++) {
+		struct node_src *src = c->dirty[d];
 		if (!src->in_snap)
 			continue;
-		s->nodes[src->snap_pos] = src->view;
-		s->index[src->index_pos].node = src->view;
-		s->index[src->index_pos].name = src->view->node->name;
+		size_t k = src->snap_pos / SNAPSHOT_CHUNK;
+		if (!copied[k]) {
+			struct snapshot_chunk *copy = malloc(sizeof(*copy));
+			if (!copy) {
+				for (size_t j = 0; j < nk; j++)
+					if (copied[j])
+						chunk_release(s->chunks[j]);
+				free(s->chunks);
+				free(s);
+				free(copied);
+				return NULL;
+			}
+			atomic_init(&copy->refs, 1);
+			memcpy(copy->node, s->chunks[k]->node, sizeof(copy->node));
+			for (int i = 0; i < SNAPSHOT_CHUNK; i++)
+				if (copy->node[i])
+					atomic_fetch_add(&copy->node[i]->refs, 1);
+			s->chunks[k] = copy;
+			copied[k] = true;
+		}
+		struct cache_node **at = &s->chunks[k]->node[src->snap_pos % SNAPSHOT_CHUNK];
+		atomic_fetch_add(&src->view->refs, 1);
+		view_release(*at);   /* the old snapshot's chunk still holds it */
+		*at = src->view;
 	}
-	for (size_t i = 0; i < s->n; i++)
-		atomic_fetch_add(&s->nodes[i]->refs, 1);
+	for (size_t k = 0; k < nk; k++)
+		if (!copied[k])
+			atomic_fetch_add(&s->chunks[k]->refs, 1);
+	for (size_t d = 0; d < c->ndirty; d++)
+		c->dirty[d]->dirty = false;
+	free(copied);
+	atomic_init(&s->refs, 1);
+	s->n = old->n;
+	s->index = old->index;
+	atomic_fetch_add(&s->index->refs, 1);
 	s->version = ++c->version;
 	c->ndirty = 0;
 	return s;
@@ -938,8 +1002,8 @@ void cache_stats(struct cache *c, struct cache_stats *out)
 	out->nodes = s->n;
 	out->version = s->version;
 	for (size_t i = 0; i < s->n; i++) {
-		out->devices += (size_t)s->nodes[i]->node->ndev;
-		out->allocs += (size_t)s->nodes[i]->nallocs;
+		out->devices += (size_t)snapshot_node(s, i)->node->ndev;
+		out->allocs += (size_t)snapshot_node(s, i)->nallocs;
 	}
 	snapshot_release(s);
 	pthread_rwlock_rdlock(&c->claims_lock);

@@ -92,8 +92,8 @@ void extender_debug_nodes(void *ctx, const struct http_request *req, struct http
 	}
 	size_t n = 0;
 	for (size_t i = 0; i < s->n; i++)
-		if (!only || !strcmp(s->nodes[i]->node->name, only))
-			v[n++] = s->nodes[i];
+		if (!only || !strcmp(snapshot_node(s, i)->node->name, only))
+			v[n++] = snapshot_node(s, i);
 	qsort(v, n, sizeof(*v), by_name);
 	struct buf *out = &resp->body;
 	buf_printf(out, "{\"version\":%llu,\"nodes\":[", (unsigned long long)s->version);

@@ -354,7 +354,7 @@ static void *reader(void *arg)
 		struct snapshot *s = cache_acquire(r->c);
 		long used = 0;
 		for (size_t i = 0; i < s->n; i++) {
-			const struct cache_node *cn = s->nodes[i];
+			const struct cache_node *cn = snapshot_node(s, i);
 			int held = 0;
 			for (int d = 0; d < cn->node->ndev; d++)
 				held += cn->node->dev[d].exclusive;
