@@ -379,7 +379,7 @@ static void *reader(void *arg)
 static void test_publish_patches_or_rebuilds(void **state)
 {
 	(void)state;
-	enum { NODES = 48, STEPS = 3000, HELD = 4 };
+	enum { NODES = 150, STEPS = 4000, HELD = 4 };   /* nodes in three snapshot chunks */
 	struct cache *c = cache_new();
 	bool has_node[NODES] = { false }, has_gpus[NODES] = { false };
 	int nallocs[NODES] = { 0 };
@@ -393,7 +393,7 @@ static void test_publish_patches_or_rebuilds(void **state)
 		cache_lock(c);
 		for (int op = rand_r(&seed) % 4; op >= 0; op--) {
 			int n = rand_r(&seed) % NODES;
-			snprintf(name, sizeof(name), "node-%02d", n);
+			snprintf(name, sizeof(name), "node-%03d", n);
 			switch (rand_r(&seed) % 6) {
 			case 0:
 				assert_int_equal(cache_set_gpus(c, name, has_gpus[n] ? NULL : devices(name, 8)), 0);
@@ -425,7 +425,7 @@ static void test_publish_patches_or_rebuilds(void **state)
 		struct snapshot *s = cache_acquire(c);
 		size_t visible = 0;
 		for (int n = 0; n < NODES; n++) {
-			snprintf(name, sizeof(name), "node-%02d", n);
+			snprintf(name, sizeof(name), "node-%03d", n);
 			const struct cache_node *cn = snapshot_find(s, name);
 			if (!has_node[n] && !has_gpus[n]) {
 				assert_null(cn);
@@ -445,7 +445,7 @@ static void test_publish_patches_or_rebuilds(void **state)
 				continue;
 			assert_int_equal(held[k]->n, held_n[k]);
 			for (int n = 0; n < NODES; n++) {
-				snprintf(name, sizeof(name), "node-%02d", n);
+				snprintf(name, sizeof(name), "node-%03d", n);
 				const struct cache_node *cn = snapshot_find(held[k], name);
 				assert_int_equal(cn ? cn->nallocs : -1, held_allocs[k][n]);
 			}
@@ -454,7 +454,7 @@ static void test_publish_patches_or_rebuilds(void **state)
 		held[h] = s;
 		held_n[h] = s->n;
 		for (int n = 0; n < NODES; n++) {
-			snprintf(name, sizeof(name), "node-%02d", n);
+			snprintf(name, sizeof(name), "node-%03d", n);
 			const struct cache_node *cn = snapshot_find(s, name);
 			held_allocs[h][n] = cn ? cn->nallocs : -1;
 		}
