@@ -155,17 +155,6 @@ def cmd_watch(argv):
         json.dump(rep, f)
 
 
-def cmd_writes(argv):
-    text = request("GET", "/metrics", raw=True).decode()
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith("apiserver_request_total{"):
-            labels, value = line.rsplit(" ", 1)
-            if any('verb="%s"' % v in labels for v in ("POST", "PUT", "PATCH", "DELETE")):
-                total += float(value)
-    print(int(total))
-
-
 def request_counts():
     counts = {}
     for line in request("GET", "/metrics", raw=True).decode().splitlines():
@@ -178,6 +167,10 @@ def request_counts():
                            "/" + kv["subresource"] if kv.get("subresource") else "")
         counts[key] = counts.get(key, 0.0) + float(value)
     return counts
+
+
+def cmd_writes(argv):
+    print(int(sum(n for key, n in request_counts().items() if key.split()[0] in ("POST", "PUT", "PATCH", "DELETE"))))
 
 
 def cmd_requests(argv):

@@ -25,9 +25,11 @@ struct bind_request {
 
 /*
  * The allocation a bind of req makes with the devices of f on n: reserved
- * now. -1 when their ids lie more than ALLOC_ID_SPAN apart (cache.h).
+ * now. -1 with err (when not NULL) when their ids lie more than
+ * ALLOC_ID_SPAN apart (cache.h).
  */
-int bind_alloc(struct alloc *a, const struct bind_request *req, const struct gpu_node *n, const struct fit *f);
+int bind_alloc(struct alloc *a, const struct bind_request *req, const struct gpu_node *n, const struct fit *f,
+	       char *err, size_t errlen);
 
 /* Returns a BIND_* result (metrics.h); on failure err says why in one line. */
 typedef int (*extender_bind_fn)(void *ctx, const struct bind_request *req, char *err, size_t errlen);

@@ -466,52 +466,44 @@ static struct snapshot *snapshot_patch(struct cache *c)
 	}
 	size_t nk = chunks_for(old->n);
 	struct snapshot *s = calloc(1, sizeof(*s));
-	bool *copied = calloc(nk + 1, sizeof(*copied));
-	if (!s || !copied || !(s->chunks = malloc((nk + 1) * sizeof(*s->chunks)))) {
+	if (!s || !(s->chunks = malloc((nk + 1) * sizeof(*s->chunks)))) {
 		free(s);
-		free(copied);
 		return NULL;
 	}
+	/* Everything of the old one shared first; a dirty node's chunk is copied when first met. */
+	atomic_init(&s->refs, 1);
+	s->n = old->n;
 	memcpy(s->chunks, old->chunks, nk * sizeof(*s->chunks));
+	for (size_t k = 0; k < nk; k++)
+		atomic_fetch_add(&s->chunks[k]->refs, 1);
+	s->index = old->index;
+	atomic_fetch_add(&s->index->refs, 1);
 	for (size_t d = 0; d < c->ndirty; d++) {
 		struct node_src *src = c->dirty[d];
 		if (!src->in_snap)
 			continue;
 		size_t k = src->snap_pos / SNAPSHOT_CHUNK;
-		if (!copied[k]) {
+		if (s->chunks[k] == old->chunks[k]) {
 			struct snapshot_chunk *copy = malloc(sizeof(*copy));
 			if (!copy) {
-				for (size_t j = 0; j < nk; j++)
-					if (copied[j])
-						chunk_release(s->chunks[j]);
-				free(s->chunks);
-				free(s);
-				free(copied);
+				snapshot_release(s);
 				return NULL;
 			}
 			atomic_init(&copy->refs, 1);
-			memcpy(copy->node, s->chunks[k]->node, sizeof(copy->node));
+			memcpy(copy->node, old->chunks[k]->node, sizeof(copy->node));
 			for (int i = 0; i < SNAPSHOT_CHUNK; i++)
 				if (copy->node[i])
 					atomic_fetch_add(&copy->node[i]->refs, 1);
+			chunk_release(s->chunks[k]);   /* the old snapshot still holds it */
 			s->chunks[k] = copy;
-			copied[k] = true;
 		}
 		struct cache_node **at = &s->chunks[k]->node[src->snap_pos % SNAPSHOT_CHUNK];
 		atomic_fetch_add(&src->view->refs, 1);
 		view_release(*at);   /* the old snapshot's chunk still holds it */
 		*at = src->view;
 	}
-	for (size_t k = 0; k < nk; k++)
-		if (!copied[k])
-			atomic_fetch_add(&s->chunks[k]->refs, 1);
 	for (size_t d = 0; d < c->ndirty; d++)
 		c->dirty[d]->dirty = false;
-	free(copied);
-	atomic_init(&s->refs, 1);
-	s->n = old->n;
-	s->index = old->index;
-	atomic_fetch_add(&s->index->refs, 1);
 	s->version = ++c->version;
 	c->ndirty = 0;
 	return s;

@@ -384,13 +384,21 @@ struct node_loop {
 	const struct cache_node **node;   /* the request's nodes in the snapshot, NULL where unknown */
 };
 
+/* A memo when results go by state; NULL otherwise, or when out of memory (then every node on its own). */
+static struct class_memo *memo_new(bool by_state)
+{
+	struct class_memo *m = by_state ? malloc(sizeof(*m)) : NULL;
+	if (m)
+		class_memo_init(m);
+	return m;
+}
+
 /* Room for the request's nodes, and a memo when their results go by state. 0, or -1 (no memory). */
 static int loop_init(struct node_loop *l, const struct verb_args *a, bool by_state)
 {
 	l->a = a;
 	l->node = malloc(((size_t)a->n + 1) * sizeof(*l->node));
-	if (by_state && (l->memo = malloc(sizeof(*l->memo))))
-		class_memo_init(l->memo);
+	l->memo = memo_new(by_state);
 	return l->node ? 0 : -1;
 }
 
@@ -450,7 +458,7 @@ static bool assume_devices(struct extender *x, const struct api_pod_ref *pod, co
 	double score;
 	if (view && policy_place(&br.policy, view, c, &f, &score)) {
 		struct alloc al;
-		ok = !bind_alloc(&al, &br, view, &f) && !cache_assume(x->o.cache, node, &al);
+		ok = !bind_alloc(&al, &br, view, &f, NULL, 0) && !cache_assume(x->o.cache, node, &al);
 	}
 	cache_unlock(x->o.cache);
 	return ok;
@@ -711,15 +719,17 @@ static int keep_best(struct extender *x, struct filter_job *fj, enum policy_id p
 		passing += fj->v[i].reason < 0;
 	if (passing <= keep)
 		return 0;
-	struct prio_job j = { .only = fj->v };
+	/* The filter's nodes as found, with a memo of ratings of its own. */
+	struct prio_job j = {
+		.l = { .a = a, .node = fj->l.node, .memo = memo_new(fit_by_state(a) && !policy_flags(policy)) },
+		.only = fj->v,
+		.raw = calloc((size_t)a->n, sizeof(*j.raw)),
+		.ok = calloc((size_t)a->n, sizeof(*j.ok)),
+	};
 	struct rated *r = malloc((size_t)passing * sizeof(*r));
-	j.raw = calloc((size_t)a->n, sizeof(*j.raw));
-	j.ok = calloc((size_t)a->n, sizeof(*j.ok));
-	if (!r || !j.raw || !j.ok || loop_init(&j.l, a, fit_by_state(a) && !policy_flags(policy))) {
-		free(r), free(j.raw), free(j.ok), loop_release(&j.l);
-		return -1;
-	}
-	memcpy(j.l.node, fj->l.node, (size_t)a->n * sizeof(*j.l.node));
+	int rc = -1;
+	if (!r || !j.raw || !j.ok)
+		goto out;
 	rate_nodes(x, &j, policy);
 	int n = 0;
 	for (int i = 0; i < a->n; i++)
@@ -736,8 +746,10 @@ static int keep_best(struct extender *x, struct filter_job *fj, enum policy_id p
 		fj->v[i].kept_out = fj->v[i].reason < 0;
 	for (int k = 0; k < keep; k++)
 		fj->v[r[k].i].kept_out = false;
-	free(r), free(j.raw), free(j.ok), loop_release(&j.l);
-	return 0;
+	rc = 0;
+out:
+	free(r), free(j.raw), free(j.ok), free(j.l.memo);
+	return rc;
 }
 
 /* ---- the filter and prioritize verbs ------------------------------------ */
@@ -885,7 +897,8 @@ out:
 
 /* ---- bind ---------------------------------------------------------------- */
 
-int bind_alloc(struct alloc *a, const struct bind_request *req, const struct gpu_node *n, const struct fit *f)
+int bind_alloc(struct alloc *a, const struct bind_request *req, const struct gpu_node *n, const struct fit *f,
+	       char *err, size_t errlen)
 {
 	const struct claim *c = req->claim;
 	memset(a, 0, sizeof(*a));
@@ -895,9 +908,13 @@ int bind_alloc(struct alloc *a, const struct bind_request *req, const struct gpu
 	a->mode = c->mode;
 	a->mem_mib = c->mode == CLAIM_SHARED ? c->mem_mib : 0;
 	a->core = c->mode == CLAIM_SHARED ? c->core : 0;
-	for (int k = 0; k < f->ndev; k++)
-		if (alloc_add_id(a, n->dev[f->dev[k]].id))
+	for (int k = 0; k < f->ndev; k++) {
+		if (alloc_add_id(a, n->dev[f->dev[k]].id)) {
+			if (err)
+				snprintf(err, errlen, "node %s: the devices' ids lie more than %d apart", req->node, ALLOC_ID_SPAN);
 			return -1;
+		}
+	}
 	return 0;
 }
 
@@ -994,11 +1011,8 @@ done:
 	bind_reply(resp, err);
 out:
 	/* What the arrival step assumed: the bind's own record (or nothing) stands now. */
-	if (x->o.assume_binds && have_args) {
-		cache_lock(x->o.cache);
-		cache_forget(x->o.cache, uid, node);
-		cache_unlock(x->o.cache);
-	}
+	if (x->o.assume_binds && have_args)
+		forget_assumed(x, uid, node);
 	claim_release(&c);
 	jsonarena_delete(root);
 }
@@ -1028,8 +1042,7 @@ int extender_bind_local(void *ctx, const struct bind_request *req, char *err, si
 	} else if (!policy_place(&req->policy, n, req->claim, &f, &score)) {
 		snprintf(err, errlen, "node %s no longer fits: %s", req->node, f.reason);
 		rc = BIND_NO_FIT;
-	} else if (bind_alloc(&a, req, n, &f)) {
-		snprintf(err, errlen, "node %s: the devices' ids lie more than %d apart", req->node, ALLOC_ID_SPAN);
+	} else if (bind_alloc(&a, req, n, &f, err, errlen)) {
 		rc = BIND_ERROR;
 	} else if (cache_add_alloc(c, req->node, &a)) {
 		snprintf(err, errlen, "out of memory");

@@ -410,8 +410,7 @@ static int edit_places(void *ctx, struct ledger *l, char *err, size_t errlen)
 		struct bind_request req = { .ns = p->pod->ns, .name = p->gang, .uid = uid, .node = p->node, .claim = p->c };
 		struct ledger_entry *e = &p->made[k];
 		memset(e, 0, sizeof(*e));
-		if (bind_alloc(&e->a, &req, n, &f)) {
-			snprintf(err, errlen, "node %s: the devices' ids lie more than %d apart", p->node, ALLOC_ID_SPAN);
+		if (bind_alloc(&e->a, &req, n, &f, err, errlen)) {
 			rc = -BIND_ERROR;
 			break;
 		}

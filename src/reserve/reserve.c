@@ -535,12 +535,10 @@ static int edit_reserve(void *ctx, struct ledger *l, char *err, size_t errlen)
 		return -BIND_NO_FIT;
 	}
 	memset(&b->entry, 0, sizeof(b->entry));
-	int far = bind_alloc(&b->entry.a, b->req, n, &f);
+	int far = bind_alloc(&b->entry.a, b->req, n, &f, err, errlen);
 	gpu_node_free(n);
-	if (far) {
-		snprintf(err, errlen, "node %s: the devices' ids lie more than %d apart", b->req->node, ALLOC_ID_SPAN);
+	if (far)
 		return -BIND_ERROR;
-	}
 	ledger_entry_set_pod(&b->entry, b->req->ns, b->req->name);
 	snprintf(b->entry.claim, sizeof(b->entry.claim), "%s", b->req->claim->gpuclaim);
 	if (ledger_add(l, &b->entry)) {
