@@ -615,7 +615,7 @@ int main(int argc, char **argv)
 		unlink(inv);
 	}
 	printf("\n* every node in a state of its own (no two alike), the worst case for the per-state memo\n");
-	printf("\ngoal: 5000 nodes, http p99 under 2 ms\n");
+	printf("\ngoal: 5000 nodes, http p99 under 1 ms with every node in a state of its own (5000*)\n");
 	curl_global_cleanup();
 	return 0;
 }

@@ -85,8 +85,15 @@ metric_mean() {  # METRICS_TEXT NAME [LABEL_MATCH]: sum/count in ms
     END { if (c > 0) printf "%.2f", s / c * 1000; else printf "-" }' <<<"$1"
 }
 
-# CPU seconds used so far by every process of that name (utime + stime).
-cpu_s() { ps -C "$1" -o times= | awk '{ s += $1 } END { print s + 0 }'; }
+# CPU seconds used so far by every process of that name (utime + stime, in
+# clock ticks from /proc: ps rounds to whole seconds).
+cpu_s() {
+  local pids
+  pids=$(pgrep -x "$1" | sed 's#.*#/proc/&/stat#')
+  [[ -n $pids ]] || { echo 0; return; }
+  # shellcheck disable=SC2086
+  cat $pids 2>/dev/null | sed 's/^.*) //' | awk -v hz="$(getconf CLK_TCK)" '{ s += $12 + $13 } END { printf "%.2f", s / hz }'
+}
 CPU_OF=(kube-apiserver etcd kube-scheduler gpu-extender)
 
 ROWS=() REQUESTS=()
@@ -127,7 +134,7 @@ run_row() {
   local w1 port sched_metrics cpu="" i
   w1=$(load writes)
   REQUESTS+=("$label: $(load requests "$CLUSTER_DIR/requests-$label.before" "$PODS")")
-  for i in "${!CPU_OF[@]}"; do cpu+="${cpu:+/}$(( $(cpu_s "${CPU_OF[$i]}") - ${cpu0[$i]} ))"; done
+  for i in "${!CPU_OF[@]}"; do cpu+="${cpu:+/}$(awk -v a="${cpu0[$i]}" -v b="$(cpu_s "${CPU_OF[$i]}")" 'BEGIN { printf "%.1f", b - a }')"; done
   port=$(cluster_scheduler_port "sched-$label")
   sched_metrics=$(kubectl --server="https://127.0.0.1:$port" --insecure-skip-tls-verify=true get --raw /metrics 2>/dev/null)
   for k in "${urls[@]}"; do ext_metrics+=$(curl -sf "$k/metrics")$'\n'; done   # replicas: summed

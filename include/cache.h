@@ -77,13 +77,14 @@ struct cache_node {
 	void *info;                /* the devices' strings: shared with the node's writer side */
 	void *block;               /* allocs, when shared with the node's writer side */
 	struct slab *slab;         /* where this (hot) block came from */
-	size_t hot_size;
+	uint32_t hot_size;
+	uint32_t fit_size;         /* the hot block's first bytes, which a fit reads: all but the name */
 };
 
-/* Asks the CPU to fetch a view's hot block, ahead of reading it. */
+/* Asks the CPU to fetch what a fit reads of a view, ahead of reading it. */
 static inline void cache_node_prefetch(const struct cache_node *v)
 {
-	for (size_t off = 0; off < v->hot_size; off += 64)
+	for (size_t off = 0; off < v->fit_size; off += 64)
 		__builtin_prefetch((const char *)v + off);
 }
 

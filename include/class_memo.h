@@ -8,6 +8,9 @@
  * per node. A node in a state of its own costs one lookup more.
  *
  * Bounded: past CLASS_MEMO_MAX states the memo stops learning new ones.
+ * A memo that does not pay stops: when fewer than one in CLASS_MEMO_PAYS
+ * of the first CLASS_MEMO_TRIAL lookups found a state (a cluster whose
+ * nodes all differ), it finds nothing more and the nodes go on their own.
  */
 #ifndef GPU_CLASS_MEMO_H
 #define GPU_CLASS_MEMO_H
@@ -19,6 +22,8 @@
 
 #define CLASS_MEMO_SLOTS 1024
 #define CLASS_MEMO_MAX (CLASS_MEMO_SLOTS / 2)
+#define CLASS_MEMO_TRIAL 256
+#define CLASS_MEMO_PAYS 4
 
 /* What a verb found for a node in one state. */
 struct class_result {
@@ -30,6 +35,8 @@ struct class_result {
 
 struct class_memo {
 	int used;
+	int looked, found;   /* lookups counted (class_memo_count) and those that found */
+	bool off;            /* it did not pay: finds nothing, learns nothing */
 	struct class_slot {
 		struct gpu_state_digest state;
 		bool used;
@@ -42,5 +49,7 @@ void class_memo_init(struct class_memo *m);
 const struct class_result *class_memo_find(const struct class_memo *m, struct gpu_state_digest state);
 /* Records r for a state not recorded yet. */
 void class_memo_add(struct class_memo *m, struct gpu_state_digest state, const struct class_result *r);
+/* Counts one node's lookup and whether it found; turns the memo off when it does not pay. */
+void class_memo_count(struct class_memo *m, bool found);
 
 #endif

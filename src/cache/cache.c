@@ -198,12 +198,13 @@ static bool assumed_counts(const struct node_src *s, const struct alloc *a)
 }
 
 /*
- * Lays a node's view out in two blocks. The hot one holds what every
- * request reads, in the order it reads it: header and name (the lookup),
- * node, islands, devices. The cold one holds the devices' strings, labels
- * and allocations. Requests read every node of a big cluster; a few
- * hundred hot bytes per node keep that scan in cache and off the TLB's
- * limits. Run once to measure (bases NULL), once to fill.
+ * Lays a node's view out in two blocks. The hot one holds what requests
+ * read, in the order they read it: header, node, devices and islands (a
+ * fit), then the name (for output: lookups compare the index's copy). The
+ * cold one holds the devices' strings, labels and allocations. Requests
+ * read every node of a big cluster; a few hundred hot bytes per node keep
+ * that scan in cache and off the TLB's limits. Run once to measure (bases
+ * NULL), once to fill.
  */
 static struct cache_node *view_layout(struct arena *hot, struct arena *cold, const struct node_src *s)
 {
@@ -211,10 +212,11 @@ static struct cache_node *view_layout(struct arena *hot, struct arena *cold, con
 	const struct gpu_node *l = s->node;
 	int ndev = g ? g->ndev : 0, nisland = g ? g->nisland : 0, nlabels = l ? l->nlabels : 0;
 	struct cache_node *v = arena_take(hot, sizeof(*v), 64);
-	char *name = arena_str(hot, s->name);
 	struct gpu_node *n = arena_take(hot, sizeof(*n), 8);
-	struct gpu_island *islands = arena_take(hot, (size_t)nisland * sizeof(*islands), 8);
 	struct gpu_device *dev = arena_take(hot, (size_t)ndev * sizeof(*dev), 32);
+	struct gpu_island *islands = arena_take(hot, (size_t)nisland * sizeof(*islands), 8);
+	size_t fit_size = hot->off;
+	char *name = arena_str(hot, s->name);
 	struct label *labels = arena_take(cold, (size_t)nlabels * sizeof(*labels), 8);
 	int nallocs = s->nallocs;
 	for (int i = 0; i < s->nassumed; i++)
@@ -233,6 +235,7 @@ static struct cache_node *view_layout(struct arena *hot, struct arena *cold, con
 		return NULL;
 	memset(v, 0, sizeof(*v));
 	atomic_init(&v->refs, 1);
+	v->fit_size = (uint32_t)fit_size;
 	v->cold = cold->base;
 	v->info = s->info;
 	if (s->info)
@@ -290,7 +293,7 @@ static struct cache_node *view_build(struct cache *cache, const struct node_src 
 	cold = (struct arena){ c, 0 };
 	struct cache_node *v = view_layout(&hot, &cold, s);
 	v->slab = cache->slab;
-	v->hot_size = hot_size;
+	v->hot_size = (uint32_t)hot_size;
 	return v;
 }
 

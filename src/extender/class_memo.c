@@ -7,13 +7,16 @@ static unsigned home(struct gpu_state_digest state)
 
 void class_memo_init(struct class_memo *m)
 {
-	m->used = 0;
+	m->used = m->looked = m->found = 0;
+	m->off = false;
 	for (int i = 0; i < CLASS_MEMO_SLOTS; i++)
 		m->slot[i].used = false;
 }
 
 const struct class_result *class_memo_find(const struct class_memo *m, struct gpu_state_digest state)
 {
+	if (m->off)
+		return NULL;
 	/* Never more than half full: the probe meets an empty slot. */
 	for (unsigned i = home(state);; i = (i + 1) % CLASS_MEMO_SLOTS) {
 		const struct class_slot *s = &m->slot[i];
@@ -26,11 +29,20 @@ const struct class_result *class_memo_find(const struct class_memo *m, struct gp
 
 void class_memo_add(struct class_memo *m, struct gpu_state_digest state, const struct class_result *r)
 {
-	if (m->used >= CLASS_MEMO_MAX)
+	if (m->used >= CLASS_MEMO_MAX || m->off)
 		return;
 	unsigned i = home(state);
 	while (m->slot[i].used)
 		i = (i + 1) % CLASS_MEMO_SLOTS;
 	m->slot[i] = (struct class_slot){ state, true, *r };
 	m->used++;
+}
+
+void class_memo_count(struct class_memo *m, bool found)
+{
+	if (m->off || m->looked >= CLASS_MEMO_TRIAL)
+		return;
+	m->found += found;
+	if (++m->looked == CLASS_MEMO_TRIAL && m->found * CLASS_MEMO_PAYS < CLASS_MEMO_TRIAL)
+		m->off = true;
 }

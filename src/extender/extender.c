@@ -429,6 +429,8 @@ static struct class_result result_of(const struct node_loop *l, int i, decide_fn
 	const struct cache_node *cn = l->node[i];
 	struct class_memo *m = cn && cn->has_gns ? l->memo : NULL;   /* a state needs a GpuNodeStatus */
 	const struct class_result *known = m ? class_memo_find(m, cn->state) : NULL;
+	if (m)
+		class_memo_count(m, known != NULL);
 	/* A failure does not hold where the pod has a reservation of its own (see without_own). */
 	if (known && (known->ok || !own_alloc(cn, l->a->ref.uid)))
 		return *known;

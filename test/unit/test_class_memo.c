@@ -104,6 +104,38 @@ static void test_memo_finds_what_it_learned_and_stays_bounded(void **state)
 	free(m);
 }
 
+/* Fewer than one lookup in CLASS_MEMO_PAYS found over the trial: off; exactly one in that many: on. */
+static void test_memo_that_does_not_pay_stops(void **state)
+{
+	(void)state;
+	struct class_memo *m = malloc(sizeof(*m));
+	struct class_result r = { .ok = true, .reason = -1 };
+	struct gpu_state_digest known = { 1, 1 };
+	for (int hits = CLASS_MEMO_TRIAL / CLASS_MEMO_PAYS - 1; hits <= CLASS_MEMO_TRIAL / CLASS_MEMO_PAYS; hits++) {
+		class_memo_init(m);
+		class_memo_add(m, known, &r);
+		for (int k = 0; k < CLASS_MEMO_TRIAL; k++) {
+			assert_false(m->off);
+			class_memo_count(m, k < hits);
+		}
+		bool pays = hits * CLASS_MEMO_PAYS >= CLASS_MEMO_TRIAL;
+		assert_int_equal(m->off, !pays);
+		if (pays) {
+			assert_non_null(class_memo_find(m, known));
+		} else {
+			/* finds nothing, learns nothing */
+			assert_null(class_memo_find(m, known));
+			class_memo_add(m, (struct gpu_state_digest){ 2, 2 }, &r);
+			assert_int_equal(m->used, 1);
+		}
+		/* the trial is over: later lookups change nothing */
+		for (int k = 0; k < 2 * CLASS_MEMO_TRIAL; k++)
+			class_memo_count(m, pays ? false : true);
+		assert_int_equal(m->off, !pays);
+	}
+	free(m);
+}
+
 /* ---- the extender with and without the memo ---------------------------- */
 
 struct world {
@@ -129,11 +161,13 @@ static struct alloc an_alloc(const char *uid, enum claim_mode mode, uint32_t mib
  * Nodes drawn from a few types with a few usage patterns, so states repeat
  * and also come alone; some nodes hold reservations of the pods the test
  * schedules ("p0".."p3"), which count for other pods but not for their own.
+ * With `alone`, more nodes, each with a memory size of its own: no state
+ * repeats, so the memo stops after its trial, in the middle of a request.
  */
-static void build_world(struct world *w, unsigned seed)
+static void build_world(struct world *w, unsigned seed, bool alone)
 {
 	w->cache = cache_new();
-	w->nodes = 240;
+	w->nodes = alone ? 2 * CLASS_MEMO_TRIAL + 40 : 240;
 	srand(seed);
 	cache_lock(w->cache);
 	for (int i = 0; i < w->nodes; i++) {
@@ -144,7 +178,7 @@ static void build_world(struct world *w, unsigned seed)
 		assert_int_equal(gpu_node_set_label(labels, "pool", "gpu"), 0);
 		assert_int_equal(cache_set_node(w->cache, name, labels), 0);
 		struct gpu_node *g = tu_node(name, type == 3 ? 4 : 8, type == 2 ? GPU_VENDOR_AMD : GPU_VENDOR_NVIDIA,
-					     "X", type == 1 ? 40960 : 81920);
+					     "X", (type == 1 ? 40960u : 81920u) + (alone ? (uint32_t)i : 0));
 		int half = g->ndev / 2;
 		tu_island(g, "link-0", type == 1 ? 300 : 900, 0, half - 1);
 		tu_island(g, "link-1", 900, half, g->ndev - 1);
@@ -256,9 +290,9 @@ static void test_memo_changes_no_answer(void **state)
 {
 	(void)state;
 	int compared = 0;
-	for (unsigned seed = 1; seed <= 3; seed++) {
+	for (unsigned seed = 1; seed <= 4; seed++) {
 		struct world w;
-		build_world(&w, seed);
+		build_world(&w, seed, seed == 4);
 		int k = add_all_claims(&w);
 		for (int c = 0; c < k; c++) {
 			char plain[32], sel[32], uid[8];
@@ -282,7 +316,7 @@ static void test_memo_changes_no_answer(void **state)
 		}
 		free_world(&w);
 	}
-	assert_int_equal(compared, 3 * 36 * 2);
+	assert_int_equal(compared, 4 * 36 * 2);
 }
 
 /* ---- filterKeepsBest ------------------------------------------------------ */
@@ -317,7 +351,7 @@ static void test_filter_keeps_the_best(void **state)
 	int checked = 0;
 	for (unsigned seed = 1; seed <= 2; seed++) {
 		struct world w;
-		build_world(&w, seed);
+		build_world(&w, seed, seed == 2);
 		int k = add_all_claims(&w);
 		for (int keep = 1; keep <= 3; keep += 2) {
 			struct extender_opts o = { .cache = w.cache, .res = &w.res, .default_policy = POLICY_BINPACK,
@@ -416,6 +450,7 @@ int main(void)
 		cmocka_unit_test(test_digest_ignores_what_is_not_state),
 		cmocka_unit_test(test_digest_sees_every_field),
 		cmocka_unit_test(test_memo_finds_what_it_learned_and_stays_bounded),
+		cmocka_unit_test(test_memo_that_does_not_pay_stops),
 		cmocka_unit_test(test_memo_changes_no_answer),
 		cmocka_unit_test(test_own_reservation_breaks_the_class),
 		cmocka_unit_test(test_filter_keeps_the_best),
