@@ -724,13 +724,18 @@ static int allocs_reserve(struct alloc **arr, int *have, int n)
 	return 0;
 }
 
-/* Room for n allocations in a block of s's own (no view holds it); -1: out of memory. */
-static int src_reserve(struct node_src *s, int n)
+/*
+ * Room for n allocations in a block of s's own (no view holds it); -1: out
+ * of memory. A new block has room for n exactly when `exact` (a whole
+ * ledger: most nodes hold a few pods, and room for 4 is over 1 KiB), else
+ * for 4 at first and then twice as many each time.
+ */
+static int src_reserve(struct node_src *s, int n, bool exact)
 {
 	struct alloc_block *b = s->block;
 	if (b && n <= b->cap && atomic_load(&b->refs) == 1)
 		return 0;
-	int cap = b ? b->cap : 4;
+	int cap = exact ? n : b ? b->cap : 4;
 	while (cap < n)
 		cap *= 2;
 	struct alloc_block *nb = malloc(sizeof(*nb) + (size_t)cap * sizeof(nb->a[0]));
@@ -747,7 +752,7 @@ static int src_reserve(struct node_src *s, int n)
 
 static int src_remove_alloc_at(struct cache *c, struct node_src *s, int i)
 {
-	if (src_reserve(s, s->nallocs))
+	if (src_reserve(s, s->nallocs, false))
 		return -1;
 	/* The index keeps the pod's newest record; an older one elsewhere leaves it. */
 	struct alloc *a = src_allocs(s);
@@ -780,7 +785,7 @@ int cache_add_alloc(struct cache *c, const char *name, const struct alloc *a)
 {
 	cache_remove_alloc(c, a->uid, NULL);
 	struct node_src *s = src_get(c, name, true);
-	if (!s || src_reserve(s, s->nallocs + 1) || strmap_put(&c->owners, a->uid, s, NULL))
+	if (!s || src_reserve(s, s->nallocs + 1, false) || strmap_put(&c->owners, a->uid, s, NULL))
 		return -1;
 	src_allocs(s)[s->nallocs++] = *a;
 	src_touch(c, s);
@@ -792,17 +797,21 @@ int cache_set_allocs(struct cache *c, const char *name, const struct alloc *a, i
 	struct node_src *s = src_get(c, name, n > 0);
 	if (!s)
 		return n > 0 ? -1 : 0;
-	while (s->nallocs)
-		if (src_remove_alloc_at(c, s, s->nallocs - 1))
-			return -1;
-	int rc = 0;
+	/* The old records leave the index, and their block goes (views may still hold it). */
+	for (int i = 0; i < s->nallocs; i++)
+		if (strmap_get(&c->owners, src_allocs(s)[i].uid) == s)
+			strmap_del(&c->owners, src_allocs(s)[i].uid);
+	s->nallocs = 0;
+	alloc_block_release(s->block);
+	s->block = NULL;
+	int rc = n > 0 ? src_reserve(s, n, true) : 0;
 	for (int i = 0; i < n && !rc; i++) {
 		/*
 		 * The node's ledger, exactly: a pod that two racing binds reserved on
 		 * two nodes keeps both records until the loser releases its own, so
 		 * that the GPUs the ledgers hold never look free.
 		 */
-		if (src_reserve(s, s->nallocs + 1) || strmap_put(&c->owners, a[i].uid, s, NULL))
+		if (src_reserve(s, s->nallocs + 1, false) || strmap_put(&c->owners, a[i].uid, s, NULL))
 			rc = -1;
 		else
 			src_allocs(s)[s->nallocs++] = a[i];
