@@ -39,14 +39,18 @@ struct gpu_device {
 	bool mig;                /* a MIG instance (info.mig_profile is set) */
 };
 
-/* The rest of a device: read for output and when a claim names a model. */
+/*
+ * The rest of a device: read for output and when a claim names a model.
+ * The strings but the UUID are shared (intern.h): thousands of devices
+ * say the same. Never NULL; "" when not known.
+ */
 struct gpu_device_info {
 	int vendor_index;        /* the vendor's own index (ZE_AFFINITY_MASK); = id when unknown */
 	char uuid[80];
-	char model[64];
-	char arch[24];
-	char driver[24];
-	char mig_profile[24];    /* set for a MIG instance ("1g.10gb"), else "" */
+	const char *model;
+	const char *arch;
+	const char *driver;
+	const char *mig_profile; /* set for a MIG instance ("1g.10gb"), else "" */
 };
 
 /* A group of devices joined by a fast interconnect (an NVLink/XGMI domain). */

@@ -1,5 +1,6 @@
 /* Decoding of Node and GpuNodeStatus objects, and small cJSON accessors. */
 #include "api.h"
+#include "intern.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -102,6 +103,22 @@ static bool int_member(const cJSON *obj, const char *key, double lo, double hi, 
 	return api_whole(cJSON_GetObjectItemCaseSensitive(obj, key), lo, hi, out);
 }
 
+/* A device's string member, interned into *out ("" when absent). -1 with err when it cannot be. */
+static int device_string(const cJSON *jd, int index, const char *key, const char **out, char *err, size_t errlen)
+{
+	const char *s = api_str(jd, key);
+	if (s && strlen(s) > INTERN_MAX_LEN) {
+		snprintf(err, errlen, "status.devices[%d].%s is longer than %d bytes", index, key, INTERN_MAX_LEN);
+		return -1;
+	}
+	if (!(*out = intern(s))) {
+		snprintf(err, errlen, "status.devices[%d].%s: more than %d distinct device strings in this process, or out of memory",
+			 index, key, INTERN_MAX_STRINGS);
+		return -1;
+	}
+	return 0;
+}
+
 static int decode_device(const cJSON *jd, int index, struct gpu_node *n, char *err, size_t errlen)
 {
 	struct gpu_device d;
@@ -135,14 +152,11 @@ static int decode_device(const cJSON *jd, int index, struct gpu_node *n, char *e
 	in.vendor_index = int_member(jd, "index", 0, 1e6, &num) ? (int)num : d.id;
 	if ((s = api_str(jd, "uuid")))
 		snprintf(in.uuid, sizeof(in.uuid), "%s", s);
-	if ((s = api_str(jd, "model")))
-		snprintf(in.model, sizeof(in.model), "%s", s);
-	if ((s = api_str(jd, "architecture")))
-		snprintf(in.arch, sizeof(in.arch), "%s", s);
-	if ((s = api_str(jd, "driverVersion")))
-		snprintf(in.driver, sizeof(in.driver), "%s", s);
-	if ((s = api_str(jd, "migProfile")))
-		snprintf(in.mig_profile, sizeof(in.mig_profile), "%s", s);
+	if (device_string(jd, index, "model", &in.model, err, errlen) ||
+	    device_string(jd, index, "architecture", &in.arch, err, errlen) ||
+	    device_string(jd, index, "driverVersion", &in.driver, err, errlen) ||
+	    device_string(jd, index, "migProfile", &in.mig_profile, err, errlen))
+		return -1;
 	d.external = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(jd, "inUseBy")) > 0;
 	const char *island = api_str(jd, "island");
 	if (island && *island) {

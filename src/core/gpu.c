@@ -251,7 +251,11 @@ int gpu_node_add_device(struct gpu_node *n, const struct gpu_device *d,
 		inf[pos] = *info;
 	else
 		memset(&inf[pos], 0, sizeof(inf[pos]));
-	inf[pos].mig_profile[sizeof(inf->mig_profile) - 1] = '\0';
+	/* The strings are never NULL. */
+	const char **strs[] = { &inf[pos].model, &inf[pos].arch, &inf[pos].driver, &inf[pos].mig_profile };
+	for (size_t k = 0; k < sizeof(strs) / sizeof(strs[0]); k++)
+		if (!*strs[k])
+			*strs[k] = "";
 	dev[pos].mig = inf[pos].mig_profile[0] != '\0';
 	n->ndev++;
 	return 0;

@@ -3,6 +3,7 @@
  * for nodes). Columns are found by their header names, so extra or
  * reordered columns are fine; the time columns are ignored.
  */
+#include "intern.h"
 #include "inventory.h"
 #include "sim_impl.h"
 #include "strmap.h"
@@ -167,8 +168,10 @@ static struct gpu_node *csv_node(const struct csv *c, const int *col, char *err,
 		snprintf(err, errsz, "line %d: bad cpu_milli, memory_mib or gpu", c->line);
 		return NULL;
 	}
-	if (!csv_field(c, col[4], model) || strlen(model) >= sizeof(((struct gpu_device_info *)0)->model)) {
-		snprintf(err, errsz, "line %d: model name too long", c->line);
+	const char *shared_model = csv_field(c, col[4], model) ? intern(model) : NULL;
+	if (!shared_model) {
+		snprintf(err, errsz, "line %d: model name longer than %d bytes, or more than %d distinct", c->line,
+			 INTERN_MAX_LEN, INTERN_MAX_STRINGS);
 		return NULL;
 	}
 	struct gpu_node *n = gpu_node_new(name);
@@ -186,7 +189,7 @@ static struct gpu_node *csv_node(const struct csv *c, const int *col, char *err,
 		d.id = g;
 		d.island = -1;
 		d.vendor = GPU_VENDOR_NVIDIA;
-		str_copy(in.model, sizeof(in.model), model);
+		in.model = shared_model;
 		if (gpu_node_add_device(n, &d, &in)) {
 			gpu_node_free(n);
 			snprintf(err, errsz, "out of memory");

@@ -348,8 +348,36 @@ static void test_gns_decode(void **state)
 	assert_int_equal(n->dev[2].island, -1);
 	assert_string_equal(n->info[2].mig_profile, "1g.5gb");
 	assert_true(n->dev[2].mig);
+	/* Device strings are shared; absent ones are "". */
+	assert_ptr_equal(n->info[0].model, n->info[1].model);
+	assert_string_equal(n->info[0].model, "H100");
+	assert_string_equal(n->info[0].arch, "");
+	assert_string_equal(n->info[0].driver, "");
+	assert_string_equal(n->info[0].mig_profile, "");
+	assert_false(n->dev[0].mig);
 	gpu_node_free(n);
 	cJSON_Delete(gns);
+
+	/* A string of INTERN_MAX_LEN bytes is kept whole; one byte more is an error that names it. */
+	char model[INTERN_MAX_LEN + 2], text[512];
+	for (int len = INTERN_MAX_LEN; len <= INTERN_MAX_LEN + 1; len++) {
+		memset(model, 'M', (size_t)len);
+		model[len] = '\0';
+		snprintf(text, sizeof(text), "{\"spec\":{\"nodeName\":\"n\"},\"status\":{\"devices\":[{\"id\":0,"
+			 "\"driverVersion\":\"1\"},{\"id\":1,\"driverVersion\":\"%s\"}]}}", model);
+		gns = J(text);
+		n = gpu_node_new("n");
+		int rc = api_gns_decode(gns, n, &name, err, sizeof(err));
+		if (len == INTERN_MAX_LEN) {
+			assert_int_equal(rc, 0);
+			assert_int_equal(strlen(n->info[1].driver), INTERN_MAX_LEN);
+		} else {
+			assert_int_equal(rc, -1);
+			assert_non_null(strstr(err, "status.devices[1].driverVersion is longer than"));
+		}
+		gpu_node_free(n);
+		cJSON_Delete(gns);
+	}
 
 	const char *bad[] = {
 		"{\"spec\":{\"nodeName\":\"n\"},\"status\":{\"devices\":[{\"id\":-1}]}}",

@@ -111,8 +111,8 @@ static void test_mixed_vendors_pick_the_asked_one(void **state)
 	struct gpu_device_info in = n->info[0];
 	d.id = 2;
 	d.vendor = GPU_VENDOR_AMD;
-	strcpy(in.model, "AMD Instinct MI210");
-	strcpy(in.arch, "gfx90a");
+	in.model = "AMD Instinct MI210";
+	in.arch = "gfx90a";
 	assert_int_equal(gpu_node_add_device(n, &d, &in), 0);
 	struct claim c = tu_whole(1);
 	c.vendor = GPU_VENDOR_AMD;
@@ -360,8 +360,8 @@ static void test_mig_instances(void **state)
 {
 	(void)state;
 	struct gpu_node *n = tu_node("n", 3, GPU_VENDOR_NVIDIA, "NVIDIA A100-SXM4-40GB", 40960);
-	strcpy(n->info[1].mig_profile, "3g.20gb");
-	strcpy(n->info[2].mig_profile, "1g.5gb");
+	n->info[1].mig_profile = "3g.20gb";
+	n->info[2].mig_profile = "1g.5gb";
 	n->dev[1].mig = n->dev[2].mig = true;
 	struct claim c = tu_whole(1);
 	c.mode = CLAIM_MIG;

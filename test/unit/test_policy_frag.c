@@ -117,7 +117,7 @@ static void test_frag_amount_fast_path_agrees(void **state)
 		struct gpu_node *n = node("n", 1 + rand_r(&seed) % 8, round % 3 ? "T4" : "G2",
 					  rand_r(&seed) % 64000, rand_r(&seed) % 262144);
 		if (round % 7 == 0)
-			snprintf(n->info[0].model, sizeof(n->info[0].model), "G3");   /* a mixed node */
+			n->info[0].model = "G3";   /* a mixed node */
 		for (int d = 0; d < n->ndev; d++) {
 			int r = rand_r(&seed) % 4;
 			if (r == 1)

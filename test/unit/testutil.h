@@ -13,6 +13,7 @@
 
 #include "claim.h"
 #include "gpu.h"
+#include "intern.h"
 #include "workload.h"
 
 /* A node with ndev identical devices, ids 0..ndev-1, no islands. */
@@ -30,8 +31,8 @@ static inline struct gpu_node *tu_node(const char *name, int ndev, enum gpu_vend
 		d.island = -1;
 		d.vendor = v;
 		d.memory_mib = mib;
-		strncpy(in.model, model, sizeof(in.model) - 1);
-		strncpy(in.arch, v == GPU_VENDOR_AMD ? "gfx942" : "hopper", sizeof(in.arch) - 1);
+		in.model = intern(model);
+		in.arch = v == GPU_VENDOR_AMD ? "gfx942" : "hopper";
 		assert_int_equal(gpu_node_add_device(n, &d, &in), 0);
 	}
 	return n;
