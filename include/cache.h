@@ -61,6 +61,37 @@ void alloc_apply(struct gpu_node *n, const struct alloc *a);
 void alloc_unapply(struct gpu_node *n, const struct alloc *a);
 
 /*
+ * An allocation as the cache keeps it: packed, its ids and names only as
+ * long as they are (about 90 bytes for a one-GPU pod; a struct alloc takes
+ * 288, and a cluster holds hundreds of thousands). A node's records lie
+ * one after another: alloc_rec_next() steps to the next.
+ */
+struct alloc_rec {
+	uint16_t size;             /* bytes to the next record: a multiple of 8 */
+	uint8_t mode;              /* enum claim_mode */
+	uint8_t ndev;
+	uint32_t mem_mib;
+	uint32_t core;
+	int32_t id_base;
+	int64_t since;
+	uint16_t id_off[];         /* ndev offsets; then the uid and the pod, each NUL-terminated */
+};
+
+static inline const struct alloc_rec *alloc_rec_next(const struct alloc_rec *r)
+{
+	return (const struct alloc_rec *)((const char *)r + r->size);
+}
+static inline const char *alloc_rec_uid(const struct alloc_rec *r)
+{
+	return (const char *)(r->id_off + r->ndev);
+}
+/* Bytes a takes packed. */
+size_t alloc_rec_size(const struct alloc *a);
+/* Packs a into out, which has alloc_rec_size(a) bytes, 8-byte aligned. */
+void alloc_rec_pack(const struct alloc *a, struct alloc_rec *out);
+void alloc_rec_unpack(const struct alloc_rec *r, struct alloc *out);
+
+/*
  * A node as readers see it: devices with their usage, and who uses them.
  * Immutable; laid out by the cache in two blocks (hot and cold): never free
  * its parts.
@@ -72,7 +103,7 @@ struct cache_node {
 	int nallocs;
 	struct gpu_state_digest state;   /* gpu_node_state_digest(node) */
 	struct gpu_node *node;     /* labels, devices, islands, usage */
-	struct alloc *allocs;
+	const struct alloc_rec *allocs;   /* nallocs records (alloc_rec_next) */
 	void *cold;                /* the block with strings, labels, allocations */
 	void *info;                /* the devices' strings: shared with the node's writer side */
 	void *block;               /* allocs, when shared with the node's writer side */

@@ -24,14 +24,14 @@ static void info_release(struct info_block *b)
 }
 
 /*
- * A node's allocations as its ledger has them. A view shares the block with
- * the writer side (one copy a node, not two: 664 bytes an allocation); the
- * writer copies it before changing a block a view holds.
+ * A node's allocations as its ledger has them, packed (struct alloc_rec).
+ * A view shares the block with the writer side (one copy a node, not two);
+ * the writer copies it before changing a block a view holds.
  */
 struct alloc_block {
 	atomic_int refs;
-	int cap;
-	struct alloc a[];
+	size_t len, cap;           /* bytes used, bytes of room */
+	uint64_t data[];           /* the records, 8-byte aligned */
 };
 
 static void alloc_block_release(struct alloc_block *b)
@@ -46,7 +46,7 @@ struct node_src {
 	struct gpu_node *node;     /* from the Node object: labels */
 	struct gpu_node *gpus;     /* from the GpuNodeStatus: devices, islands; its info is info->info */
 	struct info_block *info;
-	struct alloc_block *block; /* the allocations (src_allocs), nallocs of them */
+	struct alloc_block *block; /* the allocations (src_recs), nallocs of them */
 	int nallocs;
 	struct alloc *assumed;     /* binds in flight (cache_assume) */
 	int nassumed, assumed_cap;
@@ -57,9 +57,19 @@ struct node_src {
 	uint64_t gen[CACHE_KINDS]; /* relist generation each kind was last set in */
 };
 
-static struct alloc *src_allocs(const struct node_src *s)
+static struct alloc_rec *src_recs(const struct node_src *s)
 {
-	return s->block ? s->block->a : NULL;
+	return s->block ? (struct alloc_rec *)s->block->data : NULL;
+}
+
+/* The record of the pod among s's, or NULL. */
+static const struct alloc_rec *src_find(const struct node_src *s, const char *uid)
+{
+	const struct alloc_rec *r = src_recs(s);
+	for (int i = 0; i < s->nallocs; i++, r = alloc_rec_next(r))
+		if (!strcmp(alloc_rec_uid(r), uid))
+			return r;
+	return NULL;
 }
 
 /* A GpuClaim object and the relist generation it was last set in. */
@@ -120,6 +130,52 @@ int alloc_add_id(struct alloc *a, int id)
 	}
 	a->id_off[a->ndev++] = (uint16_t)(id - a->id_base);
 	return 0;
+}
+
+/* The names' lengths, with their NULs. */
+static size_t names_len(const struct alloc *a)
+{
+	return strnlen(a->uid, sizeof(a->uid) - 1) + strnlen(a->pod, sizeof(a->pod) - 1) + 2;
+}
+
+size_t alloc_rec_size(const struct alloc *a)
+{
+	size_t n = sizeof(struct alloc_rec) + (size_t)a->ndev * sizeof(uint16_t) + names_len(a);
+	return (n + 7) & ~(size_t)7;
+}
+
+void alloc_rec_pack(const struct alloc *a, struct alloc_rec *out)
+{
+	size_t size = alloc_rec_size(a);
+	memset(out, 0, size);
+	out->size = (uint16_t)size;
+	out->mode = (uint8_t)a->mode;
+	out->ndev = (uint8_t)a->ndev;
+	out->mem_mib = a->mem_mib;
+	out->core = a->core;
+	out->id_base = a->id_base;
+	out->since = a->since;
+	memcpy(out->id_off, a->id_off, (size_t)a->ndev * sizeof(uint16_t));
+	char *uid = (char *)(out->id_off + a->ndev);
+	size_t ulen = strnlen(a->uid, sizeof(a->uid) - 1);
+	memcpy(uid, a->uid, ulen);
+	memcpy(uid + ulen + 1, a->pod, strnlen(a->pod, sizeof(a->pod) - 1));
+}
+
+void alloc_rec_unpack(const struct alloc_rec *r, struct alloc *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->mode = (enum claim_mode)r->mode;
+	out->ndev = r->ndev;
+	out->mem_mib = r->mem_mib;
+	out->core = r->core;
+	out->id_base = r->id_base;
+	out->since = r->since;
+	memcpy(out->id_off, r->id_off, (size_t)r->ndev * sizeof(uint16_t));
+	const char *uid = alloc_rec_uid(r);
+	size_t ulen = strlen(uid);
+	memcpy(out->uid, uid, ulen + 1);
+	memcpy(out->pod, uid + ulen + 1, strlen(uid + ulen + 1) + 1);
 }
 
 void alloc_ids(const struct alloc *a, char *out, size_t size)
@@ -191,10 +247,7 @@ static char *arena_str(struct arena *a, const char *str)
 /* An assumed allocation counts until the pod's own record is there. */
 static bool assumed_counts(const struct node_src *s, const struct alloc *a)
 {
-	for (int i = 0; i < s->nallocs; i++)
-		if (!strcmp(src_allocs(s)[i].uid, a->uid))
-			return false;
-	return true;
+	return !src_find(s, a->uid);
 }
 
 /*
@@ -219,11 +272,16 @@ static struct cache_node *view_layout(struct arena *hot, struct arena *cold, con
 	char *name = arena_str(hot, s->name);
 	struct label *labels = arena_take(cold, (size_t)nlabels * sizeof(*labels), 8);
 	int nallocs = s->nallocs;
+	size_t assumed_len = 0;
 	for (int i = 0; i < s->nassumed; i++)
-		nallocs += assumed_counts(s, &s->assumed[i]);
+		if (assumed_counts(s, &s->assumed[i])) {
+			nallocs++;
+			assumed_len += alloc_rec_size(&s->assumed[i]);
+		}
 	/* The writer's block as is, unless binds in flight add to it: then a copy. */
 	bool own = nallocs > s->nallocs;
-	struct alloc *allocs = own ? arena_take(cold, (size_t)nallocs * sizeof(*allocs), 8) : src_allocs(s);
+	size_t len = s->block ? s->block->len : 0;
+	struct alloc_rec *allocs = own ? arena_take(cold, len + assumed_len, 8) : src_recs(s);
 	for (int i = 0; i < nlabels; i++) {
 		char *k = arena_str(cold, l->labels[i].key), *val = arena_str(cold, l->labels[i].value);
 		if (labels) {
@@ -259,11 +317,14 @@ static struct cache_node *view_layout(struct arena *hot, struct arena *cold, con
 	if (nisland)
 		memcpy(islands, g->islands, (size_t)nisland * sizeof(*islands));
 	if (own) {
-		if (s->nallocs)
-			memcpy(allocs, src_allocs(s), (size_t)s->nallocs * sizeof(*allocs));
-		for (int i = 0, k = s->nallocs; i < s->nassumed; i++)
-			if (assumed_counts(s, &s->assumed[i]))
-				allocs[k++] = s->assumed[i];
+		if (len)
+			memcpy(allocs, src_recs(s), len);
+		char *end = (char *)allocs + len;
+		for (int i = 0; i < s->nassumed; i++)
+			if (assumed_counts(s, &s->assumed[i])) {
+				alloc_rec_pack(&s->assumed[i], (struct alloc_rec *)end);
+				end += alloc_rec_size(&s->assumed[i]);
+			}
 	} else if (s->block) {
 		v->block = s->block;
 		atomic_fetch_add(&s->block->refs, 1);
@@ -271,8 +332,12 @@ static struct cache_node *view_layout(struct arena *hot, struct arena *cold, con
 	v->node = n;
 	v->allocs = allocs;
 	v->nallocs = nallocs;
-	for (int i = 0; i < nallocs; i++)
-		alloc_apply(n, &allocs[i]);
+	const struct alloc_rec *r = allocs;
+	for (int i = 0; i < nallocs; i++, r = alloc_rec_next(r)) {
+		struct alloc a;
+		alloc_rec_unpack(r, &a);
+		alloc_apply(n, &a);
+	}
 	v->state = gpu_node_state_digest(n);
 	return v;
 }
@@ -725,42 +790,73 @@ static int allocs_reserve(struct alloc **arr, int *have, int n)
 }
 
 /*
- * Room for n allocations in a block of s's own (no view holds it); -1: out
- * of memory. A new block has room for n exactly when `exact` (a whole
- * ledger: most nodes hold a few pods, and room for 4 is over 1 KiB), else
- * for 4 at first and then twice as many each time.
+ * Room for `need` bytes of records in a block of s's own (no view holds
+ * it); -1: out of memory. A new block has exactly that room when `exact`
+ * (a whole ledger: most nodes hold a few pods), else room for a few
+ * records at first and then twice as much each time.
  */
-static int src_reserve(struct node_src *s, int n, bool exact)
+static int src_reserve(struct node_src *s, size_t need, bool exact)
 {
 	struct alloc_block *b = s->block;
-	if (b && n <= b->cap && atomic_load(&b->refs) == 1)
+	if (b && need <= b->cap && atomic_load(&b->refs) == 1)
 		return 0;
-	int cap = exact ? n : b ? b->cap : 4;
-	while (cap < n)
+	size_t cap = exact ? need : b ? b->cap : 512;
+	while (cap < need)
 		cap *= 2;
-	struct alloc_block *nb = malloc(sizeof(*nb) + (size_t)cap * sizeof(nb->a[0]));
+	struct alloc_block *nb = malloc(sizeof(*nb) + cap);
 	if (!nb)
 		return -1;
 	atomic_init(&nb->refs, 1);
 	nb->cap = cap;
-	if (s->nallocs)
-		memcpy(nb->a, src_allocs(s), (size_t)s->nallocs * sizeof(nb->a[0]));
+	nb->len = b ? b->len : 0;
+	if (nb->len)
+		memcpy(nb->data, b->data, nb->len);
 	alloc_block_release(b);
 	s->block = nb;
 	return 0;
 }
 
-static int src_remove_alloc_at(struct cache *c, struct node_src *s, int i)
+/* Appends a's record to s's (the caller reserved its room). */
+static void src_append(struct node_src *s, const struct alloc *a)
 {
-	if (src_reserve(s, s->nallocs, false))
+	alloc_rec_pack(a, (struct alloc_rec *)((char *)s->block->data + s->block->len));
+	s->block->len += alloc_rec_size(a);
+	s->nallocs++;
+}
+
+/* The index keeps the pod's newest record; an older one elsewhere leaves it. */
+static void owners_forget(struct cache *c, struct node_src *s, const char *uid)
+{
+	if (strmap_get(&c->owners, uid) == s)
+		strmap_del(&c->owners, uid);
+}
+
+/* Removes the record r points into (a record of s's). -1: out of memory (kept). */
+static int src_remove(struct cache *c, struct node_src *s, const struct alloc_rec *r)
+{
+	size_t off = (size_t)((const char *)r - (const char *)s->block->data);
+	if (src_reserve(s, s->block->len, false))
 		return -1;
-	/* The index keeps the pod's newest record; an older one elsewhere leaves it. */
-	struct alloc *a = src_allocs(s);
-	if (strmap_get(&c->owners, a[i].uid) == s)
-		strmap_del(&c->owners, a[i].uid);
-	a[i] = a[--s->nallocs];
+	struct alloc_rec *mine = (struct alloc_rec *)((char *)s->block->data + off);
+	owners_forget(c, s, alloc_rec_uid(mine));
+	size_t size = mine->size;
+	memmove(mine, (char *)mine + size, s->block->len - off - size);
+	s->block->len -= size;
+	s->nallocs--;
 	src_touch(c, s);
 	return 0;
+}
+
+/* Drops all of s's records (views may still hold their block). */
+static void src_clear(struct cache *c, struct node_src *s)
+{
+	const struct alloc_rec *r = src_recs(s);
+	for (int i = 0; i < s->nallocs; i++, r = alloc_rec_next(r))
+		owners_forget(c, s, alloc_rec_uid(r));
+	s->nallocs = 0;
+	alloc_block_release(s->block);
+	s->block = NULL;
+	src_touch(c, s);
 }
 
 bool cache_remove_alloc(struct cache *c, const char *uid, const char *node)
@@ -768,13 +864,12 @@ bool cache_remove_alloc(struct cache *c, const char *uid, const char *node)
 	struct node_src *s = node ? strmap_get(&c->srcs, node) : strmap_get(&c->owners, uid);
 	if (!s)
 		return false;
-	for (int i = 0; i < s->nallocs; i++) {
-		if (!strcmp(src_allocs(s)[i].uid, uid)) {
-			if (src_remove_alloc_at(c, s, i))
-				return false;   /* out of memory: kept */
-			src_maybe_drop(c, s);
-			return true;
-		}
+	const struct alloc_rec *r = src_find(s, uid);
+	if (r) {
+		if (src_remove(c, s, r))
+			return false;   /* out of memory: kept */
+		src_maybe_drop(c, s);
+		return true;
 	}
 	if (!node)
 		strmap_del(&c->owners, uid);
@@ -785,9 +880,10 @@ int cache_add_alloc(struct cache *c, const char *name, const struct alloc *a)
 {
 	cache_remove_alloc(c, a->uid, NULL);
 	struct node_src *s = src_get(c, name, true);
-	if (!s || src_reserve(s, s->nallocs + 1, false) || strmap_put(&c->owners, a->uid, s, NULL))
+	if (!s || src_reserve(s, (s->block ? s->block->len : 0) + alloc_rec_size(a), false) ||
+	    strmap_put(&c->owners, a->uid, s, NULL))
 		return -1;
-	src_allocs(s)[s->nallocs++] = *a;
+	src_append(s, a);
 	src_touch(c, s);
 	return 0;
 }
@@ -797,24 +893,21 @@ int cache_set_allocs(struct cache *c, const char *name, const struct alloc *a, i
 	struct node_src *s = src_get(c, name, n > 0);
 	if (!s)
 		return n > 0 ? -1 : 0;
-	/* The old records leave the index, and their block goes (views may still hold it). */
-	for (int i = 0; i < s->nallocs; i++)
-		if (strmap_get(&c->owners, src_allocs(s)[i].uid) == s)
-			strmap_del(&c->owners, src_allocs(s)[i].uid);
-	s->nallocs = 0;
-	alloc_block_release(s->block);
-	s->block = NULL;
-	int rc = n > 0 ? src_reserve(s, n, true) : 0;
+	src_clear(c, s);
+	size_t need = 0;
+	for (int i = 0; i < n; i++)
+		need += alloc_rec_size(&a[i]);
+	int rc = n > 0 ? src_reserve(s, need, true) : 0;
 	for (int i = 0; i < n && !rc; i++) {
 		/*
 		 * The node's ledger, exactly: a pod that two racing binds reserved on
 		 * two nodes keeps both records until the loser releases its own, so
 		 * that the GPUs the ledgers hold never look free.
 		 */
-		if (src_reserve(s, s->nallocs + 1, false) || strmap_put(&c->owners, a[i].uid, s, NULL))
+		if (strmap_put(&c->owners, a[i].uid, s, NULL))
 			rc = -1;
 		else
-			src_allocs(s)[s->nallocs++] = a[i];
+			src_append(s, &a[i]);
 	}
 	s->gen[CACHE_ALLOCS] = c->gen[CACHE_ALLOCS];
 	src_touch(c, s);
@@ -847,14 +940,12 @@ void cache_forget(struct cache *c, const char *uid, const char *node)
 bool cache_find_alloc(struct cache *c, const char *uid, struct alloc *out, char *node, size_t size)
 {
 	struct node_src *s = strmap_get(&c->owners, uid);
-	for (int i = 0; s && i < s->nallocs; i++) {
-		if (!strcmp(src_allocs(s)[i].uid, uid)) {
-			*out = src_allocs(s)[i];
-			snprintf(node, size, "%s", s->name);
-			return true;
-		}
-	}
-	return false;
+	const struct alloc_rec *r = s ? src_find(s, uid) : NULL;
+	if (!r)
+		return false;
+	alloc_rec_unpack(r, out);
+	snprintf(node, size, "%s", s->name);
+	return true;
 }
 
 const struct gpu_node *cache_peek(struct cache *c, const char *name)
@@ -904,8 +995,7 @@ static bool sweep_src(struct cache *c, struct node_src *s, enum cache_kind k)
 	} else if (k == CACHE_GPUS && s->gpus) {
 		src_set_gpus(s, NULL);
 	} else if (k == CACHE_ALLOCS && s->nallocs) {
-		while (s->nallocs && !src_remove_alloc_at(c, s, s->nallocs - 1))
-			;
+		src_clear(c, s);
 	} else {
 		return false;
 	}

@@ -64,8 +64,10 @@ static void write_node(struct buf *out, const struct cache_node *cn)
 		write_device(out, n, i);
 	}
 	buf_printf(out, "],\"freeDevices\":%d,\"allocations\":[", free_whole);
-	for (int i = 0; i < cn->nallocs; i++) {
-		const struct alloc *a = &cn->allocs[i];
+	const struct alloc_rec *r = cn->allocs;
+	for (int i = 0; i < cn->nallocs; i++, r = alloc_rec_next(r)) {
+		struct alloc one, *a = &one;
+		alloc_rec_unpack(r, a);
 		char ids[256];
 		alloc_ids(a, ids, sizeof(ids));
 		buf_adds(out, i ? ",{\"pod\":" : "{\"pod\":");

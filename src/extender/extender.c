@@ -337,12 +337,26 @@ static bool not_ready(struct extender *x, struct http_response *resp, int status
 }
 
 /* The pod's own reservation on the node, or NULL. */
-static const struct alloc *own_alloc(const struct cache_node *cn, const char *uid)
+static const struct alloc_rec *own_alloc(const struct cache_node *cn, const char *uid)
 {
-	for (int i = 0; uid[0] && i < cn->nallocs; i++)
-		if (!strcmp(cn->allocs[i].uid, uid))
-			return &cn->allocs[i];
+	const struct alloc_rec *r = cn->allocs;
+	for (int i = 0; uid[0] && i < cn->nallocs; i++, r = alloc_rec_next(r))
+		if (!strcmp(alloc_rec_uid(r), uid))
+			return r;
 	return NULL;
+}
+
+/* Takes the usage of the records of the listed pods off n. */
+static void unapply_pods(struct gpu_node *n, const struct cache_node *cn, const char *const *uids, int nuid)
+{
+	const struct alloc_rec *r = cn->allocs;
+	for (int i = 0; i < cn->nallocs; i++, r = alloc_rec_next(r))
+		for (int k = 0; k < nuid; k++)
+			if (!strcmp(alloc_rec_uid(r), uids[k])) {
+				struct alloc a;
+				alloc_rec_unpack(r, &a);
+				alloc_unapply(n, &a);
+			}
 }
 
 /*
@@ -353,10 +367,9 @@ static const struct alloc *own_alloc(const struct cache_node *cn, const char *ui
  */
 static struct gpu_node *without_own(const struct cache_node *cn, const char *uid)
 {
-	const struct alloc *own = own_alloc(cn, uid);
-	struct gpu_node *n = own ? gpu_node_clone(cn->node) : NULL;
+	struct gpu_node *n = own_alloc(cn, uid) ? gpu_node_clone(cn->node) : NULL;
 	if (n)
-		alloc_unapply(n, own);
+		unapply_pods(n, cn, &uid, 1);
 	return n;
 }
 
@@ -1082,10 +1095,7 @@ static bool fits_without(const struct cache_node *cn, const struct claim *c, con
 	struct gpu_node *n = gpu_node_clone(cn->node);
 	if (!n)
 		return false;
-	for (int i = 0; i < cn->nallocs; i++)
-		for (int k = 0; k < nv; k++)
-			if (!strcmp(cn->allocs[i].uid, uids[k]))
-				alloc_unapply(n, &cn->allocs[i]);
+	unapply_pods(n, cn, uids, nv);
 	bool ok = fit_possible(n, c);
 	gpu_node_free(n);
 	return ok;

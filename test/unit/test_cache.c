@@ -51,6 +51,66 @@ static void test_alloc_ids(void **state)
 	assert_int_equal(alloc_id(&a, GPU_MAX_DEVICES - 1), 1);
 }
 
+/*
+ * Records packed one after another read back field for field: no ids and
+ * 64, the longest names and empty ones; each a multiple of 8 bytes, and
+ * about 90 for a one-GPU pod.
+ */
+static void test_alloc_records(void **state)
+{
+	(void)state;
+	struct alloc in[4];
+	memset(in, 0, sizeof(in));
+	snprintf(in[0].uid, sizeof(in[0].uid), "0d9a3c4e-5b6f-4a7b-8c9d-0e1f2a3b4c5d");
+	alloc_set_pod(&in[0], "team-a", "train-0");
+	in[0].mode = CLAIM_EXCLUSIVE;
+	in[0].since = 1764000000;
+	assert_int_equal(alloc_add_id(&in[0], 3), 0);
+	memset(in[1].uid, 'u', sizeof(in[1].uid) - 1);
+	memset(in[1].pod, 'p', sizeof(in[1].pod) - 1);
+	in[1].mode = CLAIM_SHARED;
+	in[1].mem_mib = 40960;
+	in[1].core = 250;
+	in[1].since = -1;
+	for (int k = 0; k < GPU_MAX_DEVICES; k++)
+		assert_int_equal(alloc_add_id(&in[1], 1000 * (k % 8 + 1) + k / 8), 0);
+	in[2].mode = CLAIM_MIG;   /* no ids, no names */
+	snprintf(in[3].uid, sizeof(in[3].uid), "x");
+	assert_int_equal(alloc_add_id(&in[3], 65535), 0);
+	assert_int_equal(alloc_add_id(&in[3], 0), 0);
+	size_t total = 0;
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(alloc_rec_size(&in[i]) % 8, 0);
+		total += alloc_rec_size(&in[i]);
+	}
+	assert_true(alloc_rec_size(&in[0]) <= 96);
+	uint64_t *block = malloc(total);
+	struct alloc_rec *r = (struct alloc_rec *)block;
+	for (int i = 0; i < 4; i++) {
+		alloc_rec_pack(&in[i], r);
+		assert_int_equal(r->size, alloc_rec_size(&in[i]));
+		r = (struct alloc_rec *)((char *)r + r->size);
+	}
+	const struct alloc_rec *c = (const struct alloc_rec *)block;
+	for (int i = 0; i < 4; i++, c = alloc_rec_next(c)) {
+		struct alloc out;
+		memset(&out, 0x5a, sizeof(out));
+		alloc_rec_unpack(c, &out);
+		assert_string_equal(alloc_rec_uid(c), in[i].uid);
+		assert_string_equal(out.uid, in[i].uid);
+		assert_string_equal(out.pod, in[i].pod);
+		assert_int_equal(out.mode, in[i].mode);
+		assert_int_equal(out.mem_mib, in[i].mem_mib);
+		assert_int_equal(out.core, in[i].core);
+		assert_int_equal(out.since, in[i].since);
+		assert_int_equal(out.ndev, in[i].ndev);
+		for (int k = 0; k < in[i].ndev; k++)
+			assert_int_equal(alloc_id(&out, k), alloc_id(&in[i], k));
+	}
+	assert_ptr_equal(c, (const char *)block + total);
+	free(block);
+}
+
 /* The display name is "namespace/name", cut at the field's size as printf would cut it. */
 static void test_alloc_pod_name(void **state)
 {
@@ -511,6 +571,7 @@ int main(void)
 		cmocka_unit_test(test_concurrent_readers_and_writers),
 		cmocka_unit_test(test_alloc_ids),
 		cmocka_unit_test(test_alloc_pod_name),
+		cmocka_unit_test(test_alloc_records),
 	};
 	return cmocka_run_group_tests_name("cache", tests, NULL, NULL);
 }
