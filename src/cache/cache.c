@@ -72,6 +72,27 @@ static const struct alloc_rec *src_find(const struct node_src *s, const char *ui
 	return NULL;
 }
 
+/*
+ * Which node holds a pod's newest record, found by the hash of the pod's
+ * uid: 16 bytes a pod, where a map keeping the uids took about 90, and the
+ * largest clusters hold 520,000 pods. A slot's node holds a record of the
+ * pod it was put for until the slot goes (owners_forget), so a lookup
+ * checks the node's records for the uid: uids of one hash get a slot each.
+ */
+struct owner_slot {
+	uint64_t hash;
+	struct node_src *src;      /* NULL: empty; OWNER_GONE: deleted */
+};
+
+struct owners {
+	struct owner_slot *slot;
+	size_t cap;                /* a power of two, or 0 */
+	size_t used;               /* live and deleted slots */
+};
+
+static struct node_src owner_gone;
+#define OWNER_GONE (&owner_gone)
+
 /* A GpuClaim object and the relist generation it was last set in. */
 struct claim_entry {
 	cJSON *obj;
@@ -90,7 +111,7 @@ struct cache {
 	bool reshaped;
 	uint64_t version;
 	struct strmap srcs;           /* name -> node_src; writer lock */
-	struct strmap owners;         /* pod uid -> node_src; writer lock */
+	struct owners owners;         /* pod uid -> node_src; writer lock */
 	struct slab *slab;            /* the views' hot blocks */
 	pthread_rwlock_t claims_lock;
 	struct strmap claims;         /* "ns/name" -> struct claim_entry */
@@ -597,7 +618,7 @@ struct cache *cache_new(void)
 	pthread_mutex_init(&c->snap_lock, NULL);
 	pthread_rwlock_init(&c->claims_lock, NULL);
 	strmap_init(&c->srcs);
-	strmap_init(&c->owners);
+	memset(&c->owners, 0, sizeof(c->owners));
 	strmap_init(&c->claims);
 	c->slab = slab_new();
 	c->current = c->slab ? snapshot_build(c) : NULL;
@@ -657,7 +678,7 @@ void cache_free(struct cache *c)
 	}
 	strmap_release(&c->srcs);
 	free(c->dirty);
-	strmap_release(&c->owners);
+	free(c->owners.slot);
 	strmap_release(&c->claims);
 	snapshot_release(c->current);
 	slab_free(c->slab);      /* every view is released by now */
@@ -824,11 +845,88 @@ static void src_append(struct node_src *s, const struct alloc *a)
 	s->nallocs++;
 }
 
+/* The slot of the pod's node, or NULL. */
+static struct owner_slot *owners_find(const struct owners *o, const char *uid)
+{
+	if (!o->cap)
+		return NULL;
+	uint64_t h = strmap_hash(uid);
+	for (size_t i = h & (o->cap - 1);; i = (i + 1) & (o->cap - 1)) {
+		struct owner_slot *sl = &o->slot[i];
+		if (!sl->src)
+			return NULL;
+		if (sl->src != OWNER_GONE && sl->hash == h && src_find(sl->src, uid))
+			return sl;
+	}
+}
+
+static struct node_src *owners_get(const struct owners *o, const char *uid)
+{
+	struct owner_slot *sl = owners_find(o, uid);
+	return sl ? sl->src : NULL;
+}
+
+/*
+ * Room for one slot more, with at most half the slots in use: when full,
+ * the live slots move to a table twice as big, or as big when most of them
+ * were deleted. -1: no memory.
+ */
+static int owners_room(struct owners *o)
+{
+	if ((o->used + 1) * 2 <= o->cap)
+		return 0;
+	size_t live = 0;
+	for (size_t i = 0; i < o->cap; i++)
+		live += o->slot[i].src && o->slot[i].src != OWNER_GONE;
+	size_t cap = o->cap ? o->cap : 64;
+	if ((live + 1) * 4 > cap)
+		cap *= 2;
+	while ((live + 1) * 2 > cap)
+		cap *= 2;
+	struct owner_slot *slot = calloc(cap, sizeof(*slot));
+	if (!slot)
+		return -1;
+	for (size_t i = 0; i < o->cap; i++) {
+		struct owner_slot sl = o->slot[i];
+		if (!sl.src || sl.src == OWNER_GONE)
+			continue;
+		size_t k = sl.hash & (cap - 1);
+		while (slot[k].src)
+			k = (k + 1) & (cap - 1);
+		slot[k] = sl;
+	}
+	free(o->slot);
+	o->slot = slot;
+	o->cap = cap;
+	o->used = live;
+	return 0;
+}
+
+/* The pod's newest record is s's (about to be appended). -1: no memory. */
+static int owners_put(struct owners *o, const char *uid, struct node_src *s)
+{
+	struct owner_slot *sl = owners_find(o, uid);
+	if (sl) {
+		sl->src = s;
+		return 0;
+	}
+	if (owners_room(o))
+		return -1;
+	uint64_t h = strmap_hash(uid);
+	size_t i = h & (o->cap - 1);
+	while (o->slot[i].src && o->slot[i].src != OWNER_GONE)
+		i = (i + 1) & (o->cap - 1);
+	o->used += !o->slot[i].src;
+	o->slot[i] = (struct owner_slot){ h, s };
+	return 0;
+}
+
 /* The index keeps the pod's newest record; an older one elsewhere leaves it. */
 static void owners_forget(struct cache *c, struct node_src *s, const char *uid)
 {
-	if (strmap_get(&c->owners, uid) == s)
-		strmap_del(&c->owners, uid);
+	struct owner_slot *sl = owners_find(&c->owners, uid);
+	if (sl && sl->src == s)
+		sl->src = OWNER_GONE;
 }
 
 /* Removes the record r points into (a record of s's). -1: out of memory (kept). */
@@ -861,19 +959,14 @@ static void src_clear(struct cache *c, struct node_src *s)
 
 bool cache_remove_alloc(struct cache *c, const char *uid, const char *node)
 {
-	struct node_src *s = node ? strmap_get(&c->srcs, node) : strmap_get(&c->owners, uid);
+	struct node_src *s = node ? strmap_get(&c->srcs, node) : owners_get(&c->owners, uid);
 	if (!s)
 		return false;
 	const struct alloc_rec *r = src_find(s, uid);
-	if (r) {
-		if (src_remove(c, s, r))
-			return false;   /* out of memory: kept */
-		src_maybe_drop(c, s);
-		return true;
-	}
-	if (!node)
-		strmap_del(&c->owners, uid);
-	return false;
+	if (!r || src_remove(c, s, r))
+		return false;   /* none there, or out of memory: kept */
+	src_maybe_drop(c, s);
+	return true;
 }
 
 int cache_add_alloc(struct cache *c, const char *name, const struct alloc *a)
@@ -881,7 +974,7 @@ int cache_add_alloc(struct cache *c, const char *name, const struct alloc *a)
 	cache_remove_alloc(c, a->uid, NULL);
 	struct node_src *s = src_get(c, name, true);
 	if (!s || src_reserve(s, (s->block ? s->block->len : 0) + alloc_rec_size(a), false) ||
-	    strmap_put(&c->owners, a->uid, s, NULL))
+	    owners_put(&c->owners, a->uid, s))
 		return -1;
 	src_append(s, a);
 	src_touch(c, s);
@@ -904,7 +997,7 @@ int cache_set_allocs(struct cache *c, const char *name, const struct alloc *a, i
 		 * two nodes keeps both records until the loser releases its own, so
 		 * that the GPUs the ledgers hold never look free.
 		 */
-		if (strmap_put(&c->owners, a[i].uid, s, NULL))
+		if (owners_put(&c->owners, a[i].uid, s))
 			rc = -1;
 		else
 			src_append(s, &a[i]);
@@ -939,7 +1032,7 @@ void cache_forget(struct cache *c, const char *uid, const char *node)
 
 bool cache_find_alloc(struct cache *c, const char *uid, struct alloc *out, char *node, size_t size)
 {
-	struct node_src *s = strmap_get(&c->owners, uid);
+	struct node_src *s = owners_get(&c->owners, uid);
 	const struct alloc_rec *r = s ? src_find(s, uid) : NULL;
 	if (!r)
 		return false;

@@ -238,6 +238,104 @@ static void test_allocations(void **state)
 	cache_free(c);
 }
 
+/*
+ * Which node a pod's record is found on, against a model, over random
+ * binds (a pod moves), ledgers (a pod may be on two nodes; the newest
+ * counts), releases by node and by pod, and relists: the index keeps the
+ * node of the pod's newest record while that record lasts. Enough pods
+ * that the index grows, and deletes that leave it mostly deleted slots.
+ */
+static void test_pod_index_model(void **state)
+{
+	(void)state;
+	enum { NODES = 12, PODS = 400, NONE = -1 };
+	static int holds[NODES][PODS];   /* records of the pod on the node */
+	static int owner[PODS];
+	memset(holds, 0, sizeof(holds));
+	for (int p = 0; p < PODS; p++)
+		owner[p] = NONE;
+	struct cache *c = cache_new();
+	srand(7);
+	char uid[16], name[16], got_node[64];
+	for (int step = 0; step < 20000; step++) {
+		int n = rand() % NODES, p = rand() % PODS, op = rand() % 10;
+		snprintf(name, sizeof(name), "n%d", n);
+		snprintf(uid, sizeof(uid), "pod-%d", p);
+		cache_lock(c);
+		if (op < 4) {                       /* a bind: the pod's record moves here */
+			struct alloc a = make_alloc(uid, p % 8);
+			if (owner[p] != NONE) {
+				holds[owner[p]][p]--;
+				owner[p] = NONE;
+			}
+			assert_int_equal(cache_add_alloc(c, name, &a), 0);
+			holds[n][p]++;
+			owner[p] = n;
+		} else if (op < 6) {                /* a ledger: a few pods, some held elsewhere too */
+			struct alloc l[4];
+			int k = 0;
+			for (int q = 0; q < PODS && k < 1 + step % 4; q += 1 + rand() % 150) {
+				snprintf(uid, sizeof(uid), "pod-%d", (p + q) % PODS);
+				bool dup = false;
+				for (int j = 0; j < k; j++)
+					dup = dup || !strcmp(l[j].uid, uid);
+				if (!dup) {
+					l[k] = make_alloc(uid, k);
+					k++;
+				}
+			}
+			for (int q = 0; q < PODS; q++)
+				if (holds[n][q]) {
+					holds[n][q] = 0;
+					if (owner[q] == n)
+						owner[q] = NONE;
+				}
+			assert_int_equal(cache_set_allocs(c, name, l, k), 0);
+			for (int j = 0; j < k; j++) {
+				int q = atoi(l[j].uid + 4);
+				holds[n][q] = 1;
+				owner[q] = n;
+			}
+		} else if (op < 8) {                /* a release on a named node */
+			bool had = holds[n][p] > 0;
+			assert_int_equal(cache_remove_alloc(c, uid, name), had);
+			if (had) {
+				holds[n][p]--;
+				if (owner[p] == n)
+					owner[p] = NONE;
+			}
+		} else if (op < 9) {                /* a release by the pod alone: its newest record */
+			int o = owner[p];
+			assert_int_equal(cache_remove_alloc(c, uid, NULL), o != NONE);
+			if (o != NONE) {
+				holds[o][p]--;
+				owner[p] = NONE;
+			}
+		} else if (step % 50 == 0) {        /* a relist that saw no ledgers: every record goes */
+			cache_relist_begin(c, CACHE_ALLOCS);
+			cache_relist_sweep(c, CACHE_ALLOCS);
+			memset(holds, 0, sizeof(holds));
+			for (int q = 0; q < PODS; q++)
+				owner[q] = NONE;
+		}
+		if (step % 97 == 0) {
+			for (int q = 0; q < PODS; q++) {
+				struct alloc got;
+				snprintf(uid, sizeof(uid), "pod-%d", q);
+				bool found = cache_find_alloc(c, uid, &got, got_node, sizeof(got_node));
+				assert_int_equal(found, owner[q] != NONE);
+				if (found) {
+					snprintf(name, sizeof(name), "n%d", owner[q]);
+					assert_string_equal(got_node, name);
+					assert_string_equal(got.uid, uid);
+				}
+			}
+		}
+		cache_unlock(c);
+	}
+	cache_free(c);
+}
+
 /* A bind in flight counts from cache_assume until cache_forget, once, whatever the ledger says meanwhile. */
 static void test_assumed_allocations(void **state)
 {
@@ -572,6 +670,7 @@ int main(void)
 		cmocka_unit_test(test_alloc_ids),
 		cmocka_unit_test(test_alloc_pod_name),
 		cmocka_unit_test(test_alloc_records),
+		cmocka_unit_test(test_pod_index_model),
 	};
 	return cmocka_run_group_tests_name("cache", tests, NULL, NULL);
 }
