@@ -16,7 +16,8 @@
  *
  * --scale: 5000, 20000 and 65000 nodes with 8 allocations each, in-process
  * (scale_row): the cache's memory, filter+prioritize naming every node or
- * 10 % of them, and the time to apply one ledger event.
+ * 10 % of them, and the time to apply one ledger event. The allocations
+ * arrive as the ledger watch's list brings them: 500 nodes' a snapshot.
  */
 #include "extender.h"
 #include "inventory.h"
@@ -437,6 +438,9 @@ static void time_pairs(struct extender *x, char **body, int nbody, int iters, st
  * one ledger watch event (a node's allocations replaced, a snapshot
  * published).
  */
+/* Objects in a page of a list, as the extender's reflectors ask for them. */
+#define LEDGER_PAGE 500
+
 static void scale_row(int nodes, int per_node, int iters)
 {
 	char inv[] = "/tmp/gpu-bench-XXXXXX", err[256];
@@ -455,14 +459,17 @@ static void scale_row(int nodes, int per_node, int iters)
 		exit(1);
 	}
 	unlink(inv);
+	/* The ledgers as a list brings them: a page of 500, one snapshot a page. */
 	struct alloc *a = calloc((size_t)per_node + 1, sizeof(*a));
 	char name[32];
-	cache_lock(c);
 	for (int n = 0; n < nodes; n++) {
+		if (n % LEDGER_PAGE == 0)
+			cache_lock(c);
 		snprintf(name, sizeof(name), "node-%05d", n);
 		cache_set_allocs(c, name, a, node_allocs(n, per_node, 0, a));
+		if (n % LEDGER_PAGE == LEDGER_PAGE - 1 || n == nodes - 1)
+			cache_unlock(c);
 	}
-	cache_unlock(c);
 	malloc_trim(0);
 	double rss = rss_of(getpid()) - rss0;
 
