@@ -358,6 +358,18 @@ static void test_gns_decode(void **state)
 	gpu_node_free(n);
 	cJSON_Delete(gns);
 
+	/* A UUID too long to keep whole is an error, not a cut one. */
+	char uuid[100], text2[256];
+	memset(uuid, 'g', sizeof(uuid) - 1);
+	uuid[sizeof(uuid) - 1] = '\0';
+	snprintf(text2, sizeof(text2), "{\"spec\":{\"nodeName\":\"n\"},\"status\":{\"devices\":[{\"id\":0,\"uuid\":\"%s\"}]}}", uuid);
+	gns = J(text2);
+	n = gpu_node_new("n");
+	assert_int_equal(api_gns_decode(gns, n, &name, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "status.devices[0].uuid is longer than 79 bytes"));
+	gpu_node_free(n);
+	cJSON_Delete(gns);
+
 	/* A string of INTERN_MAX_LEN bytes is kept whole; one byte more is an error that names it. */
 	char model[INTERN_MAX_LEN + 2], text[512];
 	for (int len = INTERN_MAX_LEN; len <= INTERN_MAX_LEN + 1; len++) {
