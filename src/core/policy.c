@@ -113,6 +113,8 @@ double policy_util_after(const struct gpu_node *n, const struct claim *c, const 
 			used += 1;
 			continue;
 		}
+		if (!chosen && !d->used_core && !d->used_mib)
+			continue;   /* idle: adds 0 (most devices; the division below is the loop's cost) */
 		double core = d->used_core + (chosen ? c->core : 0);
 		double mib = d->used_mib + (chosen ? c->mem_mib : 0);
 		double u = core / GPU_CORE_FULL;

@@ -13,15 +13,35 @@ size_t strmap_hash(const char *key)
 	 * Eight bytes per step (node names are looked up thousands of times a
 	 * request): xor, multiply, fold; the last partial word carries the length.
 	 */
-	size_t n = strlen(key);
+	size_t len = strlen(key), n = len;
 	uint64_t h = 0x9e3779b97f4a7c15ULL, w;
 	for (; n >= 8; n -= 8, key += 8) {
 		memcpy(&w, key, 8);
 		h = (h ^ w) * 0xff51afd7ed558ccdULL;
 		h ^= h >> 32;
 	}
+	/*
+	 * The last n bytes as the low bytes of w, in registers: copied bytewise
+	 * into a word on the stack, the word's load waited for the stores.
+	 */
 	w = 0;
-	memcpy(&w, key, n);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	if (n && len >= 8) {
+		memcpy(&w, key + n - 8, 8);   /* ends at the last byte; its first 8 - n are the previous word's */
+		w >>= 8 * (8 - n);
+	} else if (n >= 4) {
+		uint32_t lo, hi;
+		memcpy(&lo, key, 4);
+		memcpy(&hi, key + n - 4, 4);
+		w = lo | (uint64_t)hi << 8 * (n - 4);
+	} else {
+		for (size_t i = 0; i < n; i++)
+			w |= (uint64_t)(unsigned char)key[i] << 8 * i;
+	}
+#else
+	for (size_t i = 0; i < n; i++)
+		w |= (uint64_t)(unsigned char)key[i] << 8 * i;
+#endif
 	h = (h ^ w ^ (uint64_t)n << 56) * 0xc4ceb9fe1a85ec53ULL;
 	return (size_t)(h ^ (h >> 29));
 }

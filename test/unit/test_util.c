@@ -128,6 +128,34 @@ static void test_strmap(void **state)
 }
 
 /* Deleting while iterating (the relist sweeps do): every entry seen once. */
+/*
+ * The hash reads every byte of a key of any length (the last partial word
+ * is assembled from overlapping loads), and only the key's bytes: the same
+ * key at any address hashes alike, and changing any one byte changes it.
+ */
+static void test_strmap_hash_every_byte(void **state)
+{
+	(void)state;
+	char buf[64], moved[80];
+	for (size_t len = 0; len <= 40; len++) {
+		for (size_t i = 0; i < len; i++)
+			buf[i] = (char)('a' + (i * 7) % 26);
+		buf[len] = '\0';
+		size_t h = strmap_hash(buf);
+		for (size_t at = 1; at < 9; at++) {
+			memset(moved, 'Z', sizeof(moved));
+			memcpy(moved + at, buf, len + 1);
+			assert_true(strmap_hash(moved + at) == h);
+		}
+		for (size_t i = 0; i < len; i++) {
+			char was = buf[i];
+			buf[i] = (char)(was ^ 0x20);
+			assert_true(strmap_hash(buf) != h);
+			buf[i] = was;
+		}
+	}
+}
+
 static void test_strmap_del_while_iterating(void **state)
 {
 	(void)state;
@@ -314,6 +342,7 @@ int main(void)
 		cmocka_unit_test(test_buf_json_escape),
 		cmocka_unit_test(test_strnum),
 		cmocka_unit_test(test_strmap),
+		cmocka_unit_test(test_strmap_hash_every_byte),
 		cmocka_unit_test(test_strmap_del_while_iterating),
 		cmocka_unit_test(test_yamljson),
 		cmocka_unit_test(test_log_quote),
