@@ -100,6 +100,7 @@ struct cache_node {
 	atomic_int refs;
 	bool has_node;             /* a Node object was seen */
 	bool has_gns;              /* a GpuNodeStatus was seen */
+	struct fit_whole whole;    /* fit_whole_count(node): in the line a request reads first */
 	int nallocs;
 	struct gpu_state_digest state;   /* gpu_node_state_digest(node) */
 	struct gpu_node *node;     /* labels, devices, islands, usage */

@@ -42,6 +42,25 @@ bool fit_possible(const struct gpu_node *n, const struct claim *c);
  */
 int fit_candidates(const struct gpu_node *n, const struct claim *c, int *idx);
 
+/*
+ * A node counted for the commonest claim: whole GPUs, nothing selected
+ * (fit_whole_applies). Such a claim fits exactly when `free` >= its count,
+ * and when `exact`, binpack and spread rate it from these counts alone
+ * (policy_rate_whole). A node's state gives the same counts every time:
+ * the cache keeps them in each view, so a request reads a few bytes of a
+ * node instead of its devices.
+ */
+struct fit_whole {
+	uint8_t free;      /* whole GPUs (not MIG) usable and held by nobody */
+	uint8_t usable;    /* usable devices (healthy, not held outside) */
+	uint8_t held;      /* usable devices held whole */
+	bool exact;        /* every other usable device is idle: their use adds 0 */
+};
+
+void fit_whole_count(const struct gpu_node *n, struct fit_whole *out);
+/* Whole GPUs with no selectors, labels, host resources or island required. */
+bool fit_whole_applies(const struct claim *c);
+
 /* Records / removes the claim's usage on n (the devices in f). */
 void fit_apply(struct gpu_node *n, const struct claim *c, const struct fit *f);
 void fit_unapply(struct gpu_node *n, const struct claim *c, const struct fit *f);

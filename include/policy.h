@@ -70,6 +70,14 @@ bool policy_place(const struct policy_ctx *ctx, const struct gpu_node *n,
 		  const struct claim *c, struct fit *out, double *score);
 
 /*
+ * The rating policy_place() gives a claim that fit_whole_applies() to, from
+ * a node's counts alone (fit.h), when w says it fits and is exact and the
+ * policy rates by use (binpack, spread): true with *score, equal to
+ * policy_place()'s to the bit. False otherwise: then only policy_place() knows.
+ */
+bool policy_rate_whole(enum policy_id id, const struct fit_whole *w, const struct claim *c, double *score);
+
+/*
  * Maps the ratings of n nodes onto 0..POLICY_SCORE_MAX: the best node (and
  * any exact tie with it) gets the maximum, the others 0..max-1, linear from
  * the worst; nodes with ok[i] false get 0. When all ratings are equal every

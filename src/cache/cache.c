@@ -77,7 +77,9 @@ static const struct alloc_rec *src_find(const struct node_src *s, const char *ui
  * uid: 16 bytes a pod, where a map keeping the uids took about 90, and the
  * largest clusters hold 520,000 pods. A slot's node holds a record of the
  * pod it was put for until the slot goes (owners_forget), so a lookup
- * checks the node's records for the uid: uids of one hash get a slot each.
+ * checks the node's records for the uid, and uids of one hash get a slot
+ * each. (Two such uids on one node would share one: with 64-bit hashes, a
+ * case for the ledger, which decides every bind anyway, not for planning.)
  */
 struct owner_slot {
 	uint64_t hash;
@@ -360,6 +362,7 @@ static struct cache_node *view_layout(struct arena *hot, struct arena *cold, con
 		alloc_apply(n, &a);
 	}
 	v->state = gpu_node_state_digest(n);
+	fit_whole_count(n, &v->whole);
 	return v;
 }
 

@@ -155,6 +155,31 @@ bool fit_possible(const struct gpu_node *n, const struct claim *c)
 	return !needs_island(c) || best_island(n, c, s.island_free) >= c->count;
 }
 
+void fit_whole_count(const struct gpu_node *n, struct fit_whole *out)
+{
+	int free = 0, usable = 0, held = 0;
+	bool exact = true;
+	for (int i = 0; i < n->ndev; i++) {
+		const struct gpu_device *d = &n->dev[i];
+		if (!gpu_usable(d))
+			continue;
+		usable++;
+		if (d->exclusive)
+			held++;
+		else if (d->used_core || d->used_mib)
+			exact = false;   /* a share: its use is a fraction (policy_util_after) */
+		else if (!d->mig && !d->shared)
+			free++;
+	}
+	*out = (struct fit_whole){ (uint8_t)free, (uint8_t)usable, (uint8_t)held, exact };
+}
+
+bool fit_whole_applies(const struct claim *c)
+{
+	return c->mode == CLAIM_EXCLUSIVE && c->count >= 1 && !c->vendor && !c->models[0] && !c->arch[0] &&
+	       !c->min_mem_mib && !c->nmatch && !c->cpu_milli && !c->mem_mib_host && !needs_island(c);
+}
+
 int fit_candidates(const struct gpu_node *n, const struct claim *c, int *idx)
 {
 	int k = 0;

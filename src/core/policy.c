@@ -125,6 +125,19 @@ double policy_util_after(const struct gpu_node *n, const struct claim *c, const 
 	return usable ? used / usable : 0;
 }
 
+bool policy_rate_whole(enum policy_id id, const struct fit_whole *w, const struct claim *c, double *score)
+{
+	if ((id != POLICY_BINPACK && id != POLICY_SPREAD) || !w->exact || w->free < c->count)
+		return false;
+	/*
+	 * policy_util_after() with integers only: 1 for each device held whole
+	 * and each chosen one, 0 for the idle rest, summed in any order alike.
+	 */
+	double util = (double)(w->held + c->count) / w->usable;
+	*score = id == POLICY_BINPACK ? util : 1.0 - util;
+	return true;
+}
+
 /* binpack: fuller nodes first (and fullest GPUs first, through PACK_BINPACK). */
 static double rate_binpack(const struct policy_ctx *ctx, const struct gpu_node *n,
 			   const struct claim *c, const struct fit *f)

@@ -136,7 +136,7 @@ static void test_memo_that_does_not_pay_stops(void **state)
 	free(m);
 }
 
-/* ---- the extender with and without the memo ---------------------------- */
+/* ---- the extender with and without the memo and the node counts ------------ */
 
 struct world {
 	struct cache *cache;
@@ -224,7 +224,7 @@ static void free_world(struct world *w)
 	cache_free(w->cache);
 }
 
-/* Two GpuClaims alike but for a node selector every node meets (which turns the memo off). */
+/* Two GpuClaims alike but for a node selector every node meets (which turns the memo and the node counts off). */
 static void add_claims(struct world *w, int k, const char *devices, const char *topology)
 {
 	for (int sel = 0; sel < 2; sel++) {

@@ -3,6 +3,8 @@
 
 #include "policy.h"
 
+#include <stdio.h>
+
 static double rate(enum policy_id id, const struct gpu_node *n, const struct claim *c)
 {
 	struct policy_ctx ctx = { .id = id, .wl = NULL, .seed = 1 };
@@ -89,6 +91,90 @@ static void test_place_refuses_what_does_not_fit(void **state)
 	gpu_node_free(n);
 }
 
+/*
+ * A node's counts (fit_whole) answer a plain claim of whole GPUs as the full
+ * fit and rating do, over random nodes: devices held whole, shared, outside
+ * the scheduler, unhealthy, MIG instances, islands. Fits exactly when the
+ * fit does; where the counts rate (binpack, spread on nodes of whole use),
+ * the same score to the bit; which claims they apply to.
+ */
+static void test_counts_answer_as_the_fit(void **state)
+{
+	(void)state;
+	srand(11);
+	int rated = 0, fits = 0, not_exact = 0;
+	for (int round = 0; round < 3000; round++) {
+		int ndev = 1 + rand() % 8;
+		struct gpu_node *n = tu_node("n", ndev, GPU_VENDOR_NVIDIA, "H100", 81920);
+		if (rand() % 2)
+			tu_island(n, "nvlink-0", 900, 0, (ndev - 1) / 2);
+		for (int i = 0; i < ndev; i++) {
+			struct gpu_device *d = &n->dev[i];
+			switch (rand() % 8) {
+			case 0: gpu_hold(d, false, 0, 0); break;                          /* held whole */
+			case 1: gpu_hold(d, true, 1024u * (1 + rand() % 40), 100u * (rand() % 11)); break;
+			case 2: d->external = true; break;
+			case 3: d->health = GPU_UNHEALTHY; break;
+			case 4: d->mig = true; break;
+			default: break;                                                  /* idle */
+			}
+		}
+		struct fit_whole w;
+		fit_whole_count(n, &w);
+		not_exact += !w.exact;
+		for (int count = 1; count <= 8; count++) {
+			struct claim c = tu_whole(count);
+			c.topo = (enum topo_mode)(rand() % 3 == 0 ? TOPO_IGNORE : TOPO_PREFERRED);
+			assert_true(fit_whole_applies(&c));
+			bool ok = fit_possible(n, &c);
+			assert_int_equal(w.free >= count, ok);
+			fits += ok;
+			const enum policy_id ids[] = { POLICY_BINPACK, POLICY_SPREAD, POLICY_TOPOLOGY };
+			for (size_t p = 0; p < 3; p++) {
+				struct policy_ctx ctx = { .id = ids[p] };
+				struct fit f;
+				double want = 0, got = 0;
+				bool placed = policy_place(&ctx, n, &c, &f, &want);
+				bool by_counts = policy_rate_whole(ids[p], &w, &c, &got);
+				assert_int_equal(placed, ok);
+				if (ids[p] == POLICY_TOPOLOGY || !w.exact || !ok) {
+					assert_false(by_counts);
+					continue;
+				}
+				assert_true(by_counts);
+				assert_memory_equal(&got, &want, sizeof(got));
+				rated++;
+			}
+		}
+		gpu_node_free(n);
+	}
+	assert_true(rated > 1000 && fits > 1000 && not_exact > 300);   /* every case came up */
+	/* Claims the counts do not answer. */
+	struct claim c = tu_whole(2);
+	c.topo = TOPO_REQUIRED;
+	assert_false(fit_whole_applies(&c));
+	c = tu_whole(1);
+	c.topo = TOPO_REQUIRED;
+	assert_true(fit_whole_applies(&c));   /* one device is on one island anyway */
+	c = tu_whole(1);
+	c.vendor = GPU_VENDOR_AMD;
+	assert_false(fit_whole_applies(&c));
+	c = tu_whole(1);
+	c.min_mem_mib = 1;
+	assert_false(fit_whole_applies(&c));
+	c = tu_whole(1);
+	snprintf(c.models, sizeof(c.models), "H100");
+	assert_false(fit_whole_applies(&c));
+	c = tu_whole(1);
+	assert_int_equal(claim_add_match(&c, "pool", "a"), 0);
+	assert_false(fit_whole_applies(&c));
+	claim_release(&c);
+	c = tu_shared(1024, 100);
+	assert_false(fit_whole_applies(&c));
+	c = tu_whole(0);
+	assert_false(fit_whole_applies(&c));
+}
+
 static void test_names(void **state)
 {
 	(void)state;
@@ -128,6 +214,7 @@ int main(void)
 		cmocka_unit_test(test_binpack_counts_shares),
 		cmocka_unit_test(test_topology_prefers_one_fast_island),
 		cmocka_unit_test(test_place_refuses_what_does_not_fit),
+		cmocka_unit_test(test_counts_answer_as_the_fit),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_scale),
 	};
