@@ -68,6 +68,16 @@ int claim_copy(struct claim *dst, const struct claim *src);
 /* Adds a matchLabels entry; 0, or -1 (full or no memory). */
 int claim_add_match(struct claim *c, const char *key, const char *value);
 
+/*
+ * A claim packed for keeping: its numbers, then its preferred ids, strings
+ * and labels at their length (about 100 bytes for a plain claim; a struct
+ * claim takes 1176). claim_pack() writes the packed form into out when it
+ * has room (cap bytes) and returns its size either way. claim_unpack()
+ * fills *out (claim_release() it); 0, or -1 when out of memory (out empty).
+ */
+size_t claim_pack(const struct claim *c, void *out, size_t cap);
+int claim_unpack(const void *in, struct claim *out);
+
 bool claim_wants_gpu(const struct claim *c);
 /* The mode as GpuClaims and reservations spell it: Exclusive, Shared or MIG. */
 const char *claim_mode_name(enum claim_mode m);

@@ -48,6 +48,113 @@ int claim_copy(struct claim *dst, const struct claim *src)
 	return 0;
 }
 
+/* Everything of a claim that is not an array: the packed form's head. */
+struct claim_head {
+	int64_t cpu_milli, mem_mib_host;
+	double min_bw_gbps;
+	uint32_t mem_mib, core, min_mem_mib;
+	int32_t count, nprefer, nmatch, policy, gang_size, gang_timeout_s;
+	uint8_t mode, placement, vendor, topo, gang_kind;
+};
+
+/* A new field in struct claim needs a place in the packed form, here and in claim_unpack. */
+_Static_assert(sizeof(struct claim) == 1176, "claim_pack: pack the new field of struct claim");
+
+/* Appends n bytes at *at (the caller made room). */
+static void put(unsigned char **at, const void *p, size_t n)
+{
+	memcpy(*at, p, n);
+	*at += n;
+}
+
+size_t claim_pack(const struct claim *c, void *out, size_t cap)
+{
+	struct claim_head h;
+	memset(&h, 0, sizeof(h));   /* its padding goes into the packed bytes too */
+	h.cpu_milli = c->cpu_milli;
+	h.mem_mib_host = c->mem_mib_host;
+	h.min_bw_gbps = c->min_bw_gbps;
+	h.mem_mib = c->mem_mib;
+	h.core = c->core;
+	h.min_mem_mib = c->min_mem_mib;
+	h.count = c->count;
+	h.nprefer = c->nprefer;
+	h.nmatch = c->nmatch;
+	h.policy = c->policy;
+	h.gang_size = c->gang_size;
+	h.gang_timeout_s = c->gang_timeout_s;
+	h.mode = (uint8_t)c->mode;
+	h.placement = (uint8_t)c->placement;
+	h.vendor = (uint8_t)c->vendor;
+	h.topo = (uint8_t)c->topo;
+	h.gang_kind = (uint8_t)c->gang_kind;
+	const char *strs[4] = { c->models, c->arch, c->gpuclaim, c->gang };
+	size_t size = sizeof(h) + (size_t)c->nprefer * sizeof(c->prefer_ids[0]);
+	for (int i = 0; i < 4; i++)
+		size += strlen(strs[i]) + 1;
+	for (int i = 0; i < c->nmatch; i++)
+		size += strlen(c->match[i].key) + strlen(c->match[i].value) + 2;
+	if (size > cap)
+		return size;
+	unsigned char *at = out;
+	put(&at, &h, sizeof(h));
+	put(&at, c->prefer_ids, (size_t)c->nprefer * sizeof(c->prefer_ids[0]));
+	for (int i = 0; i < 4; i++)
+		put(&at, strs[i], strlen(strs[i]) + 1);
+	for (int i = 0; i < c->nmatch; i++) {
+		put(&at, c->match[i].key, strlen(c->match[i].key) + 1);
+		put(&at, c->match[i].value, strlen(c->match[i].value) + 1);
+	}
+	return size;
+}
+
+/* Copies the string at *at into dst (of size n) and steps past it. */
+static void take_str(const char **at, char *dst, size_t n)
+{
+	snprintf(dst, n, "%s", *at);
+	*at += strlen(*at) + 1;
+}
+
+int claim_unpack(const void *in, struct claim *out)
+{
+	struct claim_head h;
+	memcpy(&h, in, sizeof(h));
+	claim_init(out);
+	out->cpu_milli = h.cpu_milli;
+	out->mem_mib_host = h.mem_mib_host;
+	out->min_bw_gbps = h.min_bw_gbps;
+	out->mem_mib = h.mem_mib;
+	out->core = h.core;
+	out->min_mem_mib = h.min_mem_mib;
+	out->count = h.count;
+	out->nprefer = h.nprefer;
+	out->policy = h.policy;
+	out->gang_size = h.gang_size;
+	out->gang_timeout_s = h.gang_timeout_s;
+	out->mode = (enum claim_mode)h.mode;
+	out->placement = (enum claim_placement)h.placement;
+	out->vendor = (enum gpu_vendor)h.vendor;
+	out->topo = (enum topo_mode)h.topo;
+	out->gang_kind = (enum gang_kind)h.gang_kind;
+	const char *at = (const char *)in + sizeof(h);
+	memcpy(out->prefer_ids, at, (size_t)h.nprefer * sizeof(out->prefer_ids[0]));
+	at += (size_t)h.nprefer * sizeof(out->prefer_ids[0]);
+	take_str(&at, out->models, sizeof(out->models));
+	take_str(&at, out->arch, sizeof(out->arch));
+	take_str(&at, out->gpuclaim, sizeof(out->gpuclaim));
+	take_str(&at, out->gang, sizeof(out->gang));
+	for (int i = 0; i < h.nmatch; i++) {
+		const char *key = at;
+		at += strlen(at) + 1;
+		if (claim_add_match(out, key, at)) {
+			claim_release(out);
+			return -1;
+		}
+		at += strlen(at) + 1;
+	}
+	return 0;
+}
+
 bool claim_wants_gpu(const struct claim *c)
 {
 	return c->mode != CLAIM_NONE && c->count > 0;

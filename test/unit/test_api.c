@@ -323,6 +323,89 @@ static void test_gangs(void **state)
 	assert_non_null(strstr(err, "must be a PodGroup name"));
 }
 
+/* A claim packed and unpacked again has every field it had; a plain one packs small. */
+static void test_claim_pack(void **state)
+{
+	(void)state;
+	struct claim c, back;
+	claim_init(&c);
+	c.mode = CLAIM_SHARED;
+	c.count = 3;
+	c.mem_mib = 12345;
+	c.core = 250;
+	c.placement = PLACE_PREFER_IDS;
+	c.nprefer = 2;
+	c.prefer_ids[0] = 7;
+	c.prefer_ids[1] = 1003;
+	c.vendor = GPU_VENDOR_AMD;
+	snprintf(c.models, sizeof(c.models), "MI300X|MI250");
+	snprintf(c.arch, sizeof(c.arch), "gfx942");
+	c.min_mem_mib = 65536;
+	assert_int_equal(claim_add_match(&c, "pool", "train"), 0);
+	assert_int_equal(claim_add_match(&c, "zone", ""), 0);
+	c.topo = TOPO_REQUIRED;
+	c.min_bw_gbps = 450.5;
+	c.policy = 3;
+	c.cpu_milli = 4000;
+	c.mem_mib_host = 1 << 20;
+	snprintf(c.gpuclaim, sizeof(c.gpuclaim), "big-job");
+	c.gang_kind = GANG_WORKLOAD;
+	snprintf(c.gang, sizeof(c.gang), "wl/pg/0");
+	c.gang_size = 16;
+	c.gang_timeout_s = 90;
+	size_t size = claim_pack(&c, NULL, 0);
+	unsigned char *buf = malloc(size + 1);
+	buf[size - 1] = 0xa5;
+	assert_int_equal(claim_pack(&c, buf, size - 1), size);   /* too small: nothing written */
+	assert_int_equal(buf[size - 1], 0xa5);
+	buf[size] = 0x5a;
+	assert_int_equal(claim_pack(&c, buf, size), size);
+	assert_int_equal(buf[size], 0x5a);                      /* nothing past its size */
+	assert_int_equal(claim_unpack(buf, &back), 0);
+	assert_int_equal(back.mode, c.mode);
+	assert_int_equal(back.count, c.count);
+	assert_int_equal(back.mem_mib, c.mem_mib);
+	assert_int_equal(back.core, c.core);
+	assert_int_equal(back.placement, c.placement);
+	assert_int_equal(back.nprefer, 2);
+	assert_int_equal(back.prefer_ids[0], 7);
+	assert_int_equal(back.prefer_ids[1], 1003);
+	assert_int_equal(back.vendor, c.vendor);
+	assert_string_equal(back.models, c.models);
+	assert_string_equal(back.arch, c.arch);
+	assert_int_equal(back.min_mem_mib, c.min_mem_mib);
+	assert_int_equal(back.nmatch, 2);
+	assert_string_equal(back.match[0].key, "pool");
+	assert_string_equal(back.match[0].value, "train");
+	assert_string_equal(back.match[1].key, "zone");
+	assert_string_equal(back.match[1].value, "");
+	assert_int_equal(back.topo, c.topo);
+	assert_true(back.min_bw_gbps == c.min_bw_gbps);
+	assert_int_equal(back.policy, c.policy);
+	assert_int_equal(back.cpu_milli, c.cpu_milli);
+	assert_int_equal(back.mem_mib_host, c.mem_mib_host);
+	assert_string_equal(back.gpuclaim, c.gpuclaim);
+	assert_int_equal(back.gang_kind, c.gang_kind);
+	assert_string_equal(back.gang, c.gang);
+	assert_int_equal(back.gang_size, c.gang_size);
+	assert_int_equal(back.gang_timeout_s, c.gang_timeout_s);
+	claim_release(&back);
+	claim_release(&c);
+	free(buf);
+	/* A plain claim: a tenth of a struct claim. */
+	claim_init(&c);
+	c.mode = CLAIM_EXCLUSIVE;
+	c.count = 1;
+	assert_true(claim_pack(&c, NULL, 0) <= 100);
+	unsigned char small[100];
+	claim_pack(&c, small, sizeof(small));
+	assert_int_equal(claim_unpack(small, &back), 0);
+	assert_int_equal(back.policy, -1);
+	assert_int_equal(back.count, 1);
+	assert_string_equal(back.models, "");
+	claim_release(&back);
+}
+
 static void test_gns_decode(void **state)
 {
 	(void)state;
@@ -442,6 +525,7 @@ int main(void)
 		cmocka_unit_test(test_pod_claim_annotation),
 		cmocka_unit_test(test_gpuclaim_validation),
 		cmocka_unit_test_setup(test_gangs, setup),
+		cmocka_unit_test(test_claim_pack),
 		cmocka_unit_test(test_gns_decode),
 		cmocka_unit_test(test_node_decode),
 	};
