@@ -57,8 +57,8 @@ struct claim_head {
 	uint8_t mode, placement, vendor, topo, gang_kind;
 };
 
-/* A new field in struct claim needs a place in the packed form, here and in claim_unpack. */
-_Static_assert(sizeof(struct claim) == 1176, "claim_pack: pack the new field of struct claim");
+/* A new field in struct claim needs a place in the packed form, here and in claim_unpack (size on LP64). */
+_Static_assert(sizeof(void *) != 8 || sizeof(struct claim) == 1176, "claim_pack: pack the new field of struct claim");
 
 /* Appends n bytes at *at (the caller made room). */
 static void put(unsigned char **at, const void *p, size_t n)
