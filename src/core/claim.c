@@ -57,7 +57,11 @@ struct claim_head {
 	uint8_t mode, placement, vendor, topo, gang_kind;
 };
 
-/* A new field in struct claim needs a place in the packed form, here and in claim_unpack (size on LP64). */
+/* The head's fields but nmatch (claim_add_match counts the labels back), named as in struct claim. */
+#define CLAIM_HEAD(X) X(cpu_milli) X(mem_mib_host) X(min_bw_gbps) X(mem_mib) X(core) X(min_mem_mib) X(count) \
+	X(nprefer) X(policy) X(gang_size) X(gang_timeout_s) X(mode) X(placement) X(vendor) X(topo) X(gang_kind)
+
+/* A new field in struct claim needs a place in the packed form: in the head or after it (size on LP64). */
 _Static_assert(sizeof(void *) != 8 || sizeof(struct claim) == 1176, "claim_pack: pack the new field of struct claim");
 
 /* Appends n bytes at *at (the caller made room). */
@@ -71,23 +75,10 @@ size_t claim_pack(const struct claim *c, void *out, size_t cap)
 {
 	struct claim_head h;
 	memset(&h, 0, sizeof(h));   /* its padding goes into the packed bytes too */
-	h.cpu_milli = c->cpu_milli;
-	h.mem_mib_host = c->mem_mib_host;
-	h.min_bw_gbps = c->min_bw_gbps;
-	h.mem_mib = c->mem_mib;
-	h.core = c->core;
-	h.min_mem_mib = c->min_mem_mib;
-	h.count = c->count;
-	h.nprefer = c->nprefer;
+#define TO_HEAD(f) h.f = c->f;
+	CLAIM_HEAD(TO_HEAD)
+#undef TO_HEAD
 	h.nmatch = c->nmatch;
-	h.policy = c->policy;
-	h.gang_size = c->gang_size;
-	h.gang_timeout_s = c->gang_timeout_s;
-	h.mode = (uint8_t)c->mode;
-	h.placement = (uint8_t)c->placement;
-	h.vendor = (uint8_t)c->vendor;
-	h.topo = (uint8_t)c->topo;
-	h.gang_kind = (uint8_t)c->gang_kind;
 	const char *strs[4] = { c->models, c->arch, c->gpuclaim, c->gang };
 	size_t size = sizeof(h) + (size_t)c->nprefer * sizeof(c->prefer_ids[0]);
 	for (int i = 0; i < 4; i++)
@@ -120,22 +111,9 @@ int claim_unpack(const void *in, struct claim *out)
 	struct claim_head h;
 	memcpy(&h, in, sizeof(h));
 	claim_init(out);
-	out->cpu_milli = h.cpu_milli;
-	out->mem_mib_host = h.mem_mib_host;
-	out->min_bw_gbps = h.min_bw_gbps;
-	out->mem_mib = h.mem_mib;
-	out->core = h.core;
-	out->min_mem_mib = h.min_mem_mib;
-	out->count = h.count;
-	out->nprefer = h.nprefer;
-	out->policy = h.policy;
-	out->gang_size = h.gang_size;
-	out->gang_timeout_s = h.gang_timeout_s;
-	out->mode = (enum claim_mode)h.mode;
-	out->placement = (enum claim_placement)h.placement;
-	out->vendor = (enum gpu_vendor)h.vendor;
-	out->topo = (enum topo_mode)h.topo;
-	out->gang_kind = (enum gang_kind)h.gang_kind;
+#define FROM_HEAD(f) out->f = h.f;
+	CLAIM_HEAD(FROM_HEAD)
+#undef FROM_HEAD
 	const char *at = (const char *)in + sizeof(h);
 	memcpy(out->prefer_ids, at, (size_t)h.nprefer * sizeof(out->prefer_ids[0]));
 	at += (size_t)h.nprefer * sizeof(out->prefer_ids[0]);
