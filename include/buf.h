@@ -37,6 +37,12 @@ int buf_printf(struct buf *b, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 int buf_vprintf(struct buf *b, const char *fmt, va_list ap)
 	__attribute__((format(printf, 2, 0)));
+/*
+ * Packed records (ledgers, claims): buf_add_str appends s with its NUL;
+ * buf_take_str reads one back at *at into out (cut to size) and steps past it.
+ */
+int buf_add_str(struct buf *b, const char *s);
+void buf_take_str(const unsigned char **at, char *out, size_t size);
 /* Appends s as a JSON string literal, quotes included. */
 int buf_add_json_str(struct buf *b, const char *s);
 /* Appends s[0, n) in quotes, for a string known to need no JSON escaping. */

@@ -5,6 +5,7 @@
 #ifndef GPU_CLAIM_H
 #define GPU_CLAIM_H
 
+#include "buf.h"
 #include "gpu.h"
 
 enum claim_mode {
@@ -71,11 +72,11 @@ int claim_add_match(struct claim *c, const char *key, const char *value);
 /*
  * A claim packed for keeping: its numbers, then its preferred ids, strings
  * and labels at their length (about 100 bytes for a plain claim; a struct
- * claim takes 1176). claim_pack() writes the packed form into out when it
- * has room (cap bytes) and returns its size either way. claim_unpack()
- * fills *out (claim_release() it); 0, or -1 when out of memory (out empty).
+ * claim takes 1176). claim_pack() appends it to out: 0, or -1 (no room).
+ * claim_unpack() fills *out (claim_release() it); 0, or -1 when out of
+ * memory (out empty).
  */
-size_t claim_pack(const struct claim *c, void *out, size_t cap);
+int claim_pack(const struct claim *c, struct buf *out);
 int claim_unpack(const void *in, struct claim *out);
 
 bool claim_wants_gpu(const struct claim *c);

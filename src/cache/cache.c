@@ -848,8 +848,8 @@ static void src_append(struct node_src *s, const struct alloc *a)
 	s->nallocs++;
 }
 
-/* The slot of the pod's node, or NULL. */
-static struct owner_slot *owners_find(const struct owners *o, const char *uid)
+/* The slot of the pod's node, or NULL; *rec (when asked) gets the pod's record there. */
+static struct owner_slot *owners_find(const struct owners *o, const char *uid, const struct alloc_rec **rec)
 {
 	if (!o->cap)
 		return NULL;
@@ -858,15 +858,13 @@ static struct owner_slot *owners_find(const struct owners *o, const char *uid)
 		struct owner_slot *sl = &o->slot[i];
 		if (!sl->src)
 			return NULL;
-		if (sl->src != OWNER_GONE && sl->hash == h && src_find(sl->src, uid))
+		const struct alloc_rec *r = sl->src != OWNER_GONE && sl->hash == h ? src_find(sl->src, uid) : NULL;
+		if (r) {
+			if (rec)
+				*rec = r;
 			return sl;
+		}
 	}
-}
-
-static struct node_src *owners_get(const struct owners *o, const char *uid)
-{
-	struct owner_slot *sl = owners_find(o, uid);
-	return sl ? sl->src : NULL;
 }
 
 /*
@@ -908,7 +906,7 @@ static int owners_room(struct owners *o)
 /* The pod's newest record is s's (about to be appended). -1: no memory. */
 static int owners_put(struct owners *o, const char *uid, struct node_src *s)
 {
-	struct owner_slot *sl = owners_find(o, uid);
+	struct owner_slot *sl = owners_find(o, uid, NULL);
 	if (sl) {
 		sl->src = s;
 		return 0;
@@ -927,7 +925,7 @@ static int owners_put(struct owners *o, const char *uid, struct node_src *s)
 /* The index keeps the pod's newest record; an older one elsewhere leaves it. */
 static void owners_forget(struct cache *c, struct node_src *s, const char *uid)
 {
-	struct owner_slot *sl = owners_find(&c->owners, uid);
+	struct owner_slot *sl = owners_find(&c->owners, uid, NULL);
 	if (sl && sl->src == s)
 		sl->src = OWNER_GONE;
 }
@@ -962,10 +960,15 @@ static void src_clear(struct cache *c, struct node_src *s)
 
 bool cache_remove_alloc(struct cache *c, const char *uid, const char *node)
 {
-	struct node_src *s = node ? strmap_get(&c->srcs, node) : owners_get(&c->owners, uid);
-	if (!s)
-		return false;
-	const struct alloc_rec *r = src_find(s, uid);
+	const struct alloc_rec *r = NULL;
+	struct node_src *s;
+	if (node) {
+		s = strmap_get(&c->srcs, node);
+		r = s ? src_find(s, uid) : NULL;
+	} else {
+		struct owner_slot *sl = owners_find(&c->owners, uid, &r);
+		s = sl ? sl->src : NULL;
+	}
 	if (!r || src_remove(c, s, r))
 		return false;   /* none there, or out of memory: kept */
 	src_maybe_drop(c, s);
@@ -1035,12 +1038,12 @@ void cache_forget(struct cache *c, const char *uid, const char *node)
 
 bool cache_find_alloc(struct cache *c, const char *uid, struct alloc *out, char *node, size_t size)
 {
-	struct node_src *s = owners_get(&c->owners, uid);
-	const struct alloc_rec *r = s ? src_find(s, uid) : NULL;
-	if (!r)
+	const struct alloc_rec *r = NULL;
+	struct owner_slot *sl = owners_find(&c->owners, uid, &r);
+	if (!sl)
 		return false;
 	alloc_rec_unpack(r, out);
-	snprintf(node, size, "%s", s->name);
+	snprintf(node, size, "%s", sl->src->name);
 	return true;
 }
 

@@ -64,14 +64,7 @@ struct claim_head {
 /* A new field in struct claim needs a place in the packed form: in the head or after it (size on LP64). */
 _Static_assert(sizeof(void *) != 8 || sizeof(struct claim) == 1176, "claim_pack: pack the new field of struct claim");
 
-/* Appends n bytes at *at (the caller made room). */
-static void put(unsigned char **at, const void *p, size_t n)
-{
-	memcpy(*at, p, n);
-	*at += n;
-}
-
-size_t claim_pack(const struct claim *c, void *out, size_t cap)
+int claim_pack(const struct claim *c, struct buf *out)
 {
 	struct claim_head h;
 	memset(&h, 0, sizeof(h));   /* its padding goes into the packed bytes too */
@@ -79,31 +72,13 @@ size_t claim_pack(const struct claim *c, void *out, size_t cap)
 	CLAIM_HEAD(TO_HEAD)
 #undef TO_HEAD
 	h.nmatch = c->nmatch;
-	const char *strs[4] = { c->models, c->arch, c->gpuclaim, c->gang };
-	size_t size = sizeof(h) + (size_t)c->nprefer * sizeof(c->prefer_ids[0]);
-	for (int i = 0; i < 4; i++)
-		size += strlen(strs[i]) + 1;
+	int bad = buf_add(out, &h, sizeof(h)) |
+		  buf_add(out, c->prefer_ids, (size_t)c->nprefer * sizeof(c->prefer_ids[0])) |
+		  buf_add_str(out, c->models) | buf_add_str(out, c->arch) | buf_add_str(out, c->gpuclaim) |
+		  buf_add_str(out, c->gang);
 	for (int i = 0; i < c->nmatch; i++)
-		size += strlen(c->match[i].key) + strlen(c->match[i].value) + 2;
-	if (size > cap)
-		return size;
-	unsigned char *at = out;
-	put(&at, &h, sizeof(h));
-	put(&at, c->prefer_ids, (size_t)c->nprefer * sizeof(c->prefer_ids[0]));
-	for (int i = 0; i < 4; i++)
-		put(&at, strs[i], strlen(strs[i]) + 1);
-	for (int i = 0; i < c->nmatch; i++) {
-		put(&at, c->match[i].key, strlen(c->match[i].key) + 1);
-		put(&at, c->match[i].value, strlen(c->match[i].value) + 1);
-	}
-	return size;
-}
-
-/* Copies the string at *at into dst (of size n) and steps past it. */
-static void take_str(const char **at, char *dst, size_t n)
-{
-	snprintf(dst, n, "%s", *at);
-	*at += strlen(*at) + 1;
+		bad |= buf_add_str(out, c->match[i].key) | buf_add_str(out, c->match[i].value);
+	return bad ? -1 : 0;
 }
 
 int claim_unpack(const void *in, struct claim *out)
@@ -114,21 +89,21 @@ int claim_unpack(const void *in, struct claim *out)
 #define FROM_HEAD(f) out->f = h.f;
 	CLAIM_HEAD(FROM_HEAD)
 #undef FROM_HEAD
-	const char *at = (const char *)in + sizeof(h);
+	const unsigned char *at = (const unsigned char *)in + sizeof(h);
 	memcpy(out->prefer_ids, at, (size_t)h.nprefer * sizeof(out->prefer_ids[0]));
 	at += (size_t)h.nprefer * sizeof(out->prefer_ids[0]);
-	take_str(&at, out->models, sizeof(out->models));
-	take_str(&at, out->arch, sizeof(out->arch));
-	take_str(&at, out->gpuclaim, sizeof(out->gpuclaim));
-	take_str(&at, out->gang, sizeof(out->gang));
+	buf_take_str(&at, out->models, sizeof(out->models));
+	buf_take_str(&at, out->arch, sizeof(out->arch));
+	buf_take_str(&at, out->gpuclaim, sizeof(out->gpuclaim));
+	buf_take_str(&at, out->gang, sizeof(out->gang));
 	for (int i = 0; i < h.nmatch; i++) {
-		const char *key = at;
-		at += strlen(at) + 1;
-		if (claim_add_match(out, key, at)) {
+		const char *key = (const char *)at;
+		at += strlen(key) + 1;
+		if (claim_add_match(out, key, (const char *)at)) {
 			claim_release(out);
 			return -1;
 		}
-		at += strlen(at) + 1;
+		at += strlen((const char *)at) + 1;
 	}
 	return 0;
 }

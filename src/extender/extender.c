@@ -681,7 +681,7 @@ static bool prio_node(void *job, const struct cache_node *cn, struct class_resul
 	const struct verb_args *a = j->l.a;
 	struct fit f;
 	*r = (struct class_result){ .reason = -1 };
-	if (counts_decide(&j->l, cn) && policy_rate_whole(j->pctx.id, &cn->whole, &a->claim, &r->raw)) {
+	if (j->l.by_counts && policy_rate_whole(j->pctx.id, &cn->whole, &a->claim, &r->raw)) {
 		r->ok = true;
 		return true;
 	}

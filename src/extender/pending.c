@@ -51,13 +51,16 @@ static void drop_oldest(struct pending *p)
 
 int pending_put(struct pending *p, const char *uid, const struct claim *c)
 {
-	size_t size = claim_pack(c, NULL, 0);
-	struct pending_entry *e = calloc(1, sizeof(*e) + size);
+	struct buf packed;
+	buf_init(&packed, 1 << 16);
+	struct pending_entry *e = claim_pack(c, &packed) ? NULL : calloc(1, sizeof(*e) + packed.len);
+	if (e)
+		memcpy(e->claim, packed.data, packed.len);
+	buf_release(&packed);
 	if (!e)
 		return -1;
 	snprintf(e->uid, sizeof(e->uid), "%s", uid);
 	e->live = true;
-	claim_pack(c, e->claim, size);
 	pthread_mutex_lock(&p->lock);
 	struct pending_entry *old = strmap_get(p->map, uid);
 	if (old)

@@ -99,11 +99,6 @@ void ledger_microtime(char *out, size_t size)
 
 /* ---- packed entries ---- */
 
-static int put_str(struct buf *b, const char *s)
-{
-	return buf_add(b, s, strlen(s) + 1);
-}
-
 int ledger_pack(const struct ledger *l, struct ledger_packed *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -115,8 +110,9 @@ int ledger_pack(const struct ledger *l, struct ledger_packed *out)
 		uint16_t len = 0;
 		uint8_t mode = (uint8_t)e->a.mode, ndev = (uint8_t)e->a.ndev;
 		int32_t timeout = e->gang_timeout_s;
-		int bad = buf_add(&b, &len, sizeof(len)) | put_str(&b, e->a.uid) | put_str(&b, e->ns) |
-			  put_str(&b, e->name) | put_str(&b, e->claim) | put_str(&b, e->gang) | buf_add(&b, &mode, 1) |
+		int bad = buf_add(&b, &len, sizeof(len)) | buf_add_str(&b, e->a.uid) | buf_add_str(&b, e->ns) |
+			  buf_add_str(&b, e->name) | buf_add_str(&b, e->claim) | buf_add_str(&b, e->gang) |
+			  buf_add(&b, &mode, 1) |
 			  buf_add(&b, &e->a.mem_mib, 4) | buf_add(&b, &e->a.core, 4) | buf_add(&b, &e->a.since, 8) |
 			  buf_add(&b, &timeout, 4) | buf_add(&b, &ndev, 1) | buf_add(&b, &e->a.id_base, 4) |
 			  buf_add(&b, e->a.id_off, (size_t)e->a.ndev * sizeof(e->a.id_off[0]));
@@ -146,16 +142,6 @@ void ledger_packed_release(struct ledger_packed *p)
 	memset(p, 0, sizeof(*p));
 }
 
-/* Copies the NUL-terminated string at *at into out (cut to size) and moves past it. */
-static void take_str(const unsigned char **at, char *out, size_t size)
-{
-	size_t n = strlen((const char *)*at);
-	size_t k = n < size ? n : size - 1;
-	memcpy(out, *at, k);
-	out[k] = '\0';
-	*at += n + 1;
-}
-
 bool ledger_packed_next(const struct ledger_packed *p, size_t *pos, struct ledger_entry *e)
 {
 	if (*pos >= p->len)
@@ -165,11 +151,11 @@ bool ledger_packed_next(const struct ledger_packed *p, size_t *pos, struct ledge
 	memcpy(&len, at, sizeof(len));
 	*pos += len;
 	at += sizeof(len);
-	take_str(&at, e->a.uid, sizeof(e->a.uid));
-	take_str(&at, e->ns, sizeof(e->ns));
-	take_str(&at, e->name, sizeof(e->name));
-	take_str(&at, e->claim, sizeof(e->claim));
-	take_str(&at, e->gang, sizeof(e->gang));
+	buf_take_str(&at, e->a.uid, sizeof(e->a.uid));
+	buf_take_str(&at, e->ns, sizeof(e->ns));
+	buf_take_str(&at, e->name, sizeof(e->name));
+	buf_take_str(&at, e->claim, sizeof(e->claim));
+	buf_take_str(&at, e->gang, sizeof(e->gang));
 	alloc_set_pod(&e->a, e->ns, e->name);
 	uint8_t mode, ndev;
 	int32_t timeout;

@@ -69,6 +69,20 @@ int buf_adds(struct buf *b, const char *s)
 	return buf_add(b, s, strlen(s));
 }
 
+int buf_add_str(struct buf *b, const char *s)
+{
+	return buf_add(b, s, strlen(s) + 1);
+}
+
+void buf_take_str(const unsigned char **at, char *out, size_t size)
+{
+	size_t n = strlen((const char *)*at);
+	size_t k = n < size ? n : size - 1;
+	memcpy(out, *at, k);
+	out[k] = '\0';
+	*at += n + 1;
+}
+
 int buf_addc(struct buf *b, char c)
 {
 	return buf_add(b, &c, 1);

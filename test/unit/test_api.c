@@ -353,14 +353,17 @@ static void test_claim_pack(void **state)
 	snprintf(c.gang, sizeof(c.gang), "wl/pg/0");
 	c.gang_size = 16;
 	c.gang_timeout_s = 90;
-	size_t size = claim_pack(&c, NULL, 0);
-	unsigned char *buf = malloc(size + 1);
-	buf[size - 1] = 0xa5;
-	assert_int_equal(claim_pack(&c, buf, size - 1), size);   /* too small: nothing written */
-	assert_int_equal(buf[size - 1], 0xa5);
-	buf[size] = 0x5a;
-	assert_int_equal(claim_pack(&c, buf, size), size);
-	assert_int_equal(buf[size], 0x5a);                      /* nothing past its size */
+	struct buf packed;
+	buf_init(&packed, 4096);
+	assert_int_equal(claim_pack(&c, &packed), 0);
+	size_t size = packed.len;
+	struct buf small_cap;
+	buf_init(&small_cap, size - 1);
+	assert_int_equal(claim_pack(&c, &small_cap), -1);       /* no room: refused */
+	buf_release(&small_cap);
+	unsigned char *buf = malloc(size);                     /* exactly its size: reads nothing past it */
+	memcpy(buf, packed.data, size);
+	buf_release(&packed);
 	assert_int_equal(claim_unpack(buf, &back), 0);
 	assert_int_equal(back.mode, c.mode);
 	assert_int_equal(back.count, c.count);
@@ -396,10 +399,10 @@ static void test_claim_pack(void **state)
 	claim_init(&c);
 	c.mode = CLAIM_EXCLUSIVE;
 	c.count = 1;
-	assert_true(claim_pack(&c, NULL, 0) <= 100);
-	unsigned char small[100];
-	claim_pack(&c, small, sizeof(small));
-	assert_int_equal(claim_unpack(small, &back), 0);
+	buf_init(&packed, 100);
+	assert_int_equal(claim_pack(&c, &packed), 0);          /* within 100 bytes */
+	assert_int_equal(claim_unpack(packed.data, &back), 0);
+	buf_release(&packed);
 	assert_int_equal(back.policy, -1);
 	assert_int_equal(back.count, 1);
 	assert_string_equal(back.models, "");

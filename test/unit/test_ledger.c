@@ -30,14 +30,21 @@ static struct ledger_entry entry(const char *uid, enum claim_mode mode, int id0,
 	return e;
 }
 
+/* Node gpu-a2's ledger, empty, and two pods for it: u1 with whole GPUs 0-1, u2 with a share of GPU 3. */
+static void two_pods(struct ledger *l, struct ledger_entry *a, struct ledger_entry *b)
+{
+	ledger_init(l, "gpu-a2");
+	*a = entry("u1", CLAIM_EXCLUSIVE, 0, 2);
+	*b = entry("u2", CLAIM_SHARED, 3, 1);
+	snprintf(b->claim, sizeof(b->claim), "shared-slice");
+}
+
 static void test_roundtrip(void **state)
 {
 	(void)state;
 	struct ledger l;
-	ledger_init(&l, "gpu-a2");
-	struct ledger_entry a = entry("u1", CLAIM_EXCLUSIVE, 0, 2);
-	struct ledger_entry b = entry("u2", CLAIM_SHARED, 3, 1);
-	snprintf(b.claim, sizeof(b.claim), "shared-slice");
+	struct ledger_entry a, b;
+	two_pods(&l, &a, &b);
 	/* A gang's place, not a pod's. */
 	struct ledger_entry g = entry("gang-0123456789abcdef-1", CLAIM_EXCLUSIVE, 4, 4);
 	snprintf(g.gang, sizeof(g.gang), "job-7");
@@ -240,10 +247,8 @@ static void test_pack_roundtrip(void **state)
 {
 	(void)state;
 	struct ledger l;
-	ledger_init(&l, "gpu-a2");
-	struct ledger_entry a = entry("u1", CLAIM_EXCLUSIVE, 0, 2);
-	struct ledger_entry b = entry("u2", CLAIM_SHARED, 3, 1);
-	snprintf(b.claim, sizeof(b.claim), "shared-slice");
+	struct ledger_entry a, b;
+	two_pods(&l, &a, &b);
 	struct ledger_entry g = entry("gang-0123456789abcdef-1", CLAIM_MIG, 1000, GPU_MAX_DEVICES);
 	char longest[sizeof(g.name)];
 	memset(longest, 'n', sizeof(longest) - 1);
