@@ -24,6 +24,7 @@ enum metric_counter {
 	M_WATCH_EVENTS,        /* resource */
 	M_RELEASED,            /* reason: pod_gone, pod_finished, bind_timeout, bind_failed, gang_timeout, pod_elsewhere */
 	M_GANGS,               /* result: reserved, no_fit, waiting, conflict */
+	M_HTTP_REFUSED,        /* reason: connection_limit */
 	M_COUNTER_COUNT
 };
 

@@ -29,7 +29,7 @@ static const struct option_def options[] = {
 	{ "max-body", "maxBodyBytes", NUM(OPT_SIZE, max_body), "BYTES", "largest request body accepted; larger ones get 413 (default 8388608)", NULL },
 	{ "threads", "threads", NUM(OPT_INT, threads), "N", "HTTP worker threads (default: number of CPUs)", NULL },
 	{ "max-connections", "maxConnections", NUM(OPT_INT, max_connections), "N", "connections open at once, all clients together (default 4096; the open-files limit is raised to fit)", NULL },
-	{ "max-connections-per-address", "maxConnectionsPerAddress", NUM(OPT_INT, max_per_address), "N", "connections open at once from one client address (default 512: above kube-scheduler's binds in flight, below what starves others)", NULL },
+	{ "max-connections-per-address", "maxConnectionsPerAddress", NUM(OPT_INT, max_per_address), "N", "connections open at once from one client address (default 2048: above kube-scheduler's binds in flight, one connection each, which passed 512 in a burst of 4000 pods on a loaded API server; below what starves others)", NULL },
 	{ "bind-threads", "bindThreads", NUM(OPT_INT, bind_threads), "N", "cluster mode: threads that carry out binds, which wait on the API server, so that filter and prioritize never queue behind them (default 64)", NULL },
 	{ "filter-keeps-best", "filterKeepsBest", NUM(OPT_INT, filter_keeps_best), "N", "filter passes only the N nodes that fit best under the pod's policy (default 0: every node that fits). With 1, kube-scheduler skips prioritize and its own scoring for GPU pods (less work a pod), but its soft preferences (preferred affinity, spreading) no longer weigh in", NULL },
 	{ "policy", "defaultPolicy", NUM(OPT_POLICY, policy), "NAME", "default scoring policy; pods override it with the gpu.scheduling/policy annotation", NULL },
@@ -77,7 +77,7 @@ void config_defaults(struct config *cfg)
 	cfg->reap_interval_s = 10;
 	cfg->bind_threads = 64;
 	cfg->max_connections = 4096;
-	cfg->max_per_address = 512;
+	cfg->max_per_address = 2048;
 	cfg->tls_reload_s = 10;
 	cfg->gang_timeout_s = 300;
 	snprintf(cfg->gang_topology_key, sizeof(cfg->gang_topology_key), "topology.kubernetes.io/zone");

@@ -2,6 +2,7 @@
 #include "clock.h"
 #include "jsonarena.h"
 #include "log.h"
+#include "metrics.h"
 #include "strnum.h"
 
 #include <arpa/inet.h>
@@ -33,6 +34,8 @@
 #define DRAIN_SECONDS 10
 /* How long a replaced daemon may keep connections that never go idle. */
 #define RETIRE_SECONDS 60
+/* Connections refused at a limit are logged at most once in this many seconds, with their count. */
+#define REFUSED_LOG_SECONDS 10
 
 struct conn_state;
 
@@ -81,6 +84,8 @@ struct httpd {
 	int port;
 	atomic_int inflight;      /* requests between their first byte and completion */
 	struct io_pool pool;
+	_Atomic uint64_t refused_unlogged;  /* connections refused at a limit since the last log line */
+	_Atomic int64_t refused_logged_at;
 };
 
 /* Per-connection request state, kept in MHD's con_cls. */
@@ -198,6 +203,34 @@ static void run_route(struct httpd *h, const struct http_route *route, struct MH
 	else
 		route->arrive(route->ctx, &req);
 	jsonarena_end(&arena);
+}
+
+/*
+ * libmicrohttpd's own messages, in this log's format. A connection closed
+ * at once at maxConnections or maxConnectionsPerAddress (libmicrohttpd says
+ * the same for both) is counted; a burst past the limit would write a line
+ * per connection, so its lines come at most once in REFUSED_LOG_SECONDS,
+ * with the count since the last one.
+ */
+__attribute__((format(printf, 2, 0))) static void on_mhd_message(void *cls, const char *fmt, va_list ap)
+{
+	struct httpd *h = cls;
+	char msg[512];
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	size_t n = strlen(msg);
+	while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+		msg[--n] = '\0';
+	if (!strstr(msg, "connection limit")) {
+		log_warn("http server", "message=\"%s\"", LOG_Q(msg));
+		return;
+	}
+	metrics_inc(M_HTTP_REFUSED, 0);
+	atomic_fetch_add(&h->refused_unlogged, 1);
+	int64_t now = (int64_t)time(NULL), last = atomic_load(&h->refused_logged_at);
+	if (now - last < REFUSED_LOG_SECONDS || !atomic_compare_exchange_strong(&h->refused_logged_at, &last, now))
+		return;
+	log_warn("connections refused at the connection limit", "count=%llu max_connections=%d max_per_address=%d",
+		 (unsigned long long)atomic_exchange(&h->refused_unlogged, 0), h->max_connections, h->max_per_address);
 }
 
 /* A connection's client certificate, as checked by its first request that needed it. */
@@ -501,6 +534,7 @@ static struct MHD_Daemon *daemon_start(struct httpd *h, const struct tls_pem *pe
 		/* The server then asks every client for a certificate; client_verified() checks it. */
 		{ tls && pem->client_ca ? MHD_OPTION_HTTPS_MEM_TRUST : MHD_OPTION_END, 0, tls ? pem->client_ca : NULL },
 		{ MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, h },
+		{ MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_message, h },
 		{ MHD_OPTION_END, 0, NULL },
 	};
 	/* Options after the first END are ignored: move the used ones to the front. */

@@ -44,6 +44,9 @@ static struct counter_family counters[M_COUNTER_COUNT] = {
 	[M_GANGS] = { "gpu_extender_gang_reservations_total",
 		      "Attempts to reserve a whole gang's places, by result.", "result",
 		      { "reserved", "no_fit", "waiting", "conflict" }, { 0 } },
+	[M_HTTP_REFUSED] = { "gpu_extender_connections_refused_total",
+			     "Connections closed at once, at maxConnections or maxConnectionsPerAddress.", "reason",
+			     { "connection_limit" }, { 0 } },
 };
 
 static _Atomic int64_t newest_event[RES_COUNT];
