@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#define GONE_MEMORY_S 600     /* how long a deleted pod's uid is remembered */
+#define GONE_MEMORY_S 600     /* how long a deleted pod's uid is remembered at most */
 #define MAX_GETS_PER_PASS 200 /* pods outside the watch are looked up at most this often */
 
 /* A reservation to look at: which pod, on which node. */
@@ -275,10 +275,18 @@ void reserve_reap(struct reserve *r)
 	for (size_t pos = 0; strmap_next(&r->check, &pos, &key, &val);)
 		if (!strmap_get(&reserved, key) || strmap_get(&r->pods, key))
 			strmap_del(&r->check, key);
-	/* Forget deleted pods after a while. */
-	for (size_t pos = 0; strmap_next(&r->gone, &pos, &key, &val);)
-		if (now - (time_t)(intptr_t)val > GONE_MEMORY_S)
+	/*
+	 * Forget a deleted pod once no ledger holds it and a bind of it in
+	 * flight had its time (an entry that comes after that is looked up like
+	 * any entry whose pod is not watched), or after GONE_MEMORY_S: under a
+	 * steady churn of pods the set stays a bind timeout's worth, not ten
+	 * minutes' worth.
+	 */
+	for (size_t pos = 0; strmap_next(&r->gone, &pos, &key, &val);) {
+		time_t age = now - (time_t)(intptr_t)val;
+		if (age > GONE_MEMORY_S || (age > r->o.bind_timeout_s && !strmap_get(&reserved, key)))
 			strmap_del(&r->gone, key);
+	}
 	pthread_mutex_unlock(&r->lock);
 	strmap_release(&reserved);
 

@@ -391,6 +391,85 @@ static void test_watch_never_goes_back(void **state)
 	cache_free(c);
 }
 
+/* Feeds the pod watch one event of a pod of uid bound to n1, asking for a GPU. */
+static void pod_event(struct reserve *r, bool deleted, const char *uid)
+{
+	char text[512];
+	snprintf(text, sizeof(text),
+		 "{\"metadata\":{\"name\":\"pod-%s\",\"namespace\":\"ml\",\"uid\":\"%s\"},\"spec\":{\"nodeName\":\"n1\","
+		 "\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{\"gpu.scheduling/gpu\":\"1\"}}}]},"
+		 "\"status\":{\"phase\":\"Running\"}}",
+		 uid, uid);
+	cJSON *obj = cJSON_Parse(text);
+	assert_non_null(obj);
+	struct reflector_sink sink;
+	reserve_pod_sink(r, &sink);
+	sink.lock(sink.ctx);
+	sink.apply(sink.ctx, deleted, obj);
+	sink.unlock(sink.ctx);
+	cJSON_Delete(obj);
+}
+
+static bool remembered_gone(struct reserve *r, const char *uid)
+{
+	pthread_mutex_lock(&r->lock);
+	bool gone = strmap_get(&r->gone, uid) != NULL;
+	pthread_mutex_unlock(&r->lock);
+	return gone;
+}
+
+/* Makes the pod's deletion age seconds old. */
+static void age_gone(struct reserve *r, const char *uid, time_t age)
+{
+	pthread_mutex_lock(&r->lock);
+	strmap_put(&r->gone, uid, (void *)(intptr_t)(time(NULL) - age), NULL);
+	pthread_mutex_unlock(&r->lock);
+}
+
+/*
+ * A deleted pod's uid is remembered while a ledger holds it (here its
+ * release fails: no API server answers) or a bind of it may still be in
+ * flight, and forgotten after that, so that under a steady churn of pods
+ * the set stays small; at the latest it goes after ten minutes.
+ */
+static void test_gone_forgotten_once_released(void **state)
+{
+	(void)state;
+	struct kube_config kc;
+	kube_config_init(&kc);
+	snprintf(kc.server, sizeof(kc.server), "http://127.0.0.1:1");
+	char err[256];
+	struct kube_client *client = kube_client_new(&kc, err, sizeof(err));
+	kube_config_release(&kc);
+	assert_non_null(client);
+	struct cache *c = cache_new();
+	struct api_resources res;
+	api_resources_default(&res);
+	struct reserve_opts o = { .client = client, .cache = c, .res = &res, .ns = "gpu-system", .identity = "r1",
+				  .bind_timeout_s = 60 };
+	struct reserve *r = reserve_new(&o);
+	/* u1 holds a GPU in n1's ledger, u2 holds nothing; both are deleted. */
+	assert_int_equal(watched(r, c, false, "5", 1), 1);
+	pod_event(r, false, "u1");
+	pod_event(r, false, "u2");
+	pod_event(r, true, "u1");
+	pod_event(r, true, "u2");
+	reserve_reap(r);
+	assert_true(remembered_gone(r, "u1"));
+	assert_true(remembered_gone(r, "u2"));   /* a bind of it may be in flight */
+	age_gone(r, "u1", 61);
+	age_gone(r, "u2", 61);
+	reserve_reap(r);
+	assert_true(remembered_gone(r, "u1"));   /* its release failed: the ledger still holds it */
+	assert_false(remembered_gone(r, "u2"));
+	age_gone(r, "u1", 601);
+	reserve_reap(r);
+	assert_false(remembered_gone(r, "u1"));
+	reserve_free(r);
+	cache_free(c);
+	kube_client_free(client);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -401,6 +480,7 @@ int main(void)
 		cmocka_unit_test(test_kubeconfig),
 		cmocka_unit_test(test_pack_roundtrip),
 		cmocka_unit_test(test_watch_never_goes_back),
+		cmocka_unit_test(test_gone_forgotten_once_released),
 	};
 	return cmocka_run_group_tests_name("ledger", tests, NULL, NULL);
 }
