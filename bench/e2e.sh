@@ -2,7 +2,7 @@
 # make bench-e2e: GPU pods per second that a real kube-scheduler places on a
 # real API server, alone and with the extender in the loop, in one run.
 #
-#   bench/e2e.sh [--nodes 1000] [--pods 2000] [--extender PATH] [--baseline-extender PATH] [--replicas] [--only ROWS]
+#   bench/e2e.sh [--nodes 1000] [--pods 2000] [--extender PATH] [--baseline-extender PATH] [--replicas] [--only ROWS] [--pprof DIR]
 #   bench/e2e.sh --cold-start [--nodes 5000] [--extender PATH] [--baseline-extender PATH]
 #   bench/e2e.sh --sustained SECONDS [--nodes 1000] [--pods 400] [--extender PATH]
 #
@@ -23,8 +23,15 @@
 # Both schedulers talk to the API server with qps and burst 5000. Each row also
 # prints the API server's write requests per pod during the row, the
 # scheduler's mean scheduling attempt (scheduling and binding), the extender's
-# mean time per verb, its refused binds (kube-scheduler retries those pods) and
-# ledger conflicts, and the CPU seconds each component used during the row.
+# mean time per verb, its refused binds (kube-scheduler retries those pods),
+# ledger conflicts and connections refused at its connection limits, and the
+# CPU seconds each component used during the row.
+# After each row its pods are deleted and its extenders release their
+# reservations before they stop, so that every row starts on empty nodes
+# and pays for no other row's clean-up.
+# --pprof DIR: 5-second CPU profiles of kube-apiserver and of each row's
+# kube-scheduler, from their /debug/pprof a second into the row, written to
+# DIR/apiserver-ROW.pb.gz and DIR/scheduler-ROW.pb.gz (go tool pprof -top).
 # Set CLUSTER_KEEP=1 to keep the logs (the cluster directory is printed).
 #
 # --cold-start instead: the nodes, 8 bound one-GPU pods on each (one node
@@ -40,7 +47,7 @@
 # last rounds (from /metrics), are printed: a leak or a drift shows there.
 set -u
 cd "$(dirname "$0")/.."
-NODES=1000 PODS=2000 EXT=$PWD/build/gpu-extender BASE="" ONLY="" COLD="" SUSTAIN="" REPLICAS=""
+NODES=1000 PODS=2000 EXT=$PWD/build/gpu-extender BASE="" ONLY="" COLD="" SUSTAIN="" REPLICAS="" PPROF=""
 while (($#)); do
   case $1 in
     --nodes) NODES=$2; shift 2 ;;
@@ -51,7 +58,8 @@ while (($#)); do
     --replicas) REPLICAS=1; shift ;;
     --cold-start) COLD=1; shift ;;
     --sustained) SUSTAIN=$2; shift 2 ;;
-    *) echo "usage: bench/e2e.sh [--nodes N] [--pods N] [--extender PATH] [--baseline-extender PATH] [--replicas] [--only ROWS]" \
+    --pprof) PPROF=$(realpath -m "$2"); shift 2 ;;
+    *) echo "usage: bench/e2e.sh [--nodes N] [--pods N] [--extender PATH] [--baseline-extender PATH] [--replicas] [--only ROWS] [--pprof DIR]" \
          "| --cold-start [--nodes N] | --sustained SECONDS [--nodes N] [--pods N]" >&2; exit 2 ;;
   esac
 done
@@ -59,6 +67,10 @@ done
 . test/e2e/lib.sh
 
 fail() { echo "bench-e2e: $*" >&2; exit 1; }
+if [[ -n $PPROF ]]; then
+  mkdir -p "$PPROF" || fail "cannot make $PPROF"
+  export CLUSTER_APISERVER_FLAGS="${CLUSTER_APISERVER_FLAGS:-} --profiling=true"
+fi
 e2e_setup >/dev/null || fail "cluster setup failed"
 export CLUSTER_API_URL CLUSTER_ADMIN_TOKEN_FILE CLUSTER_CA_FILE
 load() { python3 bench/e2e_load.py "$@"; }
@@ -96,6 +108,16 @@ cpu_s() {
 }
 CPU_OF=(kube-apiserver etcd kube-scheduler gpu-extender)
 
+# pprof_row LABEL: CPU profiles of kube-apiserver and the row's kube-scheduler, a second into the row.
+pprof_row() {
+  local auth port
+  auth="Authorization: Bearer $(cat "$CLUSTER_ADMIN_TOKEN_FILE")" port=$(cluster_scheduler_port "sched-$1")
+  sleep 1
+  curl -sfk -H "$auth" "$CLUSTER_API_URL/debug/pprof/profile?seconds=5" -o "$PPROF/apiserver-$1.pb.gz" &
+  curl -sfk -H "$auth" "https://127.0.0.1:$port/debug/pprof/profile?seconds=5" -o "$PPROF/scheduler-$1.pb.gz" &
+  wait
+}
+
 ROWS=() REQUESTS=()
 # run_row LABEL RESOURCE [EXTENDER_BINARY [REPLICAS]]: with REPLICAS, that many
 # extenders behind test/e2e/faultproxy.py, which hands each new connection to
@@ -130,7 +152,10 @@ run_row() {
   for c in "${CPU_OF[@]}"; do cpu0+=("$(cpu_s "$c")"); done
   scheduler_config "$CLUSTER_DIR/sched-$label.yaml" "sched-$label" "$url"
   cluster_start_scheduler "$CLUSTER_DIR/sched-$label.yaml" "sched-$label" >/dev/null || fail "scheduler $label"
+  local profiler=""
+  [[ -n $PPROF ]] && { pprof_row "$label" & profiler=$!; }
   wait "$watcher"
+  [[ -n $profiler ]] && wait "$profiler"
   local w1 port sched_metrics cpu="" i
   w1=$(load writes)
   REQUESTS+=("$label: $(load requests "$CLUSTER_DIR/requests-$label.before" "$PODS")")
@@ -139,6 +164,11 @@ run_row() {
   sched_metrics=$(kubectl --server="https://127.0.0.1:$port" --insecure-skip-tls-verify=true get --raw /metrics 2>/dev/null)
   for k in "${urls[@]}"; do ext_metrics+=$(curl -sf "$k/metrics")$'\n'; done   # replicas: summed
   cluster_stop_scheduler "sched-$label"
+  # The next row starts on empty nodes: this row's pods go while its
+  # extenders run, so that they release the reservations (in this row's
+  # time, not in the next row's).
+  kubectl delete pods --all -n "$ns" --grace-period=0 --force --wait=false >/dev/null 2>&1
+  load drained "$ns" --timeout 180 || fail "row $label: its pods or reservations did not go"
   if ((replicas)); then
     cluster_kill "proxy-$label"
     for ((k = 1; k <= replicas; k++)); do cluster_kill "ext-$label-$k"; done
@@ -147,19 +177,18 @@ run_row() {
   fi
   local rate bound
   read -r rate bound < <(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%.1f" % r.get("rate", 0), r["bound"])' "$out")
-  local refused conflicts
+  local refused conflicts conns
   refused=$(awk '/^gpu_extender_binds_total/ && !/result="ok"/ { s += $2 } END { print s + 0 }' <<<"$ext_metrics")
   conflicts=$(awk '/^gpu_extender_reservation_conflicts_total/ { s += $2 } END { print s + 0 }' <<<"$ext_metrics")
-  [[ -n $bin ]] || refused=- conflicts=-
-  ROWS+=("$(printf '| %-9s | %5s/%s | %7s | %6s | %8s | %8s | %8s | %8s | %7s | %7s | %s |' "$label" "$bound" "$PODS" "$rate" \
+  conns=$(awk '/^gpu_extender_connections_refused_total/ { s += $2; n++ } END { print n ? s : "-" }' <<<"$ext_metrics")
+  [[ -n $bin ]] || refused=- conflicts=- conns=-
+  ROWS+=("$(printf '| %-9s | %5s/%s | %7s | %6s | %8s | %8s | %8s | %8s | %7s | %7s | %7s | %s |' "$label" "$bound" "$PODS" "$rate" \
     "$(awk -v a="$w0" -v b="$w1" -v n="$PODS" 'BEGIN { printf "%.2f", (b - a) / n }')" \
     "$(metric_mean "$sched_metrics" scheduler_scheduling_attempt_duration_seconds)" \
     "$(metric_mean "$ext_metrics" gpu_extender_request_duration_seconds 'verb="filter"')" \
     "$(metric_mean "$ext_metrics" gpu_extender_request_duration_seconds 'verb="prioritize"')" \
-    "$(metric_mean "$ext_metrics" gpu_extender_request_duration_seconds 'verb="bind"')" "$refused" "$conflicts" "$cpu")")
+    "$(metric_mean "$ext_metrics" gpu_extender_request_duration_seconds 'verb="bind"')" "$refused" "$conflicts" "$conns" "$cpu")")
   eval "RATE_${label//-/_}=$rate"
-  # The next row starts on empty nodes.
-  kubectl delete pods --all -n "$ns" --grace-period=0 --force --wait=false >/dev/null 2>&1
 }
 
 if [[ -n $COLD ]]; then
@@ -263,8 +292,8 @@ fi
 [[ -n $BASE ]] && want baseline && run_row baseline gpu.scheduling/gpu "$BASE"
 
 echo
-echo "| row | bound | pods/s | API writes/pod | scheduling attempt ms | filter ms | prioritize ms | bind ms | binds refused | ledger 409s | CPU s: apiserver/etcd/scheduler/extender |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| row | bound | pods/s | API writes/pod | scheduling attempt ms | filter ms | prioritize ms | bind ms | binds refused | ledger 409s | connections refused | CPU s: apiserver/etcd/scheduler/extender |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${ROWS[@]}"
 echo
 echo "API requests per pod, by verb and resource:"

@@ -28,6 +28,9 @@ the CA in CLUSTER_CA_FILE (as bench/e2e.sh exports them).
       bound one-GPU pods in NS (annotation gpu.scheduling/allocated, label
       gpu.scheduling/managed) and the node's ledger Lease in gpu-system
       recording them, devices 0..PER_NODE-1; bench-0 gets one pod fewer.
+  e2e_load.py drained NS [--timeout 120]
+      waits until NS has no pods left and no ledger in gpu-system holds a
+      reservation (the extender released them all); exits 1 at the timeout.
   e2e_load.py cold URL NODES OUT [--timeout 120]
       polls a just started extender: writes to OUT the seconds from the call
       until /readyz answers 200, and until a filter of a one-GPU pod naming
@@ -218,6 +221,23 @@ def cmd_reserved(argv):
     parallel(one, range(n), int(o["threads"]))
 
 
+def cmd_drained(argv):
+    ns = argv[0]
+    o = opts(argv[1:], {"timeout": "120"})
+    deadline = time.monotonic() + float(o["timeout"])
+    pods = held = None
+    while time.monotonic() < deadline:
+        pods = len(request("GET", "/api/v1/namespaces/%s/pods?limit=1" % ns)["items"])
+        leases = request("GET", "/apis/coordination.k8s.io/v1/namespaces/gpu-system/leases"
+                         "?labelSelector=gpu.scheduling%2Fledger%3Dtrue")["items"]
+        held = sum(len(json.loads((l["metadata"].get("annotations") or {}).get("gpu.scheduling/reservations") or "[]"))
+                   for l in leases)
+        if not pods and not held:
+            return
+        time.sleep(0.5)
+    sys.exit("drained: after %s s, pods in %s: %s, reservations in ledgers: %s" % (o["timeout"], ns, pods, held))
+
+
 def cmd_cold(argv):
     url, n, out = argv[0], int(argv[1]), argv[2]
     o = opts(argv[3:], {"timeout": "120"})
@@ -250,7 +270,7 @@ def cmd_cold(argv):
 
 def main():
     cmds = {"nodes": cmd_nodes, "pods": cmd_pods, "watch": cmd_watch, "writes": cmd_writes,
-            "requests": cmd_requests, "reserved": cmd_reserved, "cold": cmd_cold}
+            "requests": cmd_requests, "reserved": cmd_reserved, "drained": cmd_drained, "cold": cmd_cold}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
         sys.exit(__doc__)
     cmds[sys.argv[1]](sys.argv[2:])
