@@ -497,10 +497,16 @@ static void load_reservations(struct cache *c, const struct api_resources *res, 
 			char name[64];
 			snprintf(name, sizeof(name), "job-%05d-%d", n, k);
 			ledger_entry_set_pod(e, "ml", name);
-			ledger_add(&l, e);
+			if (ledger_add(&l, e)) {
+				fprintf(stderr, "bench: out of memory\n");
+				exit(1);
+			}
 		}
 		buf_clear(&text);
-		ledger_encode(&l, "gpu-system", "bench", &text);
+		if (ledger_encode(&l, "gpu-system", "bench", &text)) {
+			fprintf(stderr, "bench: cannot encode the ledger of %s\n", node);
+			exit(1);
+		}
 		ledger_release(&l);
 		sink_apply_text(&ledgers, buf_cstr(&text));
 		if (n % LEDGER_PAGE == LEDGER_PAGE - 1 || n == nodes - 1)

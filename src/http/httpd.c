@@ -650,7 +650,14 @@ struct httpd *httpd_start(const struct httpd_config *cfg, const struct http_rout
 		return NULL;
 	}
 	if (tls) {
-		h->flags |= MHD_USE_TLS;
+		/*
+		 * poll(), not epoll: a certificate reload quiesces the serving daemon
+		 * while its threads run, and libmicrohttpd's epoll loop races that
+		 * (both take the listening socket out of the epoll set; the loser's
+		 * ENOENT is a panic that aborts the process). With poll() each thread
+		 * is told through its ITC and drops the socket itself.
+		 */
+		h->flags = (h->flags & ~(unsigned)MHD_USE_EPOLL) | MHD_USE_POLL | MHD_USE_TLS;
 		h->cert_path = strdup(cfg->tls_cert);
 		h->key_path = strdup(cfg->tls_key ? cfg->tls_key : "");
 		h->ca_path = h->verify_clients ? strdup(cfg->client_ca) : NULL;
