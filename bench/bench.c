@@ -23,7 +23,7 @@
 #include "inventory.h"
 #include "jsonarena.h"
 #include "ledger.h"
-#include "../src/reserve/reserve_impl.h"
+#include "reserve.h"
 
 #include <curl/curl.h>
 #include <malloc.h>

@@ -55,6 +55,10 @@ int reserve_fetch_pod(void *ctx, const char *ns, const char *name, const char *u
 void reserve_gang_route(void *ctx, const struct api_pod_ref *pod, const struct claim *c,
 			const struct gpu_node *const *nodes, int n, struct gang_route *out);
 
+/* What the ledger, reservation and pod watches apply (reserve_start feeds them; benches may too). */
+void reserve_ledger_sink(struct reserve *r, struct reflector_sink *out);
+void reserve_reservation_sink(struct reserve *r, struct reflector_sink *out);
+void reserve_pod_sink(struct reserve *r, struct reflector_sink *out);
 /* Runs one reaper pass now (tests and the first reconcile). */
 void reserve_reap(struct reserve *r);
 

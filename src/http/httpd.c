@@ -630,8 +630,7 @@ struct httpd *httpd_start(const struct httpd_config *cfg, const struct http_rout
 		h->prefix[--pl] = '\0';
 
 	/* ITC lets a thread pool's listening socket be quiesced (by a reload and by httpd_stop()). */
-	h->flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_USE_ITC |
-		   MHD_ALLOW_SUSPEND_RESUME;
+	h->flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME;
 	h->port = cfg->port;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	h->threads = (unsigned)(cfg->threads > 0 ? cfg->threads : ncpu > 0 ? ncpu : 2);
@@ -649,15 +648,16 @@ struct httpd *httpd_start(const struct httpd_config *cfg, const struct http_rout
 		free_httpd(h);
 		return NULL;
 	}
+	/*
+	 * epoll, but poll() with TLS: a certificate reload quiesces the serving
+	 * daemon while its threads run, and libmicrohttpd's epoll loop races that
+	 * (both take the listening socket out of the epoll set; the loser's
+	 * ENOENT is a panic that aborts the process). With poll() each thread is
+	 * told through its ITC and drops the socket itself.
+	 */
+	h->flags |= tls ? MHD_USE_POLL : MHD_USE_EPOLL;
 	if (tls) {
-		/*
-		 * poll(), not epoll: a certificate reload quiesces the serving daemon
-		 * while its threads run, and libmicrohttpd's epoll loop races that
-		 * (both take the listening socket out of the epoll set; the loser's
-		 * ENOENT is a panic that aborts the process). With poll() each thread
-		 * is told through its ITC and drops the socket itself.
-		 */
-		h->flags = (h->flags & ~(unsigned)MHD_USE_EPOLL) | MHD_USE_POLL | MHD_USE_TLS;
+		h->flags |= MHD_USE_TLS;
 		h->cert_path = strdup(cfg->tls_cert);
 		h->key_path = strdup(cfg->tls_key ? cfg->tls_key : "");
 		h->ca_path = h->verify_clients ? strdup(cfg->client_ca) : NULL;

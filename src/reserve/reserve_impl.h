@@ -146,9 +146,4 @@ void reserve_gang_status(struct reserve *r, const char *ns, const char *gang, co
 bool reserve_gang_has_places(struct reserve *r, const char *ns, const char *gang);
 /* A member's bind took a place of its gang over: Bound once none is left. */
 void reserve_gang_place_taken(struct reserve *r, const char *ns, const struct claim *c);
-/* The reflector sinks (watch.c). */
-void reserve_ledger_sink(struct reserve *r, struct reflector_sink *out);
-void reserve_reservation_sink(struct reserve *r, struct reflector_sink *out);
-void reserve_pod_sink(struct reserve *r, struct reflector_sink *out);
-
 #endif
