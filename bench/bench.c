@@ -79,11 +79,12 @@ static void write_inventory(const char *path, int nodes, bool distinct)
 		fprintf(f, "{\"kind\":\"GpuNodeStatus\",\"metadata\":{\"name\":\"node-%05d\"},\"status\":{\"devices\":[", n);
 		for (int d = 0; d < 8; d++) {
 			bool busy = n % 3 == 0 && d < 3;
-			fprintf(f, "%s{\"id\":%d,\"uuid\":\"GPU-%05d-%d\",\"vendor\":\"nvidia\",\"model\":\"%s\","
-				   "\"architecture\":\"hopper\",\"memoryMiB\":%d,\"health\":\"Healthy\","
+			/* as long as NVIDIA's: GPU-8-4-4-4-12 hex digits */
+			fprintf(f, "%s{\"id\":%d,\"uuid\":\"GPU-%08x-%04x-4000-8000-%012x\",\"vendor\":\"nvidia\","
+				   "\"model\":\"%s\",\"architecture\":\"hopper\",\"memoryMiB\":%d,\"health\":\"Healthy\","
 				   "\"island\":\"nvlink-%d\",\"bandwidthGBps\":900,\"inUseBy\":[%s]}",
-				d ? "," : "", d, n, d, models[n % 3], distinct ? 40000 + n : 81559, d / 4,
-				busy ? "\"other\"" : "");
+				d ? "," : "", d, (unsigned)n * 2654435761u, d, (unsigned)n, models[n % 3],
+				distinct ? 40000 + n : 81559, d / 4, busy ? "\"other\"" : "");
 		}
 		fprintf(f, "]}}");
 	}

@@ -15,6 +15,7 @@
 #define GPU_CORE_FULL 1000
 #define GPU_MAX_DEVICES 64      /* devices (GPUs or MIG instances) per node */
 #define GPU_MAX_ISLANDS 32
+#define GPU_UUID_MAX 79         /* bytes of a device's UUID, at most */
 
 enum gpu_vendor { GPU_VENDOR_ANY = 0, GPU_VENDOR_NVIDIA, GPU_VENDOR_AMD, GPU_VENDOR_INTEL };
 enum gpu_health { GPU_HEALTHY = 0, GPU_UNHEALTHY, GPU_HEALTH_UNKNOWN };
@@ -42,11 +43,13 @@ struct gpu_device {
 /*
  * The rest of a device: read for output and when a claim names a model.
  * The strings but the UUID are shared (intern.h): thousands of devices
- * say the same. Never NULL; "" when not known.
+ * say the same. The UUID is the node's own copy, as long as it is (41
+ * bytes for NVIDIA's), not a fixed 80: 520,000 devices in the largest
+ * clusters. Never NULL; "" when not known.
  */
 struct gpu_device_info {
 	int vendor_index;        /* the vendor's own index (ZE_AFFINITY_MASK); = id when unknown */
-	char uuid[80];
+	const char *uuid;        /* freed with the node (gpu_node_free) */
 	const char *model;
 	const char *arch;
 	const char *driver;
@@ -132,7 +135,7 @@ struct gpu_node *gpu_node_clone(const struct gpu_node *n);
 void gpu_node_free(struct gpu_node *n);
 /* Set or replace a label (keeps the array sorted). 0 or -1 (no memory). */
 int gpu_node_set_label(struct gpu_node *n, const char *key, const char *value);
-/* Adds a device and its info (NULL: empty), keeping both sorted by id. 0 or -1. */
+/* Adds a device and its info (NULL: empty; the UUID is copied), keeping both sorted by id. 0 or -1. */
 int gpu_node_add_device(struct gpu_node *n, const struct gpu_device *d,
 			const struct gpu_device_info *info);
 /* Index of the island with that name, adding it if new; -1 on no room. */

@@ -150,11 +150,12 @@ static int decode_device(const cJSON *jd, int index, struct gpu_node *n, char *e
 	if (int_member(jd, "memoryMiB", 0, 4294967295.0, &num))
 		d.memory_mib = (uint32_t)num;
 	in.vendor_index = int_member(jd, "index", 0, 1e6, &num) ? (int)num : d.id;
-	if ((s = api_str(jd, "uuid")) && snprintf(in.uuid, sizeof(in.uuid), "%s", s) >= (int)sizeof(in.uuid)) {
-		/* cut, it would name another device to the container */
-		snprintf(err, errlen, "status.devices[%d].uuid is longer than %zu bytes", index, sizeof(in.uuid) - 1);
+	if ((s = api_str(jd, "uuid")) && strlen(s) > GPU_UUID_MAX) {
+		/* refused, not cut: cut, it would name another device to the container */
+		snprintf(err, errlen, "status.devices[%d].uuid is longer than %d bytes", index, GPU_UUID_MAX);
 		return -1;
 	}
+	in.uuid = s;
 	if (device_string(jd, index, "model", &in.model, err, errlen) ||
 	    device_string(jd, index, "architecture", &in.arch, err, errlen) ||
 	    device_string(jd, index, "driverVersion", &in.driver, err, errlen) ||

@@ -8,9 +8,9 @@
 #include <string.h>
 
 /*
- * The devices' strings (UUIDs, models: 220 bytes a device) of one
- * GpuNodeStatus. They change only with it, not with the node's usage: the
- * writer side and every view built from it share one copy.
+ * The devices' strings (UUIDs, models) of one GpuNodeStatus. They change
+ * only with it, not with the node's usage: the writer side and every view
+ * built from it share one copy. The UUIDs lie in the block, after info[].
  */
 struct info_block {
 	atomic_int refs;
@@ -638,12 +638,21 @@ static int src_set_gpus(struct node_src *s, struct gpu_node *n)
 {
 	struct info_block *b = NULL;
 	if (n) {
-		b = malloc(sizeof(*b) + (size_t)n->ndev * sizeof(b->info[0]));
+		size_t uuids = 0;
+		for (int i = 0; i < n->ndev; i++)
+			uuids += strlen(n->info[i].uuid) + 1;
+		b = malloc(sizeof(*b) + (size_t)n->ndev * sizeof(b->info[0]) + uuids);
 		if (!b)
 			return -1;
 		atomic_init(&b->refs, 1);
-		if (n->ndev)
-			memcpy(b->info, n->info, (size_t)n->ndev * sizeof(b->info[0]));
+		char *at = (char *)(b->info + n->ndev);
+		for (int i = 0; i < n->ndev; i++) {
+			size_t len = strlen(n->info[i].uuid) + 1;
+			b->info[i] = n->info[i];
+			b->info[i].uuid = memcpy(at, n->info[i].uuid, len);
+			at += len;
+			free((void *)n->info[i].uuid);
+		}
 		free(n->info);
 		n->info = b->info;
 	}

@@ -144,6 +144,8 @@ void gpu_node_free(struct gpu_node *n)
 	}
 	free(n->labels);
 	free(n->dev);
+	for (int i = 0; n->info && i < n->ndev; i++)
+		free((void *)n->info[i].uuid);
 	free(n->info);
 	free(n->islands);
 	free(n->name);
@@ -177,11 +179,17 @@ struct gpu_node *gpu_node_clone(const struct gpu_node *src)
 	}
 	if (src->ndev) {
 		n->dev = malloc((size_t)src->ndev * sizeof(*n->dev));
-		n->info = malloc((size_t)src->ndev * sizeof(*n->info));
+		n->info = calloc((size_t)src->ndev, sizeof(*n->info));   /* no UUID to free until copied */
 		if (!n->dev || !n->info)
 			goto fail;
 		memcpy(n->dev, src->dev, (size_t)src->ndev * sizeof(*n->dev));
-		memcpy(n->info, src->info, (size_t)src->ndev * sizeof(*n->info));
+		for (int i = 0; i < src->ndev; i++) {
+			char *uuid = strdup(src->info[i].uuid);
+			if (!uuid)
+				goto fail;
+			n->info[i] = src->info[i];
+			n->info[i].uuid = uuid;
+		}
 	}
 	if (src->nisland) {
 		n->islands = malloc((size_t)src->nisland * sizeof(*n->islands));
@@ -191,8 +199,6 @@ struct gpu_node *gpu_node_clone(const struct gpu_node *src)
 	}
 	return n;
 fail:
-	n->ndev = 0;
-	n->nisland = 0;
 	gpu_node_free(n);
 	return NULL;
 }
@@ -232,13 +238,15 @@ int gpu_node_add_device(struct gpu_node *n, const struct gpu_device *d,
 {
 	if (n->ndev >= GPU_MAX_DEVICES)
 		return -1;
-	struct gpu_device *dev = realloc(n->dev, (size_t)(n->ndev + 1) * sizeof(*dev));
-	if (!dev)
+	char *uuid = strdup(info && info->uuid ? info->uuid : "");
+	struct gpu_device *dev = uuid ? realloc(n->dev, (size_t)(n->ndev + 1) * sizeof(*dev)) : NULL;
+	if (dev)
+		n->dev = dev;
+	struct gpu_device_info *inf = dev ? realloc(n->info, (size_t)(n->ndev + 1) * sizeof(*inf)) : NULL;
+	if (!inf) {
+		free(uuid);
 		return -1;
-	n->dev = dev;
-	struct gpu_device_info *inf = realloc(n->info, (size_t)(n->ndev + 1) * sizeof(*inf));
-	if (!inf)
-		return -1;
+	}
 	n->info = inf;
 	int pos = n->ndev;
 	while (pos > 0 && dev[pos - 1].id > d->id) {
@@ -251,6 +259,7 @@ int gpu_node_add_device(struct gpu_node *n, const struct gpu_device *d,
 		inf[pos] = *info;
 	else
 		memset(&inf[pos], 0, sizeof(inf[pos]));
+	inf[pos].uuid = uuid;
 	/* The strings are never NULL. */
 	const char **strs[] = { &inf[pos].model, &inf[pos].arch, &inf[pos].driver, &inf[pos].mig_profile };
 	for (size_t k = 0; k < sizeof(strs) / sizeof(strs[0]); k++)

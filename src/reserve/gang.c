@@ -83,7 +83,7 @@ static int members_watched(struct reserve *r, const struct api_pod_ref *pod, con
 	pthread_mutex_lock(&r->lock);
 	for (size_t pos = 0; strmap_next(&r->pods, &pos, &uid, &val);) {
 		const struct pod_state *p = val;
-		if (p->finished || strcmp(p->ns, pod->ns) || strcmp(p->gang, gang))
+		if (p->finished || strcmp(pod_str(p, POD_NS), pod->ns) || strcmp(pod_str(p, POD_GANG), gang))
 			continue;
 		n++;
 		self = self || !strcmp(uid, pod->uid);

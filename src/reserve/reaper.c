@@ -87,7 +87,7 @@ static int classify(struct reserve *r, const char *node, const struct ledger_ent
 	 * deletes it with the pod, but so does a replica whose bind of the pod lost. */
 	if (!p)
 		return late || strmap_get(&r->check, e->a.uid) ? -2 : -1;
-	return verdict(r, p->finished, p->node, node, e->a.since, now);
+	return verdict(r, p->finished, pod_str(p, POD_NODE), node, e->a.since, now);
 }
 
 /* Looks a pod outside the watch up; the same answers as classify(), or -3 when it cannot. */
@@ -236,19 +236,20 @@ void reserve_reap(struct reserve *r)
 	/* Bound pods whose annotation says they hold GPUs that no ledger records. */
 	for (size_t pos = 0; strmap_next(&r->pods, &pos, &key, &val);) {
 		const struct pod_state *p = val;
-		size_t nl = strlen(p->node);
-		if (p->finished || !p->wants_gpu || !nl || strncmp(p->allocated, p->node, nl) ||
-		    p->allocated[nl] != ':' || strmap_get(&reserved, key))
+		const char *node = pod_str(p, POD_NODE), *allocated = pod_str(p, POD_ALLOCATED);
+		size_t nl = strlen(node);
+		if (p->finished || !p->wants_gpu || !nl || strncmp(allocated, node, nl) || allocated[nl] != ':' ||
+		    strmap_get(&reserved, key))
 			continue;
 		struct repair *x = push(&rep, &nrep, &crep, sizeof(*rep));
 		if (!x)
 			break;
-		snprintf(x->node, sizeof(x->node), "%s", p->node);
+		snprintf(x->node, sizeof(x->node), "%s", node);
 		snprintf(x->uid, sizeof(x->uid), "%s", key);
-		snprintf(x->ns, sizeof(x->ns), "%s", p->ns);
-		snprintf(x->pod, sizeof(x->pod), "%s", p->name);
-		snprintf(x->allocated, sizeof(x->allocated), "%s", p->allocated);
-		snprintf(x->gpuclaim, sizeof(x->gpuclaim), "%s", p->gpuclaim);
+		snprintf(x->ns, sizeof(x->ns), "%s", pod_str(p, POD_NS));
+		snprintf(x->pod, sizeof(x->pod), "%s", pod_str(p, POD_NAME));
+		snprintf(x->allocated, sizeof(x->allocated), "%s", allocated);
+		snprintf(x->gpuclaim, sizeof(x->gpuclaim), "%s", pod_str(p, POD_GPUCLAIM));
 		x->mode = p->mode;
 		x->mem_mib = p->mem_mib;
 		x->core = p->core;
@@ -430,7 +431,7 @@ struct reserve *reserve_new(const struct reserve_opts *o)
 	}
 	pthread_cond_init(&r->wake, NULL);
 	strmap_init(&r->ledgers);
-	strmap_init(&r->pods);
+	strmap_init_borrowed(&r->pods);
 	strmap_init(&r->gone);
 	strmap_init(&r->check);
 	strmap_init(&r->resv);

@@ -3,6 +3,7 @@
 #include "log.h"
 #include "reserve_impl.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -291,21 +292,20 @@ static void pods_begin(void *ctx)
 	((struct reserve *)ctx)->pods_gen++;
 }
 
-/* A pod_state with copies of the strings, in one allocation; NULL when out of memory. */
-static struct pod_state *pod_state_new(const char *const str[6])
+/* A pod_state with copies of the strings, in one allocation; NULL when out of memory or too long. */
+static struct pod_state *pod_state_new(const char *const str[POD_STRINGS])
 {
-	size_t len[6], total = 0;
-	for (int i = 0; i < 6; i++)
+	size_t len[POD_STRINGS], total = 0;
+	for (int i = 0; i < POD_STRINGS; i++)
 		total += (len[i] = strlen(str[i])) + 1;
-	struct pod_state *p = calloc(1, sizeof(*p) + total);
+	if (total > UINT16_MAX)
+		return NULL;
+	struct pod_state *p = calloc(1, offsetof(struct pod_state, strings) + total);
 	if (!p)
 		return NULL;
-	const char **field[6] = { &p->ns, &p->name, &p->node, &p->allocated, &p->gang, &p->gpuclaim };
-	char *at = p->strings;
-	for (int i = 0; i < 6; i++) {
-		memcpy(at, str[i], len[i] + 1);
-		*field[i] = at;
-		at += len[i] + 1;
+	for (size_t i = 0, at = 0; i < POD_STRINGS; at += len[i++] + 1) {
+		p->at[i] = (uint16_t)at;
+		memcpy(p->strings + at, str[i], len[i] + 1);
 	}
 	return p;
 }
@@ -329,19 +329,19 @@ static void pod_apply(void *ctx, bool deleted, const cJSON *obj)
 		     claim_wants_gpu(&c);
 	cache_claims_unlock(r->o.cache);
 	const char *node = api_str(api_path(obj, "spec"), "nodeName"), *ann = api_annotation(obj, ANN_ALLOCATED);
-	const char *str[6] = { ref.ns, ref.name, node ? node : "", ann ? ann : "", wants ? c.gang : "",
-			       wants ? c.gpuclaim : "" };
+	const char *str[POD_STRINGS] = { ref.uid, ref.ns, ref.name, node ? node : "", ann ? ann : "",
+					 wants ? c.gang : "", wants ? c.gpuclaim : "" };
 	struct pod_state *p = pod_state_new(str), *old = NULL;
 	if (p) {
 		p->wants_gpu = wants;
-		p->mode = wants ? c.mode : CLAIM_NONE;
+		p->mode = (uint8_t)(wants ? c.mode : CLAIM_NONE);
 		p->mem_mib = wants ? c.mem_mib : 0;
 		p->core = wants ? c.core : 0;
 		p->finished = api_pod_finished(obj);
 		p->gen = r->pods_gen;
 	}
 	claim_release(&c);
-	if (!p || strmap_put(&r->pods, ref.uid, p, (void **)&old)) {
+	if (!p || strmap_put(&r->pods, pod_str(p, POD_UID), p, (void **)&old)) {
 		free(p);
 		return;
 	}

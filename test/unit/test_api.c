@@ -434,6 +434,9 @@ static void test_gns_decode(void **state)
 	assert_int_equal(n->dev[2].island, -1);
 	assert_string_equal(n->info[2].mig_profile, "1g.5gb");
 	assert_true(n->dev[2].mig);
+	assert_string_equal(n->info[0].uuid, "GPU-a");
+	assert_string_equal(n->info[1].uuid, "GPU-b");
+	assert_string_equal(n->info[2].uuid, "MIG-x");
 	/* Device strings are shared; absent ones are "". */
 	assert_ptr_equal(n->info[0].model, n->info[1].model);
 	assert_string_equal(n->info[0].model, "H100");
@@ -453,6 +456,15 @@ static void test_gns_decode(void **state)
 	n = gpu_node_new("n");
 	assert_int_equal(api_gns_decode(gns, n, &name, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "status.devices[0].uuid is longer than 79 bytes"));
+	gpu_node_free(n);
+	cJSON_Delete(gns);
+	/* One byte less is kept whole. */
+	uuid[GPU_UUID_MAX] = '\0';
+	snprintf(text2, sizeof(text2), "{\"spec\":{\"nodeName\":\"n\"},\"status\":{\"devices\":[{\"id\":0,\"uuid\":\"%s\"}]}}", uuid);
+	gns = J(text2);
+	n = gpu_node_new("n");
+	assert_int_equal(api_gns_decode(gns, n, &name, err, sizeof(err)), 0);
+	assert_string_equal(n->info[0].uuid, uuid);
 	gpu_node_free(n);
 	cJSON_Delete(gns);
 

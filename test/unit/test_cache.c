@@ -202,6 +202,49 @@ static void test_labels_merge_with_devices(void **state)
 	cache_free(c);
 }
 
+/*
+ * Each device's UUID, of any length up to the longest the API takes, is the
+ * one its GpuNodeStatus gave: in a snapshot (where the cache packs them
+ * after the devices), after the writer side changes, and in a copy of the
+ * node, which owns its own.
+ */
+static void test_uuids_kept_whole(void **state)
+{
+	(void)state;
+	char longest[GPU_UUID_MAX + 1];
+	memset(longest, 'u', GPU_UUID_MAX);
+	longest[GPU_UUID_MAX] = '\0';
+	const char *uuid[4] = { "GPU-2545335d-3baa-188c-36b5-f645e39e1923", "", longest, "MIG-x" };
+	struct gpu_node *g = devices("n1", 4);
+	for (int i = 0; i < 4; i++) {
+		free((void *)g->info[i].uuid);
+		g->info[i].uuid = strdup(uuid[i]);
+	}
+	struct cache *c = cache_new();
+	cache_lock(c);
+	cache_set_gpus(c, "n1", g);
+	cache_unlock(c);
+	struct alloc a = make_alloc("pod-a", 1);
+	cache_lock(c);
+	assert_int_equal(cache_set_allocs(c, "n1", &a, 1), 0);   /* a new view, the same strings */
+	cache_unlock(c);
+	struct snapshot *s = cache_acquire(c);
+	const struct cache_node *n = snapshot_find(s, "n1");
+	assert_int_equal(n->node->dev[1].exclusive, 1);
+	struct gpu_node *copy = cache_clone_devices(c, "n1");
+	assert_non_null(copy);
+	for (int i = 0; i < 4; i++) {
+		assert_string_equal(n->node->info[i].uuid, uuid[i]);
+		assert_string_equal(copy->info[i].uuid, uuid[i]);
+		assert_ptr_not_equal(copy->info[i].uuid, n->node->info[i].uuid);
+	}
+	/* The copy outlives the cache: its strings are its own. */
+	snapshot_release(s);
+	cache_free(c);
+	assert_string_equal(copy->info[2].uuid, longest);
+	gpu_node_free(copy);
+}
+
 static void test_allocations(void **state)
 {
 	(void)state;
@@ -659,6 +702,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_snapshots_are_immutable),
 		cmocka_unit_test(test_labels_merge_with_devices),
+		cmocka_unit_test(test_uuids_kept_whole),
 		cmocka_unit_test(test_allocations),
 		cmocka_unit_test(test_assumed_allocations),
 		cmocka_unit_test(test_pod_in_two_ledgers),

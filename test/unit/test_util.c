@@ -127,6 +127,69 @@ static void test_strmap(void **state)
 	strmap_release(&m);
 }
 
+/*
+ * A map that borrows its keys from its values: a value replaced under the
+ * same key, then freed, leaves the new value's key in the slot; nothing of
+ * the map frees a key (AddressSanitizer reports either mistake).
+ */
+struct keyed {
+	long n;
+	char key[24];
+};
+
+static struct keyed *keyed_new(const char *key, long n)
+{
+	struct keyed *v = malloc(sizeof(*v));
+	assert_non_null(v);
+	v->n = n;
+	snprintf(v->key, sizeof(v->key), "%s", key);
+	return v;
+}
+
+static void test_strmap_borrowed_keys(void **state)
+{
+	(void)state;
+	struct strmap m;
+	strmap_init_borrowed(&m);
+	char key[24];
+	for (long i = 0; i < 3000; i++) {
+		snprintf(key, sizeof(key), "uid-%ld", i);
+		struct keyed *v = keyed_new(key, i);
+		assert_int_equal(strmap_put(&m, v->key, v, NULL), 0);
+	}
+	for (long i = 0; i < 3000; i += 3) {   /* replaced: the old value and its key go */
+		snprintf(key, sizeof(key), "uid-%ld", i);
+		struct keyed *v = keyed_new(key, -i), *old = NULL;
+		assert_int_equal(strmap_put(&m, v->key, v, (void **)&old), 0);
+		assert_non_null(old);
+		assert_int_equal(old->n, i);
+		free(old);
+	}
+	for (long i = 1; i < 3000; i += 3) {   /* deleted */
+		snprintf(key, sizeof(key), "uid-%ld", i);
+		free(strmap_del(&m, key));
+	}
+	assert_int_equal(m.len, 2000);
+	for (long i = 0; i < 3000; i++) {   /* past a rehash too: the slots hold the live values' keys */
+		snprintf(key, sizeof(key), "uid-%ld", i);
+		struct keyed *v = strmap_get(&m, key);
+		if (i % 3 == 1) {
+			assert_null(v);
+			continue;
+		}
+		assert_non_null(v);
+		assert_int_equal(v->n, i % 3 ? i : -i);
+	}
+	const char *k;
+	void *v;
+	for (size_t pos = 0; strmap_next(&m, &pos, &k, &v);) {
+		assert_ptr_equal(k, ((struct keyed *)v)->key);
+		free(v);
+	}
+	strmap_release(&m);
+	assert_true(m.borrowed);
+}
+
 /* Deleting while iterating (the relist sweeps do): every entry seen once. */
 /*
  * The hash reads every byte of a key of any length (the last partial word
@@ -342,6 +405,7 @@ int main(void)
 		cmocka_unit_test(test_buf_json_escape),
 		cmocka_unit_test(test_strnum),
 		cmocka_unit_test(test_strmap),
+		cmocka_unit_test(test_strmap_borrowed_keys),
 		cmocka_unit_test(test_strmap_hash_every_byte),
 		cmocka_unit_test(test_strmap_del_while_iterating),
 		cmocka_unit_test(test_yamljson),
