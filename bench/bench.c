@@ -64,6 +64,55 @@ static double pct(double *v, int n, double p)
  * cluster of a few node types; distinct gives every node a memory size of
  * its own instead, so that no two nodes are alike.
  */
+/*
+ * The labels of a node: the first --labels of these (default 1), modeled on
+ * a cloud provider's GPU node (GKE's carry two dozen). A value is the one
+ * given, or made from the node's number (label_value).
+ */
+enum label_kind { LABEL_FIXED, LABEL_SHORT_ZONE, LABEL_HOSTNAME, LABEL_ZONE, LABEL_POOL };
+static const struct {
+	const char *key, *value;
+	enum label_kind kind;
+} node_labels[] = {
+	{ "zone", NULL, LABEL_SHORT_ZONE },
+	{ "kubernetes.io/hostname", NULL, LABEL_HOSTNAME },
+	{ "kubernetes.io/arch", "amd64", LABEL_FIXED },
+	{ "kubernetes.io/os", "linux", LABEL_FIXED },
+	{ "beta.kubernetes.io/arch", "amd64", LABEL_FIXED },
+	{ "beta.kubernetes.io/os", "linux", LABEL_FIXED },
+	{ "node.kubernetes.io/instance-type", "a3-highgpu-8g", LABEL_FIXED },
+	{ "beta.kubernetes.io/instance-type", "a3-highgpu-8g", LABEL_FIXED },
+	{ "topology.kubernetes.io/region", "us-central1", LABEL_FIXED },
+	{ "topology.kubernetes.io/zone", NULL, LABEL_ZONE },
+	{ "failure-domain.beta.kubernetes.io/region", "us-central1", LABEL_FIXED },
+	{ "failure-domain.beta.kubernetes.io/zone", NULL, LABEL_ZONE },
+	{ "topology.gke.io/zone", NULL, LABEL_ZONE },
+	{ "cloud.google.com/gke-nodepool", NULL, LABEL_POOL },
+	{ "cloud.google.com/gke-accelerator", "nvidia-h100-80gb", LABEL_FIXED },
+	{ "cloud.google.com/gke-gpu", "true", LABEL_FIXED },
+	{ "cloud.google.com/gke-boot-disk", "pd-balanced", LABEL_FIXED },
+	{ "cloud.google.com/gke-container-runtime", "containerd", LABEL_FIXED },
+	{ "cloud.google.com/gke-os-distribution", "cos", LABEL_FIXED },
+	{ "cloud.google.com/machine-family", "a3", LABEL_FIXED },
+	{ "cloud.google.com/gke-max-pods-per-node", "110", LABEL_FIXED },
+	{ "cloud.google.com/gke-provisioning", "standard", LABEL_FIXED },
+	{ "cloud.google.com/gke-stack-type", "IPV4", LABEL_FIXED },
+	{ "cloud.google.com/private-node", "false", LABEL_FIXED },
+};
+#define NODE_LABELS_MAX ((int)(sizeof(node_labels) / sizeof(node_labels[0])))
+
+static void label_value(int k, int n, char *out, size_t size)
+{
+	switch (node_labels[k].kind) {
+	case LABEL_FIXED: snprintf(out, size, "%s", node_labels[k].value); break;
+	case LABEL_SHORT_ZONE: snprintf(out, size, "z%d", n % 4); break;
+	case LABEL_HOSTNAME: snprintf(out, size, "node-%05d", n); break;
+	case LABEL_ZONE: snprintf(out, size, "us-central1-%c", 'a' + n % 4); break;
+	case LABEL_POOL: snprintf(out, size, "gpu-pool-%d", n % 16); break;
+	}
+}
+static int bench_labels = 1;
+
 static void write_inventory(const char *path, int nodes, bool distinct)
 {
 	FILE *f = fopen(path, "w");
@@ -74,8 +123,13 @@ static void write_inventory(const char *path, int nodes, bool distinct)
 	static const char *const models[] = { "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "NVIDIA L40S" };
 	fprintf(f, "{\"kind\":\"List\",\"items\":[");
 	for (int n = 0; n < nodes; n++) {
-		fprintf(f, "%s{\"kind\":\"Node\",\"metadata\":{\"name\":\"node-%05d\",\"labels\":{\"zone\":\"z%d\"}}},",
-			n ? "," : "", n, n % 4);
+		fprintf(f, "%s{\"kind\":\"Node\",\"metadata\":{\"name\":\"node-%05d\",\"labels\":{", n ? "," : "", n);
+		for (int k = 0; k < bench_labels; k++) {
+			char value[64];
+			label_value(k, n, value, sizeof(value));
+			fprintf(f, "%s\"%s\":\"%s\"", k ? "," : "", node_labels[k].key, value);
+		}
+		fprintf(f, "}}},");
 		fprintf(f, "{\"kind\":\"GpuNodeStatus\",\"metadata\":{\"name\":\"node-%05d\"},\"status\":{\"devices\":[", n);
 		for (int d = 0; d < 8; d++) {
 			bool busy = n % 3 == 0 && d < 3;
@@ -634,8 +688,8 @@ static void scale_row(int nodes, int per_node, int iters)
 static void scale(int only_nodes, int per_node, int iters_override)
 {
 	static const int sizes[] = { 5000, 20000, 65000 };
-	printf("scale, in-process: %d shared allocations per node (8 GPUs, few states), policy %s\n\n", per_node,
-	       bench_policy);
+	printf("scale, in-process: %d shared allocations per node (8 GPUs, %d label%s, few states), policy %s\n\n",
+	       per_node, bench_labels, bench_labels == 1 ? "" : "s", bench_policy);
 	printf("%-6s %8s %8s %8s %8s %8s | %19s | %26s | %19s | %9s\n", "", "", "cache", "ledgers", "pods", "all",
 	       "every node named", "10 % of the nodes named", "one ledger event", "baseline");
 	printf("%-6s %8s %8s %8s %8s %8s | %9s %9s | %6s %9s %9s | %9s %9s | %9s\n", "nodes", "allocs", "RSS MiB",
@@ -656,7 +710,7 @@ static void scale(int only_nodes, int per_node, int iters_override)
 static void usage(void)
 {
 	fprintf(stderr, "usage: bench [--extender PATH] [--nodes N] [--iters N] [--policy NAME] [--in-process]\n"
-			"       bench --scale [--allocs PER_NODE] [--nodes N] [--iters N] [--policy NAME]\n");
+			"       bench --scale [--allocs PER_NODE] [--labels N] [--nodes N] [--iters N] [--policy NAME]\n");
 	exit(2);
 }
 
@@ -683,7 +737,11 @@ int main(int argc, char **argv)
 			bench_policy = argv[++i];
 		else if (!strcmp(argv[i], "--allocs"))
 			per_node = atoi(argv[++i]);
-		else
+		else if (!strcmp(argv[i], "--labels")) {
+			bench_labels = atoi(argv[++i]);
+			if (bench_labels < 0 || bench_labels > NODE_LABELS_MAX)
+				usage();
+		} else
 			usage();
 	}
 	curl_global_init(CURL_GLOBAL_DEFAULT);
