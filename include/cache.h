@@ -105,8 +105,9 @@ struct cache_node {
 	struct gpu_state_digest state;   /* gpu_node_state_digest(node) */
 	struct gpu_node *node;     /* labels, devices, islands, usage */
 	const struct alloc_rec *allocs;   /* nallocs records (alloc_rec_next) */
-	void *cold;                /* the block with strings, labels, allocations */
+	void *cold;                /* allocations with binds in flight added, or NULL */
 	void *info;                /* the devices' strings: shared with the node's writer side */
+	void *labels;              /* the Node's labels: shared with the node's writer side */
 	void *block;               /* allocs, when shared with the node's writer side */
 	struct slab *slab;         /* where this (hot) block came from */
 	uint32_t hot_size;

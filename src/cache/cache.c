@@ -24,6 +24,46 @@ static void info_release(struct info_block *b)
 }
 
 /*
+ * A Node's labels, packed: the array, then the strings. Cloud nodes carry
+ * two dozen (topology, instance type, pool...): one block, shared by the
+ * writer side and every view built from it, where a heap block for each
+ * string and a copy in each view took some 160 bytes a label (bench
+ * --scale --labels 24).
+ */
+struct label_block {
+	atomic_int refs;
+	int n;
+	struct label labels[];
+};
+
+static void labels_release(struct label_block *b)
+{
+	if (b && atomic_fetch_sub(&b->refs, 1) == 1)
+		free(b);
+}
+
+/* n's labels in a block of their own; NULL when out of memory. */
+static struct label_block *labels_pack(const struct gpu_node *n)
+{
+	size_t strings = 0;
+	for (int i = 0; i < n->nlabels; i++)
+		strings += strlen(n->labels[i].key) + strlen(n->labels[i].value) + 2;
+	struct label_block *b = malloc(sizeof(*b) + (size_t)n->nlabels * sizeof(b->labels[0]) + strings);
+	if (!b)
+		return NULL;
+	atomic_init(&b->refs, 1);
+	b->n = n->nlabels;
+	char *at = (char *)(b->labels + n->nlabels);
+	for (int i = 0; i < n->nlabels; i++) {
+		b->labels[i].key = at;
+		at = stpcpy(at, n->labels[i].key) + 1;
+		b->labels[i].value = at;
+		at = stpcpy(at, n->labels[i].value) + 1;
+	}
+	return b;
+}
+
+/*
  * A node's allocations as its ledger has them, packed (struct alloc_rec).
  * A view shares the block with the writer side (one copy a node, not two);
  * the writer copies it before changing a block a view holds.
@@ -42,8 +82,8 @@ static void alloc_block_release(struct alloc_block *b)
 
 /* Writer-side state of one node: the inputs its view is built from. */
 struct node_src {
-	char *name;
-	struct gpu_node *node;     /* from the Node object: labels */
+	char *name;                /* also the key of cache.srcs */
+	struct label_block *labels;   /* from the Node object; NULL while none was seen */
 	struct gpu_node *gpus;     /* from the GpuNodeStatus: devices, islands; its info is info->info */
 	struct info_block *info;
 	struct alloc_block *block; /* the allocations (src_recs), nallocs of them */
@@ -220,6 +260,7 @@ static void view_release(struct cache_node *v)
 	/* A view is two blocks (view_build): the hot one and v->cold. */
 	if (v && atomic_fetch_sub(&v->refs, 1) == 1) {
 		info_release(v->info);
+		labels_release(v->labels);
 		alloc_block_release(v->block);
 		free(v->cold);
 		slab_release(v->slab, v, v->hot_size);
@@ -277,7 +318,8 @@ static bool assumed_counts(const struct node_src *s, const struct alloc *a)
  * Lays a node's view out in two blocks. The hot one holds what requests
  * read, in the order they read it: header, node, devices and islands (a
  * fit), then the name (for output: lookups compare the index's copy). The
- * cold one holds the devices' strings, labels and allocations. Requests
+ * cold one holds the allocations, when binds in flight add to the writer's
+ * (the devices' strings and the labels are the writer's blocks). Requests
  * read every node of a big cluster; a few hundred hot bytes per node keep
  * that scan in cache and off the TLB's limits. Run once to measure (bases
  * NULL), once to fill.
@@ -285,15 +327,13 @@ static bool assumed_counts(const struct node_src *s, const struct alloc *a)
 static struct cache_node *view_layout(struct arena *hot, struct arena *cold, const struct node_src *s)
 {
 	const struct gpu_node *g = s->gpus;
-	const struct gpu_node *l = s->node;
-	int ndev = g ? g->ndev : 0, nisland = g ? g->nisland : 0, nlabels = l ? l->nlabels : 0;
+	int ndev = g ? g->ndev : 0, nisland = g ? g->nisland : 0;
 	struct cache_node *v = arena_take(hot, sizeof(*v), 64);
 	struct gpu_node *n = arena_take(hot, sizeof(*n), 8);
 	struct gpu_device *dev = arena_take(hot, (size_t)ndev * sizeof(*dev), 32);
 	struct gpu_island *islands = arena_take(hot, (size_t)nisland * sizeof(*islands), 8);
 	size_t fit_size = hot->off;
 	char *name = arena_str(hot, s->name);
-	struct label *labels = arena_take(cold, (size_t)nlabels * sizeof(*labels), 8);
 	int nallocs = s->nallocs;
 	size_t assumed_len = 0;
 	for (int i = 0; i < s->nassumed; i++)
@@ -305,13 +345,6 @@ static struct cache_node *view_layout(struct arena *hot, struct arena *cold, con
 	bool own = nallocs > s->nallocs;
 	size_t len = s->block ? s->block->len : 0;
 	struct alloc_rec *allocs = own ? arena_take(cold, len + assumed_len, 8) : src_recs(s);
-	for (int i = 0; i < nlabels; i++) {
-		char *k = arena_str(cold, l->labels[i].key), *val = arena_str(cold, l->labels[i].value);
-		if (labels) {
-			labels[i].key = k;
-			labels[i].value = val;
-		}
-	}
 	if (!hot->base)
 		return NULL;
 	memset(v, 0, sizeof(*v));
@@ -321,7 +354,10 @@ static struct cache_node *view_layout(struct arena *hot, struct arena *cold, con
 	v->info = s->info;
 	if (s->info)
 		atomic_fetch_add(&s->info->refs, 1);
-	v->has_node = l != NULL;
+	v->labels = s->labels;
+	if (s->labels)
+		atomic_fetch_add(&s->labels->refs, 1);
+	v->has_node = s->labels != NULL;
 	v->has_gns = g != NULL;
 	if (g)
 		*n = *g;
@@ -333,8 +369,8 @@ static struct cache_node *view_layout(struct arena *hot, struct arena *cold, con
 	n->info = s->info ? s->info->info : NULL;
 	n->nisland = nisland;
 	n->islands = islands;
-	n->nlabels = nlabels;
-	n->labels = labels;
+	n->nlabels = s->labels ? s->labels->n : 0;
+	n->labels = s->labels ? s->labels->labels : NULL;
 	if (ndev)
 		memcpy(dev, g->dev, (size_t)ndev * sizeof(*dev));
 	if (nisland)
@@ -372,8 +408,8 @@ static struct cache_node *view_build(struct cache *cache, const struct node_src 
 	view_layout(&hot, &cold, s);
 	size_t hot_size = hot.off;
 	void *h = slab_alloc(cache->slab, hot_size);
-	void *c = malloc(cold.off ? cold.off : 1);
-	if (!c || !h) {
+	void *c = cold.off ? malloc(cold.off) : NULL;   /* most views need none */
+	if ((cold.off && !c) || !h) {
 		free(c);
 		slab_release(cache->slab, h, hot_size);
 		return NULL;
@@ -478,7 +514,7 @@ void snapshot_find_all(const struct snapshot *s, const char *const *names, int n
 
 static bool src_visible(const struct node_src *s)
 {
-	return s->node || s->gpus;
+	return s->labels || s->gpus;
 }
 
 /* Builds a snapshot of every visible node, with a new index; NULL when out of memory. */
@@ -620,7 +656,7 @@ struct cache *cache_new(void)
 	pthread_mutex_init(&c->write_lock, NULL);
 	pthread_mutex_init(&c->snap_lock, NULL);
 	pthread_rwlock_init(&c->claims_lock, NULL);
-	strmap_init(&c->srcs);
+	strmap_init_borrowed(&c->srcs);
 	memset(&c->owners, 0, sizeof(c->owners));
 	strmap_init(&c->claims);
 	c->slab = slab_new();
@@ -667,7 +703,7 @@ static int src_set_gpus(struct node_src *s, struct gpu_node *n)
 
 static void src_free(struct node_src *s)
 {
-	gpu_node_free(s->node);
+	labels_release(s->labels);
 	src_set_gpus(s, NULL);
 	alloc_block_release(s->block);
 	free(s->assumed);
@@ -732,7 +768,7 @@ static struct node_src *src_get(struct cache *c, const char *name, bool create)
 	if (s || !create)
 		return s;
 	s = calloc(1, sizeof(*s));
-	if (!s || !(s->name = strdup(name)) || strmap_put(&c->srcs, name, s, NULL)) {
+	if (!s || !(s->name = strdup(name)) || strmap_put(&c->srcs, s->name, s, NULL)) {
 		if (s)
 			free(s->name);
 		free(s);
@@ -765,7 +801,7 @@ static void src_touch(struct cache *c, struct node_src *s)
 /* Forgets a node that has neither objects nor allocations any more. */
 static void src_maybe_drop(struct cache *c, struct node_src *s)
 {
-	if (s->node || s->gpus || s->nallocs)
+	if (s->labels || s->gpus || s->nallocs)
 		return;
 	/* The dirty list may hold it: the next publish rebuilds without reading the list. */
 	if (s->dirty || s->in_snap)
@@ -775,7 +811,7 @@ static void src_maybe_drop(struct cache *c, struct node_src *s)
 	src_free(s);
 }
 
-/* Replaces the node's part of kind k (CACHE_NODES: s->node, CACHE_GPUS: s->gpus); NULL removes it. */
+/* Replaces the node's part of kind k (CACHE_NODES: s->labels, CACHE_GPUS: s->gpus); NULL removes it. */
 static int src_set_part(struct cache *c, const char *name, enum cache_kind k, struct gpu_node *n)
 {
 	struct node_src *s = src_get(c, name, n != NULL);
@@ -784,8 +820,13 @@ static int src_set_part(struct cache *c, const char *name, enum cache_kind k, st
 		return n ? -1 : 0;
 	}
 	if (k == CACHE_NODES) {
-		gpu_node_free(s->node);
-		s->node = n;
+		struct label_block *b = n ? labels_pack(n) : NULL;
+		bool packed = b || !n;
+		gpu_node_free(n);
+		if (!packed)
+			return -1;
+		labels_release(s->labels);
+		s->labels = b;
 	} else if (src_set_gpus(s, n)) {
 		gpu_node_free(n);
 		return -1;
@@ -1073,8 +1114,8 @@ struct gpu_node *cache_clone_devices(struct cache *c, const char *name)
 	cache_lock(c);
 	struct node_src *s = strmap_get(&c->srcs, name);
 	struct gpu_node *n = s && s->gpus ? gpu_node_clone(s->gpus) : NULL;
-	for (int i = 0; n && s->node && i < s->node->nlabels; i++) {
-		if (gpu_node_set_label(n, s->node->labels[i].key, s->node->labels[i].value)) {
+	for (int i = 0; n && s->labels && i < s->labels->n; i++) {
+		if (gpu_node_set_label(n, s->labels->labels[i].key, s->labels->labels[i].value)) {
 			gpu_node_free(n);
 			n = NULL;
 		}
@@ -1099,9 +1140,9 @@ static bool sweep_src(struct cache *c, struct node_src *s, enum cache_kind k)
 {
 	if (s->gen[k] == c->gen[k])
 		return false;
-	if (k == CACHE_NODES && s->node) {
-		gpu_node_free(s->node);
-		s->node = NULL;
+	if (k == CACHE_NODES && s->labels) {
+		labels_release(s->labels);
+		s->labels = NULL;
 	} else if (k == CACHE_GPUS && s->gpus) {
 		src_set_gpus(s, NULL);
 	} else if (k == CACHE_ALLOCS && s->nallocs) {

@@ -203,6 +203,73 @@ static void test_labels_merge_with_devices(void **state)
 }
 
 /*
+ * A Node's labels are kept once and shared by its views: a snapshot taken
+ * before the Node changes keeps the labels it had, views rebuilt for other
+ * reasons (allocations) keep showing them, a copy of the node carries its
+ * own, and a Node without labels still counts as seen.
+ */
+static void test_labels_shared_and_kept(void **state)
+{
+	(void)state;
+	struct cache *c = cache_new();
+	struct gpu_node *l = gpu_node_new("n1");
+	char key[64], value[64];
+	for (int i = 0; i < 30; i++) {
+		snprintf(key, sizeof(key), "cloud.example.com/label-%02d", i);
+		snprintf(value, sizeof(value), "value-%d", i * 7);
+		assert_int_equal(gpu_node_set_label(l, key, value), 0);
+	}
+	cache_lock(c);
+	cache_set_node(c, "n1", l);
+	cache_set_gpus(c, "n1", devices("n1", 2));
+	cache_unlock(c);
+	struct snapshot *before = cache_acquire(c);
+	struct alloc a = make_alloc("pod-a", 0);
+	cache_lock(c);
+	assert_int_equal(cache_set_allocs(c, "n1", &a, 1), 0);
+	cache_unlock(c);
+	struct snapshot *after = cache_acquire(c);
+	const struct cache_node *x = snapshot_find(before, "n1"), *y = snapshot_find(after, "n1");
+	assert_ptr_not_equal(x, y);
+	assert_int_equal(y->node->dev[0].exclusive, 1);
+	assert_int_equal(y->node->nlabels, 30);
+	assert_ptr_equal(x->node->labels, y->node->labels);   /* one copy */
+	assert_string_equal(gpu_node_label(y->node, "cloud.example.com/label-29"), "value-203");
+	struct gpu_node *copy = cache_clone_devices(c, "n1");
+	assert_non_null(copy);
+	assert_int_equal(copy->nlabels, 30);
+	/* The Node changes: new snapshots see the new labels, the old ones still theirs. */
+	l = gpu_node_new("n1");
+	assert_int_equal(gpu_node_set_label(l, "zone", "b"), 0);
+	cache_lock(c);
+	cache_set_node(c, "n1", l);
+	cache_unlock(c);
+	struct snapshot *now = cache_acquire(c);
+	const struct cache_node *z = snapshot_find(now, "n1");
+	assert_int_equal(z->node->nlabels, 1);
+	assert_string_equal(gpu_node_label(z->node, "zone"), "b");
+	assert_int_equal(z->node->dev[0].exclusive, 1);
+	snapshot_release(now);
+	assert_string_equal(gpu_node_label(x->node, "cloud.example.com/label-00"), "value-0");
+	snapshot_release(before);
+	assert_string_equal(gpu_node_label(y->node, "cloud.example.com/label-01"), "value-7");
+	snapshot_release(after);
+	assert_string_equal(gpu_node_label(copy, "cloud.example.com/label-02"), "value-14");
+	gpu_node_free(copy);
+	/* A Node without labels is a Node. */
+	cache_lock(c);
+	cache_set_node(c, "n2", gpu_node_new("n2"));
+	cache_unlock(c);
+	now = cache_acquire(c);
+	z = snapshot_find(now, "n2");
+	assert_non_null(z);
+	assert_true(z->has_node);
+	assert_int_equal(z->node->nlabels, 0);
+	snapshot_release(now);
+	cache_free(c);
+}
+
+/*
  * Each device's UUID, of any length up to the longest the API takes, is the
  * one its GpuNodeStatus gave: in a snapshot (where the cache packs them
  * after the devices), after the writer side changes, and in a copy of the
@@ -703,6 +770,7 @@ int main(void)
 		cmocka_unit_test(test_snapshots_are_immutable),
 		cmocka_unit_test(test_labels_merge_with_devices),
 		cmocka_unit_test(test_uuids_kept_whole),
+		cmocka_unit_test(test_labels_shared_and_kept),
 		cmocka_unit_test(test_allocations),
 		cmocka_unit_test(test_assumed_allocations),
 		cmocka_unit_test(test_pod_in_two_ledgers),
