@@ -45,6 +45,7 @@
 # extender's RSS, open files and threads after the first round and at the
 # end, and its mean filter+prioritize and bind time in the first and the
 # last rounds (from /metrics), are printed: a leak or a drift shows there.
+# Then its RSS by kind of memory (/proc/PID/smaps) at both times.
 set -u
 cd "$(dirname "$0")/.."
 NODES=1000 PODS=2000 EXT=$PWD/build/gpu-extender BASE="" ONLY="" COLD="" SUSTAIN="" REPLICAS="" PPROF=""
@@ -230,6 +231,35 @@ if [[ -n $SUSTAIN ]]; then
   pid=$(pgrep -f "identity ext-sus" | head -1)
   # RSS MiB, open files, threads of the extender
   usage() { echo "$(awk '/VmRSS/ { printf "%.0f", $2 / 1024 }' "/proc/$pid/status") $(ls "/proc/$pid/fd" | wc -l) $(ls "/proc/$pid/task" | wc -l)"; }
+  # RSS MiB by kind of mapping: main heap, threads' heaps (glibc's 64 MiB-aligned
+  # arenas), threads' stacks (after a one-page guard), other anonymous memory
+  # (the cache's slab, large blocks), files (the program and its libraries)
+  rss_kinds() {
+    python3 - "/proc/$pid/smaps" <<'PY'
+import sys
+kinds = dict(heap=0, arenas=0, stacks=0, anon=0, files=0)
+kind, prev = None, None
+for line in open(sys.argv[1]):
+    f = line.split()
+    if '-' in f[0] and len(f) >= 5 and ':' in f[3]:
+        lo, hi = (int(x, 16) for x in f[0].split('-'))
+        path = f[5] if len(f) > 5 else ''
+        if path == '[heap]':
+            kind = 'heap'
+        elif path.startswith('/'):
+            kind = 'files'
+        elif lo % (64 << 20) == 0:
+            kind = 'arenas'
+        elif prev and prev[1] == lo and prev[1] - prev[0] == 4096 and prev[2] == '---p':
+            kind = 'stacks'
+        else:
+            kind = 'anon'
+        prev = (lo, hi, f[1])
+    elif f[0] == 'Rss:' and kind:
+        kinds[kind] += int(f[1])
+print(' '.join('%.1f' % (kinds[k] / 1024) for k in ('heap', 'arenas', 'stacks', 'anon', 'files')))
+PY
+  }
   # cumulative seconds of filter+prioritize, filter count, seconds of binds, bind count
   sums() {
     curl -sf "$E2E_URL/metrics" | awk '
@@ -254,7 +284,7 @@ if [[ -n $SUSTAIN ]]; then
   SUMS=("0 0 0 0")
   round 0 || fail "the first round failed"
   SUMS+=("$(sums)")
-  first_use=$(usage)
+  first_use=$(usage) first_kinds=$(rss_kinds)
   k=1 curve="" minute=1
   while ((SECONDS - t0 < SUSTAIN)); do
     round "$k" || fail "round $k failed"
@@ -266,7 +296,7 @@ if [[ -n $SUSTAIN ]]; then
       minute=$((minute + 1))
     fi
   done
-  last_use=$(usage)
+  last_use=$(usage) last_kinds=$(rss_kinds)
   w=$(( k > 5 ? k - 5 : 1 ))   # the last five rounds
   echo "| after | rounds | binds | RSS MiB | open files | threads | filter+prioritize ms | bind ms |"
   echo "|---|---|---|---|---|---|---|---|"
@@ -276,6 +306,11 @@ if [[ -n $SUSTAIN ]]; then
   echo "| $((SECONDS - t0)) s (means: last $((k - w)) rounds) | $k | $((k * PODS)) | $r | $f | $th | $fp | $b |"
   echo
   echo "RSS MiB at the end of each minute: $curve"
+  echo
+  echo "| RSS MiB | main heap | threads' heaps | threads' stacks | other anonymous | files |"
+  echo "|---|---|---|---|---|---|"
+  echo "| round 1 | ${first_kinds// / | } |"
+  echo "| end | ${last_kinds// / | } |"
   cluster_down >/dev/null 2>&1
   exit 0
 fi
