@@ -59,12 +59,6 @@ static double pct(double *v, int n, double p)
 }
 
 /*
- * A synthetic cluster: 8 GPUs per node in two NVLink islands, a third of
- * them partly used. So nodes come in a few states (model x usage), as in a
- * cluster of a few node types; distinct gives every node a memory size of
- * its own instead, so that no two nodes are alike.
- */
-/*
  * The labels of a node: the first --labels of these (default 1), modeled on
  * a cloud provider's GPU node (GKE's carry two dozen). A value is the one
  * given, or made from the node's number (label_value).
@@ -111,8 +105,15 @@ static void label_value(int k, int n, char *out, size_t size)
 	case LABEL_POOL: snprintf(out, size, "gpu-pool-%d", n % 16); break;
 	}
 }
-static int bench_labels = 1;
 
+static int bench_labels = 1;   /* --labels */
+
+/*
+ * A synthetic cluster: 8 GPUs per node in two NVLink islands, a third of
+ * them partly used. So nodes come in a few states (model x usage), as in a
+ * cluster of a few node types; distinct gives every node a memory size of
+ * its own instead, so that no two nodes are alike.
+ */
 static void write_inventory(const char *path, int nodes, bool distinct)
 {
 	FILE *f = fopen(path, "w");
