@@ -231,35 +231,6 @@ if [[ -n $SUSTAIN ]]; then
   pid=$(pgrep -f "identity ext-sus" | head -1)
   # RSS MiB, open files, threads of the extender
   usage() { echo "$(awk '/VmRSS/ { printf "%.0f", $2 / 1024 }' "/proc/$pid/status") $(ls "/proc/$pid/fd" | wc -l) $(ls "/proc/$pid/task" | wc -l)"; }
-  # RSS MiB by kind of mapping: main heap, threads' heaps (glibc's 64 MiB-aligned
-  # arenas), threads' stacks (after a one-page guard), other anonymous memory
-  # (the cache's slab, large blocks), files (the program and its libraries)
-  rss_kinds() {
-    python3 - "/proc/$pid/smaps" <<'PY'
-import sys
-kinds = dict(heap=0, arenas=0, stacks=0, anon=0, files=0)
-kind, prev = None, None
-for line in open(sys.argv[1]):
-    f = line.split()
-    if '-' in f[0] and len(f) >= 5 and ':' in f[3]:
-        lo, hi = (int(x, 16) for x in f[0].split('-'))
-        path = f[5] if len(f) > 5 else ''
-        if path == '[heap]':
-            kind = 'heap'
-        elif path.startswith('/'):
-            kind = 'files'
-        elif lo % (64 << 20) == 0:
-            kind = 'arenas'
-        elif prev and prev[1] == lo and prev[1] - prev[0] == 4096 and prev[2] == '---p':
-            kind = 'stacks'
-        else:
-            kind = 'anon'
-        prev = (lo, hi, f[1])
-    elif f[0] == 'Rss:' and kind:
-        kinds[kind] += int(f[1])
-print(' '.join('%.1f' % (kinds[k] / 1024) for k in ('heap', 'arenas', 'stacks', 'anon', 'files')))
-PY
-  }
   # cumulative seconds of filter+prioritize, filter count, seconds of binds, bind count
   sums() {
     curl -sf "$E2E_URL/metrics" | awk '
@@ -284,7 +255,7 @@ PY
   SUMS=("0 0 0 0")
   round 0 || fail "the first round failed"
   SUMS+=("$(sums)")
-  first_use=$(usage) first_kinds=$(rss_kinds)
+  first_use=$(usage) first_kinds=$(load rss "$pid")
   k=1 curve="" minute=1
   while ((SECONDS - t0 < SUSTAIN)); do
     round "$k" || fail "round $k failed"
@@ -296,7 +267,7 @@ PY
       minute=$((minute + 1))
     fi
   done
-  last_use=$(usage) last_kinds=$(rss_kinds)
+  last_use=$(usage) last_kinds=$(load rss "$pid")
   w=$(( k > 5 ? k - 5 : 1 ))   # the last five rounds
   echo "| after | rounds | binds | RSS MiB | open files | threads | filter+prioritize ms | bind ms |"
   echo "|---|---|---|---|---|---|---|---|"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""API-server side of bench/e2e.sh (python3 stdlib only). Talks to the API
+"""Helpers of bench/e2e.sh (python3 stdlib only). Talks to the API
 server named by CLUSTER_API_URL with the token in CLUSTER_ADMIN_TOKEN_FILE and
 the CA in CLUSTER_CA_FILE (as bench/e2e.sh exports them).
 
@@ -35,6 +35,11 @@ the CA in CLUSTER_CA_FILE (as bench/e2e.sh exports them).
       polls a just started extender: writes to OUT the seconds from the call
       until /readyz answers 200, and until a filter of a one-GPU pod naming
       every node passes exactly bench-0 (the first correct answer).
+  e2e_load.py rss PID
+      prints the process's RSS MiB by kind of mapping (/proc/PID/smaps): main
+      heap, threads' heaps (glibc's 64 MiB-aligned arenas), threads' stacks
+      (after a one-page guard), other anonymous memory (the extender's slab,
+      large blocks), files (the program and its libraries).
 """
 import json
 import os
@@ -268,9 +273,34 @@ def cmd_cold(argv):
         json.dump({"ready": ready, "correct": correct}, f)
 
 
+def cmd_rss(argv):
+    kinds = dict(heap=0, arenas=0, stacks=0, anon=0, files=0)
+    kind = prev = None
+    for line in open("/proc/%s/smaps" % argv[0]):
+        f = line.split()
+        if "-" in f[0] and len(f) >= 5 and ":" in f[3]:   # a mapping's first line
+            lo, hi = (int(x, 16) for x in f[0].split("-"))
+            path = f[5] if len(f) > 5 else ""
+            if path == "[heap]":
+                kind = "heap"
+            elif path.startswith("/"):
+                kind = "files"
+            elif lo % (64 << 20) == 0:
+                kind = "arenas"
+            elif prev and prev[1] == lo and prev[1] - prev[0] == 4096 and prev[2] == "---p":
+                kind = "stacks"
+            else:
+                kind = "anon"
+            prev = (lo, hi, f[1])
+        elif f[0] == "Rss:" and kind:
+            kinds[kind] += int(f[1])
+    print(" ".join("%.1f" % (kinds[k] / 1024) for k in ("heap", "arenas", "stacks", "anon", "files")))
+
+
 def main():
     cmds = {"nodes": cmd_nodes, "pods": cmd_pods, "watch": cmd_watch, "writes": cmd_writes,
-            "requests": cmd_requests, "reserved": cmd_reserved, "drained": cmd_drained, "cold": cmd_cold}
+            "requests": cmd_requests, "reserved": cmd_reserved, "drained": cmd_drained, "cold": cmd_cold,
+            "rss": cmd_rss}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
         sys.exit(__doc__)
     cmds[sys.argv[1]](sys.argv[2:])

@@ -3,9 +3,28 @@
 #include "strmap.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/*
+ * The blocks a node's writer side shares with its views (devices' strings,
+ * labels, allocations) each start with their reference count: one pair of
+ * functions takes and drops a reference on any of them.
+ */
+static void *block_hold(void *b)
+{
+	if (b)
+		atomic_fetch_add((atomic_int *)b, 1);
+	return b;
+}
+
+static void block_release(void *b)
+{
+	if (b && atomic_fetch_sub((atomic_int *)b, 1) == 1)
+		free(b);
+}
 
 /*
  * The devices' strings (UUIDs, models) of one GpuNodeStatus. They change
@@ -13,15 +32,9 @@
  * built from it share one copy. The UUIDs lie in the block, after info[].
  */
 struct info_block {
-	atomic_int refs;
+	atomic_int refs;           /* first: block_hold, block_release */
 	struct gpu_device_info info[];
 };
-
-static void info_release(struct info_block *b)
-{
-	if (b && atomic_fetch_sub(&b->refs, 1) == 1)
-		free(b);
-}
 
 /*
  * A Node's labels, packed: the array, then the strings. Cloud nodes carry
@@ -31,16 +44,10 @@ static void info_release(struct info_block *b)
  * --scale --labels 24).
  */
 struct label_block {
-	atomic_int refs;
+	atomic_int refs;           /* first: block_hold, block_release */
 	int n;
 	struct label labels[];
 };
-
-static void labels_release(struct label_block *b)
-{
-	if (b && atomic_fetch_sub(&b->refs, 1) == 1)
-		free(b);
-}
 
 /* n's labels in a block of their own; NULL when out of memory. */
 static struct label_block *labels_pack(const struct gpu_node *n)
@@ -69,16 +76,13 @@ static struct label_block *labels_pack(const struct gpu_node *n)
  * the writer copies it before changing a block a view holds.
  */
 struct alloc_block {
-	atomic_int refs;
+	atomic_int refs;           /* first: block_hold, block_release */
 	size_t len, cap;           /* bytes used, bytes of room */
 	uint64_t data[];           /* the records, 8-byte aligned */
 };
-
-static void alloc_block_release(struct alloc_block *b)
-{
-	if (b && atomic_fetch_sub(&b->refs, 1) == 1)
-		free(b);
-}
+_Static_assert(offsetof(struct info_block, refs) == 0 && offsetof(struct label_block, refs) == 0 &&
+		       offsetof(struct alloc_block, refs) == 0,
+	       "block_hold and block_release find the count first");
 
 /* Writer-side state of one node: the inputs its view is built from. */
 struct node_src {
@@ -259,9 +263,9 @@ static void view_release(struct cache_node *v)
 {
 	/* A view is two blocks (view_build): the hot one and v->cold. */
 	if (v && atomic_fetch_sub(&v->refs, 1) == 1) {
-		info_release(v->info);
-		labels_release(v->labels);
-		alloc_block_release(v->block);
+		block_release(v->info);
+		block_release(v->labels);
+		block_release(v->block);
 		free(v->cold);
 		slab_release(v->slab, v, v->hot_size);
 	}
@@ -351,12 +355,8 @@ static struct cache_node *view_layout(struct arena *hot, struct arena *cold, con
 	atomic_init(&v->refs, 1);
 	v->fit_size = (uint32_t)fit_size;
 	v->cold = cold->base;
-	v->info = s->info;
-	if (s->info)
-		atomic_fetch_add(&s->info->refs, 1);
-	v->labels = s->labels;
-	if (s->labels)
-		atomic_fetch_add(&s->labels->refs, 1);
+	v->info = block_hold(s->info);
+	v->labels = block_hold(s->labels);
 	v->has_node = s->labels != NULL;
 	v->has_gns = g != NULL;
 	if (g)
@@ -385,8 +385,7 @@ static struct cache_node *view_layout(struct arena *hot, struct arena *cold, con
 				end += alloc_rec_size(&s->assumed[i]);
 			}
 	} else if (s->block) {
-		v->block = s->block;
-		atomic_fetch_add(&s->block->refs, 1);
+		v->block = block_hold(s->block);
 	}
 	v->node = n;
 	v->allocs = allocs;
@@ -695,7 +694,7 @@ static int src_set_gpus(struct node_src *s, struct gpu_node *n)
 	if (s->gpus)
 		s->gpus->info = NULL;   /* the block's, not the node's */
 	gpu_node_free(s->gpus);
-	info_release(s->info);
+	block_release(s->info);
 	s->gpus = n;
 	s->info = b;
 	return 0;
@@ -703,9 +702,9 @@ static int src_set_gpus(struct node_src *s, struct gpu_node *n)
 
 static void src_free(struct node_src *s)
 {
-	labels_release(s->labels);
+	block_release(s->labels);
 	src_set_gpus(s, NULL);
-	alloc_block_release(s->block);
+	block_release(s->block);
 	free(s->assumed);
 	view_release(s->view);
 	free(s->name);
@@ -825,7 +824,7 @@ static int src_set_part(struct cache *c, const char *name, enum cache_kind k, st
 		gpu_node_free(n);
 		if (!packed)
 			return -1;
-		labels_release(s->labels);
+		block_release(s->labels);
 		s->labels = b;
 	} else if (src_set_gpus(s, n)) {
 		gpu_node_free(n);
@@ -885,7 +884,7 @@ static int src_reserve(struct node_src *s, size_t need, bool exact)
 	nb->len = b ? b->len : 0;
 	if (nb->len)
 		memcpy(nb->data, b->data, nb->len);
-	alloc_block_release(b);
+	block_release(b);
 	s->block = nb;
 	return 0;
 }
@@ -1005,7 +1004,7 @@ static void src_clear(struct cache *c, struct node_src *s)
 	for (int i = 0; i < s->nallocs; i++, r = alloc_rec_next(r))
 		owners_forget(c, s, alloc_rec_uid(r));
 	s->nallocs = 0;
-	alloc_block_release(s->block);
+	block_release(s->block);
 	s->block = NULL;
 	src_touch(c, s);
 }
@@ -1141,7 +1140,7 @@ static bool sweep_src(struct cache *c, struct node_src *s, enum cache_kind k)
 	if (s->gen[k] == c->gen[k])
 		return false;
 	if (k == CACHE_NODES && s->labels) {
-		labels_release(s->labels);
+		block_release(s->labels);
 		s->labels = NULL;
 	} else if (k == CACHE_GPUS && s->gpus) {
 		src_set_gpus(s, NULL);
