@@ -186,7 +186,10 @@ void cache_unlock(struct cache *c);
 
 /* Labels (and name) from a Node object; takes ownership of n. NULL n deletes. */
 int cache_set_node(struct cache *c, const char *name, struct gpu_node *n);
-/* Devices and islands from a GpuNodeStatus; takes ownership. NULL deletes. */
+/*
+ * Devices and islands from a GpuNodeStatus; takes ownership. NULL deletes.
+ * Their usage is left out: the allocations give it.
+ */
 int cache_set_gpus(struct cache *c, const char *name, struct gpu_node *devices);
 /*
  * Replaces every allocation on a node with its reservation ledger's, as is:

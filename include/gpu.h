@@ -122,6 +122,14 @@ bool gpu_model_matches(const char *want, const struct gpu_device_info *d);
  */
 void gpu_hold(struct gpu_device *d, bool shared, uint32_t mem_mib, uint32_t core);
 void gpu_unhold(struct gpu_device *d, bool shared, uint32_t mem_mib, uint32_t core);
+/* No holder on d: the usage that gpu_hold adds, gone (what a GpuNodeStatus lists). */
+static inline void gpu_clear_usage(struct gpu_device *d)
+{
+	d->used_mib = 0;
+	d->used_core = 0;
+	d->exclusive = 0;
+	d->shared = 0;
+}
 
 /* The label's value, or NULL. Binary search; labels must be sorted. */
 const char *gpu_node_label(const struct gpu_node *n, const char *key);

@@ -88,13 +88,20 @@ _Static_assert(offsetof(struct info_block, refs) == 0 && offsetof(struct label_b
 struct node_src {
 	char *name;                /* also the key of cache.srcs */
 	struct label_block *labels;   /* from the Node object; NULL while none was seen */
-	struct gpu_node *gpus;     /* from the GpuNodeStatus: devices, islands; its info is info->info */
+	/*
+	 * The GpuNodeStatus: its devices' strings (info, NULL while none was
+	 * seen), and its devices, islands and host (gpus) until a view is built
+	 * from them; after that, the view holds them (src_gns): a second copy of
+	 * every node's devices took some 540 bytes a node.
+	 */
 	struct info_block *info;
+	struct gpu_node *gpus;     /* set since the last build, or NULL; its info is info->info */
 	struct alloc_block *block; /* the allocations (src_recs), nallocs of them */
 	int nallocs;
 	struct alloc *assumed;     /* binds in flight (cache_assume) */
 	int nassumed, assumed_cap;
-	struct cache_node *view;   /* built from the above; NULL when stale */
+	struct cache_node *view;   /* built from the above; NULL before the first build */
+	bool stale;                /* the above changed since view was built */
 	/* Where the current snapshot has it (in_snap): snapshot_node(snap_pos). */
 	bool in_snap, dirty;
 	size_t snap_pos;
@@ -312,6 +319,21 @@ static char *arena_str(struct arena *a, const char *str)
 	return p;
 }
 
+/*
+ * The node's GpuNodeStatus as given (devices without usage, islands, host),
+ * or NULL when none was seen: the one set since the last build, or else the
+ * current view's node, whose devices then carry the allocations' usage
+ * (*built: the caller leaves it out, gpu_clear_usage). A GpuNodeStatus
+ * carries no usage of its own (cache_set_gpus clears it).
+ */
+static const struct gpu_node *src_gns(const struct node_src *s, bool *built)
+{
+	*built = !s->gpus;
+	if (s->gpus)
+		return s->gpus;
+	return s->info && s->view ? s->view->node : NULL;
+}
+
 /* An assumed allocation counts until the pod's own record is there. */
 static bool assumed_counts(const struct node_src *s, const struct alloc *a)
 {
@@ -330,7 +352,8 @@ static bool assumed_counts(const struct node_src *s, const struct alloc *a)
  */
 static struct cache_node *view_layout(struct arena *hot, struct arena *cold, const struct node_src *s)
 {
-	const struct gpu_node *g = s->gpus;
+	bool built;
+	const struct gpu_node *g = src_gns(s, &built);
 	int ndev = g ? g->ndev : 0, nisland = g ? g->nisland : 0;
 	struct cache_node *v = arena_take(hot, sizeof(*v), 64);
 	struct gpu_node *n = arena_take(hot, sizeof(*n), 8);
@@ -373,6 +396,8 @@ static struct cache_node *view_layout(struct arena *hot, struct arena *cold, con
 	n->labels = s->labels ? s->labels->labels : NULL;
 	if (ndev)
 		memcpy(dev, g->dev, (size_t)ndev * sizeof(*dev));
+	for (int i = 0; built && i < ndev; i++)
+		gpu_clear_usage(&dev[i]);
 	if (nisland)
 		memcpy(islands, g->islands, (size_t)nisland * sizeof(*islands));
 	if (own) {
@@ -418,6 +443,28 @@ static struct cache_node *view_build(struct cache *cache, const struct node_src 
 	struct cache_node *v = view_layout(&hot, &cold, s);
 	v->slab = cache->slab;
 	v->hot_size = (uint32_t)hot_size;
+	return v;
+}
+
+/*
+ * s's view, rebuilt when stale; NULL when out of memory (the stale one then
+ * stays: it may hold the node's devices).
+ */
+static struct cache_node *src_view(struct cache *c, struct node_src *s)
+{
+	if (s->view && !s->stale)
+		return s->view;
+	struct cache_node *v = view_build(c, s);
+	if (!v)
+		return NULL;
+	view_release(s->view);
+	s->view = v;
+	s->stale = false;
+	if (s->gpus) {   /* the view holds its devices now */
+		s->gpus->info = NULL;   /* the block's, not the node's */
+		gpu_node_free(s->gpus);
+		s->gpus = NULL;
+	}
 	return v;
 }
 
@@ -513,7 +560,7 @@ void snapshot_find_all(const struct snapshot *s, const char *const *names, int n
 
 static bool src_visible(const struct node_src *s)
 {
-	return s->labels || s->gpus;
+	return s->labels || s->info;
 }
 
 /* Builds a snapshot of every visible node, with a new index; NULL when out of memory. */
@@ -542,7 +589,7 @@ static struct snapshot *snapshot_build(struct cache *c)
 		struct node_src *src = val;
 		if (!src_visible(src))
 			continue;
-		if (!src->view && !(src->view = view_build(c, src)))
+		if (!src_view(c, src))
 			goto fail;
 		struct snapshot_chunk **k = &s->chunks[s->n / SNAPSHOT_CHUNK];
 		if (!*k) {
@@ -588,7 +635,7 @@ static struct snapshot *snapshot_patch(struct cache *c)
 		return NULL;
 	for (size_t k = 0; k < c->ndirty; k++) {
 		struct node_src *src = c->dirty[k];
-		if (src_visible(src) != src->in_snap || (src->in_snap && !src->view && !(src->view = view_build(c, src))))
+		if (src_visible(src) != src->in_snap || (src->in_snap && !src_view(c, src)))
 			return NULL;
 	}
 	size_t nk = chunks_for(old->n);
@@ -668,14 +715,20 @@ struct cache *cache_new(void)
 	return c;
 }
 
-/* Replaces s->gpus (NULL: removes it); its info moves to a block of its own. -1: out of memory (s unchanged). */
+/*
+ * Sets the node's GpuNodeStatus (NULL: removes it): n's info moves to a
+ * block of its own, and n waits in s->gpus for the next build. -1: out of
+ * memory (s unchanged).
+ */
 static int src_set_gpus(struct node_src *s, struct gpu_node *n)
 {
 	struct info_block *b = NULL;
 	if (n) {
 		size_t uuids = 0;
-		for (int i = 0; i < n->ndev; i++)
+		for (int i = 0; i < n->ndev; i++) {
+			gpu_clear_usage(&n->dev[i]);   /* the allocations give it */
 			uuids += strlen(n->info[i].uuid) + 1;
+		}
 		b = malloc(sizeof(*b) + (size_t)n->ndev * sizeof(b->info[0]) + uuids);
 		if (!b)
 			return -1;
@@ -778,8 +831,11 @@ static struct node_src *src_get(struct cache *c, const char *name, bool create)
 
 static void src_touch(struct cache *c, struct node_src *s)
 {
-	view_release(s->view);
-	s->view = NULL;
+	s->stale = true;
+	if (!s->info) {   /* no devices to keep: the view can go now */
+		view_release(s->view);
+		s->view = NULL;
+	}
 	c->changed = true;
 	if (s->dirty || c->reshaped)
 		return;
@@ -800,7 +856,7 @@ static void src_touch(struct cache *c, struct node_src *s)
 /* Forgets a node that has neither objects nor allocations any more. */
 static void src_maybe_drop(struct cache *c, struct node_src *s)
 {
-	if (s->labels || s->gpus || s->nallocs)
+	if (s->labels || s->info || s->nallocs)
 		return;
 	/* The dirty list may hold it: the next publish rebuilds without reading the list. */
 	if (s->dirty || s->in_snap)
@@ -1103,16 +1159,19 @@ const struct gpu_node *cache_peek(struct cache *c, const char *name)
 	struct node_src *s = strmap_get(&c->srcs, name);
 	if (!s || !src_visible(s))
 		return NULL;
-	if (!s->view && !(s->view = view_build(c, s)))
-		return NULL;
-	return s->view->node;
+	struct cache_node *v = src_view(c, s);
+	return v ? v->node : NULL;
 }
 
 struct gpu_node *cache_clone_devices(struct cache *c, const char *name)
 {
 	cache_lock(c);
 	struct node_src *s = strmap_get(&c->srcs, name);
-	struct gpu_node *n = s && s->gpus ? gpu_node_clone(s->gpus) : NULL;
+	bool built = false;
+	const struct gpu_node *g = s ? src_gns(s, &built) : NULL;
+	struct gpu_node *n = g ? gpu_node_clone(g) : NULL;
+	for (int i = 0; n && built && i < n->ndev; i++)
+		gpu_clear_usage(&n->dev[i]);
 	for (int i = 0; n && s->labels && i < s->labels->n; i++) {
 		if (gpu_node_set_label(n, s->labels->labels[i].key, s->labels->labels[i].value)) {
 			gpu_node_free(n);
@@ -1142,7 +1201,7 @@ static bool sweep_src(struct cache *c, struct node_src *s, enum cache_kind k)
 	if (k == CACHE_NODES && s->labels) {
 		block_release(s->labels);
 		s->labels = NULL;
-	} else if (k == CACHE_GPUS && s->gpus) {
+	} else if (k == CACHE_GPUS && s->info) {
 		src_set_gpus(s, NULL);
 	} else if (k == CACHE_ALLOCS && s->nallocs) {
 		src_clear(c, s);

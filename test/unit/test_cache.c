@@ -312,6 +312,102 @@ static void test_uuids_kept_whole(void **state)
 	gpu_node_free(copy);
 }
 
+/* Device 0's usage and device 1's holders in n1's view, as published. */
+static void expect_usage(struct cache *c, uint32_t used_mib, int exclusive)
+{
+	struct snapshot *s = cache_acquire(c);
+	const struct cache_node *n = snapshot_find(s, "n1");
+	assert_non_null(n);
+	assert_int_equal(n->node->dev[0].used_mib, used_mib);
+	assert_int_equal(n->node->dev[0].shared, used_mib ? 1 : 0);
+	assert_int_equal(n->node->dev[1].exclusive, exclusive);
+	assert_true(n->node->dev[2].external);
+	assert_true(!n->node->dev[3].used_mib && !n->node->dev[3].exclusive);
+	assert_int_equal(n->node->nisland, 1);
+	assert_string_equal(n->node->islands[0].name, "nvlink-0");
+	assert_int_equal(n->node->cpu_cap, 64000);
+	snapshot_release(s);
+}
+
+/*
+ * The writer side keeps no copy of a node's devices once a view holds
+ * them: each rebuild starts from the current view with its usage left out.
+ * Usage must come out exact however often a node is rebuilt, what the
+ * GpuNodeStatus says of itself (external, islands, host) must stay, and a
+ * copy of the devices carries no usage.
+ */
+static void test_devices_kept_in_the_view(void **state)
+{
+	(void)state;
+	struct gpu_node *g = devices("n1", 4);
+	tu_island(g, "nvlink-0", 900, 0, 3);
+	g->cpu_cap = 64000;
+	g->dev[2].external = true;
+	g->dev[3].used_mib = 77;   /* usage in a GpuNodeStatus is left out: allocations give it */
+	g->dev[3].exclusive = 2;
+	struct cache *c = cache_new();
+	cache_lock(c);
+	cache_set_gpus(c, "n1", g);
+	cache_unlock(c);
+	expect_usage(c, 0, 0);
+	struct alloc shared = make_alloc("pod-s", 0), whole = make_alloc("pod-w", 1);
+	shared.mode = CLAIM_SHARED;
+	shared.mem_mib = 1000;
+	shared.core = 100;
+	/* Rebuilds on rebuilds: with both, with one, with none, and a bind in flight. */
+	for (int round = 0; round < 20; round++) {
+		struct alloc both[2] = { shared, whole };
+		cache_lock(c);
+		cache_set_allocs(c, "n1", both, round % 3 == 2 ? 0 : 2 - round % 3);
+		cache_unlock(c);
+		expect_usage(c, round % 3 == 2 ? 0 : 1000, round % 3 == 0);
+		struct alloc flight = make_alloc("pod-f", 1);
+		cache_lock(c);
+		cache_assume(c, "n1", &flight);
+		cache_unlock(c);
+		expect_usage(c, round % 3 == 2 ? 0 : 1000, round % 3 == 0 ? 2 : 1);
+		cache_lock(c);
+		cache_forget(c, "pod-f", "n1");
+		cache_unlock(c);
+	}
+	struct gpu_node *copy = cache_clone_devices(c, "n1");
+	assert_non_null(copy);
+	for (int i = 0; i < 4; i++)
+		assert_true(!copy->dev[i].used_mib && !copy->dev[i].shared && !copy->dev[i].exclusive);
+	assert_true(copy->dev[2].external);
+	assert_int_equal(copy->nisland, 1);
+	gpu_node_free(copy);
+	/* A new GpuNodeStatus and new allocations in one turn: the view has both. */
+	cache_lock(c);
+	cache_set_gpus(c, "n1", devices("n1", 2));
+	cache_set_allocs(c, "n1", &whole, 1);
+	cache_unlock(c);
+	struct snapshot *s = cache_acquire(c);
+	const struct cache_node *n = snapshot_find(s, "n1");
+	assert_int_equal(n->node->ndev, 2);
+	assert_int_equal(n->node->dev[1].exclusive, 1);
+	assert_int_equal(n->node->nisland, 0);
+	snapshot_release(s);
+	/* Without a GpuNodeStatus the node goes (its allocations stay); with one again it is back. */
+	cache_lock(c);
+	cache_set_gpus(c, "n1", NULL);
+	cache_unlock(c);
+	s = cache_acquire(c);
+	assert_null(snapshot_find(s, "n1"));
+	snapshot_release(s);
+	assert_null(cache_clone_devices(c, "n1"));
+	cache_lock(c);
+	cache_set_gpus(c, "n1", devices("n1", 3));
+	cache_unlock(c);
+	s = cache_acquire(c);
+	n = snapshot_find(s, "n1");
+	assert_int_equal(n->node->ndev, 3);
+	assert_int_equal(n->node->dev[1].exclusive, 1);
+	assert_int_equal(n->node->dev[2].used_mib, 0);
+	snapshot_release(s);
+	cache_free(c);
+}
+
 static void test_allocations(void **state)
 {
 	(void)state;
@@ -771,6 +867,7 @@ int main(void)
 		cmocka_unit_test(test_labels_merge_with_devices),
 		cmocka_unit_test(test_uuids_kept_whole),
 		cmocka_unit_test(test_labels_shared_and_kept),
+		cmocka_unit_test(test_devices_kept_in_the_view),
 		cmocka_unit_test(test_allocations),
 		cmocka_unit_test(test_assumed_allocations),
 		cmocka_unit_test(test_pod_in_two_ledgers),
