@@ -1,13 +1,12 @@
 /*
  * strmap: string -> pointer hash map (open addressing, linear probing).
- * Keys are copied, unless the map borrows them (strmap_init_borrowed);
- * values are the caller's. Not thread-safe: the owner serialises access
- * (see each user's locking comment).
+ * Keys are copied; values are the caller's (records that hold their own
+ * key: keyset.h). Not thread-safe: the owner serialises access (see each
+ * user's locking comment).
  */
 #ifndef GPU_STRMAP_H
 #define GPU_STRMAP_H
 
-#include <stdbool.h>
 #include <stddef.h>
 
 struct strmap_slot {
@@ -21,17 +20,10 @@ struct strmap {
 	size_t cap;       /* power of two, or 0 */
 	size_t len;
 	size_t used;      /* live + deleted slots */
-	bool borrowed;    /* keys are the caller's (strmap_init_borrowed) */
 };
 
 void strmap_init(struct strmap *m);
-/*
- * A map whose keys live in their values (a pod's uid in its record): the
- * map neither copies nor frees them, and a put over a key keeps the new
- * key's pointer. Saves a copy of each key where there are many.
- */
-void strmap_init_borrowed(struct strmap *m);
-/* Frees the keys (unless borrowed) and the table, not the values. */
+/* Frees the keys and the table, not the values. */
 void strmap_release(struct strmap *m);
 void *strmap_get(const struct strmap *m, const char *key);
 /* Inserts or replaces; returns 0 or -1 (no memory). *old gets the replaced value or NULL. */

@@ -1,4 +1,5 @@
 #include "cache.h"
+#include "keyset.h"
 #include "slab.h"
 #include "strmap.h"
 
@@ -86,7 +87,7 @@ _Static_assert(offsetof(struct info_block, refs) == 0 && offsetof(struct label_b
 
 /* Writer-side state of one node: the inputs its view is built from. */
 struct node_src {
-	char *name;                /* also the key of cache.srcs */
+	char *name;                /* its key in cache.srcs */
 	struct label_block *labels;   /* from the Node object; NULL while none was seen */
 	/*
 	 * The GpuNodeStatus: its devices' strings (info, NULL while none was
@@ -163,7 +164,7 @@ struct cache {
 	size_t ndirty, dirty_cap;
 	bool reshaped;
 	uint64_t version;
-	struct strmap srcs;           /* name -> node_src; writer lock */
+	struct keyset srcs;           /* struct node_src *, by name; writer lock */
 	struct owners owners;         /* pod uid -> node_src; writer lock */
 	struct slab *slab;            /* the views' hot blocks */
 	pthread_rwlock_t claims_lock;
@@ -574,10 +575,9 @@ static struct snapshot *snapshot_build(struct cache *c)
 	size_t cap = 16, names = 1;
 	while (cap < c->srcs.len * 2)
 		cap *= 2;
-	const char *key;
-	void *val;
-	for (size_t pos = 0; strmap_next(&c->srcs, &pos, &key, &val);)
-		names += strlen(key) + 1;
+	struct node_src *src;
+	for (size_t pos = 0; (src = keyset_next(&c->srcs, &pos));)
+		names += strlen(src->name) + 1;
 	s->chunks = calloc(chunks_for(c->srcs.len) + 1, sizeof(*s->chunks));
 	s->index = calloc(1, sizeof(*s->index) + cap * sizeof(s->index->slot[0]));
 	if (!s->chunks || !s->index || !(s->index->names = malloc(names)))
@@ -585,8 +585,7 @@ static struct snapshot *snapshot_build(struct cache *c)
 	atomic_init(&s->index->refs, 1);
 	s->index->cap = cap;
 	char *name = s->index->names;
-	for (size_t pos = 0; strmap_next(&c->srcs, &pos, &key, &val);) {
-		struct node_src *src = val;
+	for (size_t pos = 0; (src = keyset_next(&c->srcs, &pos));) {
 		if (!src_visible(src))
 			continue;
 		if (!src_view(c, src))
@@ -599,16 +598,15 @@ static struct snapshot *snapshot_build(struct cache *c)
 		}
 		atomic_fetch_add(&src->view->refs, 1);
 		(*k)->node[s->n % SNAPSHOT_CHUNK] = src->view;
-		size_t len = strlen(key) + 1, h = strmap_hash(key), i = h & (cap - 1);
-		memcpy(name, key, len);
+		size_t len = strlen(src->name) + 1, h = strmap_hash(src->name), i = h & (cap - 1);
+		memcpy(name, src->name, len);
 		while (s->index->slot[i].name)
 			i = (i + 1) & (cap - 1);
 		s->index->slot[i] = (struct snapshot_slot){ h, name, s->n };
 		name += len;
 		src->snap_pos = s->n++;
 	}
-	for (size_t pos = 0; strmap_next(&c->srcs, &pos, &key, &val);) {
-		struct node_src *src = val;
+	for (size_t pos = 0; (src = keyset_next(&c->srcs, &pos));) {
 		src->in_snap = src_visible(src);
 		src->dirty = false;
 	}
@@ -694,6 +692,11 @@ struct snapshot *cache_acquire(struct cache *c)
 
 /* ---- lifecycle ----------------------------------------------------------- */
 
+static const char *src_name_of(const void *rec)
+{
+	return ((const struct node_src *)rec)->name;
+}
+
 struct cache *cache_new(void)
 {
 	struct cache *c = calloc(1, sizeof(*c));
@@ -702,7 +705,7 @@ struct cache *cache_new(void)
 	pthread_mutex_init(&c->write_lock, NULL);
 	pthread_mutex_init(&c->snap_lock, NULL);
 	pthread_rwlock_init(&c->claims_lock, NULL);
-	strmap_init_borrowed(&c->srcs);
+	keyset_init(&c->srcs, src_name_of);
 	memset(&c->owners, 0, sizeof(c->owners));
 	strmap_init(&c->claims);
 	c->slab = slab_new();
@@ -770,13 +773,13 @@ void cache_free(struct cache *c)
 		return;
 	const char *key;
 	void *val;
-	for (size_t pos = 0; strmap_next(&c->srcs, &pos, &key, &val);)
+	for (size_t pos = 0; (val = keyset_next(&c->srcs, &pos));)
 		src_free(val);
 	for (size_t pos = 0; strmap_next(&c->claims, &pos, &key, &val);) {
 		cJSON_Delete(((struct claim_entry *)val)->obj);
 		free(val);
 	}
-	strmap_release(&c->srcs);
+	keyset_release(&c->srcs);
 	free(c->dirty);
 	free(c->owners.slot);
 	strmap_release(&c->claims);
@@ -816,11 +819,11 @@ void cache_unlock(struct cache *c)
 
 static struct node_src *src_get(struct cache *c, const char *name, bool create)
 {
-	struct node_src *s = strmap_get(&c->srcs, name);
+	struct node_src *s = keyset_get(&c->srcs, name);
 	if (s || !create)
 		return s;
 	s = calloc(1, sizeof(*s));
-	if (!s || !(s->name = strdup(name)) || strmap_put(&c->srcs, s->name, s, NULL)) {
+	if (!s || !(s->name = strdup(name)) || keyset_put(&c->srcs, s, NULL)) {
 		if (s)
 			free(s->name);
 		free(s);
@@ -862,7 +865,7 @@ static void src_maybe_drop(struct cache *c, struct node_src *s)
 	if (s->dirty || s->in_snap)
 		c->reshaped = true;
 	c->changed = c->changed || s->in_snap;
-	strmap_del(&c->srcs, s->name);
+	keyset_del(&c->srcs, s->name);
 	src_free(s);
 }
 
@@ -1070,7 +1073,7 @@ bool cache_remove_alloc(struct cache *c, const char *uid, const char *node)
 	const struct alloc_rec *r = NULL;
 	struct node_src *s;
 	if (node) {
-		s = strmap_get(&c->srcs, node);
+		s = keyset_get(&c->srcs, node);
 		r = s ? src_find(s, uid) : NULL;
 	} else {
 		struct owner_slot *sl = owners_find(&c->owners, uid, &r);
@@ -1123,7 +1126,7 @@ int cache_set_allocs(struct cache *c, const char *name, const struct alloc *a, i
 
 int cache_assume(struct cache *c, const char *node, const struct alloc *a)
 {
-	struct node_src *s = strmap_get(&c->srcs, node);
+	struct node_src *s = keyset_get(&c->srcs, node);
 	if (!s || allocs_reserve(&s->assumed, &s->assumed_cap, s->nassumed + 1))
 		return -1;
 	s->assumed[s->nassumed++] = *a;
@@ -1133,7 +1136,7 @@ int cache_assume(struct cache *c, const char *node, const struct alloc *a)
 
 void cache_forget(struct cache *c, const char *uid, const char *node)
 {
-	struct node_src *s = strmap_get(&c->srcs, node);
+	struct node_src *s = keyset_get(&c->srcs, node);
 	for (int i = 0; s && i < s->nassumed; i++) {
 		if (!strcmp(s->assumed[i].uid, uid)) {
 			s->assumed[i] = s->assumed[--s->nassumed];
@@ -1156,7 +1159,7 @@ bool cache_find_alloc(struct cache *c, const char *uid, struct alloc *out, char 
 
 const struct gpu_node *cache_peek(struct cache *c, const char *name)
 {
-	struct node_src *s = strmap_get(&c->srcs, name);
+	struct node_src *s = keyset_get(&c->srcs, name);
 	if (!s || !src_visible(s))
 		return NULL;
 	struct cache_node *v = src_view(c, s);
@@ -1166,7 +1169,7 @@ const struct gpu_node *cache_peek(struct cache *c, const char *name)
 struct gpu_node *cache_clone_devices(struct cache *c, const char *name)
 {
 	cache_lock(c);
-	struct node_src *s = strmap_get(&c->srcs, name);
+	struct node_src *s = keyset_get(&c->srcs, name);
 	bool built = false;
 	const struct gpu_node *g = s ? src_gns(s, &built) : NULL;
 	struct gpu_node *n = g ? gpu_node_clone(g) : NULL;
@@ -1234,11 +1237,10 @@ void cache_relist_sweep(struct cache *c, enum cache_kind k)
 		sweep_claims(c);
 		return;
 	}
-	const char *key;
-	void *val;
-	for (size_t pos = 0; strmap_next(&c->srcs, &pos, &key, &val);)
-		if (sweep_src(c, val, k))
-			src_maybe_drop(c, val);
+	struct node_src *s;
+	for (size_t pos = 0; (s = keyset_next(&c->srcs, &pos));)
+		if (sweep_src(c, s, k))
+			src_maybe_drop(c, s);
 }
 
 /* ---- GpuClaims ----------------------------------------------------------- */

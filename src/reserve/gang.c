@@ -78,15 +78,13 @@ static int members_watched(struct reserve *r, const struct api_pod_ref *pod, con
 {
 	int n = 0;
 	bool self = false;
-	const char *uid;
-	void *val;
+	const struct pod_state *p;
 	pthread_mutex_lock(&r->lock);
-	for (size_t pos = 0; strmap_next(&r->pods, &pos, &uid, &val);) {
-		const struct pod_state *p = val;
+	for (size_t pos = 0; (p = keyset_next(&r->pods, &pos));) {
 		if (p->finished || strcmp(pod_str(p, POD_NS), pod->ns) || strcmp(pod_str(p, POD_GANG), gang))
 			continue;
 		n++;
-		self = self || !strcmp(uid, pod->uid);
+		self = self || !strcmp(pod_str(p, POD_UID), pod->uid);
 	}
 	pthread_mutex_unlock(&r->lock);
 	return n + !self;

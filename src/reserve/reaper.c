@@ -81,7 +81,7 @@ static int classify(struct reserve *r, const char *node, const struct ledger_ent
 												     : -1;
 	if (strmap_get(&r->gone, e->a.uid))
 		return REL_POD_GONE;
-	const struct pod_state *p = strmap_get(&r->pods, e->a.uid);
+	const struct pod_state *p = keyset_get(&r->pods, e->a.uid);
 	bool late = now - e->a.since > r->o.bind_timeout_s;
 	/* A reservation Lease that went is a hint, not proof: the garbage collector
 	 * deletes it with the pod, but so does a replica whose bind of the pod lost. */
@@ -194,6 +194,11 @@ static void repair(struct reserve *r, const struct repair *p)
 
 /* ---- one pass ---- */
 
+static const char *uid_in_place(const void *rec)
+{
+	return rec;
+}
+
 void reserve_reap(struct reserve *r)
 {
 	time_t now = time(NULL);
@@ -202,8 +207,13 @@ void reserve_reap(struct reserve *r)
 	struct repair *rep = NULL;
 	struct stale_lease *stale = NULL;
 	size_t nrel = 0, crel = 0, nlook = 0, clook = 0, nrep = 0, crep = 0, nstale = 0, cstale = 0;
-	struct strmap reserved;
-	strmap_init(&reserved);
+	/*
+	 * The pods some ledger holds, by their uids where the kept ledgers have
+	 * them (valid while r->lock is held): a pass at 520,000 pods would
+	 * otherwise copy every uid.
+	 */
+	struct keyset reserved;
+	keyset_init(&reserved, uid_in_place);
 
 	pthread_mutex_lock(&r->lock);
 	const char *key;
@@ -211,8 +221,10 @@ void reserve_reap(struct reserve *r)
 	struct ledger_entry entry, *e = &entry;   /* one at a time, as the packed ledgers give them */
 	for (size_t pos = 0; strmap_next(&r->ledgers, &pos, &key, &val);) {
 		const struct ledger_packed *p = &((struct ledger_box *)val)->p;
-		for (size_t at = 0; ledger_packed_next(p, &at, e);) {
-			strmap_put(&reserved, e->a.uid, (void *)1, NULL);
+		for (size_t at = 0, here = 0; ledger_packed_next(p, &at, e); here = at) {
+			struct ledger_packed_strs in_place;
+			ledger_packed_next_strs(p, &here, &in_place);
+			keyset_put(&reserved, (void *)in_place.uid, NULL);
 			int why = classify(r, key, e, now);
 			struct lookup *x = NULL;
 			if (why >= 0) {
@@ -234,18 +246,18 @@ void reserve_reap(struct reserve *r)
 		}
 	}
 	/* Bound pods whose annotation says they hold GPUs that no ledger records. */
-	for (size_t pos = 0; strmap_next(&r->pods, &pos, &key, &val);) {
-		const struct pod_state *p = val;
-		const char *node = pod_str(p, POD_NODE), *allocated = pod_str(p, POD_ALLOCATED);
+	const struct pod_state *p;
+	for (size_t pos = 0; (p = keyset_next(&r->pods, &pos));) {
+		const char *uid = pod_str(p, POD_UID), *node = pod_str(p, POD_NODE), *allocated = pod_str(p, POD_ALLOCATED);
 		size_t nl = strlen(node);
 		if (p->finished || !p->wants_gpu || !nl || strncmp(allocated, node, nl) || allocated[nl] != ':' ||
-		    strmap_get(&reserved, key))
+		    keyset_get(&reserved, uid))
 			continue;
 		struct repair *x = push(&rep, &nrep, &crep, sizeof(*rep));
 		if (!x)
 			break;
 		snprintf(x->node, sizeof(x->node), "%s", node);
-		snprintf(x->uid, sizeof(x->uid), "%s", key);
+		snprintf(x->uid, sizeof(x->uid), "%s", uid);
 		snprintf(x->ns, sizeof(x->ns), "%s", pod_str(p, POD_NS));
 		snprintf(x->pod, sizeof(x->pod), "%s", pod_str(p, POD_NAME));
 		snprintf(x->allocated, sizeof(x->allocated), "%s", allocated);
@@ -274,7 +286,7 @@ void reserve_reap(struct reserve *r)
 	}
 	/* Lease deletions of pods that hold nothing any more, or are watched: nothing to look up. */
 	for (size_t pos = 0; strmap_next(&r->check, &pos, &key, &val);)
-		if (!strmap_get(&reserved, key) || strmap_get(&r->pods, key))
+		if (!keyset_get(&reserved, key) || keyset_get(&r->pods, key))
 			strmap_del(&r->check, key);
 	/*
 	 * Forget a deleted pod once no ledger holds it and a bind of it in
@@ -285,11 +297,11 @@ void reserve_reap(struct reserve *r)
 	 */
 	for (size_t pos = 0; strmap_next(&r->gone, &pos, &key, &val);) {
 		time_t age = now - (time_t)(intptr_t)val;
-		if (age > GONE_MEMORY_S || (age > r->o.bind_timeout_s && !strmap_get(&reserved, key)))
+		if (age > GONE_MEMORY_S || (age > r->o.bind_timeout_s && !keyset_get(&reserved, key)))
 			strmap_del(&r->gone, key);
 	}
 	pthread_mutex_unlock(&r->lock);
-	strmap_release(&reserved);
+	keyset_release(&reserved);
 
 	for (size_t i = 0; i < nlook; i++) {
 		int why = classify_by_get(r, &look[i], now);
@@ -405,6 +417,11 @@ static void *reaper_main(void *arg)
 	return NULL;
 }
 
+static const char *pod_uid_of(const void *rec)
+{
+	return pod_str(rec, POD_UID);
+}
+
 struct reserve *reserve_new(const struct reserve_opts *o)
 {
 	struct reserve *r = calloc(1, sizeof(*r));
@@ -431,7 +448,7 @@ struct reserve *reserve_new(const struct reserve_opts *o)
 	}
 	pthread_cond_init(&r->wake, NULL);
 	strmap_init(&r->ledgers);
-	strmap_init_borrowed(&r->pods);
+	keyset_init(&r->pods, pod_uid_of);
 	strmap_init(&r->gone);
 	strmap_init(&r->check);
 	strmap_init(&r->resv);
@@ -493,10 +510,10 @@ void reserve_free(struct reserve *r)
 		ledger_packed_release(&((struct ledger_box *)val)->p);
 		free(val);
 	}
-	for (size_t pos = 0; strmap_next(&r->pods, &pos, &key, &val);)
+	for (size_t pos = 0; (val = keyset_next(&r->pods, &pos));)
 		free(val);
 	strmap_release(&r->ledgers);
-	strmap_release(&r->pods);
+	keyset_release(&r->pods);
 	strmap_release(&r->gone);
 	for (size_t pos = 0; strmap_next(&r->gang_status, &pos, &key, &val);)
 		free(val);

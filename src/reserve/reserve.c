@@ -375,7 +375,7 @@ done:
 static bool pod_watched(struct reserve *r, const char *uid)
 {
 	pthread_mutex_lock(&r->lock);
-	bool watched = strmap_get(&r->pods, uid) != NULL;
+	bool watched = keyset_get(&r->pods, uid) != NULL;
 	pthread_mutex_unlock(&r->lock);
 	return watched;
 }

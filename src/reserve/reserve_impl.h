@@ -4,6 +4,7 @@
 
 #include "ledger.h"
 #include "reflector.h"
+#include "keyset.h"
 #include "reserve.h"
 #include "strmap.h"
 
@@ -14,7 +15,7 @@
 /*
  * What the pod watch tells about one pod that holds (or asks for) GPUs: only
  * what the reaper and the gang planner read. One allocation a pod, its
- * strings after it, and its uid the key r->pods borrows: the largest
+ * strings after it, and its uid the key r->pods finds it by: the largest
  * clusters hold 520,000 of these, and offsets instead of six pointers and
  * no second copy of the uid save some 40 bytes each.
  */
@@ -71,7 +72,7 @@ struct reserve {
 	pthread_mutex_t gang_lock;      /* one gang reservation at a time in this replica (gang.c) */
 	pthread_mutex_t lock;           /* guards everything below */
 	struct strmap ledgers;          /* node -> struct ledger_box * */
-	struct strmap pods;             /* uid -> struct pod_state * */
+	struct keyset pods;             /* struct pod_state *, by uid */
 	struct strmap gone;             /* uid -> (void *)time: pod deleted (pod watch) */
 	struct strmap check;            /* uid -> (void *)time: its reservation Lease went; look the pod up */
 	struct strmap resv;             /* "ns/name" -> struct resv_lease *: the reservation Leases watched */

@@ -318,7 +318,7 @@ static void pod_apply(void *ctx, bool deleted, const cJSON *obj)
 	if (!ref.uid[0])
 		return;
 	if (deleted) {
-		free(strmap_del(&r->pods, ref.uid));
+		free(keyset_del(&r->pods, ref.uid));
 		mark_gone(r, ref.uid);
 		return;
 	}
@@ -341,7 +341,7 @@ static void pod_apply(void *ctx, bool deleted, const cJSON *obj)
 		p->gen = r->pods_gen;
 	}
 	claim_release(&c);
-	if (!p || strmap_put(&r->pods, pod_str(p, POD_UID), p, (void **)&old)) {
+	if (!p || keyset_put(&r->pods, p, (void **)&old)) {
 		free(p);
 		return;
 	}
@@ -354,14 +354,12 @@ static void pods_end(void *ctx)
 {
 	struct reserve *r = ctx;
 	/* Pods that vanished while we were not watching: gone. */
-	const char *key;
-	void *val;
-	for (size_t pos = 0; strmap_next(&r->pods, &pos, &key, &val);) {
-		struct pod_state *p = val;
+	struct pod_state *p;
+	for (size_t pos = 0; (p = keyset_next(&r->pods, &pos));) {
 		if (p->gen == r->pods_gen)
 			continue;
-		mark_gone(r, key);
-		strmap_del(&r->pods, key);
+		mark_gone(r, pod_str(p, POD_UID));
+		keyset_del(&r->pods, pod_str(p, POD_UID));
 		free(p);
 	}
 }

@@ -51,21 +51,13 @@ void strmap_init(struct strmap *m)
 	memset(m, 0, sizeof(*m));
 }
 
-void strmap_init_borrowed(struct strmap *m)
-{
-	strmap_init(m);
-	m->borrowed = true;
-}
-
 void strmap_release(struct strmap *m)
 {
-	for (size_t i = 0; !m->borrowed && i < m->cap; i++)
+	for (size_t i = 0; i < m->cap; i++)
 		if (m->slots[i].key && m->slots[i].key != STRMAP_TOMB)
 			free(m->slots[i].key);
 	free(m->slots);
-	bool borrowed = m->borrowed;
 	strmap_init(m);
-	m->borrowed = borrowed;
 }
 
 static struct strmap_slot *find(const struct strmap *m, const char *key, size_t h)
@@ -121,13 +113,11 @@ int strmap_put(struct strmap *m, const char *key, void *value, void **old)
 		if (old)
 			*old = s->value;
 		s->value = value;
-		if (m->borrowed)
-			s->key = (char *)key;   /* the old key may go with the old value */
 		return 0;
 	}
 	if ((m->used + 1) * 4 > m->cap * 3 && grow(m))
 		return -1;
-	char *k = m->borrowed ? (char *)key : strdup(key);
+	char *k = strdup(key);
 	if (!k)
 		return -1;
 	size_t i = h & (m->cap - 1);
@@ -148,8 +138,7 @@ void *strmap_del(struct strmap *m, const char *key)
 	if (!s)
 		return NULL;
 	void *v = s->value;
-	if (!m->borrowed)
-		free(s->key);
+	free(s->key);
 	s->key = STRMAP_TOMB;
 	s->value = NULL;
 	m->len--;

@@ -3,6 +3,7 @@
 
 #include "buf.h"
 #include "jsonscan.h"
+#include "keyset.h"
 #include "log.h"
 #include "slab.h"
 #include "strmap.h"
@@ -128,9 +129,10 @@ static void test_strmap(void **state)
 }
 
 /*
- * A map that borrows its keys from its values: a value replaced under the
- * same key, then freed, leaves the new value's key in the slot; nothing of
- * the map frees a key (AddressSanitizer reports either mistake).
+ * Records found by the key they hold: one replaced under its key and then
+ * freed, deleted, looked up across growths and a rehash of mostly deleted
+ * slots, and deleted while iterating; nothing of the set reads a freed
+ * record (AddressSanitizer would report it).
  */
 struct keyed {
 	long n;
@@ -146,33 +148,42 @@ static struct keyed *keyed_new(const char *key, long n)
 	return v;
 }
 
-static void test_strmap_borrowed_keys(void **state)
+static const char *keyed_key(const void *rec)
+{
+	return ((const struct keyed *)rec)->key;
+}
+
+static void test_keyset(void **state)
 {
 	(void)state;
-	struct strmap m;
-	strmap_init_borrowed(&m);
+	struct keyset s;
+	keyset_init(&s, keyed_key);
+	assert_null(keyset_get(&s, "uid-0"));
+	assert_null(keyset_del(&s, "uid-0"));
 	char key[24];
 	for (long i = 0; i < 3000; i++) {
 		snprintf(key, sizeof(key), "uid-%ld", i);
-		struct keyed *v = keyed_new(key, i);
-		assert_int_equal(strmap_put(&m, v->key, v, NULL), 0);
+		assert_int_equal(keyset_put(&s, keyed_new(key, i), NULL), 0);
 	}
-	for (long i = 0; i < 3000; i += 3) {   /* replaced: the old value and its key go */
+	for (long i = 0; i < 3000; i += 3) {   /* replaced: the old record comes back */
 		snprintf(key, sizeof(key), "uid-%ld", i);
-		struct keyed *v = keyed_new(key, -i), *old = NULL;
-		assert_int_equal(strmap_put(&m, v->key, v, (void **)&old), 0);
+		struct keyed *old = NULL;
+		assert_int_equal(keyset_put(&s, keyed_new(key, -i), (void **)&old), 0);
 		assert_non_null(old);
 		assert_int_equal(old->n, i);
 		free(old);
 	}
 	for (long i = 1; i < 3000; i += 3) {   /* deleted */
 		snprintf(key, sizeof(key), "uid-%ld", i);
-		free(strmap_del(&m, key));
+		struct keyed *v = keyset_del(&s, key);
+		assert_non_null(v);
+		assert_int_equal(v->n, i);
+		free(v);
 	}
-	assert_int_equal(m.len, 2000);
-	for (long i = 0; i < 3000; i++) {   /* past a rehash too: the slots hold the live values' keys */
+	assert_int_equal(s.len, 2000);
+	for (long i = 0; i < 3000; i++) {
 		snprintf(key, sizeof(key), "uid-%ld", i);
-		struct keyed *v = strmap_get(&m, key);
+		struct keyed *v = keyset_get(&s, key);
 		if (i % 3 == 1) {
 			assert_null(v);
 			continue;
@@ -180,14 +191,28 @@ static void test_strmap_borrowed_keys(void **state)
 		assert_non_null(v);
 		assert_int_equal(v->n, i % 3 ? i : -i);
 	}
-	const char *k;
-	void *v;
-	for (size_t pos = 0; strmap_next(&m, &pos, &k, &v);) {
-		assert_ptr_equal(k, ((struct keyed *)v)->key);
+	/* Churn: records come and go; deleted slots are reused or rehashed away, the table stays its size. */
+	size_t cap = s.cap;
+	for (long i = 0; i < 50000; i++) {
+		snprintf(key, sizeof(key), "churn-%ld", i);
+		assert_int_equal(keyset_put(&s, keyed_new(key, i), NULL), 0);
+		free(keyset_del(&s, key));
+	}
+	assert_int_equal(s.len, 2000);
+	assert_int_equal(s.cap, cap);
+	/* Deleting while iterating: every record seen once. */
+	size_t seen = 0;
+	struct keyed *v;
+	for (size_t pos = 0; (v = keyset_next(&s, &pos));) {
+		seen++;
+		assert_ptr_equal(keyset_del(&s, v->key), v);
 		free(v);
 	}
-	strmap_release(&m);
-	assert_true(m.borrowed);
+	assert_int_equal(seen, 2000);
+	assert_int_equal(s.len, 0);
+	keyset_release(&s);
+	assert_int_equal(s.cap, 0);
+	assert_ptr_equal(s.key_of, keyed_key);
 }
 
 /* Deleting while iterating (the relist sweeps do): every entry seen once. */
@@ -405,7 +430,7 @@ int main(void)
 		cmocka_unit_test(test_buf_json_escape),
 		cmocka_unit_test(test_strnum),
 		cmocka_unit_test(test_strmap),
-		cmocka_unit_test(test_strmap_borrowed_keys),
+		cmocka_unit_test(test_keyset),
 		cmocka_unit_test(test_strmap_hash_every_byte),
 		cmocka_unit_test(test_strmap_del_while_iterating),
 		cmocka_unit_test(test_yamljson),
