@@ -52,7 +52,7 @@ static inline int alloc_id(const struct alloc *a, int k)
 }
 /* Adds the next device; -1 (nothing added) when a has GPU_MAX_DEVICES or the ids would span more than ALLOC_ID_SPAN. */
 int alloc_add_id(struct alloc *a, int id);
-/* Sets a->pod from the pod's namespace and name. */
+/* Sets a->pod from the pod's namespace and name ("namespace/name"; the name alone when namespace is ""). */
 void alloc_set_pod(struct alloc *a, const char *ns, const char *name);
 /* "0,1" of a's ids. */
 void alloc_ids(const struct alloc *a, char *out, size_t size);
@@ -61,10 +61,13 @@ void alloc_apply(struct gpu_node *n, const struct alloc *a);
 void alloc_unapply(struct gpu_node *n, const struct alloc *a);
 
 /*
- * An allocation as the cache keeps it: packed, its ids and names only as
+ * An allocation as the cache keeps it, packed: its ids and strings only as
  * long as they are (about 90 bytes for a one-GPU pod; a struct alloc takes
- * 288, and a cluster holds hundreds of thousands). A node's records lie
- * one after another: alloc_rec_next() steps to the next.
+ * 288, and a cluster holds hundreds of thousands). Its strings: the pod's
+ * uid, namespace and name, and for a ledger's entry its GpuClaim and gang
+ * (ledger.h), so that the reservation module keeps a ledger in the very
+ * block the cache shows (cache_share_allocs). A node's records lie one
+ * after another: alloc_rec_next() steps to the next.
  */
 struct alloc_rec {
 	uint16_t size;             /* bytes to the next record: a multiple of 8 */
@@ -74,7 +77,8 @@ struct alloc_rec {
 	uint32_t core;
 	int32_t id_base;
 	int64_t since;
-	uint16_t id_off[];         /* ndev offsets; then the uid and the pod, each NUL-terminated */
+	int32_t gang_timeout_s;    /* a ledger's gang place: how long it is kept; else 0 */
+	uint16_t id_off[];         /* ndev offsets; then uid, namespace, name, claim, gang, each NUL-terminated */
 };
 
 static inline const struct alloc_rec *alloc_rec_next(const struct alloc_rec *r)
@@ -85,11 +89,40 @@ static inline const char *alloc_rec_uid(const struct alloc_rec *r)
 {
 	return (const char *)(r->id_off + r->ndev);
 }
-/* Bytes a takes packed. */
-size_t alloc_rec_size(const struct alloc *a);
-/* Packs a into out, which has alloc_rec_size(a) bytes, 8-byte aligned. */
-void alloc_rec_pack(const struct alloc *a, struct alloc_rec *out);
+/* A record's strings but the uid: those of a ledger entry; for others, claim and gang are "". */
+struct alloc_names {
+	const char *ns, *name, *claim, *gang;
+};
+/* r's strings, where they lie. */
+void alloc_rec_names(const struct alloc_rec *r, struct alloc_names *out);
+/* Bytes a takes packed, with names x (NULL: the namespace and name of a->pod, no claim or gang). */
+size_t alloc_rec_size(const struct alloc *a, const struct alloc_names *x);
+/* Packs a and x into out, which has alloc_rec_size(a, x) bytes, 8-byte aligned. */
+void alloc_rec_pack(const struct alloc *a, const struct alloc_names *x, int32_t gang_timeout_s,
+		    struct alloc_rec *out);
 void alloc_rec_unpack(const struct alloc_rec *r, struct alloc *out);
+
+/*
+ * A node's records in one block with a reference count. Immutable once
+ * shared: the cache's writer side, its views and the reservation module's
+ * kept ledger of the node may all hold it; a writer copies it before a
+ * change while another holds it.
+ */
+struct alloc_block {
+	atomic_int refs;           /* first: the cache's block_hold, block_release */
+	size_t len, cap;           /* bytes used, bytes of room */
+	uint64_t data[];           /* the records, 8-byte aligned */
+};
+/* An empty block with room for cap bytes of records; NULL when out of memory. */
+struct alloc_block *alloc_block_new(size_t cap);
+void alloc_block_release(struct alloc_block *b);
+static inline const struct alloc_rec *alloc_block_recs(const struct alloc_block *b)
+{
+	return (const struct alloc_rec *)b->data;
+}
+/* Appends a's record (see alloc_rec_pack); -1 when there is no room. */
+int alloc_block_append(struct alloc_block *b, const struct alloc *a, const struct alloc_names *x,
+		       int32_t gang_timeout_s);
 
 /*
  * A node as readers see it: devices with their usage, and who uses them.
@@ -196,7 +229,16 @@ int cache_set_gpus(struct cache *c, const char *name, struct gpu_node *devices);
  * a pod may have records on two nodes while two binds of it race.
  */
 int cache_set_allocs(struct cache *c, const char *name, const struct alloc *a, int n);
-/* Adds one allocation (replacing an earlier one of the same pod uid, wherever). */
+/*
+ * The same with the n records of block b, which the node then shares
+ * (a reference taken; b must not change after): the reservation module
+ * keeps each node's ledger in one such block, and the cache needs no copy.
+ */
+int cache_share_allocs(struct cache *c, const char *name, struct alloc_block *b, int n);
+/*
+ * Adds one allocation (replacing an earlier one of the same pod uid,
+ * wherever; nothing changes when the node has that very allocation).
+ */
 int cache_add_alloc(struct cache *c, const char *name, const struct alloc *a);
 /* Removes the pod's allocation on node (NULL: its newest one); true if there was one. */
 bool cache_remove_alloc(struct cache *c, const char *uid, const char *node);

@@ -71,15 +71,13 @@ void ledger_remove_at(struct ledger *l, int i);
 /*
  * A ledger's entries packed for keeping: the reservation module holds the
  * ledger of every node as last watched, and a struct ledger_entry takes
- * 992 bytes (fixed-size names and ids) for a one-GPU pod's 100 or so.
- * Each entry: its length (2 bytes), uid, namespace, pod, GpuClaim and gang
- * NUL-terminated, mode (1), memory and core (4 each), since (8), gang
- * timeout (4), device count (1), the lowest id (4) and each id's offset from
- * it (2); numbers in host order.
+ * 992 bytes (fixed-size names and ids) for a one-GPU pod's 100 or so. They
+ * are packed as the cache's records of the node (struct alloc_rec, which
+ * hold the claim, gang and gang timeout too), in one block the cache then
+ * shares (cache_share_allocs): one copy of every reservation, not two.
  */
 struct ledger_packed {
-	unsigned char *data;
-	size_t len;
+	struct alloc_block *block;   /* NULL when there are none */
 	int n;
 };
 

@@ -71,16 +71,6 @@ static struct label_block *labels_pack(const struct gpu_node *n)
 	return b;
 }
 
-/*
- * A node's allocations as its ledger has them, packed (struct alloc_rec).
- * A view shares the block with the writer side (one copy a node, not two);
- * the writer copies it before changing a block a view holds.
- */
-struct alloc_block {
-	atomic_int refs;           /* first: block_hold, block_release */
-	size_t len, cap;           /* bytes used, bytes of room */
-	uint64_t data[];           /* the records, 8-byte aligned */
-};
 _Static_assert(offsetof(struct info_block, refs) == 0 && offsetof(struct label_block, refs) == 0 &&
 		       offsetof(struct alloc_block, refs) == 0,
 	       "block_hold and block_release find the count first");
@@ -178,7 +168,7 @@ void alloc_set_pod(struct alloc *a, const char *ns, const char *name)
 	size_t cap = sizeof(a->pod) - 1, n = strlen(ns), m = strlen(name);
 	n = n < cap ? n : cap;
 	memcpy(a->pod, ns, n);
-	if (n < cap)
+	if (n && n < cap)
 		a->pod[n++] = '/';
 	m = m < cap - n ? m : cap - n;
 	memcpy(a->pod + n, name, m);
@@ -207,21 +197,38 @@ int alloc_add_id(struct alloc *a, int id)
 	return 0;
 }
 
-/* The names' lengths, with their NULs. */
-static size_t names_len(const struct alloc *a)
+/* a->pod ("namespace/name") as names, split in buf (sizeof(a->pod)); no namespace when it has no '/'. */
+static const struct alloc_names *pod_names(const struct alloc *a, struct alloc_names *x, char *buf)
 {
-	return strnlen(a->uid, sizeof(a->uid) - 1) + strnlen(a->pod, sizeof(a->pod) - 1) + 2;
+	memcpy(buf, a->pod, sizeof(a->pod));
+	buf[sizeof(a->pod) - 1] = '\0';
+	char *slash = strchr(buf, '/');
+	if (slash)
+		*slash = '\0';
+	*x = (struct alloc_names){ slash ? buf : "", slash ? slash + 1 : buf, "", "" };
+	return x;
 }
 
-size_t alloc_rec_size(const struct alloc *a)
+size_t alloc_rec_size(const struct alloc *a, const struct alloc_names *x)
 {
-	size_t n = sizeof(struct alloc_rec) + (size_t)a->ndev * sizeof(uint16_t) + names_len(a);
+	char buf[sizeof(a->pod)];
+	struct alloc_names own;
+	if (!x)
+		x = pod_names(a, &own, buf);
+	size_t n = offsetof(struct alloc_rec, id_off) + (size_t)a->ndev * sizeof(uint16_t) +
+		   strnlen(a->uid, sizeof(a->uid) - 1) + strlen(x->ns) + strlen(x->name) + strlen(x->claim) +
+		   strlen(x->gang) + 5;
 	return (n + 7) & ~(size_t)7;
 }
 
-void alloc_rec_pack(const struct alloc *a, struct alloc_rec *out)
+void alloc_rec_pack(const struct alloc *a, const struct alloc_names *x, int32_t gang_timeout_s,
+		    struct alloc_rec *out)
 {
-	size_t size = alloc_rec_size(a);
+	char buf[sizeof(a->pod)];
+	struct alloc_names own;
+	if (!x)
+		x = pod_names(a, &own, buf);
+	size_t size = alloc_rec_size(a, x);
 	memset(out, 0, size);
 	out->size = (uint16_t)size;
 	out->mode = (uint8_t)a->mode;
@@ -230,11 +237,26 @@ void alloc_rec_pack(const struct alloc *a, struct alloc_rec *out)
 	out->core = a->core;
 	out->id_base = a->id_base;
 	out->since = a->since;
+	out->gang_timeout_s = gang_timeout_s;
 	memcpy(out->id_off, a->id_off, (size_t)a->ndev * sizeof(uint16_t));
-	char *uid = (char *)(out->id_off + a->ndev);
+	char *at = (char *)(out->id_off + a->ndev);
 	size_t ulen = strnlen(a->uid, sizeof(a->uid) - 1);
-	memcpy(uid, a->uid, ulen);
-	memcpy(uid + ulen + 1, a->pod, strnlen(a->pod, sizeof(a->pod) - 1));
+	memcpy(at, a->uid, ulen);
+	at += ulen + 1;
+	at = stpcpy(at, x->ns) + 1;
+	at = stpcpy(at, x->name) + 1;
+	at = stpcpy(at, x->claim) + 1;
+	stpcpy(at, x->gang);
+}
+
+void alloc_rec_names(const struct alloc_rec *r, struct alloc_names *out)
+{
+	const char *at = alloc_rec_uid(r);
+	const char **field[] = { &out->ns, &out->name, &out->claim, &out->gang };
+	for (size_t k = 0; k < sizeof(field) / sizeof(field[0]); k++) {
+		at += strlen(at) + 1;
+		*field[k] = at;
+	}
 }
 
 void alloc_rec_unpack(const struct alloc_rec *r, struct alloc *out)
@@ -248,9 +270,37 @@ void alloc_rec_unpack(const struct alloc_rec *r, struct alloc *out)
 	out->since = r->since;
 	memcpy(out->id_off, r->id_off, (size_t)r->ndev * sizeof(uint16_t));
 	const char *uid = alloc_rec_uid(r);
-	size_t ulen = strlen(uid);
-	memcpy(out->uid, uid, ulen + 1);
-	memcpy(out->pod, uid + ulen + 1, strlen(uid + ulen + 1) + 1);
+	memcpy(out->uid, uid, strnlen(uid, sizeof(out->uid) - 1));
+	struct alloc_names x;
+	alloc_rec_names(r, &x);
+	alloc_set_pod(out, x.ns, x.name);
+}
+
+struct alloc_block *alloc_block_new(size_t cap)
+{
+	struct alloc_block *b = malloc(sizeof(*b) + cap);
+	if (b) {
+		atomic_init(&b->refs, 1);
+		b->len = 0;
+		b->cap = cap;
+	}
+	return b;
+}
+
+void alloc_block_release(struct alloc_block *b)
+{
+	block_release(b);
+}
+
+int alloc_block_append(struct alloc_block *b, const struct alloc *a, const struct alloc_names *x,
+		       int32_t gang_timeout_s)
+{
+	size_t size = alloc_rec_size(a, x);
+	if (b->len + size > b->cap)
+		return -1;
+	alloc_rec_pack(a, x, gang_timeout_s, (struct alloc_rec *)((char *)b->data + b->len));
+	b->len += size;
+	return 0;
 }
 
 void alloc_ids(const struct alloc *a, char *out, size_t size)
@@ -367,7 +417,7 @@ static struct cache_node *view_layout(struct arena *hot, struct arena *cold, con
 	for (int i = 0; i < s->nassumed; i++)
 		if (assumed_counts(s, &s->assumed[i])) {
 			nallocs++;
-			assumed_len += alloc_rec_size(&s->assumed[i]);
+			assumed_len += alloc_rec_size(&s->assumed[i], NULL);
 		}
 	/* The writer's block as is, unless binds in flight add to it: then a copy. */
 	bool own = nallocs > s->nallocs;
@@ -407,8 +457,8 @@ static struct cache_node *view_layout(struct arena *hot, struct arena *cold, con
 		char *end = (char *)allocs + len;
 		for (int i = 0; i < s->nassumed; i++)
 			if (assumed_counts(s, &s->assumed[i])) {
-				alloc_rec_pack(&s->assumed[i], (struct alloc_rec *)end);
-				end += alloc_rec_size(&s->assumed[i]);
+				alloc_rec_pack(&s->assumed[i], NULL, 0, (struct alloc_rec *)end);
+				end += ((struct alloc_rec *)end)->size;
 			}
 	} else if (s->block) {
 		v->block = block_hold(s->block);
@@ -922,24 +972,21 @@ static int allocs_reserve(struct alloc **arr, int *have, int n)
 }
 
 /*
- * Room for `need` bytes of records in a block of s's own (no view holds
- * it); -1: out of memory. A new block has exactly that room when `exact`
- * (a whole ledger: most nodes hold a few pods), else room for a few
- * records at first and then twice as much each time.
+ * Room for `need` bytes of records in a block of s's own (no view or
+ * ledger holds it): a copy when another holds it, with room for a few
+ * records at first and then twice as much each time. -1: out of memory.
  */
-static int src_reserve(struct node_src *s, size_t need, bool exact)
+static int src_reserve(struct node_src *s, size_t need)
 {
 	struct alloc_block *b = s->block;
 	if (b && need <= b->cap && atomic_load(&b->refs) == 1)
 		return 0;
-	size_t cap = exact ? need : b ? b->cap : 512;
+	size_t cap = b ? b->cap : 512;
 	while (cap < need)
 		cap *= 2;
-	struct alloc_block *nb = malloc(sizeof(*nb) + cap);
+	struct alloc_block *nb = alloc_block_new(cap);
 	if (!nb)
 		return -1;
-	atomic_init(&nb->refs, 1);
-	nb->cap = cap;
 	nb->len = b ? b->len : 0;
 	if (nb->len)
 		memcpy(nb->data, b->data, nb->len);
@@ -951,8 +998,7 @@ static int src_reserve(struct node_src *s, size_t need, bool exact)
 /* Appends a's record to s's (the caller reserved its room). */
 static void src_append(struct node_src *s, const struct alloc *a)
 {
-	alloc_rec_pack(a, (struct alloc_rec *)((char *)s->block->data + s->block->len));
-	s->block->len += alloc_rec_size(a);
+	alloc_block_append(s->block, a, NULL, 0);
 	s->nallocs++;
 }
 
@@ -1044,7 +1090,7 @@ static void owners_forget(struct cache *c, struct node_src *s, const char *uid)
 static int src_remove(struct cache *c, struct node_src *s, const struct alloc_rec *r)
 {
 	size_t off = (size_t)((const char *)r - (const char *)s->block->data);
-	if (src_reserve(s, s->block->len, false))
+	if (src_reserve(s, s->block->len))
 		return -1;
 	struct alloc_rec *mine = (struct alloc_rec *)((char *)s->block->data + off);
 	owners_forget(c, s, alloc_rec_uid(mine));
@@ -1085,11 +1131,26 @@ bool cache_remove_alloc(struct cache *c, const char *uid, const char *node)
 	return true;
 }
 
+/* Whether r is a's allocation: the same devices, mode, share and time. */
+static bool rec_is(const struct alloc_rec *r, const struct alloc *a)
+{
+	struct alloc had;
+	alloc_rec_unpack(r, &had);
+	return had.mode == a->mode && had.mem_mib == a->mem_mib && had.core == a->core && had.since == a->since &&
+	       had.ndev == a->ndev && had.id_base == a->id_base &&
+	       !memcmp(had.id_off, a->id_off, (size_t)a->ndev * sizeof(a->id_off[0]));
+}
+
 int cache_add_alloc(struct cache *c, const char *name, const struct alloc *a)
 {
+	/* A bind's record is most often there already, from the ledger it wrote: the block stays shared. */
+	const struct alloc_rec *r = NULL;
+	struct owner_slot *sl = owners_find(&c->owners, a->uid, &r);
+	if (sl && !strcmp(sl->src->name, name) && rec_is(r, a))
+		return 0;
 	cache_remove_alloc(c, a->uid, NULL);
 	struct node_src *s = src_get(c, name, true);
-	if (!s || src_reserve(s, (s->block ? s->block->len : 0) + alloc_rec_size(a), false) ||
+	if (!s || src_reserve(s, (s->block ? s->block->len : 0) + alloc_rec_size(a, NULL)) ||
 	    owners_put(&c->owners, a->uid, s))
 		return -1;
 	src_append(s, a);
@@ -1097,30 +1158,46 @@ int cache_add_alloc(struct cache *c, const char *name, const struct alloc *a)
 	return 0;
 }
 
-int cache_set_allocs(struct cache *c, const char *name, const struct alloc *a, int n)
+int cache_share_allocs(struct cache *c, const char *name, struct alloc_block *b, int n)
 {
 	struct node_src *s = src_get(c, name, n > 0);
 	if (!s)
 		return n > 0 ? -1 : 0;
 	src_clear(c, s);
-	size_t need = 0;
-	for (int i = 0; i < n; i++)
-		need += alloc_rec_size(&a[i]);
-	int rc = n > 0 ? src_reserve(s, need, true) : 0;
-	for (int i = 0; i < n && !rc; i++) {
+	int rc = 0;
+	if (n > 0) {
 		/*
 		 * The node's ledger, exactly: a pod that two racing binds reserved on
 		 * two nodes keeps both records until the loser releases its own, so
-		 * that the GPUs the ledgers hold never look free.
+		 * that the GPUs the ledgers hold never look free. (Out of memory for
+		 * the index, a record still counts; only its lookup by uid fails.)
 		 */
-		if (owners_put(&c->owners, a[i].uid, s))
-			rc = -1;
-		else
-			src_append(s, &a[i]);
+		s->block = block_hold(b);
+		s->nallocs = n;
+		const struct alloc_rec *r = src_recs(s);
+		for (int i = 0; i < n; i++, r = alloc_rec_next(r))
+			if (owners_put(&c->owners, alloc_rec_uid(r), s))
+				rc = -1;
 	}
 	s->gen[CACHE_ALLOCS] = c->gen[CACHE_ALLOCS];
 	src_touch(c, s);
 	src_maybe_drop(c, s);
+	return rc;
+}
+
+int cache_set_allocs(struct cache *c, const char *name, const struct alloc *a, int n)
+{
+	/* Exactly their size: most nodes hold a few pods, for long. */
+	size_t need = 0;
+	for (int i = 0; i < n; i++)
+		need += alloc_rec_size(&a[i], NULL);
+	struct alloc_block *b = n > 0 ? alloc_block_new(need) : NULL;
+	if (n > 0 && !b)
+		return -1;
+	for (int i = 0; i < n; i++)
+		alloc_block_append(b, &a[i], NULL, 0);
+	int rc = cache_share_allocs(c, name, b, n);
+	block_release(b);
 	return rc;
 }
 

@@ -97,103 +97,92 @@ void ledger_microtime(char *out, size_t size)
 	snprintf(out, size, "%s.%06ldZ", base, (long)tv.tv_usec);
 }
 
-/* ---- packed entries ---- */
+/* ---- packed entries: the cache's records (cache.h), one block a ledger ---- */
+
+static struct alloc_names entry_names(const struct ledger_entry *e)
+{
+	return (struct alloc_names){ e->ns, e->name, e->claim, e->gang };
+}
 
 int ledger_pack(const struct ledger *l, struct ledger_packed *out)
 {
 	memset(out, 0, sizeof(*out));
-	struct buf b;
-	buf_init(&b, (size_t)1 << 28);
-	for (int i = 0; i < l->n; i++) {
-		const struct ledger_entry *e = &l->e[i];
-		size_t start = b.len;
-		uint16_t len = 0;
-		uint8_t mode = (uint8_t)e->a.mode, ndev = (uint8_t)e->a.ndev;
-		int32_t timeout = e->gang_timeout_s;
-		int bad = buf_add(&b, &len, sizeof(len)) | buf_add_str(&b, e->a.uid) | buf_add_str(&b, e->ns) |
-			  buf_add_str(&b, e->name) | buf_add_str(&b, e->claim) | buf_add_str(&b, e->gang) |
-			  buf_add(&b, &mode, 1) |
-			  buf_add(&b, &e->a.mem_mib, 4) | buf_add(&b, &e->a.core, 4) | buf_add(&b, &e->a.since, 8) |
-			  buf_add(&b, &timeout, 4) | buf_add(&b, &ndev, 1) | buf_add(&b, &e->a.id_base, 4) |
-			  buf_add(&b, e->a.id_off, (size_t)e->a.ndev * sizeof(e->a.id_off[0]));
-		if (bad || b.len - start > UINT16_MAX) {
-			buf_release(&b);
-			return -1;
-		}
-		len = (uint16_t)(b.len - start);
-		memcpy(b.data + start, &len, sizeof(len));
-	}
 	if (!l->n)
 		return 0;
-	/* Kept for long, by every node: exactly its size, not the buffer's room. */
-	out->data = malloc(b.len);
-	if (out->data) {
-		memcpy(out->data, b.data, b.len);
-		out->len = b.len;
-		out->n = l->n;
+	/* Kept for long, by every node: exactly its size. */
+	size_t need = 0;
+	for (int i = 0; i < l->n; i++) {
+		struct alloc_names x = entry_names(&l->e[i]);
+		need += alloc_rec_size(&l->e[i].a, &x);
 	}
-	buf_release(&b);
-	return out->data ? 0 : -1;
+	struct alloc_block *b = alloc_block_new(need);
+	if (!b)
+		return -1;
+	for (int i = 0; i < l->n; i++) {
+		struct alloc_names x = entry_names(&l->e[i]);
+		alloc_block_append(b, &l->e[i].a, &x, l->e[i].gang_timeout_s);
+	}
+	out->block = b;
+	out->n = l->n;
+	return 0;
 }
 
 void ledger_packed_release(struct ledger_packed *p)
 {
-	free(p->data);
+	alloc_block_release(p->block);
 	memset(p, 0, sizeof(*p));
+}
+
+/* The record at *pos, *pos moved past it; NULL at the end. */
+static const struct alloc_rec *packed_at(const struct ledger_packed *p, size_t *pos)
+{
+	if (!p->block || *pos >= p->block->len)
+		return NULL;
+	const struct alloc_rec *r = (const struct alloc_rec *)((const char *)p->block->data + *pos);
+	*pos += r->size;
+	return r;
+}
+
+/* src into out, cut to size (the reaper unpacks every entry of every node each pass: no printf). */
+static void copy_str(char *out, size_t size, const char *src)
+{
+	size_t n = strnlen(src, size - 1);
+	memcpy(out, src, n);
+	out[n] = '\0';
 }
 
 bool ledger_packed_next(const struct ledger_packed *p, size_t *pos, struct ledger_entry *e)
 {
-	if (*pos >= p->len)
+	const struct alloc_rec *r = packed_at(p, pos);
+	if (!r)
 		return false;
-	const unsigned char *at = p->data + *pos;
-	uint16_t len;
-	memcpy(&len, at, sizeof(len));
-	*pos += len;
-	at += sizeof(len);
-	buf_take_str(&at, e->a.uid, sizeof(e->a.uid));
-	buf_take_str(&at, e->ns, sizeof(e->ns));
-	buf_take_str(&at, e->name, sizeof(e->name));
-	buf_take_str(&at, e->claim, sizeof(e->claim));
-	buf_take_str(&at, e->gang, sizeof(e->gang));
-	alloc_set_pod(&e->a, e->ns, e->name);
-	uint8_t mode, ndev;
-	int32_t timeout;
-	memcpy(&mode, at, 1), at += 1;
-	memcpy(&e->a.mem_mib, at, 4), at += 4;
-	memcpy(&e->a.core, at, 4), at += 4;
-	memcpy(&e->a.since, at, 8), at += 8;
-	memcpy(&timeout, at, 4), at += 4;
-	memcpy(&ndev, at, 1), at += 1;
-	e->a.mode = (enum claim_mode)mode;
-	e->gang_timeout_s = timeout;
-	e->a.ndev = ndev;
-	memcpy(&e->a.id_base, at, 4), at += 4;
-	memcpy(e->a.id_off, at, (size_t)ndev * sizeof(e->a.id_off[0]));
+	alloc_rec_unpack(r, &e->a);
+	struct alloc_names x;
+	alloc_rec_names(r, &x);
+	copy_str(e->ns, sizeof(e->ns), x.ns);
+	copy_str(e->name, sizeof(e->name), x.name);
+	copy_str(e->claim, sizeof(e->claim), x.claim);
+	copy_str(e->gang, sizeof(e->gang), x.gang);
+	e->gang_timeout_s = r->gang_timeout_s;
 	return true;
 }
 
 bool ledger_packed_next_strs(const struct ledger_packed *p, size_t *pos, struct ledger_packed_strs *out)
 {
-	if (*pos >= p->len)
+	const struct alloc_rec *r = packed_at(p, pos);
+	if (!r)
 		return false;
-	uint16_t len;
-	memcpy(&len, p->data + *pos, sizeof(len));
-	const char *at = (const char *)p->data + *pos + sizeof(len);
-	*pos += len;
-	const char **field[] = { &out->uid, &out->ns, &out->name, &out->claim, &out->gang };
-	for (size_t k = 0; k < sizeof(field) / sizeof(field[0]); k++) {
-		*field[k] = at;
-		at += strlen(at) + 1;
-	}
+	struct alloc_names x;
+	alloc_rec_names(r, &x);
+	*out = (struct ledger_packed_strs){ alloc_rec_uid(r), x.ns, x.name, x.claim, x.gang };
 	return true;
 }
 
 bool ledger_packed_holds(const struct ledger_packed *p, const char *uid)
 {
-	struct ledger_packed_strs s;
-	for (size_t pos = 0; ledger_packed_next_strs(p, &pos, &s);)
-		if (!strcmp(s.uid, uid))
+	const struct alloc_rec *r;
+	for (size_t pos = 0; (r = packed_at(p, &pos));)
+		if (!strcmp(alloc_rec_uid(r), uid))
 			return true;
 	return false;
 }

@@ -218,6 +218,10 @@ void reserve_reap(struct reserve *r)
 	pthread_mutex_lock(&r->lock);
 	const char *key;
 	void *val;
+	size_t entries = 0;
+	for (size_t pos = 0; strmap_next(&r->ledgers, &pos, &key, &val);)
+		entries += (size_t)((struct ledger_box *)val)->p.n;
+	keyset_reserve(&reserved, entries);
 	struct ledger_entry entry, *e = &entry;   /* one at a time, as the packed ledgers give them */
 	for (size_t pos = 0; strmap_next(&r->ledgers, &pos, &key, &val);) {
 		const struct ledger_packed *p = &((struct ledger_box *)val)->p;

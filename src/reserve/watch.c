@@ -36,9 +36,18 @@ static void ledger_begin(void *ctx)
  * The cache's allocations of a node: its ledger, less the pods known to be
  * deleted (their entries wait for the reaper, but their GPUs are free now:
  * kube-scheduler retries waiting pods on the deletion, not on our release).
+ * When none is, the cache shares p, the ledger as kept (NULL: none kept).
  */
-static void cache_from_ledger(struct reserve *r, const char *node, const struct ledger *l)
+static void cache_from_ledger(struct reserve *r, const char *node, const struct ledger *l,
+			      const struct ledger_packed *p)
 {
+	bool any_gone = false;
+	for (int i = 0; i < l->n && !any_gone; i++)
+		any_gone = strmap_get(&r->gone, l->e[i].a.uid) != NULL;
+	if (p && !any_gone) {
+		cache_share_allocs(r->o.cache, node, p->block, p->n);
+		return;
+	}
 	struct alloc *a = malloc(((size_t)l->n + 1) * sizeof(*a));
 	if (!a) {
 		log_error("out of memory storing a ledger", "node=%s", node);
@@ -95,14 +104,15 @@ static void ledger_store(struct reserve *r, const char *node, struct ledger *l)
 		ledger_release(l);
 		return;
 	}
-	cache_from_ledger(r, node, l);
 	struct ledger_box *box = malloc(sizeof(*box));
 	if (!box || ledger_pack(l, &box->p)) {
 		free(box);
+		cache_from_ledger(r, node, l, NULL);
 		ledger_release(l);
 		log_error("out of memory storing a ledger", "node=%s", node);
 		return;
 	}
+	cache_from_ledger(r, node, l, &box->p);
 	snprintf(box->rv, sizeof(box->rv), "%s", l->rv);
 	ledger_release(l);
 	box->gen = r->ledger_gen;
@@ -154,7 +164,7 @@ static void ledger_apply(void *ctx, bool deleted, const cJSON *obj)
 		if (box) {
 			box->gen = r->ledger_gen;
 			if (!ledger_unpack(&box->p, node, box->rv, &kept)) {
-				cache_from_ledger(r, node, &kept);
+				cache_from_ledger(r, node, &kept, &box->p);
 				ledger_release(&kept);
 			}
 		}

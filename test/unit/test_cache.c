@@ -53,13 +53,14 @@ static void test_alloc_ids(void **state)
 
 /*
  * Records packed one after another read back field for field: no ids and
- * 64, the longest names and empty ones; each a multiple of 8 bytes, and
+ * 64, the longest names and empty ones, a ledger entry's names whole (its
+ * claim, gang and gang timeout too); each a multiple of 8 bytes, and
  * about 90 for a one-GPU pod.
  */
 static void test_alloc_records(void **state)
 {
 	(void)state;
-	struct alloc in[4];
+	struct alloc in[5];
 	memset(in, 0, sizeof(in));
 	snprintf(in[0].uid, sizeof(in[0].uid), "0d9a3c4e-5b6f-4a7b-8c9d-0e1f2a3b4c5d");
 	alloc_set_pod(&in[0], "team-a", "train-0");
@@ -78,21 +79,29 @@ static void test_alloc_records(void **state)
 	snprintf(in[3].uid, sizeof(in[3].uid), "x");
 	assert_int_equal(alloc_add_id(&in[3], 65535), 0);
 	assert_int_equal(alloc_add_id(&in[3], 0), 0);
+	/* A ledger's entry: its names longer than a struct alloc's display name holds. */
+	char name[201];
+	memset(name, 'n', sizeof(name) - 1);
+	name[sizeof(name) - 1] = '\0';
+	const struct alloc_names entry = { "team-b", name, "claim-1", "gang-1" };
+	snprintf(in[4].uid, sizeof(in[4].uid), "gang-0123456789abcdef-1");
+	alloc_set_pod(&in[4], entry.ns, entry.name);
+	assert_int_equal(alloc_add_id(&in[4], 7), 0);
+	const struct alloc_names *names[5] = { NULL, NULL, NULL, NULL, &entry };
 	size_t total = 0;
-	for (int i = 0; i < 4; i++) {
-		assert_int_equal(alloc_rec_size(&in[i]) % 8, 0);
-		total += alloc_rec_size(&in[i]);
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(alloc_rec_size(&in[i], names[i]) % 8, 0);
+		total += alloc_rec_size(&in[i], names[i]);
 	}
-	assert_true(alloc_rec_size(&in[0]) <= 96);
-	uint64_t *block = malloc(total);
-	struct alloc_rec *r = (struct alloc_rec *)block;
-	for (int i = 0; i < 4; i++) {
-		alloc_rec_pack(&in[i], r);
-		assert_int_equal(r->size, alloc_rec_size(&in[i]));
-		r = (struct alloc_rec *)((char *)r + r->size);
-	}
-	const struct alloc_rec *c = (const struct alloc_rec *)block;
-	for (int i = 0; i < 4; i++, c = alloc_rec_next(c)) {
+	assert_true(alloc_rec_size(&in[0], NULL) <= 96);
+	struct alloc_block *block = alloc_block_new(total);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(alloc_block_append(block, &in[i], names[i], i == 4 ? 300 : 0), 0);
+	assert_int_equal(block->len, total);
+	assert_int_equal(alloc_block_append(block, &in[2], NULL, 0), -1);   /* no room left */
+	const struct alloc_rec *c = alloc_block_recs(block);
+	for (int i = 0; i < 5; i++, c = alloc_rec_next(c)) {
+		assert_int_equal(c->size, alloc_rec_size(&in[i], names[i]));
 		struct alloc out;
 		memset(&out, 0x5a, sizeof(out));
 		alloc_rec_unpack(c, &out);
@@ -106,12 +115,26 @@ static void test_alloc_records(void **state)
 		assert_int_equal(out.ndev, in[i].ndev);
 		for (int k = 0; k < in[i].ndev; k++)
 			assert_int_equal(alloc_id(&out, k), alloc_id(&in[i], k));
+		struct alloc_names x;
+		alloc_rec_names(c, &x);
+		assert_string_equal(x.claim, names[i] ? names[i]->claim : "");
+		assert_string_equal(x.gang, names[i] ? names[i]->gang : "");
+		assert_int_equal(c->gang_timeout_s, i == 4 ? 300 : 0);
 	}
-	assert_ptr_equal(c, (const char *)block + total);
-	free(block);
+	assert_ptr_equal(c, (const char *)block->data + total);
+	struct alloc_names x;
+	alloc_rec_names(alloc_block_recs(block), &x);
+	assert_string_equal(x.ns, "team-a");
+	assert_string_equal(x.name, "train-0");
+	for (c = alloc_block_recs(block); c != alloc_rec_next(c) && strcmp(alloc_rec_uid(c), in[4].uid);)
+		c = alloc_rec_next(c);
+	alloc_rec_names(c, &x);
+	assert_string_equal(x.ns, "team-b");
+	assert_string_equal(x.name, name);   /* whole, where the display name is cut */
+	alloc_block_release(block);
 }
 
-/* The display name is "namespace/name", cut at the field's size as printf would cut it. */
+/* The display name is "namespace/name" (the name alone without one), cut at the field's size as printf would cut it. */
 static void test_alloc_pod_name(void **state)
 {
 	(void)state;
@@ -124,7 +147,7 @@ static void test_alloc_pod_name(void **state)
 			char ns[300], name[300], want[64];
 			snprintf(ns, sizeof(ns), "%.*s", (int)lens[i], longest);
 			snprintf(name, sizeof(name), "%.*s", (int)lens[j], "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz");
-			snprintf(want, sizeof(want), "%s/%s", ns, name);
+			snprintf(want, sizeof(want), "%s%s%s", ns, ns[0] ? "/" : "", name);
 			struct alloc a;
 			memset(&a, 0x55, sizeof(a));
 			alloc_set_pod(&a, ns, name);

@@ -265,7 +265,8 @@ static void test_pack_roundtrip(void **state)
 	struct ledger_packed p;
 	assert_int_equal(ledger_pack(&l, &p), 0);
 	assert_int_equal(p.n, 3);
-	assert_true(p.len < 3 * sizeof(struct ledger_entry) / 2);
+	assert_true(p.block->len < 3 * sizeof(struct ledger_entry) / 2);
+	assert_int_equal(p.block->len, p.block->cap);   /* kept for long: no room to spare */
 	struct ledger_packed_strs st;
 	int seen = 0;
 	for (size_t pos = 0; ledger_packed_next_strs(&p, &pos, &st); seen++) {
@@ -418,6 +419,81 @@ static bool remembered_gone(struct reserve *r, const char *uid)
 	return gone;
 }
 
+/* n1's ledger as the reservation module keeps it, and how many hold its block. */
+static const struct alloc_block *kept_block(struct reserve *r)
+{
+	pthread_mutex_lock(&r->lock);
+	const struct ledger_box *box = strmap_get(&r->ledgers, "n1");
+	const struct alloc_block *b = box ? box->p.block : NULL;
+	pthread_mutex_unlock(&r->lock);
+	return b;
+}
+
+/* Whether n1's view in the current snapshot shows the records of block b itself. */
+static bool view_shows(struct cache *c, const struct alloc_block *b)
+{
+	struct snapshot *s = cache_acquire(c);
+	const struct cache_node *v = snapshot_find(s, "n1");
+	bool shows = v && b && v->allocs == alloc_block_recs(b);
+	snapshot_release(s);
+	return shows;
+}
+
+/*
+ * A ledger is kept once: the block the reservation module packs it into
+ * is the one the cache's writer side and views show. A change the cache
+ * makes on its own (a deleted pod's GPUs freed at once) goes to a copy,
+ * and the kept ledger stays exactly as watched; the next ledger without
+ * a deleted pod is shared again. A bind's record that the ledger already
+ * holds changes nothing.
+ */
+static void test_ledger_shared_with_the_cache(void **state)
+{
+	(void)state;
+	struct cache *c = cache_new();
+	cache_lock(c);
+	cache_set_gpus(c, "n1", tu_node("n1", 8, GPU_VENDOR_NVIDIA, "H100", 81559));
+	cache_unlock(c);
+	struct reserve_opts o = { .cache = c, .ns = "gpu-system", .identity = "r1" };
+	struct reserve *r = reserve_new(&o);
+	assert_int_equal(watched(r, c, false, "5", 3), 3);
+	const struct alloc_block *b = kept_block(r);
+	assert_non_null(b);
+	assert_true(view_shows(c, b));
+	assert_int_equal(atomic_load(&b->refs), 3);   /* the kept ledger, the writer side, the view */
+	/* The bind that wrote u1 adds its record again: nothing changes. */
+	struct alloc a;
+	char node[64];
+	struct snapshot *before = cache_acquire(c);
+	cache_lock(c);
+	assert_true(cache_find_alloc(c, "u1", &a, node, sizeof(node)));
+	assert_int_equal(cache_add_alloc(c, "n1", &a), 0);
+	cache_unlock(c);
+	struct snapshot *after = cache_acquire(c);
+	assert_ptr_equal(after, before);
+	snapshot_release(after);
+	snapshot_release(before);
+	assert_true(view_shows(c, b));
+	/* u2 is deleted: its GPUs are free in the cache at once, in a copy; the ledger kept is as watched. */
+	pod_event(r, true, "u2");
+	assert_false(view_shows(c, b));
+	assert_ptr_equal(kept_block(r), b);
+	pthread_mutex_lock(&r->lock);
+	const struct ledger_box *box = strmap_get(&r->ledgers, "n1");
+	assert_int_equal(box->p.n, 3);
+	assert_true(ledger_packed_holds(&box->p, "u2"));
+	pthread_mutex_unlock(&r->lock);
+	assert_int_equal(atomic_load(&b->refs), 1);
+	/* A new version still holding u2: the cache leaves it out (a copy again). */
+	assert_int_equal(watched(r, c, false, "6", 3), 2);
+	assert_false(view_shows(c, kept_block(r)));
+	/* The reaper released u2: shared again. */
+	assert_int_equal(watched(r, c, false, "7", 1), 1);
+	assert_true(view_shows(c, kept_block(r)));
+	reserve_free(r);
+	cache_free(c);
+}
+
 /* Makes the pod's deletion age seconds old. */
 static void age_gone(struct reserve *r, const char *uid, time_t age)
 {
@@ -480,6 +556,7 @@ int main(void)
 		cmocka_unit_test(test_kubeconfig),
 		cmocka_unit_test(test_pack_roundtrip),
 		cmocka_unit_test(test_watch_never_goes_back),
+		cmocka_unit_test(test_ledger_shared_with_the_cache),
 		cmocka_unit_test(test_gone_forgotten_once_released),
 	};
 	return cmocka_run_group_tests_name("ledger", tests, NULL, NULL);
