@@ -47,11 +47,11 @@ static int gang_view(struct reserve *r, const struct api_pod_ref *pod, const cha
 {
 	memset(v, 0, sizeof(*v));
 	int rc = 0;
-	const char *node;
-	void *val;
 	pthread_mutex_lock(&r->lock);
-	for (size_t pos = 0; !rc && strmap_next(&r->ledgers, &pos, &node, &val);) {
-		const struct ledger_packed *p = &((struct ledger_box *)val)->p;
+	const struct ledger_box *box;
+	for (size_t pos = 0; !rc && (box = keyset_next(&r->ledgers, &pos));) {
+		const char *node = box->node;
+		const struct ledger_packed *p = &box->p;
 		struct ledger_packed_strs s;
 		/* The strings in place: only a place of the gang is unpacked whole. */
 		for (size_t at = 0, here = 0; ledger_packed_next_strs(p, &at, &s); here = at) {

@@ -218,18 +218,19 @@ void reserve_reap(struct reserve *r)
 	pthread_mutex_lock(&r->lock);
 	const char *key;
 	void *val;
+	const struct ledger_box *box;
 	size_t entries = 0;
-	for (size_t pos = 0; strmap_next(&r->ledgers, &pos, &key, &val);)
-		entries += (size_t)((struct ledger_box *)val)->p.n;
+	for (size_t pos = 0; (box = keyset_next(&r->ledgers, &pos));)
+		entries += (size_t)box->p.n;
 	keyset_reserve(&reserved, entries);
 	struct ledger_entry entry, *e = &entry;   /* one at a time, as the packed ledgers give them */
-	for (size_t pos = 0; strmap_next(&r->ledgers, &pos, &key, &val);) {
-		const struct ledger_packed *p = &((struct ledger_box *)val)->p;
+	for (size_t pos = 0; (box = keyset_next(&r->ledgers, &pos));) {
+		const struct ledger_packed *p = &box->p;
 		for (size_t at = 0, here = 0; ledger_packed_next(p, &at, e); here = at) {
 			struct ledger_packed_strs in_place;
 			ledger_packed_next_strs(p, &here, &in_place);
 			keyset_put(&reserved, (void *)in_place.uid, NULL);
-			int why = classify(r, key, e, now);
+			int why = classify(r, box->node, e, now);
 			struct lookup *x = NULL;
 			if (why >= 0) {
 				struct release *y = push(&rel, &nrel, &crel, sizeof(*rel));
@@ -240,7 +241,7 @@ void reserve_reap(struct reserve *r)
 				x = push(&look, &nlook, &clook, sizeof(*look));
 			}
 			if (x) {
-				snprintf(x->node, sizeof(x->node), "%s", key);
+				snprintf(x->node, sizeof(x->node), "%s", box->node);
 				snprintf(x->uid, sizeof(x->uid), "%s", e->a.uid);
 				snprintf(x->ns, sizeof(x->ns), "%s", e->ns);
 				snprintf(x->pod, sizeof(x->pod), "%s", e->name);
@@ -278,7 +279,7 @@ void reserve_reap(struct reserve *r)
 	 */
 	for (size_t pos = 0; strmap_next(&r->resv, &pos, &key, &val) && nstale < MAX_GETS_PER_PASS;) {
 		const struct resv_lease *l = val;
-		const struct ledger_box *box = strmap_get(&r->ledgers, l->node);
+		box = keyset_get(&r->ledgers, l->node);
 		if (now - l->seen <= r->o.bind_timeout_s || (box && ledger_packed_holds(&box->p, l->uid)))
 			continue;
 		struct stale_lease *x = push(&stale, &nstale, &cstale, sizeof(*stale));
@@ -426,6 +427,11 @@ static const char *pod_uid_of(const void *rec)
 	return pod_str(rec, POD_UID);
 }
 
+static const char *box_node(const void *rec)
+{
+	return ((const struct ledger_box *)rec)->node;
+}
+
 struct reserve *reserve_new(const struct reserve_opts *o)
 {
 	struct reserve *r = calloc(1, sizeof(*r));
@@ -451,7 +457,7 @@ struct reserve *reserve_new(const struct reserve_opts *o)
 		pthread_cond_init(&r->turns[i].done, NULL);
 	}
 	pthread_cond_init(&r->wake, NULL);
-	strmap_init(&r->ledgers);
+	keyset_init(&r->ledgers, box_node);
 	keyset_init(&r->pods, pod_uid_of);
 	strmap_init(&r->gone);
 	strmap_init(&r->check);
@@ -510,13 +516,14 @@ void reserve_free(struct reserve *r)
 	reserve_stop(r);
 	const char *key;
 	void *val;
-	for (size_t pos = 0; strmap_next(&r->ledgers, &pos, &key, &val);) {
-		ledger_packed_release(&((struct ledger_box *)val)->p);
-		free(val);
+	struct ledger_box *box;
+	for (size_t pos = 0; (box = keyset_next(&r->ledgers, &pos));) {
+		ledger_packed_release(&box->p);
+		free(box);
 	}
 	for (size_t pos = 0; (val = keyset_next(&r->pods, &pos));)
 		free(val);
-	strmap_release(&r->ledgers);
+	keyset_release(&r->ledgers);
 	keyset_release(&r->pods);
 	strmap_release(&r->gone);
 	for (size_t pos = 0; strmap_next(&r->gang_status, &pos, &key, &val);)

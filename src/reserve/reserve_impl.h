@@ -44,11 +44,17 @@ static inline const char *pod_str(const struct pod_state *p, enum pod_string s)
 	return p->strings + p->at[s];
 }
 
-/* A ledger as last watched (its entries packed), with the relist generation it was seen in. */
+/*
+ * A node's ledger as last watched or written: its entries packed (the
+ * block the cache shares), its resourceVersion, and the relist generation
+ * it was seen in. One block with its strings, the node's name its key in
+ * r->ledgers: 65,000 of them in the largest clusters.
+ */
 struct ledger_box {
-	char rv[64];
-	struct ledger_packed p;
 	uint64_t gen;
+	struct ledger_packed p;
+	const char *rv;                 /* in node[], after the name */
+	char node[];
 };
 
 /*
@@ -71,7 +77,7 @@ struct reserve {
 	char ns[64], identity[128], selector[256];
 	pthread_mutex_t gang_lock;      /* one gang reservation at a time in this replica (gang.c) */
 	pthread_mutex_t lock;           /* guards everything below */
-	struct strmap ledgers;          /* node -> struct ledger_box * */
+	struct keyset ledgers;          /* struct ledger_box *, by node */
 	struct keyset pods;             /* struct pod_state *, by uid */
 	struct strmap gone;             /* uid -> (void *)time: pod deleted (pod watch) */
 	struct strmap check;            /* uid -> (void *)time: its reservation Lease went; look the pod up */

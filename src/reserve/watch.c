@@ -84,11 +84,25 @@ static bool rv_older(const char *a, const char *b)
  */
 static bool kept_is_newer(struct reserve *r, const char *node, const char *rv)
 {
-	struct ledger_box *box = strmap_get(&r->ledgers, node);
+	struct ledger_box *box = keyset_get(&r->ledgers, node);
 	if (!box || !rv_older(rv, box->rv))
 		return false;
 	box->gen = r->ledger_gen;   /* still there: a relist keeps it */
 	return true;
+}
+
+/* A box for node's ledger at rv, its entries not packed yet; NULL when out of memory. */
+static struct ledger_box *box_new(const char *node, const char *rv, uint64_t gen)
+{
+	size_t n = strlen(node) + 1, v = strlen(rv) + 1;
+	struct ledger_box *box = malloc(sizeof(*box) + n + v);
+	if (!box)
+		return NULL;
+	box->gen = gen;
+	memset(&box->p, 0, sizeof(box->p));
+	memcpy(box->node, node, n);
+	box->rv = memcpy(box->node + n, rv, v);
+	return box;
 }
 
 static void box_free(struct ledger_box *box)
@@ -104,7 +118,7 @@ static void ledger_store(struct reserve *r, const char *node, struct ledger *l)
 		ledger_release(l);
 		return;
 	}
-	struct ledger_box *box = malloc(sizeof(*box));
+	struct ledger_box *box = box_new(node, l->rv, r->ledger_gen);
 	if (!box || ledger_pack(l, &box->p)) {
 		free(box);
 		cache_from_ledger(r, node, l, NULL);
@@ -113,11 +127,9 @@ static void ledger_store(struct reserve *r, const char *node, struct ledger *l)
 		return;
 	}
 	cache_from_ledger(r, node, l, &box->p);
-	snprintf(box->rv, sizeof(box->rv), "%s", l->rv);
 	ledger_release(l);
-	box->gen = r->ledger_gen;
 	void *old = NULL;
-	if (strmap_put(&r->ledgers, node, box, &old))
+	if (keyset_put(&r->ledgers, box, &old))
 		box_free(box);
 	box_free(old);
 }
@@ -125,7 +137,7 @@ static void ledger_store(struct reserve *r, const char *node, struct ledger *l)
 bool reserve_known_ledger(struct reserve *r, const char *node, struct ledger *out)
 {
 	pthread_mutex_lock(&r->lock);
-	struct ledger_box *box = strmap_get(&r->ledgers, node);
+	struct ledger_box *box = keyset_get(&r->ledgers, node);
 	bool known = box ? !ledger_unpack(&box->p, node, box->rv, out) : r->ledgers_listed;
 	if (!box && known)
 		ledger_init(out, node);   /* none: a write creates it (409 if one came meanwhile) */
@@ -150,7 +162,7 @@ static void ledger_apply(void *ctx, bool deleted, const cJSON *obj)
 		const char *rv = api_str(api_path(obj, "metadata"), "resourceVersion");
 		if (rv && kept_is_newer(r, node, rv))
 			return;   /* deleted before this replica made it again */
-		box_free(strmap_del(&r->ledgers, node));
+		box_free(keyset_del(&r->ledgers, node));
 		cache_set_allocs(r->o.cache, node, NULL, 0);
 		return;
 	}
@@ -159,7 +171,7 @@ static void ledger_apply(void *ctx, bool deleted, const cJSON *obj)
 	if (ledger_decode(obj, &l, err, sizeof(err))) {
 		/* Keep what we had: an unreadable ledger must not free its GPUs. */
 		log_error("cannot read a ledger; keeping its last good state", "node=%s error=\"%s\"", node, LOG_Q(err));
-		struct ledger_box *box = strmap_get(&r->ledgers, node);
+		struct ledger_box *box = keyset_get(&r->ledgers, node);
 		struct ledger kept;
 		if (box) {
 			box->gen = r->ledger_gen;
@@ -178,13 +190,11 @@ static void ledger_end(void *ctx)
 	struct reserve *r = ctx;
 	r->ledgers_listed = true;
 	cache_relist_sweep(r->o.cache, CACHE_ALLOCS);
-	const char *key;
-	void *val;
-	for (size_t pos = 0; strmap_next(&r->ledgers, &pos, &key, &val);) {
-		struct ledger_box *box = val;
+	struct ledger_box *box;
+	for (size_t pos = 0; (box = keyset_next(&r->ledgers, &pos));) {
 		if (box->gen == r->ledger_gen)
 			continue;
-		strmap_del(&r->ledgers, key);
+		keyset_del(&r->ledgers, box->node);
 		box_free(box);
 	}
 }

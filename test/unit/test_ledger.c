@@ -423,7 +423,7 @@ static bool remembered_gone(struct reserve *r, const char *uid)
 static const struct alloc_block *kept_block(struct reserve *r)
 {
 	pthread_mutex_lock(&r->lock);
-	const struct ledger_box *box = strmap_get(&r->ledgers, "n1");
+	const struct ledger_box *box = keyset_get(&r->ledgers, "n1");
 	const struct alloc_block *b = box ? box->p.block : NULL;
 	pthread_mutex_unlock(&r->lock);
 	return b;
@@ -479,7 +479,7 @@ static void test_ledger_shared_with_the_cache(void **state)
 	assert_false(view_shows(c, b));
 	assert_ptr_equal(kept_block(r), b);
 	pthread_mutex_lock(&r->lock);
-	const struct ledger_box *box = strmap_get(&r->ledgers, "n1");
+	const struct ledger_box *box = keyset_get(&r->ledgers, "n1");
 	assert_int_equal(box->p.n, 3);
 	assert_true(ledger_packed_holds(&box->p, "u2"));
 	pthread_mutex_unlock(&r->lock);
