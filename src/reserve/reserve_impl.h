@@ -2,9 +2,9 @@
 #ifndef GPU_RESERVE_IMPL_H
 #define GPU_RESERVE_IMPL_H
 
+#include "keyset.h"
 #include "ledger.h"
 #include "reflector.h"
-#include "keyset.h"
 #include "reserve.h"
 #include "strmap.h"
 
