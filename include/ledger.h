@@ -48,10 +48,14 @@ struct ledger_entry {
 void ledger_entry_set_pod(struct ledger_entry *e, const char *ns, const char *name);
 
 #define LEDGER_PLACE_PREFIX "gang-"
-/* Whether e is a gang's place rather than a pod's reservation. */
+/* Whether an entry of that uid is a gang's place rather than a pod's reservation. */
+static inline bool ledger_uid_is_place(const char *uid)
+{
+	return !strncmp(uid, LEDGER_PLACE_PREFIX, sizeof(LEDGER_PLACE_PREFIX) - 1);
+}
 static inline bool ledger_entry_is_place(const struct ledger_entry *e)
 {
-	return !strncmp(e->a.uid, LEDGER_PLACE_PREFIX, sizeof(LEDGER_PLACE_PREFIX) - 1);
+	return ledger_uid_is_place(e->a.uid);
 }
 
 struct ledger {
@@ -92,6 +96,11 @@ struct ledger_packed_strs {
 };
 /* The strings of the entry at *pos, *pos moved past it; false at the end. Start with *pos = 0. */
 bool ledger_packed_next_strs(const struct ledger_packed *p, size_t *pos, struct ledger_packed_strs *out);
+/* The first entry as the cache's record (alloc_rec_next() to the next, n of them), or NULL when none. */
+static inline const struct alloc_rec *ledger_packed_first(const struct ledger_packed *p)
+{
+	return p->block ? alloc_block_recs(p->block) : NULL;
+}
 /* Whether an entry of the pod is there. */
 bool ledger_packed_holds(const struct ledger_packed *p, const char *uid);
 /* The ledger of node at rv with p's entries; 0, or -1 when out of memory. */

@@ -72,22 +72,26 @@ static int verdict(const struct reserve *r, bool finished, const char *pod_node,
 	return now - since > r->o.bind_timeout_s ? REL_BIND_TIMEOUT : -1;
 }
 
-/* Why a reservation should go, from what the watches tell; -1: keep, -2: look the pod up. */
-static int classify(struct reserve *r, const char *node, const struct ledger_entry *e, time_t now)
+/*
+ * Why a reservation (a kept ledger's entry, read in place) should go, from
+ * what the watches tell; -1: keep, -2: look the pod up.
+ */
+static int classify(struct reserve *r, const char *node, const struct alloc_rec *e, time_t now)
 {
+	const char *uid = alloc_rec_uid(e);
 	/* A gang's place has no pod: it goes when no member took it in time. */
-	if (ledger_entry_is_place(e))
-		return now - e->a.since > (e->gang_timeout_s ? e->gang_timeout_s : r->o.gang_timeout_s) ? REL_GANG_TIMEOUT
-												     : -1;
-	if (strmap_get(&r->gone, e->a.uid))
+	if (ledger_uid_is_place(uid))
+		return now - e->since > (e->gang_timeout_s ? e->gang_timeout_s : r->o.gang_timeout_s) ? REL_GANG_TIMEOUT
+											     : -1;
+	if (strmap_get(&r->gone, uid))
 		return REL_POD_GONE;
-	const struct pod_state *p = keyset_get(&r->pods, e->a.uid);
-	bool late = now - e->a.since > r->o.bind_timeout_s;
+	const struct pod_state *p = keyset_get(&r->pods, uid);
+	bool late = now - e->since > r->o.bind_timeout_s;
 	/* A reservation Lease that went is a hint, not proof: the garbage collector
 	 * deletes it with the pod, but so does a replica whose bind of the pod lost. */
 	if (!p)
-		return late || strmap_get(&r->check, e->a.uid) ? -2 : -1;
-	return verdict(r, p->finished, pod_str(p, POD_NODE), node, e->a.since, now);
+		return late || strmap_get(&r->check, uid) ? -2 : -1;
+	return verdict(r, p->finished, pod_str(p, POD_NODE), node, e->since, now);
 }
 
 /* Looks a pod outside the watch up; the same answers as classify(), or -3 when it cannot. */
@@ -223,13 +227,12 @@ void reserve_reap(struct reserve *r)
 	for (size_t pos = 0; (box = keyset_next(&r->ledgers, &pos));)
 		entries += (size_t)box->p.n;
 	keyset_reserve(&reserved, entries);
-	struct ledger_entry entry, *e = &entry;   /* one at a time, as the packed ledgers give them */
+	/* Each entry read where it lies: a pass reads every one. */
 	for (size_t pos = 0; (box = keyset_next(&r->ledgers, &pos));) {
-		const struct ledger_packed *p = &box->p;
-		for (size_t at = 0, here = 0; ledger_packed_next(p, &at, e); here = at) {
-			struct ledger_packed_strs in_place;
-			ledger_packed_next_strs(p, &here, &in_place);
-			keyset_put(&reserved, (void *)in_place.uid, NULL);
+		const struct alloc_rec *e = ledger_packed_first(&box->p);
+		for (int i = 0; i < box->p.n; i++, e = alloc_rec_next(e)) {
+			const char *uid = alloc_rec_uid(e);
+			keyset_put(&reserved, (void *)uid, NULL);
 			int why = classify(r, box->node, e, now);
 			struct lookup *x = NULL;
 			if (why >= 0) {
@@ -237,16 +240,18 @@ void reserve_reap(struct reserve *r)
 				if (y)
 					y->reason = why;
 				x = y ? &y->at : NULL;
-			} else if (why == -2 && (nlook < MAX_GETS_PER_PASS || strmap_get(&r->check, e->a.uid))) {
+			} else if (why == -2 && (nlook < MAX_GETS_PER_PASS || strmap_get(&r->check, uid))) {
 				x = push(&look, &nlook, &clook, sizeof(*look));
 			}
 			if (x) {
+				struct alloc_names names;
+				alloc_rec_names(e, &names);
 				snprintf(x->node, sizeof(x->node), "%s", box->node);
-				snprintf(x->uid, sizeof(x->uid), "%s", e->a.uid);
-				snprintf(x->ns, sizeof(x->ns), "%s", e->ns);
-				snprintf(x->pod, sizeof(x->pod), "%s", e->name);
-				snprintf(x->claim, sizeof(x->claim), "%s", e->claim);
-				x->since = e->a.since;
+				snprintf(x->uid, sizeof(x->uid), "%s", uid);
+				snprintf(x->ns, sizeof(x->ns), "%s", names.ns);
+				snprintf(x->pod, sizeof(x->pod), "%s", names.name);
+				snprintf(x->claim, sizeof(x->claim), "%s", names.claim);
+				x->since = e->since;
 			}
 		}
 	}
