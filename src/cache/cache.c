@@ -1,4 +1,5 @@
 #include "cache.h"
+#include "intern.h"
 #include "keyset.h"
 #include "slab.h"
 #include "strmap.h"
@@ -38,11 +39,13 @@ struct info_block {
 };
 
 /*
- * A Node's labels, packed: the array, then the strings. Cloud nodes carry
- * two dozen (topology, instance type, pool...): one block, shared by the
- * writer side and every view built from it, where a heap block for each
- * string and a copy in each view took some 160 bytes a label (bench
- * --scale --labels 24).
+ * A Node's labels, packed: the array, then the strings no other node
+ * shares. Cloud nodes carry two dozen (topology, instance type, pool...):
+ * one block, shared by the writer side and every view built from it, where
+ * a heap block for each string and a copy in each view took some 160 bytes
+ * a label (bench --scale --labels 24). Keys and values most nodes repeat
+ * point to one copy each (intern_label); a string the pool has no room
+ * for, or longer than it keeps, lies in the block.
  */
 struct label_block {
 	atomic_int refs;           /* first: block_hold, block_release */
@@ -53,20 +56,29 @@ struct label_block {
 /* n's labels in a block of their own; NULL when out of memory. */
 static struct label_block *labels_pack(const struct gpu_node *n)
 {
-	size_t strings = 0;
-	for (int i = 0; i < n->nlabels; i++)
-		strings += strlen(n->labels[i].key) + strlen(n->labels[i].value) + 2;
-	struct label_block *b = malloc(sizeof(*b) + (size_t)n->nlabels * sizeof(b->labels[0]) + strings);
+	size_t inline_len = 0;
+	for (int i = 0; i < n->nlabels; i++) {
+		inline_len += intern_label(n->labels[i].key) ? 0 : strlen(n->labels[i].key) + 1;
+		inline_len += intern_label(n->labels[i].value) ? 0 : strlen(n->labels[i].value) + 1;
+	}
+	struct label_block *b = malloc(sizeof(*b) + (size_t)n->nlabels * sizeof(b->labels[0]) + inline_len);
 	if (!b)
 		return NULL;
 	atomic_init(&b->refs, 1);
 	b->n = n->nlabels;
 	char *at = (char *)(b->labels + n->nlabels);
 	for (int i = 0; i < n->nlabels; i++) {
-		b->labels[i].key = at;
-		at = stpcpy(at, n->labels[i].key) + 1;
-		b->labels[i].value = at;
-		at = stpcpy(at, n->labels[i].value) + 1;
+		const char *str[2] = { n->labels[i].key, n->labels[i].value };
+		char **to[2] = { &b->labels[i].key, &b->labels[i].value };
+		for (int k = 0; k < 2; k++) {
+			const char *shared = intern_label(str[k]);   /* found now if it was above */
+			if (shared) {
+				*to[k] = (char *)shared;
+			} else {
+				*to[k] = at;
+				at = stpcpy(at, str[k]) + 1;
+			}
+		}
 	}
 	return b;
 }

@@ -5,34 +5,39 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Twice the bound: the table never fills, so a probe always meets a hole. */
-#define SLOTS (2 * INTERN_MAX_STRINGS)
 /* Strings are carved from chunks of this size (no malloc header each). */
 #define CHUNK 16384
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static const char **slots;   /* SLOTS entries, NULL where empty */
-static int count;
-static char *chunk;          /* the chunk being carved; earlier ones are reachable from slots */
-static size_t chunk_left;
+/* One pool: at most max strings, in a table of twice as many slots (a probe always meets a hole). */
+struct pool {
+	pthread_mutex_t lock;
+	int max;
+	const char **slots;   /* 2 * max entries, NULL where empty */
+	int count;
+	char *chunk;          /* the chunk being carved; earlier ones are reachable from slots */
+	size_t chunk_left;
+};
 
-static char *carve(size_t n)
+static struct pool devices = { PTHREAD_MUTEX_INITIALIZER, INTERN_MAX_STRINGS, NULL, 0, NULL, 0 };
+static struct pool labels = { PTHREAD_MUTEX_INITIALIZER, INTERN_MAX_LABELS, NULL, 0, NULL, 0 };
+
+static char *carve(struct pool *p, size_t n)
 {
-	if (n > chunk_left) {
-		chunk = malloc(CHUNK);
-		if (!chunk) {
-			chunk_left = 0;
+	if (n > p->chunk_left) {
+		p->chunk = malloc(CHUNK);
+		if (!p->chunk) {
+			p->chunk_left = 0;
 			return NULL;
 		}
-		chunk_left = CHUNK;
+		p->chunk_left = CHUNK;
 	}
-	char *p = chunk;
-	chunk += n;
-	chunk_left -= n;
-	return p;
+	char *at = p->chunk;
+	p->chunk += n;
+	p->chunk_left -= n;
+	return at;
 }
 
-const char *intern(const char *s)
+static const char *intern_in(struct pool *p, const char *s)
 {
 	if (!s || !*s)
 		return "";
@@ -40,24 +45,35 @@ const char *intern(const char *s)
 	if (len > INTERN_MAX_LEN)
 		return NULL;
 	const char *found = NULL;
-	pthread_mutex_lock(&lock);
-	if (!slots)
-		slots = calloc(SLOTS, sizeof(*slots));
-	if (slots) {
-		size_t i = strmap_hash(s) % SLOTS;
-		while (slots[i] && strcmp(slots[i], s))
-			i = (i + 1) % SLOTS;
-		if (slots[i]) {
-			found = slots[i];
-		} else if (count < INTERN_MAX_STRINGS) {
-			char *copy = carve(len + 1);
+	size_t nslots = 2 * (size_t)p->max;
+	pthread_mutex_lock(&p->lock);
+	if (!p->slots)
+		p->slots = calloc(nslots, sizeof(*p->slots));
+	if (p->slots) {
+		size_t i = strmap_hash(s) % nslots;
+		while (p->slots[i] && strcmp(p->slots[i], s))
+			i = (i + 1) % nslots;
+		if (p->slots[i]) {
+			found = p->slots[i];
+		} else if (p->count < p->max) {
+			char *copy = carve(p, len + 1);
 			if (copy) {
 				memcpy(copy, s, len + 1);
-				slots[i] = found = copy;
-				count++;
+				p->slots[i] = found = copy;
+				p->count++;
 			}
 		}
 	}
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&p->lock);
 	return found;
+}
+
+const char *intern(const char *s)
+{
+	return intern_in(&devices, s);
+}
+
+const char *intern_label(const char *s)
+{
+	return intern_in(&labels, s);
 }

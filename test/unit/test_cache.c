@@ -289,6 +289,33 @@ static void test_labels_shared_and_kept(void **state)
 	assert_true(z->has_node);
 	assert_int_equal(z->node->nlabels, 0);
 	snapshot_release(now);
+	/*
+	 * What nodes repeat is kept once for all of them (n3's and n4's zone,
+	 * key and value); a value longer than the shared pool keeps lies in the
+	 * node's own block, whole.
+	 */
+	char longest[301];
+	memset(longest, 'v', sizeof(longest) - 1);
+	longest[sizeof(longest) - 1] = '\0';
+	for (int i = 3; i <= 4; i++) {
+		char name[8];
+		snprintf(name, sizeof(name), "n%d", i);
+		l = gpu_node_new(name);
+		assert_int_equal(gpu_node_set_label(l, "topology.kubernetes.io/zone", "us-central1-a"), 0);
+		assert_int_equal(gpu_node_set_label(l, "example.com/long", longest), 0);
+		cache_lock(c);
+		cache_set_node(c, name, l);
+		cache_unlock(c);
+	}
+	now = cache_acquire(c);
+	const struct cache_node *n3 = snapshot_find(now, "n3"), *n4 = snapshot_find(now, "n4");
+	assert_ptr_equal(n3->node->labels[1].key, n4->node->labels[1].key);
+	assert_ptr_equal(gpu_node_label(n3->node, "topology.kubernetes.io/zone"),
+			 gpu_node_label(n4->node, "topology.kubernetes.io/zone"));
+	assert_string_equal(gpu_node_label(n3->node, "topology.kubernetes.io/zone"), "us-central1-a");
+	assert_ptr_not_equal(gpu_node_label(n3->node, "example.com/long"), gpu_node_label(n4->node, "example.com/long"));
+	assert_string_equal(gpu_node_label(n4->node, "example.com/long"), longest);
+	snapshot_release(now);
 	cache_free(c);
 }
 

@@ -73,6 +73,30 @@ static void test_from_many_threads(void **state)
 	}
 }
 
+/*
+ * Labels have a pool of their own: filled up (every node's hostname, say),
+ * it still finds what it holds, and the device strings' pool is untouched.
+ */
+static void test_label_pool_apart(void **state)
+{
+	(void)state;
+	const char *zone = intern_label("us-central1-a");
+	assert_non_null(zone);
+	assert_ptr_equal(intern_label("us-central1-a"), zone);
+	char s[32];
+	int added = 1;
+	for (int k = 0; k <= INTERN_MAX_LABELS; k++) {
+		snprintf(s, sizeof(s), "node-%05d", k);
+		if (!intern_label(s))
+			break;
+		added++;
+	}
+	assert_int_equal(added, INTERN_MAX_LABELS);   /* the zone and the hostnames up to the bound */
+	assert_null(intern_label("gpu-pool-new"));
+	assert_ptr_equal(intern_label("us-central1-a"), zone);
+	assert_non_null(intern("a device string after the labels' pool filled"));
+}
+
 /* Last: it fills the process's pool. Past the bound only strings already there are found. */
 static void test_bounded(void **state)
 {
@@ -101,6 +125,7 @@ int main(void)
 		cmocka_unit_test(test_one_copy_per_string),
 		cmocka_unit_test(test_longer_than_the_limit),
 		cmocka_unit_test(test_from_many_threads),
+		cmocka_unit_test(test_label_pool_apart),
 		cmocka_unit_test(test_bounded),
 	};
 	return cmocka_run_group_tests_name("intern", tests, NULL, NULL);
