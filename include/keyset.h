@@ -31,8 +31,6 @@ void keyset_release(struct keyset *s);
 void *keyset_get(const struct keyset *s, const char *key);
 /* Inserts rec, or puts it in place of the record with its key (*old gets that one, or NULL). 0, or -1 (no memory). */
 int keyset_put(struct keyset *s, void *rec, void **old);
-/* Room for n records without growing on the way (no table and its double at once); 0, or -1 (no memory). */
-int keyset_reserve(struct keyset *s, size_t n);
 /* Removes the record with that key; returns it, or NULL. */
 void *keyset_del(struct keyset *s, const char *key);
 /*

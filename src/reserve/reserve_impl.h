@@ -32,6 +32,7 @@ enum pod_string {
 struct pod_state {
 	uint64_t gen;
 	uint32_t mem_mib, core;
+	uint32_t held_in_pass;      /* the last reaper pass that found it in a ledger */
 	uint16_t at[POD_STRINGS];   /* where each string starts in strings[] */
 	uint8_t mode;               /* enum claim_mode, its claim's: for putting back a lost reservation */
 	bool finished;              /* Succeeded or Failed */
@@ -85,6 +86,7 @@ struct reserve {
 	uint64_t resv_gen;
 	struct strmap gang_status;      /* "ns/gang" -> char *: the status last written (gang.c) */
 	uint64_t pods_gen, ledger_gen;
+	uint32_t reap_passes;           /* reaper passes so far (pod_state.held_in_pass) */
 	bool ledgers_listed;            /* the ledger watch listed them all once: a node it lacks has none */
 	struct reflector *watch[3];
 	pthread_t reaper;

@@ -61,9 +61,11 @@ static bool place(void **slot, uint16_t *tag, size_t cap, void *rec, size_t h)
 	return empty;
 }
 
-/* Moves the records to a table of cap slots (a power of two, room for them). */
-static int rehash(struct keyset *s, size_t cap)
+static int grow(struct keyset *s)
 {
+	size_t cap = s->cap ? s->cap * 2 : 16;
+	if (s->len * 2 < s->cap)
+		cap = s->cap;   /* mostly deleted slots: rehash at this size */
 	void **slot = calloc(cap, sizeof(*slot) + sizeof(*s->tag));
 	if (!slot)
 		return -1;
@@ -77,22 +79,6 @@ static int rehash(struct keyset *s, size_t cap)
 	s->cap = cap;
 	s->used = s->len;
 	return 0;
-}
-
-static int grow(struct keyset *s)
-{
-	size_t cap = s->cap ? s->cap * 2 : 16;
-	if (s->len * 2 < s->cap)
-		cap = s->cap;   /* mostly deleted slots: rehash at this size */
-	return rehash(s, cap);
-}
-
-int keyset_reserve(struct keyset *s, size_t n)
-{
-	size_t cap = s->cap ? s->cap : 16;
-	while ((n + 1) * 4 > cap * 3)
-		cap *= 2;
-	return cap == s->cap ? 0 : rehash(s, cap);
 }
 
 int keyset_put(struct keyset *s, void *rec, void **old)

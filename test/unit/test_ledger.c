@@ -546,6 +546,56 @@ static void test_gone_forgotten_once_released(void **state)
 	kube_client_free(client);
 }
 
+/* The pass that last found the pod in a ledger, or 0 when unknown. */
+static uint32_t held_in(struct reserve *r, const char *uid)
+{
+	pthread_mutex_lock(&r->lock);
+	const struct pod_state *p = keyset_get(&r->pods, uid);
+	uint32_t pass = p ? p->held_in_pass : 0;
+	pthread_mutex_unlock(&r->lock);
+	return pass;
+}
+
+/*
+ * A reaper pass marks the watched pods some ledger holds (it then puts
+ * back only the reservations of bound pods no ledger holds): u1 and u2 are
+ * in n1's ledger, u9 in none; a pod whose entry went is no longer marked.
+ */
+static void test_reaper_marks_held_pods(void **state)
+{
+	(void)state;
+	struct kube_config kc;
+	kube_config_init(&kc);
+	snprintf(kc.server, sizeof(kc.server), "http://127.0.0.1:1");
+	char err[256];
+	struct kube_client *client = kube_client_new(&kc, err, sizeof(err));
+	kube_config_release(&kc);
+	assert_non_null(client);
+	struct cache *c = cache_new();
+	struct api_resources res;
+	api_resources_default(&res);
+	struct reserve_opts o = { .client = client, .cache = c, .res = &res, .ns = "gpu-system", .identity = "r1",
+				  .bind_timeout_s = 60 };
+	struct reserve *r = reserve_new(&o);
+	assert_int_equal(watched(r, c, false, "5", 2), 2);
+	pod_event(r, false, "u1");
+	pod_event(r, false, "u2");
+	pod_event(r, false, "u9");
+	reserve_reap(r);
+	uint32_t first = r->reap_passes;
+	assert_true(first > 0);
+	assert_int_equal(held_in(r, "u1"), first);
+	assert_int_equal(held_in(r, "u2"), first);
+	assert_int_not_equal(held_in(r, "u9"), first);
+	assert_int_equal(watched(r, c, false, "6", 1), 1);   /* u2's entry went */
+	reserve_reap(r);
+	assert_int_equal(held_in(r, "u1"), first + 1);
+	assert_int_not_equal(held_in(r, "u2"), first + 1);
+	reserve_free(r);
+	cache_free(c);
+	kube_client_free(client);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -558,6 +608,7 @@ int main(void)
 		cmocka_unit_test(test_watch_never_goes_back),
 		cmocka_unit_test(test_ledger_shared_with_the_cache),
 		cmocka_unit_test(test_gone_forgotten_once_released),
+		cmocka_unit_test(test_reaper_marks_held_pods),
 	};
 	return cmocka_run_group_tests_name("ledger", tests, NULL, NULL);
 }
