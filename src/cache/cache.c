@@ -56,30 +56,34 @@ struct label_block {
 /* n's labels in a block of their own; NULL when out of memory. */
 static struct label_block *labels_pack(const struct gpu_node *n)
 {
+	/* The labels as the pool has them (NULL: not there), then the block with room for the rest. */
+	struct label *shared = calloc((size_t)n->nlabels + 1, sizeof(*shared));
+	if (!shared)
+		return NULL;
 	size_t inline_len = 0;
 	for (int i = 0; i < n->nlabels; i++) {
-		inline_len += intern_label(n->labels[i].key) ? 0 : strlen(n->labels[i].key) + 1;
-		inline_len += intern_label(n->labels[i].value) ? 0 : strlen(n->labels[i].value) + 1;
+		shared[i] = (struct label){ (char *)intern_label(n->labels[i].key), (char *)intern_label(n->labels[i].value) };
+		inline_len += shared[i].key ? 0 : strlen(n->labels[i].key) + 1;
+		inline_len += shared[i].value ? 0 : strlen(n->labels[i].value) + 1;
 	}
 	struct label_block *b = malloc(sizeof(*b) + (size_t)n->nlabels * sizeof(b->labels[0]) + inline_len);
-	if (!b)
-		return NULL;
-	atomic_init(&b->refs, 1);
-	b->n = n->nlabels;
-	char *at = (char *)(b->labels + n->nlabels);
-	for (int i = 0; i < n->nlabels; i++) {
-		const char *str[2] = { n->labels[i].key, n->labels[i].value };
-		char **to[2] = { &b->labels[i].key, &b->labels[i].value };
-		for (int k = 0; k < 2; k++) {
-			const char *shared = intern_label(str[k]);   /* found now if it was above */
-			if (shared) {
-				*to[k] = (char *)shared;
-			} else {
-				*to[k] = at;
-				at = stpcpy(at, str[k]) + 1;
+	if (b) {
+		atomic_init(&b->refs, 1);
+		b->n = n->nlabels;
+		char *at = (char *)(b->labels + n->nlabels);
+		for (int i = 0; i < n->nlabels; i++) {
+			b->labels[i] = shared[i];
+			if (!b->labels[i].key) {
+				b->labels[i].key = at;
+				at = stpcpy(at, n->labels[i].key) + 1;
+			}
+			if (!b->labels[i].value) {
+				b->labels[i].value = at;
+				at = stpcpy(at, n->labels[i].value) + 1;
 			}
 		}
 	}
+	free(shared);
 	return b;
 }
 
@@ -1146,11 +1150,9 @@ bool cache_remove_alloc(struct cache *c, const char *uid, const char *node)
 /* Whether r is a's allocation: the same devices, mode, share and time. */
 static bool rec_is(const struct alloc_rec *r, const struct alloc *a)
 {
-	struct alloc had;
-	alloc_rec_unpack(r, &had);
-	return had.mode == a->mode && had.mem_mib == a->mem_mib && had.core == a->core && had.since == a->since &&
-	       had.ndev == a->ndev && had.id_base == a->id_base &&
-	       !memcmp(had.id_off, a->id_off, (size_t)a->ndev * sizeof(a->id_off[0]));
+	return r->mode == a->mode && r->mem_mib == a->mem_mib && r->core == a->core && r->since == a->since &&
+	       r->ndev == a->ndev && r->id_base == a->id_base &&
+	       !memcmp(r->id_off, a->id_off, (size_t)a->ndev * sizeof(a->id_off[0]));
 }
 
 int cache_add_alloc(struct cache *c, const char *name, const struct alloc *a)

@@ -502,6 +502,37 @@ static void age_gone(struct reserve *r, const char *uid, time_t age)
 	pthread_mutex_unlock(&r->lock);
 }
 
+/* A reservation module for the reaper's tests: its API server refuses at once (a release fails). */
+struct reaper_rig {
+	struct kube_client *client;
+	struct cache *c;
+	struct api_resources res;
+	struct reserve *r;
+};
+
+static void rig_up(struct reaper_rig *g)
+{
+	struct kube_config kc;
+	kube_config_init(&kc);
+	snprintf(kc.server, sizeof(kc.server), "http://127.0.0.1:1");
+	char err[256];
+	g->client = kube_client_new(&kc, err, sizeof(err));
+	kube_config_release(&kc);
+	assert_non_null(g->client);
+	g->c = cache_new();
+	api_resources_default(&g->res);
+	struct reserve_opts o = { .client = g->client, .cache = g->c, .res = &g->res, .ns = "gpu-system",
+				  .identity = "r1", .bind_timeout_s = 60 };
+	g->r = reserve_new(&o);
+}
+
+static void rig_down(struct reaper_rig *g)
+{
+	reserve_free(g->r);
+	cache_free(g->c);
+	kube_client_free(g->client);
+}
+
 /*
  * A deleted pod's uid is remembered while a ledger holds it (here its
  * release fails: no API server answers) or a bind of it may still be in
@@ -511,19 +542,10 @@ static void age_gone(struct reserve *r, const char *uid, time_t age)
 static void test_gone_forgotten_once_released(void **state)
 {
 	(void)state;
-	struct kube_config kc;
-	kube_config_init(&kc);
-	snprintf(kc.server, sizeof(kc.server), "http://127.0.0.1:1");
-	char err[256];
-	struct kube_client *client = kube_client_new(&kc, err, sizeof(err));
-	kube_config_release(&kc);
-	assert_non_null(client);
-	struct cache *c = cache_new();
-	struct api_resources res;
-	api_resources_default(&res);
-	struct reserve_opts o = { .client = client, .cache = c, .res = &res, .ns = "gpu-system", .identity = "r1",
-				  .bind_timeout_s = 60 };
-	struct reserve *r = reserve_new(&o);
+	struct reaper_rig g;
+	rig_up(&g);
+	struct reserve *r = g.r;
+	struct cache *c = g.c;
 	/* u1 holds a GPU in n1's ledger, u2 holds nothing; both are deleted. */
 	assert_int_equal(watched(r, c, false, "5", 1), 1);
 	pod_event(r, false, "u1");
@@ -541,9 +563,7 @@ static void test_gone_forgotten_once_released(void **state)
 	age_gone(r, "u1", 601);
 	reserve_reap(r);
 	assert_false(remembered_gone(r, "u1"));
-	reserve_free(r);
-	cache_free(c);
-	kube_client_free(client);
+	rig_down(&g);
 }
 
 /* The pass that last found the pod in a ledger, or 0 when unknown. */
@@ -564,19 +584,10 @@ static uint32_t held_in(struct reserve *r, const char *uid)
 static void test_reaper_marks_held_pods(void **state)
 {
 	(void)state;
-	struct kube_config kc;
-	kube_config_init(&kc);
-	snprintf(kc.server, sizeof(kc.server), "http://127.0.0.1:1");
-	char err[256];
-	struct kube_client *client = kube_client_new(&kc, err, sizeof(err));
-	kube_config_release(&kc);
-	assert_non_null(client);
-	struct cache *c = cache_new();
-	struct api_resources res;
-	api_resources_default(&res);
-	struct reserve_opts o = { .client = client, .cache = c, .res = &res, .ns = "gpu-system", .identity = "r1",
-				  .bind_timeout_s = 60 };
-	struct reserve *r = reserve_new(&o);
+	struct reaper_rig g;
+	rig_up(&g);
+	struct reserve *r = g.r;
+	struct cache *c = g.c;
 	assert_int_equal(watched(r, c, false, "5", 2), 2);
 	pod_event(r, false, "u1");
 	pod_event(r, false, "u2");
@@ -591,9 +602,7 @@ static void test_reaper_marks_held_pods(void **state)
 	reserve_reap(r);
 	assert_int_equal(held_in(r, "u1"), first + 1);
 	assert_int_not_equal(held_in(r, "u2"), first + 1);
-	reserve_free(r);
-	cache_free(c);
-	kube_client_free(client);
+	rig_down(&g);
 }
 
 int main(void)
