@@ -388,6 +388,14 @@ cluster_node_up() {
   export CLUSTER_NODE_NAME CLUSTER_NODE_IP CLUSTER_NODE_DIR CLUSTER_CONTAINERD_ADDRESS CLUSTER_CONTAINERD_BIN
   mkdir -p "$CLUSTER_NODE_DIR" "$CLUSTER_KUBELET_ROOT"
   touch "$CLUSTER_KUBELET_ROOT/.gpu-extender-test-node"
+  # kubelet makes its root an rshared mount (a bind mount onto itself) when
+  # it starts, while another of its threads creates the PodResources socket
+  # there: a rename that straddles the new mount fails with EXDEV and kubelet
+  # exits. Made here, before kubelet starts, the mount is already in place.
+  # (_cluster_node_scrub unmounts it with the rest.)
+  mount --bind "$CLUSTER_KUBELET_ROOT" "$CLUSTER_KUBELET_ROOT" &&
+    mount --make-rshared "$CLUSTER_KUBELET_ROOT" ||
+    { _cluster_err "cluster_node_up: could not make $CLUSTER_KUBELET_ROOT an rshared mount"; cluster_node_down; return 1; }
 
   _cluster_node_write_containerd_config
   _cluster_node_start_containerd || { cluster_node_down; return 1; }
