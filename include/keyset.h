@@ -22,6 +22,7 @@ struct keyset {
 	size_t cap;           /* power of two, or 0 */
 	size_t len;           /* records */
 	size_t used;          /* records and deleted slots */
+	unsigned rehashes;    /* times the records moved (a walk's positions went stale) */
 	keyset_key_fn key_of;
 };
 
@@ -37,7 +38,8 @@ void *keyset_del(struct keyset *s, const char *key);
  * Iteration: for (size_t i = 0; (rec = keyset_next(s, &i));). keyset_del
  * may be called during an iteration, for any key: it leaves a marker and
  * moves no record, so none is skipped or seen twice. keyset_put may grow
- * the table: not during one.
+ * the table, which moves them: a walk that lets others at the set between
+ * two steps goes on only while `rehashes` is what it was.
  */
 void *keyset_next(const struct keyset *s, size_t *pos);
 

@@ -35,6 +35,7 @@ struct reserve_opts {
 	const char *pod_selector;     /* label selector of pods that hold GPUs */
 	int gang_timeout_s;           /* a gang's places unused this long go (default for gangs without one) */
 	const char *gang_topology_key;   /* node label whose values are the topology domains gangs keep to */
+	int64_t reap_slice_ns;        /* the longest a reaper pass holds the lock at once (0: 1 ms; tests: less) */
 };
 
 struct reserve;
@@ -61,5 +62,19 @@ void reserve_reservation_sink(struct reserve *r, struct reflector_sink *out);
 void reserve_pod_sink(struct reserve *r, struct reflector_sink *out);
 /* Runs one reaper pass now (tests and the first reconcile). */
 void reserve_reap(struct reserve *r);
+
+/*
+ * The last pass's walk over the ledgers and pods, which holds the
+ * reservation module's lock (binds and watch events wait for it) a slice
+ * at a time.
+ */
+struct reap_stats {
+	double ms;                /* the walk, start to end */
+	double longest_hold_ms;   /* the longest it held the lock at once */
+	int holds;                /* how many times it took the lock */
+	bool whole;               /* it walked every ledger (false: their table grew meanwhile) */
+	int releases, lookups, repairs;   /* what it found to do */
+};
+void reserve_reap_stats(struct reserve *r, struct reap_stats *out);
 
 #endif

@@ -20,6 +20,7 @@ struct strmap {
 	size_t cap;       /* power of two, or 0 */
 	size_t len;
 	size_t used;      /* live + deleted slots */
+	unsigned rehashes;   /* times the entries moved (a walk's positions went stale) */
 };
 
 void strmap_init(struct strmap *m);
@@ -36,7 +37,9 @@ size_t strmap_hash(const char *key);
  * Iteration: for (size_t i = 0; strmap_next(m, &i, &k, &v);)
  * strmap_del may be called during an iteration, for any key: it leaves a
  * tombstone and moves no entry, so none is skipped or seen twice (k is
- * freed when k's own entry is deleted). strmap_put may rehash: not during one.
+ * freed when k's own entry is deleted). strmap_put may rehash, which moves
+ * them: a walk that lets others at the map between two steps goes on only
+ * while `rehashes` is what it was.
  */
 int strmap_next(const struct strmap *m, size_t *pos, const char **key, void **value);
 

@@ -199,27 +199,79 @@ static void repair(struct reserve *r, const struct repair *p)
 
 /* ---- one pass ---- */
 
-void reserve_reap(struct reserve *r)
+/*
+ * The reservation module's lock, held a slice at a time: one hold for a
+ * pass over 65,000 nodes' ledgers and 520,000 pods lasted 140 ms, and binds
+ * and watch events wait for this lock.
+ */
+#define REAP_SLICE_NS 1000000   /* a hold lasts about this long at most (reserve_opts.reap_slice_ns) */
+#define REAP_STEP 64            /* records walked between two looks at the clock */
+
+struct hold {
+	struct reserve *r;
+	struct timespec since;
+	int64_t longest_ns;
+	int n;
+};
+
+static int64_t ns_since(const struct timespec *t)
 {
-	time_t now = time(NULL);
-	struct release *rel = NULL;
-	struct lookup *look = NULL;
-	struct repair *rep = NULL;
-	struct stale_lease *stale = NULL;
-	size_t nrel = 0, crel = 0, nlook = 0, clook = 0, nrep = 0, crep = 0, nstale = 0, cstale = 0;
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (int64_t)(now.tv_sec - t->tv_sec) * 1000000000 + (now.tv_nsec - t->tv_nsec);
+}
+
+static void hold_take(struct hold *h)
+{
+	pthread_mutex_lock(&h->r->lock);
+	clock_gettime(CLOCK_MONOTONIC, &h->since);
+	h->n++;
+}
+
+static void hold_give(struct hold *h)
+{
+	int64_t ns = ns_since(&h->since);
+	if (ns > h->longest_ns)
+		h->longest_ns = ns;
+	pthread_mutex_unlock(&h->r->lock);
+}
+
+/* Lets the lock's other users in once this hold had its slice; true when it did. */
+static bool hold_yield(struct hold *h)
+{
+	if (ns_since(&h->since) < h->r->o.reap_slice_ns)
+		return false;
+	hold_give(h);
+	/* A waiter wakes on another core within microseconds; without a pause this thread would take the lock back first. */
+	struct timespec pause = { 0, 20 * 1000 };
+	nanosleep(&pause, NULL);
+	hold_take(h);
+	return true;
+}
+
+/* What a pass found to do once the lock is let go. */
+struct pass {
+	time_t now;
+	uint32_t id;                /* pod_state.held_in_pass */
 	/*
 	 * Which pods some ledger holds: a watched pod's record is marked with
-	 * this pass, and the few others asked about below (deleted pods, pods
-	 * whose reservation Lease went) go in a small set. A set of every uid
-	 * took 10 MiB at 520,000 pods, a copy of each 51.
+	 * this pass, and the few others asked about (deleted pods, pods whose
+	 * reservation Lease went) go in a small set. A set of every uid took
+	 * 10 MiB at 520,000 pods, a copy of each 51.
 	 */
 	struct strmap held;
-	strmap_init(&held);
+	struct release *rel;
+	struct lookup *look;
+	struct repair *rep;
+	struct stale_lease *stale;
+	size_t nrel, crel, nlook, clook, nrep, crep, nstale, cstale;
+};
 
-	pthread_mutex_lock(&r->lock);
-	uint32_t pass = ++r->reap_passes;
-	const char *key;
-	void *val;
+/* Classifies every ledger entry; false when the walk could not finish (the ledgers' table grew meanwhile). */
+static bool walk_ledgers(struct reserve *r, struct hold *h, struct pass *ps)
+{
+	unsigned rehashes = r->ledgers.rehashes;
+	int walked = 0;
 	const struct ledger_box *box;
 	/* Each entry read where it lies: a pass reads every one. */
 	for (size_t pos = 0; (box = keyset_next(&r->ledgers, &pos));) {
@@ -228,18 +280,18 @@ void reserve_reap(struct reserve *r)
 			const char *uid = alloc_rec_uid(e);
 			struct pod_state *p = ledger_uid_is_place(uid) ? NULL : keyset_get(&r->pods, uid);
 			if (p)
-				p->held_in_pass = pass;
+				p->held_in_pass = ps->id;
 			else if (strmap_get(&r->gone, uid) || strmap_get(&r->check, uid))
-				strmap_put(&held, uid, (void *)1, NULL);
-			int why = classify(r, box->node, e, p, now);
+				strmap_put(&ps->held, uid, (void *)1, NULL);
+			int why = classify(r, box->node, e, p, ps->now);
 			struct lookup *x = NULL;
 			if (why >= 0) {
-				struct release *y = push(&rel, &nrel, &crel, sizeof(*rel));
+				struct release *y = push(&ps->rel, &ps->nrel, &ps->crel, sizeof(*ps->rel));
 				if (y)
 					y->reason = why;
 				x = y ? &y->at : NULL;
-			} else if (why == -2 && (nlook < MAX_GETS_PER_PASS || strmap_get(&r->check, uid))) {
-				x = push(&look, &nlook, &clook, sizeof(*look));
+			} else if (why == -2 && (ps->nlook < MAX_GETS_PER_PASS || strmap_get(&r->check, uid))) {
+				x = push(&ps->look, &ps->nlook, &ps->clook, sizeof(*ps->look));
 			}
 			if (x) {
 				struct alloc_names names;
@@ -252,18 +304,40 @@ void reserve_reap(struct reserve *r)
 				x->since = e->since;
 			}
 		}
+		/* (between ledgers: box may be gone once the lock was let go) */
+		if ((walked += box->p.n + 1) >= REAP_STEP) {
+			walked = 0;
+			if (hold_yield(h) && r->ledgers.rehashes != rehashes)
+				return false;
+		}
 	}
-	/* Bound pods whose annotation says they hold GPUs that no ledger records. */
-	const struct pod_state *p;
-	for (size_t pos = 0; (p = keyset_next(&r->pods, &pos));) {
+	return true;
+}
+
+/* Bound pods whose annotation says they hold GPUs that no ledger records. */
+static void walk_pods(struct reserve *r, struct hold *h, struct pass *ps)
+{
+	unsigned rehashes = r->pods.rehashes;
+	size_t pos = 0, walked = 0;
+	for (;;) {
+		/* (before the next record: one read before the lock was let go may be gone) */
+		if (++walked % REAP_STEP == 0 && hold_yield(h) && r->pods.rehashes != rehashes)
+			return;   /* the rest next pass */
+		const struct pod_state *p = keyset_next(&r->pods, &pos);
+		if (!p)
+			return;
 		const char *uid = pod_str(p, POD_UID), *node = pod_str(p, POD_NODE), *allocated = pod_str(p, POD_ALLOCATED);
 		size_t nl = strlen(node);
 		if (p->finished || !p->wants_gpu || !nl || strncmp(allocated, node, nl) || allocated[nl] != ':' ||
-		    p->held_in_pass == pass)
+		    p->held_in_pass == ps->id)
 			continue;
-		struct repair *x = push(&rep, &nrep, &crep, sizeof(*rep));
+		/* Not met in the walk: written to its ledger after the walk had passed it, or really lost. */
+		const struct ledger_box *box = keyset_get(&r->ledgers, node);
+		if (box && ledger_packed_holds(&box->p, uid))
+			continue;
+		struct repair *x = push(&ps->rep, &ps->nrep, &ps->crep, sizeof(*ps->rep));
 		if (!x)
-			break;
+			return;
 		snprintf(x->node, sizeof(x->node), "%s", node);
 		snprintf(x->uid, sizeof(x->uid), "%s", uid);
 		snprintf(x->ns, sizeof(x->ns), "%s", pod_str(p, POD_NS));
@@ -274,27 +348,51 @@ void reserve_reap(struct reserve *r)
 		x->mem_mib = p->mem_mib;
 		x->core = p->core;
 	}
-	/*
-	 * Reservation Leases whose ledger entry is gone (a release whose answer was
-	 * lost, a Lease deletion that failed): nothing else deletes them while their
-	 * pods live. A bind writes the entry before the Lease: one older than the
-	 * bind timeout without its entry is left over.
-	 */
-	for (size_t pos = 0; strmap_next(&r->resv, &pos, &key, &val) && nstale < MAX_GETS_PER_PASS;) {
+}
+
+/*
+ * Reservation Leases whose ledger entry is gone (a release whose answer was
+ * lost, a Lease deletion that failed): nothing else deletes them while their
+ * pods live. A bind writes the entry before the Lease: one older than the
+ * bind timeout without its entry is left over. (Pods without the managed
+ * label have one each: as many as the ledgers' entries, at most.)
+ */
+static void walk_leases(struct reserve *r, struct hold *h, struct pass *ps)
+{
+	unsigned rehashes = r->resv.rehashes;
+	const char *key;
+	void *val;
+	for (size_t pos = 0, walked = 0; ps->nstale < MAX_GETS_PER_PASS;) {
+		if (++walked % REAP_STEP == 0 && hold_yield(h) && r->resv.rehashes != rehashes)
+			return;   /* the rest next pass */
+		if (!strmap_next(&r->resv, &pos, &key, &val))
+			return;
 		const struct resv_lease *l = val;
-		box = keyset_get(&r->ledgers, l->node);
-		if (now - l->seen <= r->o.bind_timeout_s || (box && ledger_packed_holds(&box->p, l->uid)))
+		const struct ledger_box *box = keyset_get(&r->ledgers, l->node);
+		if (ps->now - l->seen <= r->o.bind_timeout_s || (box && ledger_packed_holds(&box->p, l->uid)))
 			continue;
-		struct stale_lease *x = push(&stale, &nstale, &cstale, sizeof(*stale));
+		struct stale_lease *x = push(&ps->stale, &ps->nstale, &ps->cstale, sizeof(*ps->stale));
 		if (!x)
 			break;
 		snprintf(x->ns, sizeof(x->ns), "%s", l->ns);
 		snprintf(x->uid, sizeof(x->uid), "%s", l->uid);
 		snprintf(x->node, sizeof(x->node), "%s", l->node);
 	}
-	/* Lease deletions of pods that hold nothing any more, or are watched: nothing to look up. */
+}
+
+/*
+ * The deleted pods and Lease deletions no longer worth remembering, after
+ * a whole walk of the ledgers (held knows every uid they hold). A bind
+ * timeout's worth of deletions: one hold.
+ */
+static void forget(struct reserve *r, const struct pass *ps)
+{
+	const char *key;
+	void *val;
+	/* Lease deletions of pods that hold nothing any more, or are watched: nothing to look up (marks from
+	 * after this pass began stay: their ledger may have been walked before their entry came). */
 	for (size_t pos = 0; strmap_next(&r->check, &pos, &key, &val);)
-		if (!strmap_get(&held, key) || keyset_get(&r->pods, key))
+		if ((time_t)(intptr_t)val < ps->now && (!strmap_get(&ps->held, key) || keyset_get(&r->pods, key)))
 			strmap_del(&r->check, key);
 	/*
 	 * Forget a deleted pod once no ledger holds it and a bind of it in
@@ -304,50 +402,76 @@ void reserve_reap(struct reserve *r)
 	 * minutes' worth.
 	 */
 	for (size_t pos = 0; strmap_next(&r->gone, &pos, &key, &val);) {
-		time_t age = now - (time_t)(intptr_t)val;
-		if (age > GONE_MEMORY_S || (age > r->o.bind_timeout_s && !strmap_get(&held, key)))
+		time_t age = ps->now - (time_t)(intptr_t)val;
+		if (age > GONE_MEMORY_S || (age > r->o.bind_timeout_s && !strmap_get(&ps->held, key)))
 			strmap_del(&r->gone, key);
 	}
-	pthread_mutex_unlock(&r->lock);
-	strmap_release(&held);
+}
 
-	for (size_t i = 0; i < nlook; i++) {
-		int why = classify_by_get(r, &look[i], now);
+void reserve_reap(struct reserve *r)
+{
+	struct pass ps = { .now = time(NULL) };
+	strmap_init(&ps.held);
+	struct hold h = { .r = r };
+	struct timespec began;
+	clock_gettime(CLOCK_MONOTONIC, &began);
+	hold_take(&h);
+	ps.id = ++r->reap_passes;
+	bool whole = walk_ledgers(r, &h, &ps);
+	walk_pods(r, &h, &ps);
+	walk_leases(r, &h, &ps);
+	if (whole)
+		forget(r, &ps);
+	struct reap_stats st = { .holds = h.n, .whole = whole, .releases = (int)ps.nrel, .lookups = (int)ps.nlook,
+				 .repairs = (int)ps.nrep };
+	hold_give(&h);
+	strmap_release(&ps.held);
+	st.ms = (double)ns_since(&began) / 1e6;
+	st.longest_hold_ms = (double)h.longest_ns / 1e6;
+	pthread_mutex_lock(&r->lock);
+	r->last_pass = st;
+	pthread_mutex_unlock(&r->lock);
+	log_debug("reaper pass walked the ledgers and pods",
+		  "ms=%.1f longest_hold_ms=%.2f holds=%d whole=%d releases=%d lookups=%d repairs=%d", st.ms,
+		  st.longest_hold_ms, st.holds, whole, st.releases, st.lookups, st.repairs);
+
+	for (size_t i = 0; i < ps.nlook; i++) {
+		int why = classify_by_get(r, &ps.look[i], ps.now);
 		if (why != -3) {
 			/* Answered (marks from after this pass began stay, for the next one). */
 			pthread_mutex_lock(&r->lock);
-			void *when = strmap_get(&r->check, look[i].uid);
-			if (when && (time_t)(intptr_t)when < now)
-				strmap_del(&r->check, look[i].uid);
+			void *when = strmap_get(&r->check, ps.look[i].uid);
+			if (when && (time_t)(intptr_t)when < ps.now)
+				strmap_del(&r->check, ps.look[i].uid);
 			pthread_mutex_unlock(&r->lock);
 		}
-		struct release *y = why >= 0 ? push(&rel, &nrel, &crel, sizeof(*rel)) : NULL;
+		struct release *y = why >= 0 ? push(&ps.rel, &ps.nrel, &ps.crel, sizeof(*ps.rel)) : NULL;
 		if (!y)
 			continue;
-		y->at = look[i];
+		y->at = ps.look[i];
 		y->reason = why;
 	}
 	/* One ledger write per node for (up to 64 of) its releases; the rest next round. */
-	for (size_t i = 0; i < nrel; i++) {
-		if (!rel[i].at.node[0])
+	for (size_t i = 0; i < ps.nrel; i++) {
+		if (!ps.rel[i].at.node[0])
 			continue;
 		const char *uids[64];
 		int64_t since[64];
 		size_t idx[64];
 		int n = 0;
-		for (size_t j = i; j < nrel && n < 64; j++) {
-			if (rel[j].at.node[0] && !strcmp(rel[j].at.node, rel[i].at.node)) {
+		for (size_t j = i; j < ps.nrel && n < 64; j++) {
+			if (ps.rel[j].at.node[0] && !strcmp(ps.rel[j].at.node, ps.rel[i].at.node)) {
 				idx[n] = j;
-				since[n] = rel[j].at.since;
-				uids[n++] = rel[j].at.uid;
+				since[n] = ps.rel[j].at.since;
+				uids[n++] = ps.rel[j].at.uid;
 			}
 		}
 		char err[256];
-		bool ok = !reserve_release(r, rel[i].at.node, uids, since, n, err, sizeof(err));
+		bool ok = !reserve_release(r, ps.rel[i].at.node, uids, since, n, err, sizeof(err));
 		if (!ok)
-			log_warn("reaper: cannot release now; retrying next pass", "node=%s error=\"%s\"", rel[i].at.node, LOG_Q(err));
+			log_warn("reaper: cannot release now; retrying next pass", "node=%s error=\"%s\"", ps.rel[i].at.node, LOG_Q(err));
 		for (int k = 0; k < n; k++) {
-			struct release *x = &rel[idx[k]];
+			struct release *x = &ps.rel[idx[k]];
 			if (ok) {
 				metrics_inc(M_RELEASED, x->reason);
 				log_info("released a reservation", "pod=%s/%s node=%s reason=\"%s\"", x->at.ns, x->at.pod,
@@ -363,15 +487,22 @@ void reserve_reap(struct reserve *r)
 			x->at.node[0] = '\0';
 		}
 	}
-	for (size_t i = 0; i < nrep; i++)
-		repair(r, &rep[i]);
-	for (size_t i = 0; i < nstale; i++)
-		reserve_delete_reservation(r, stale[i].ns, stale[i].uid, stale[i].node);
-	reserve_gang_reap(r, now);
-	free(rel);
-	free(look);
-	free(rep);
-	free(stale);
+	for (size_t i = 0; i < ps.nrep; i++)
+		repair(r, &ps.rep[i]);
+	for (size_t i = 0; i < ps.nstale; i++)
+		reserve_delete_reservation(r, ps.stale[i].ns, ps.stale[i].uid, ps.stale[i].node);
+	reserve_gang_reap(r, ps.now);
+	free(ps.rel);
+	free(ps.look);
+	free(ps.rep);
+	free(ps.stale);
+}
+
+void reserve_reap_stats(struct reserve *r, struct reap_stats *out)
+{
+	pthread_mutex_lock(&r->lock);
+	*out = r->last_pass;
+	pthread_mutex_unlock(&r->lock);
 }
 
 /* ---- lifecycle ---- */
@@ -453,6 +584,8 @@ struct reserve *reserve_new(const struct reserve_opts *o)
 		r->o.reap_interval_s = 10;
 	if (r->o.gang_timeout_s <= 0)
 		r->o.gang_timeout_s = 300;
+	if (r->o.reap_slice_ns <= 0)
+		r->o.reap_slice_ns = REAP_SLICE_NS;
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_mutex_init(&r->gang_lock, NULL);
 	for (int i = 0; i < LEDGER_TURNS; i++) {

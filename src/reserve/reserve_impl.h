@@ -87,6 +87,7 @@ struct reserve {
 	struct strmap gang_status;      /* "ns/gang" -> char *: the status last written (gang.c) */
 	uint64_t pods_gen, ledger_gen;
 	uint32_t reap_passes;           /* reaper passes so far (pod_state.held_in_pass) */
+	struct reap_stats last_pass;
 	bool ledgers_listed;            /* the ledger watch listed them all once: a node it lacks has none */
 	struct reflector *watch[3];
 	pthread_t reaper;

@@ -23,8 +23,10 @@ void keyset_init(struct keyset *s, keyset_key_fn key_of)
 
 void keyset_release(struct keyset *s)
 {
+	unsigned rehashes = s->rehashes + 1;
 	free(s->slot);
 	keyset_init(s, s->key_of);
+	s->rehashes = rehashes;
 }
 
 /* The index of the slot holding key's record, or -1. */
@@ -78,6 +80,7 @@ static int grow(struct keyset *s)
 	s->tag = tag;
 	s->cap = cap;
 	s->used = s->len;
+	s->rehashes++;
 	return 0;
 }
 

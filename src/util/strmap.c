@@ -56,8 +56,10 @@ void strmap_release(struct strmap *m)
 	for (size_t i = 0; i < m->cap; i++)
 		if (m->slots[i].key && m->slots[i].key != STRMAP_TOMB)
 			free(m->slots[i].key);
+	unsigned rehashes = m->rehashes + 1;
 	free(m->slots);
 	strmap_init(m);
+	m->rehashes = rehashes;
 }
 
 static struct strmap_slot *find(const struct strmap *m, const char *key, size_t h)
@@ -100,6 +102,7 @@ static int grow(struct strmap *m)
 	m->slots = slots;
 	m->cap = cap;
 	m->used = m->len;
+	m->rehashes++;
 	return 0;
 }
 

@@ -7,8 +7,11 @@
 #include "kube.h"
 #include "ledger.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 static struct ledger_entry entry(const char *uid, enum claim_mode mode, int id0, int n)
@@ -316,6 +319,16 @@ static void test_pack_roundtrip(void **state)
 	ledger_release(&l);
 }
 
+/* Feeds a watch sink one event of obj, and frees obj. */
+static void feed(struct reflector_sink *sink, bool deleted, cJSON *obj)
+{
+	assert_non_null(obj);
+	sink->lock(sink->ctx);
+	sink->apply(sink->ctx, deleted, obj);
+	sink->unlock(sink->ctx);
+	cJSON_Delete(obj);
+}
+
 /* The watched ledger of node n1 at resourceVersion rv, holding pods u1..uN. */
 static cJSON *lease_at(const char *rv, int pods)
 {
@@ -343,11 +356,7 @@ static int watched(struct reserve *r, struct cache *c, bool deleted, const char 
 {
 	struct reflector_sink sink;
 	reserve_ledger_sink(r, &sink);
-	cJSON *obj = lease_at(rv, pods);
-	sink.lock(sink.ctx);
-	sink.apply(sink.ctx, deleted, obj);
-	sink.unlock(sink.ctx);
-	cJSON_Delete(obj);
+	feed(&sink, deleted, lease_at(rv, pods));
 	int held = 0;
 	for (int i = 1; i <= 8; i++) {
 		char uid[8], node[64];
@@ -401,14 +410,9 @@ static void pod_event(struct reserve *r, bool deleted, const char *uid)
 		 "\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{\"gpu.scheduling/gpu\":\"1\"}}}]},"
 		 "\"status\":{\"phase\":\"Running\"}}",
 		 uid, uid);
-	cJSON *obj = cJSON_Parse(text);
-	assert_non_null(obj);
 	struct reflector_sink sink;
 	reserve_pod_sink(r, &sink);
-	sink.lock(sink.ctx);
-	sink.apply(sink.ctx, deleted, obj);
-	sink.unlock(sink.ctx);
-	cJSON_Delete(obj);
+	feed(&sink, deleted, cJSON_Parse(text));
 }
 
 static bool remembered_gone(struct reserve *r, const char *uid)
@@ -605,6 +609,124 @@ static void test_reaper_marks_held_pods(void **state)
 	rig_down(&g);
 }
 
+/*
+ * A pass lets binds and watch events in between slices of its walk. Here
+ * it yields every few records while another thread binds pods (ledger
+ * first, then the pod, as a bind writes them), onto nodes walked already
+ * and nodes new to both tables (which grow: the walk's positions move).
+ * Every bound pod is in its ledger all along: no pass may find a
+ * reservation to release, a pod to look up or a lost one to put back.
+ */
+#define SLICED_NODES 64
+#define SLICED_PER_NODE 6
+
+struct binder {
+	struct reserve *r;
+	atomic_bool stop;
+	atomic_int binds;
+	int nodes;
+};
+
+/* Node node's ledger at version rv, holding pods 0..pods-1 of it (uid "<node>-p<k>", GPU k). */
+static void node_ledger(struct reserve *r, const char *node, int rv, int pods)
+{
+	struct ledger l;
+	ledger_init(&l, node);
+	for (int k = 0; k < pods; k++) {
+		char uid[64];
+		snprintf(uid, sizeof(uid), "%s-p%d", node, k);
+		struct ledger_entry e = entry(uid, CLAIM_EXCLUSIVE, k, 1);
+		e.a.since = (int64_t)time(NULL);   /* a bind's entry is new until its pod is seen bound */
+		assert_int_equal(ledger_add(&l, &e), 0);
+	}
+	snprintf(l.rv, sizeof(l.rv), "%d", rv);
+	struct buf out;
+	buf_init(&out, 1 << 20);
+	assert_int_equal(ledger_encode(&l, "gpu-system", "r1", &out), 0);
+	struct reflector_sink sink;
+	reserve_ledger_sink(r, &sink);
+	feed(&sink, false, cJSON_Parse(buf_cstr(&out)));
+	buf_release(&out);
+	ledger_release(&l);
+}
+
+/* Pod k of node, bound there with GPU k (its allocated annotation). */
+static void bound_pod(struct reserve *r, const char *node, int k)
+{
+	char text[768];
+	snprintf(text, sizeof(text),
+		 "{\"metadata\":{\"name\":\"pod-%s-p%d\",\"namespace\":\"ml\",\"uid\":\"%s-p%d\",\"annotations\":"
+		 "{\"" ANN_ALLOCATED "\":\"%s:%d\"}},\"spec\":{\"nodeName\":\"%s\",\"containers\":[{\"name\":\"c\","
+		 "\"resources\":{\"limits\":{\"gpu.scheduling/gpu\":\"1\"}}}]},\"status\":{\"phase\":\"Running\"}}",
+		 node, k, node, k, node, k, node);
+	struct reflector_sink sink;
+	reserve_pod_sink(r, &sink);
+	feed(&sink, false, cJSON_Parse(text));
+}
+
+/* Binds the last pod of each node walked already, then fills new nodes, one bind at a time. */
+static void *binder_main(void *arg)
+{
+	struct binder *b = arg;
+	char node[32];
+	for (int i = 0; !atomic_load(&b->stop); i++) {
+		int n = i < SLICED_NODES ? i : b->nodes++;
+		int k = i < SLICED_NODES ? SLICED_PER_NODE - 1 : 0;
+		for (; k < SLICED_PER_NODE && !atomic_load(&b->stop); k++) {
+			snprintf(node, sizeof(node), "n%d", n);
+			node_ledger(b->r, node, 100 + k, k + 1);
+			bound_pod(b->r, node, k);
+			atomic_fetch_add(&b->binds, 1);
+		}
+	}
+	return NULL;
+}
+
+static void test_reaper_walks_in_slices(void **state)
+{
+	(void)state;
+	struct reaper_rig g;
+	rig_up(&g);
+	struct reserve *r = g.r;
+	r->o.reap_slice_ns = 1;   /* a slice every REAP_STEP records */
+	char node[32];
+	for (int n = 0; n < SLICED_NODES; n++) {   /* all but each node's last pod */
+		snprintf(node, sizeof(node), "n%d", n);
+		node_ledger(r, node, 10, SLICED_PER_NODE - 1);
+		for (int k = 0; k < SLICED_PER_NODE - 1; k++)
+			bound_pod(r, node, k);
+	}
+	struct binder b = { .r = r, .nodes = SLICED_NODES };
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, binder_main, &b), 0);
+	int passes = 0, sliced = 0, cut = 0, releases = 0, lookups = 0, repairs = 0;
+	for (; passes < 400 && (passes < 20 || atomic_load(&b.binds) < 2000); passes++) {
+		reserve_reap(r);
+		struct reap_stats st;
+		reserve_reap_stats(r, &st);
+		releases += st.releases;
+		lookups += st.lookups;
+		repairs += st.repairs;
+		sliced += st.holds > 2;
+		cut += !st.whole;
+	}
+	atomic_store(&b.stop, true);
+	pthread_join(t, NULL);
+	assert_int_equal(releases, 0);
+	assert_int_equal(lookups, 0);
+	assert_int_equal(repairs, 0);
+	assert_true(sliced > 0);
+	print_message("      %d passes (%d sliced, %d cut short by a rehash) beside %d binds\n", passes, sliced, cut, atomic_load(&b.binds));
+	/* Quiet again: a whole pass, in slices, finds nothing either. */
+	reserve_reap(r);
+	struct reap_stats st;
+	reserve_reap_stats(r, &st);
+	assert_true(st.whole);
+	assert_true(st.holds > 2);
+	assert_int_equal(st.releases + st.lookups + st.repairs, 0);
+	rig_down(&g);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -618,6 +740,7 @@ int main(void)
 		cmocka_unit_test(test_ledger_shared_with_the_cache),
 		cmocka_unit_test(test_gone_forgotten_once_released),
 		cmocka_unit_test(test_reaper_marks_held_pods),
+		cmocka_unit_test(test_reaper_walks_in_slices),
 	};
 	return cmocka_run_group_tests_name("ledger", tests, NULL, NULL);
 }

@@ -194,6 +194,8 @@ static void test_keyset(void **state)
 	}
 	/* Churn: records come and go; deleted slots are reused or rehashed away, the table stays its size. */
 	size_t cap = s.cap;
+	unsigned rehashes = s.rehashes;
+	assert_true(rehashes >= 8);   /* 16 slots grown to 4096 */
 	for (long i = 0; i < 50000; i++) {
 		snprintf(key, sizeof(key), "churn-%ld", i);
 		assert_int_equal(keyset_put(&s, keyed_new(key, i), NULL), 0);
@@ -201,6 +203,16 @@ static void test_keyset(void **state)
 	}
 	assert_int_equal(s.len, 2000);
 	assert_int_equal(s.cap, cap);
+	assert_true(s.rehashes > rehashes);   /* the deleted slots went in a rehash: the records moved */
+	rehashes = s.rehashes;
+	/* A replacement and a deletion move no record. */
+	struct keyed *was = NULL;
+	assert_int_equal(keyset_put(&s, keyed_new("uid-0", 7), (void **)&was), 0);
+	assert_non_null(was);
+	free(was);
+	free(keyset_del(&s, "uid-3"));
+	assert_int_equal(s.rehashes, rehashes);
+	assert_int_equal(s.len, 1999);
 	/* Deleting while iterating: every record seen once. */
 	size_t seen = 0;
 	struct keyed *v;
@@ -209,7 +221,7 @@ static void test_keyset(void **state)
 		assert_ptr_equal(keyset_del(&s, v->key), v);
 		free(v);
 	}
-	assert_int_equal(seen, 2000);
+	assert_int_equal(seen, 1999);
 	assert_int_equal(s.len, 0);
 	keyset_release(&s);
 	assert_int_equal(s.cap, 0);
@@ -258,6 +270,8 @@ static void test_strmap_del_while_iterating(void **state)
 	size_t seen = 0, pos = 0;
 	const char *k;
 	void *v;
+	unsigned rehashes = m.rehashes;
+	assert_true(rehashes >= 7);   /* 16 slots grown to 2048 */
 	while (strmap_next(&m, &pos, &k, &v)) {
 		seen++;
 		if ((long)v % 2)
@@ -265,6 +279,10 @@ static void test_strmap_del_while_iterating(void **state)
 	}
 	assert_int_equal(seen, 1000);
 	assert_int_equal(m.len, 500);
+	assert_int_equal(m.rehashes, rehashes);   /* deletions move no entry */
+	strmap_put(&m, "node-0", (void *)7, NULL);   /* a put that finds room moves none either */
+	assert_int_equal(m.rehashes, rehashes);
+	strmap_del(&m, "node-0");
 	assert_null(strmap_get(&m, "node-0"));
 	assert_ptr_equal(strmap_get(&m, "node-1"), (void *)2);
 	strmap_release(&m);
