@@ -64,7 +64,7 @@ struct gpu_island {
 
 struct label {
 	char *key;
-	char *value;
+	char *value;             /* or gpu_label_is_node_name; read it with gpu_label_value */
 };
 
 struct gpu_node {
@@ -87,6 +87,19 @@ struct gpu_node {
 #define TASK_KIND_CPU_ONLY 1u
 #define TASK_KIND_SHARED 2u
 #define TASK_KIND_WHOLE(k) (4u << ((k) > 8 ? 8 : (k)))
+
+/*
+ * A label value that is its node's own name (kubernetes.io/hostname, as
+ * kubelet sets it) may be this marker instead, so that nodes labelled
+ * alike share one array of labels (the cache's views do).
+ */
+extern const char gpu_label_is_node_name[];
+
+static inline const char *gpu_label_value(const struct gpu_node *n, int i)
+{
+	const char *v = n->labels[i].value;
+	return v == gpu_label_is_node_name ? n->name : v;
+}
 
 const char *gpu_vendor_name(enum gpu_vendor v);        /* "nvidia", "" for ANY */
 bool gpu_vendor_parse(const char *s, enum gpu_vendor *out);

@@ -44,8 +44,11 @@ struct info_block {
  * one block, shared by the writer side and every view built from it, where
  * a heap block for each string and a copy in each view took some 160 bytes
  * a label (bench --scale --labels 24). Keys and values most nodes repeat
- * point to one copy each (intern_label); a string the pool has no room
- * for, or longer than it keeps, lies in the block.
+ * point to one copy each (intern_label), and a value that is the node's
+ * own name (its hostname label) is gpu_label_is_node_name: nodes labelled
+ * alike then have the same array, kept once (cache.label_sets). A string
+ * the pool has no room for, or longer than it keeps, lies in the block,
+ * which is then the node's own.
  */
 struct label_block {
 	atomic_int refs;           /* first: block_hold, block_release */
@@ -53,8 +56,21 @@ struct label_block {
 	struct label labels[];
 };
 
-/* n's labels in a block of their own; NULL when out of memory. */
-static struct label_block *labels_pack(const struct gpu_node *n)
+/* At most this many label arrays are kept for sharing (each until the cache goes): a cluster has a few dozen. */
+#define LABEL_SETS_MAX 1024
+
+/* The key of an array of pooled labels in cache.label_sets: a hash of its pointers. */
+static void label_set_key(const struct label *l, int n, char out[17])
+{
+	uint64_t h = 1469598103934665603ull;   /* FNV-1a over the pointers' bytes */
+	const unsigned char *p = (const unsigned char *)l;
+	for (size_t i = 0; i < (size_t)n * sizeof(*l); i++)
+		h = (h ^ p[i]) * 1099511628211ull;
+	snprintf(out, 17, "%016llx", (unsigned long long)h);
+}
+
+/* n's labels in a block, shared with the nodes labelled alike (found in sets) where it can be; NULL: no memory. */
+static struct label_block *labels_pack(struct strmap *sets, const struct gpu_node *n)
 {
 	/* The labels as the pool has them (NULL: not there), then the block with room for the rest. */
 	struct label *shared = calloc((size_t)n->nlabels + 1, sizeof(*shared));
@@ -62,11 +78,24 @@ static struct label_block *labels_pack(const struct gpu_node *n)
 		return NULL;
 	size_t inline_len = 0;
 	for (int i = 0; i < n->nlabels; i++) {
-		shared[i] = (struct label){ (char *)intern_label(n->labels[i].key), (char *)intern_label(n->labels[i].value) };
-		inline_len += shared[i].key ? 0 : strlen(n->labels[i].key) + 1;
-		inline_len += shared[i].value ? 0 : strlen(n->labels[i].value) + 1;
+		const char *k = n->labels[i].key, *v = gpu_label_value(n, i);
+		shared[i].key = (char *)intern_label(k);
+		shared[i].value = (char *)(!strcmp(v, n->name) ? gpu_label_is_node_name : intern_label(v));
+		inline_len += shared[i].key ? 0 : strlen(k) + 1;
+		inline_len += shared[i].value ? 0 : strlen(v) + 1;
 	}
-	struct label_block *b = malloc(sizeof(*b) + (size_t)n->nlabels * sizeof(b->labels[0]) + inline_len);
+	char key[17];
+	struct label_block *b = NULL;
+	if (!inline_len) {   /* every string pooled: an array another node may have */
+		label_set_key(shared, n->nlabels, key);
+		b = strmap_get(sets, key);
+		if (b && b->n == n->nlabels && !memcmp(b->labels, shared, (size_t)n->nlabels * sizeof(*shared))) {
+			free(shared);
+			return block_hold(b);
+		}
+		b = NULL;
+	}
+	b = malloc(sizeof(*b) + (size_t)n->nlabels * sizeof(b->labels[0]) + inline_len);
 	if (b) {
 		atomic_init(&b->refs, 1);
 		b->n = n->nlabels;
@@ -79,9 +108,12 @@ static struct label_block *labels_pack(const struct gpu_node *n)
 			}
 			if (!b->labels[i].value) {
 				b->labels[i].value = at;
-				at = stpcpy(at, n->labels[i].value) + 1;
+				at = stpcpy(at, gpu_label_value(n, i)) + 1;
 			}
 		}
+		/* (a key taken by another array, its hash alike: this one is not shared) */
+		if (!inline_len && sets->len < LABEL_SETS_MAX && !strmap_get(sets, key) && !strmap_put(sets, key, b, NULL))
+			block_hold(b);   /* the set's own */
 	}
 	free(shared);
 	return b;
@@ -175,6 +207,7 @@ struct cache {
 	struct slab *slab;            /* the views' hot blocks */
 	pthread_rwlock_t claims_lock;
 	struct strmap claims;         /* "ns/name" -> struct claim_entry */
+	struct strmap label_sets;     /* hash -> struct label_block * nodes labelled alike share (labels_pack); writer lock */
 	uint64_t gen[CACHE_KINDS];    /* current relist generation per kind */
 };
 
@@ -774,6 +807,7 @@ struct cache *cache_new(void)
 	keyset_init(&c->srcs, src_name_of);
 	memset(&c->owners, 0, sizeof(c->owners));
 	strmap_init(&c->claims);
+	strmap_init(&c->label_sets);
 	c->slab = slab_new();
 	c->current = c->slab ? snapshot_build(c) : NULL;
 	if (!c->current) {
@@ -846,6 +880,9 @@ void cache_free(struct cache *c)
 		free(val);
 	}
 	keyset_release(&c->srcs);
+	for (size_t pos = 0; strmap_next(&c->label_sets, &pos, &key, &val);)
+		block_release(val);
+	strmap_release(&c->label_sets);
 	free(c->dirty);
 	free(c->owners.slot);
 	strmap_release(&c->claims);
@@ -944,7 +981,7 @@ static int src_set_part(struct cache *c, const char *name, enum cache_kind k, st
 		return n ? -1 : 0;
 	}
 	if (k == CACHE_NODES) {
-		struct label_block *b = n ? labels_pack(n) : NULL;
+		struct label_block *b = n ? labels_pack(&c->label_sets, n) : NULL;
 		bool packed = b || !n;
 		gpu_node_free(n);
 		if (!packed)
@@ -1267,7 +1304,8 @@ struct gpu_node *cache_clone_devices(struct cache *c, const char *name)
 	for (int i = 0; n && built && i < n->ndev; i++)
 		gpu_clear_usage(&n->dev[i]);
 	for (int i = 0; n && s->labels && i < s->labels->n; i++) {
-		if (gpu_node_set_label(n, s->labels->labels[i].key, s->labels->labels[i].value)) {
+		const char *v = s->labels->labels[i].value;
+		if (gpu_node_set_label(n, s->labels->labels[i].key, v == gpu_label_is_node_name ? s->name : v)) {
 			gpu_node_free(n);
 			n = NULL;
 		}

@@ -105,6 +105,8 @@ bool gpu_model_matches(const char *want, const struct gpu_device_info *d)
 	}
 }
 
+const char gpu_label_is_node_name[] = "";
+
 const char *gpu_node_label(const struct gpu_node *n, const char *key)
 {
 	int lo = 0, hi = n->nlabels - 1;
@@ -112,7 +114,7 @@ const char *gpu_node_label(const struct gpu_node *n, const char *key)
 		int mid = lo + (hi - lo) / 2;
 		int c = strcmp(n->labels[mid].key, key);
 		if (!c)
-			return n->labels[mid].value;
+			return gpu_label_value(n, mid);
 		if (c < 0)
 			lo = mid + 1;
 		else
@@ -171,7 +173,7 @@ struct gpu_node *gpu_node_clone(const struct gpu_node *src)
 			goto fail;
 		for (int i = 0; i < src->nlabels; i++) {
 			n->labels[i].key = strdup(src->labels[i].key);
-			n->labels[i].value = strdup(src->labels[i].value);
+			n->labels[i].value = strdup(gpu_label_value(src, i));
 			n->nlabels++;
 			if (!n->labels[i].key || !n->labels[i].value)
 				goto fail;

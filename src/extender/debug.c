@@ -46,7 +46,7 @@ static void write_node(struct buf *out, const struct cache_node *cn)
 			buf_addc(out, ',');
 		buf_add_json_str(out, n->labels[i].key);
 		buf_addc(out, ':');
-		buf_add_json_str(out, n->labels[i].value);
+		buf_add_json_str(out, gpu_label_value(n, i));
 	}
 	buf_adds(out, "},\"islands\":[");
 	for (int i = 0; i < n->nisland; i++) {

@@ -277,6 +277,10 @@ def bind_records_allocation_and_debug_view_shows_it():
         st, body = s.debug("/debug/nodes?node=gpu-l4-c")
         node = json.loads(body)["nodes"][0]
         assert node["freeDevices"] == 1 and node["allocations"][0]["devices"] == "0,1,2", node
+        # Its hostname label is its own name (nodes labelled alike share one array of labels).
+        assert node["labels"]["kubernetes.io/hostname"] == "gpu-l4-c", node
+        other = json.loads(s.debug("/debug/nodes?node=gpu-h100-a")[1])["nodes"][0]
+        assert other["labels"]["kubernetes.io/hostname"] == "gpu-h100-a", other
         st, r = s.post("/filter", {"Pod": pod("b", {"gpu.scheduling/gpu": "2"}), "NodeNames": NODES})
         assert r["FailedNodes"]["gpu-l4-c"] == "gpu 0-3: 1 free, claim needs 2", r
         s.post("/filter", {"Pod": pod("c", {"gpu.scheduling/gpu": "2"}), "NodeNames": NODES})

@@ -319,6 +319,87 @@ static void test_labels_shared_and_kept(void **state)
 	cache_free(c);
 }
 
+/* A Node named name with a cloud node's labels in pool pool, and hostname its hostname label. */
+static struct gpu_node *pool_node(const char *name, const char *hostname, int pool)
+{
+	struct gpu_node *l = gpu_node_new(name);
+	char value[32];
+	snprintf(value, sizeof(value), "gpu-pool-%d", pool);
+	assert_int_equal(gpu_node_set_label(l, "cloud.google.com/gke-nodepool", value), 0);
+	assert_int_equal(gpu_node_set_label(l, "kubernetes.io/hostname", hostname), 0);
+	assert_int_equal(gpu_node_set_label(l, "kubernetes.io/arch", "amd64"), 0);
+	assert_int_equal(gpu_node_set_label(l, "topology.kubernetes.io/zone", pool ? "us-central1-b" : "us-central1-a"), 0);
+	return l;
+}
+
+/*
+ * Nodes labelled alike share one array of labels: their hostname label,
+ * which is each node's own name, reads as that name (through
+ * gpu_node_label and a copy of the node; the debug view: blackbox). A node of
+ * another pool, or whose hostname is not its name, has an array of its
+ * own. The shared array outlives the nodes that used it until the cache
+ * goes (ASan checks no reference is lost or released twice).
+ */
+static void test_labels_shared_by_nodes_alike(void **state)
+{
+	(void)state;
+	struct cache *c = cache_new();
+	cache_lock(c);
+	cache_set_node(c, "a1", pool_node("a1", "a1", 0));
+	cache_set_node(c, "a2", pool_node("a2", "a2", 0));
+	cache_set_node(c, "b1", pool_node("b1", "b1", 1));
+	cache_set_node(c, "c1", pool_node("c1", "c1.internal", 0));
+	cache_set_gpus(c, "a1", devices("a1", 2));
+	cache_unlock(c);
+	struct snapshot *s = cache_acquire(c);
+	const struct gpu_node *a1 = snapshot_find(s, "a1")->node, *a2 = snapshot_find(s, "a2")->node;
+	const struct gpu_node *b1 = snapshot_find(s, "b1")->node, *c1 = snapshot_find(s, "c1")->node;
+	assert_ptr_equal(a1->labels, a2->labels);
+	assert_ptr_not_equal(a1->labels, b1->labels);
+	assert_ptr_not_equal(a1->labels, c1->labels);
+	assert_string_equal(gpu_node_label(a1, "kubernetes.io/hostname"), "a1");
+	assert_string_equal(gpu_node_label(a2, "kubernetes.io/hostname"), "a2");
+	assert_string_equal(gpu_node_label(b1, "kubernetes.io/hostname"), "b1");
+	assert_string_equal(gpu_node_label(c1, "kubernetes.io/hostname"), "c1.internal");
+	assert_string_equal(gpu_node_label(a2, "cloud.google.com/gke-nodepool"), "gpu-pool-0");
+	assert_string_equal(gpu_node_label(b1, "topology.kubernetes.io/zone"), "us-central1-b");
+	snapshot_release(s);
+	struct gpu_node *copy = cache_clone_devices(c, "a1");
+	assert_non_null(copy);
+	assert_string_equal(gpu_node_label(copy, "kubernetes.io/hostname"), "a1");
+	struct gpu_node *again = gpu_node_clone(copy);
+	assert_string_equal(gpu_node_label(again, "kubernetes.io/hostname"), "a1");
+	gpu_node_free(again);
+	gpu_node_free(copy);
+	/* a2 moves to pool 1: it shares b1's array now; a1 keeps the old one, alone. */
+	cache_lock(c);
+	cache_set_node(c, "a2", pool_node("a2", "a2", 1));
+	cache_unlock(c);
+	s = cache_acquire(c);
+	a1 = snapshot_find(s, "a1")->node;
+	a2 = snapshot_find(s, "a2")->node;
+	b1 = snapshot_find(s, "b1")->node;
+	assert_ptr_equal(a2->labels, b1->labels);
+	assert_ptr_not_equal(a1->labels, a2->labels);
+	assert_string_equal(gpu_node_label(a2, "kubernetes.io/hostname"), "a2");
+	assert_string_equal(gpu_node_label(a1, "cloud.google.com/gke-nodepool"), "gpu-pool-0");
+	snapshot_release(s);
+	/* Every node gone: the arrays stay for nodes to come, and go with the cache. */
+	cache_lock(c);
+	cache_set_node(c, "a1", NULL);
+	cache_set_gpus(c, "a1", NULL);
+	cache_set_node(c, "a2", NULL);
+	cache_set_node(c, "b1", NULL);
+	cache_set_node(c, "c1", NULL);
+	cache_set_node(c, "a3", pool_node("a3", "a3", 0));
+	cache_unlock(c);
+	s = cache_acquire(c);
+	assert_int_equal(s->n, 1);
+	assert_string_equal(gpu_node_label(snapshot_find(s, "a3")->node, "kubernetes.io/hostname"), "a3");
+	snapshot_release(s);
+	cache_free(c);
+}
+
 /*
  * Each device's UUID, of any length up to the longest the API takes, is the
  * one its GpuNodeStatus gave: in a snapshot (where the cache packs them
@@ -917,6 +998,7 @@ int main(void)
 		cmocka_unit_test(test_labels_merge_with_devices),
 		cmocka_unit_test(test_uuids_kept_whole),
 		cmocka_unit_test(test_labels_shared_and_kept),
+		cmocka_unit_test(test_labels_shared_by_nodes_alike),
 		cmocka_unit_test(test_devices_kept_in_the_view),
 		cmocka_unit_test(test_allocations),
 		cmocka_unit_test(test_assumed_allocations),
