@@ -201,7 +201,7 @@ static void repair(struct reserve *r, const struct repair *p)
 
 /*
  * The reservation module's lock, held a slice at a time: one hold for a
- * pass over 65,000 nodes' ledgers and 520,000 pods lasted 140 ms, and binds
+ * pass over 65,000 nodes' ledgers and 520,000 pods lasted 140 to 180 ms, and binds
  * and watch events wait for this lock.
  */
 #define REAP_SLICE_NS 1000000   /* a hold lasts about this long at most (reserve_opts.reap_slice_ns) */
