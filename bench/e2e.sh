@@ -119,7 +119,7 @@ pprof_row() {
   wait
 }
 
-ROWS=() REQUESTS=()
+ROWS=() REQUESTS=() RATINGS=()
 # run_row LABEL RESOURCE [EXTENDER_BINARY [REPLICAS]]: with REPLICAS, that many
 # extenders behind test/e2e/faultproxy.py, which hands each new connection to
 # the next one in turn (a Service in front of replicas). EXT_FLAGS: more
@@ -183,6 +183,9 @@ run_row() {
   conflicts=$(awk '/^gpu_extender_reservation_conflicts_total/ { s += $2 } END { print s + 0 }' <<<"$ext_metrics")
   conns=$(awk '/^gpu_extender_connections_refused_total/ { s += $2; n++ } END { print n ? s : "-" }' <<<"$ext_metrics")
   [[ -n $bin ]] || refused=- conflicts=- conns=-
+  [[ -n $bin ]] && RATINGS+=("$label: $(awk '/^gpu_extender_prioritize_ratings_total/ { n[$1] += $2 }
+    END { f = n["gpu_extender_prioritize_ratings_total{source=\"filter\"}"]; m = n["gpu_extender_prioritize_ratings_total{source=\"made\"}"]
+      if (f + m) printf "%d of %d from the filter'"'"'s ratings", f, f + m; else print "none (or a build without the count)" }' <<<"$ext_metrics")")
   ROWS+=("$(printf '| %-9s | %5s/%s | %7s | %6s | %8s | %8s | %8s | %8s | %7s | %7s | %7s | %s |' "$label" "$bound" "$PODS" "$rate" \
     "$(awk -v a="$w0" -v b="$w1" -v n="$PODS" 'BEGIN { printf "%.2f", (b - a) / n }')" \
     "$(metric_mean "$sched_metrics" scheduler_scheduling_attempt_duration_seconds)" \
@@ -304,6 +307,9 @@ printf '%s\n' "${ROWS[@]}"
 echo
 echo "API requests per pod, by verb and resource:"
 printf '  %s\n' "${REQUESTS[@]}"
+echo
+echo "Prioritize requests, by where their ratings came from:"
+printf '  %s\n' "${RATINGS[@]}"
 echo
 awk -v p="$RATE_plain" -v e="$RATE_extender" -v k="$RATE_keep_1" 'BEGIN {
   if (p > 0) printf "extender / plain: %.2f\nkeep-1 / plain: %.2f\n", e / p, k / p }'

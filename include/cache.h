@@ -204,6 +204,12 @@ void cache_free(struct cache *c);
 /* ---- readers ---- */
 struct snapshot *cache_acquire(struct cache *c);
 void snapshot_release(struct snapshot *s);
+/* One more reference to s, which the caller holds already (each goes with snapshot_release). */
+static inline struct snapshot *snapshot_hold(struct snapshot *s)
+{
+	atomic_fetch_add(&s->refs, 1);
+	return s;
+}
 const struct cache_node *snapshot_find(const struct snapshot *s, const char *name);
 /*
  * snapshot_find() for each of n names into out[] (NULL where unknown), with

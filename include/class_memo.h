@@ -30,7 +30,8 @@ struct class_result {
 	bool ok;             /* the claim fits */
 	bool unresolvable;   /* filter: no preemption would help */
 	int32_t reason;      /* filter: offset of the reason in the request's reasons; -1 when ok */
-	double raw;          /* prioritize: the policy's rating */
+	double raw;          /* prioritize: the policy's rating; filter, when it rates too: that of a node that passes */
+	bool rated;          /* filter that rates: the policy placed the claim (raw holds) */
 };
 
 struct class_memo {

@@ -8,6 +8,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "pending.h"
+#include "ratings.h"
 #include "workload.h"
 
 #include <math.h>
@@ -49,6 +50,7 @@ struct extender {
 	pthread_mutex_t wl_lock;      /* guards wl_master and wl_current */
 	struct workload wl_master;
 	struct wl_copy *wl_current;
+	struct ratings ratings;       /* a filter's, for the prioritize that follows */
 };
 
 /* ---- the learned workload ------------------------------------------------ */
@@ -116,6 +118,7 @@ struct extender *extender_new(const struct extender_opts *opts)
 		return NULL;
 	}
 	pthread_mutex_init(&x->wl_lock, NULL);
+	ratings_init(&x->ratings);
 	workload_init(&x->wl_master, true);
 	wl_publish(x);   /* none yet: replaces nothing */
 	return x;
@@ -129,6 +132,7 @@ void extender_free(struct extender *x)
 	choices_release(&x->choices);
 	wl_copy_release(x->wl_current);
 	pthread_mutex_destroy(&x->wl_lock);
+	ratings_release(&x->ratings);
 	free(x);
 }
 
@@ -521,6 +525,17 @@ static void assume_choice(struct extender *x, const struct api_pod_ref *pod, con
 		forget_assumed(x, pod->uid, node);   /* full: not counted rather than never forgotten */
 }
 
+/* One rating node loop. */
+struct prio_job {
+	struct node_loop l;
+	struct policy_ctx pctx;
+	struct wl_copy *wl;           /* the learned workload pctx reads */
+	double *raw;
+	bool *ok;
+	const struct verdict *only;   /* filter's verdicts: rate only the nodes that pass; NULL: all */
+	const bool *known;            /* nodes rated already (their filter's ratings); NULL: none */
+};
+
 /* ---- filter -------------------------------------------------------------- */
 
 /* One filter request's node loop. */
@@ -535,8 +550,11 @@ struct filter_job {
 	struct buf reasons;        /* the reasons of rejected nodes, NUL-separated */
 	int32_t invalid_reason;    /* offset of the reason for every node when the claim is invalid, or -1 */
 	int32_t no_status_reason;  /* offset of the reason for nodes without a GpuNodeStatus, or -1 */
+	struct prio_job *rating;   /* rates each node that passes, while its devices are in the caches; or NULL */
 	bool oom;
 };
+
+static bool prio_node(void *job, const struct cache_node *cn, struct class_result *r);
 
 /* Rejects with the reason at *at, which goes into j->reasons the first time only. */
 static void reject_unresolvable(struct filter_job *j, int32_t *at, const char *reason, struct class_result *r)
@@ -574,9 +592,23 @@ static bool filter_node(void *job, const struct cache_node *cn, struct class_res
 				    "no GpuNodeStatus for this node (no GPUs reported; is gpu-agent running there?)", r);
 		return true;
 	}
-	/* Filter needs no device choice: the cheap checks first, the reason only on failure. */
+	/*
+	 * Rating the node (for the prioritize that follows) places the claim
+	 * there, which is a fit, while its devices are in the caches. Without
+	 * a rating, filter needs no device choice: the cheap checks first, the
+	 * reason only on failure.
+	 */
+	bool holds = true;
+	if (j->rating) {
+		struct class_result rated;
+		holds = prio_node(j->rating, cn, &rated);
+		r->raw = rated.raw;
+		r->rated = rated.ok;
+		if (rated.ok)
+			return holds;
+	}
 	if (counts_decide(&j->l, cn) || fit_possible(cn->node, &a->claim))
-		return true;
+		return holds;
 	struct gpu_node *own = without_own(cn, a->ref.uid);
 	struct fit f;
 	bool ok = fit_node(own ? own : cn->node, &a->claim, j->pack, &f);
@@ -588,7 +620,7 @@ static bool filter_node(void *job, const struct cache_node *cn, struct class_res
 		if (buf_add(&j->reasons, f.reason, strlen(f.reason) + 1))
 			j->oom = true;
 	}
-	return !own;
+	return holds && !own;
 }
 
 static void filter_nodes(struct filter_job *j)
@@ -597,6 +629,10 @@ static void filter_nodes(struct filter_job *j)
 		struct class_result r = result_of(&j->l, i, filter_node, j);
 		j->v[i].reason = r.ok ? -1 : r.reason;
 		j->v[i].unresolvable = r.unresolvable;
+		if (j->rating) {
+			j->rating->raw[i] = r.raw;
+			j->rating->ok[i] = r.ok && r.rated;
+		}
 	}
 }
 
@@ -665,15 +701,6 @@ static bool route_gang(struct extender *x, struct filter_job *j)
 
 /* ---- rating: prioritize's node loop, and filter's that keeps the best ---- */
 
-/* One rating node loop. */
-struct prio_job {
-	struct node_loop l;
-	struct policy_ctx pctx;
-	double *raw;
-	bool *ok;
-	const struct verdict *only;   /* filter's verdicts: rate only the nodes that pass; NULL: all */
-};
-
 /* Rates one node into r; returns whether r holds for every node in cn's state. A decide_fn. */
 static bool prio_node(void *job, const struct cache_node *cn, struct class_result *r)
 {
@@ -700,7 +727,7 @@ static void prio_nodes(struct prio_job *j)
 	const struct verb_args *a = j->l.a;
 	for (int i = 0; i < a->n; i++) {
 		const struct cache_node *cn = j->l.node[i];
-		if (j->only && j->only[i].reason >= 0)
+		if ((j->only && j->only[i].reason >= 0) || (j->known && j->known[i]))
 			continue;
 		if (!claim_wants_gpu(&a->claim)) {
 			/* Pods without GPUs: prefer nodes that have none, keep GPUs for GPU pods. */
@@ -716,16 +743,35 @@ static void prio_nodes(struct prio_job *j)
 	}
 }
 
-/* Rates j's nodes (found in a snapshot the caller holds) under policy, with the learned workload. */
-static void rate_nodes(struct extender *x, struct prio_job *j, enum policy_id policy)
+/* Readies j to rate nodes under policy, with the learned workload (rating_end lets it go). */
+static void rating_begin(struct extender *x, struct prio_job *j, enum policy_id policy)
 {
-	struct wl_copy *w = wl_acquire(x);
-	j->pctx = (struct policy_ctx){ .id = policy, .wl = w ? &w->wl : NULL, .seed = policy_hash(j->l.a->ref.uid) };
+	j->wl = wl_acquire(x);
+	j->pctx = (struct policy_ctx){ .id = policy, .wl = j->wl ? &j->wl->wl : NULL, .seed = policy_hash(j->l.a->ref.uid) };
 	j->l.by_counts = j->l.a->claim_ok && fit_whole_applies(&j->l.a->claim) &&
 			 (policy == POLICY_BINPACK || policy == POLICY_SPREAD);
 	j->l.rating = true;
+}
+
+static void rating_end(struct prio_job *j)
+{
+	wl_copy_release(j->wl);
+	j->wl = NULL;
+}
+
+/* What the ratings made under j's policy and workload are kept under. */
+static struct ratings_key rating_key(const struct prio_job *j)
+{
+	return (struct ratings_key){ .uid = j->l.a->ref.uid, .policy = j->pctx.id,
+				     .workload = j->wl ? j->wl->wl.version : 0 };
+}
+
+/* Rates j's nodes (found in a snapshot the caller holds) under policy, with the learned workload. */
+static void rate_nodes(struct extender *x, struct prio_job *j, enum policy_id policy)
+{
+	rating_begin(x, j, policy);
 	prio_nodes(j);
-	wl_copy_release(w);
+	rating_end(j);
 }
 
 /* ---- filter keeping the best --------------------------------------------- */
@@ -756,22 +802,29 @@ static int keep_best(struct extender *x, struct filter_job *fj, enum policy_id p
 		passing += fj->v[i].reason < 0;
 	if (passing <= keep)
 		return 0;
-	/* The filter's nodes as found, with a memo of ratings of its own. */
-	struct prio_job j = {
-		.l = { .a = a, .node = fj->l.node, .memo = memo_new(fit_by_state(a) && !policy_flags(policy)) },
-		.only = fj->v,
-		.raw = calloc((size_t)a->n, sizeof(*j.raw)),
-		.ok = calloc((size_t)a->n, sizeof(*j.ok)),
-	};
+	/* The filter's ratings; without them, the filter's nodes as found, with a memo of ratings of its own. */
+	const struct prio_job *j = fj->rating;
+	struct prio_job own = { .raw = NULL };
 	struct rated *r = malloc((size_t)passing * sizeof(*r));
 	int rc = -1;
-	if (!r || !j.raw || !j.ok)
+	if (!r)
 		goto out;
-	rate_nodes(x, &j, policy);
+	if (!j) {
+		own = (struct prio_job){
+			.l = { .a = a, .node = fj->l.node, .memo = memo_new(fit_by_state(a) && !policy_flags(policy)) },
+			.only = fj->v,
+			.raw = calloc((size_t)a->n, sizeof(*own.raw)),
+			.ok = calloc((size_t)a->n, sizeof(*own.ok)),
+		};
+		if (!own.raw || !own.ok)
+			goto out;
+		rate_nodes(x, &own, policy);
+		j = &own;
+	}
 	int n = 0;
 	for (int i = 0; i < a->n; i++)
 		if (fj->v[i].reason < 0)
-			r[n++] = (struct rated){ .raw = j.ok[i] ? j.raw[i] : -INFINITY, .i = i };
+			r[n++] = (struct rated){ .raw = j->ok[i] ? j->raw[i] : -INFINITY, .i = i };
 	if (keep == 1) {   /* the common setting: one pass, no sort */
 		for (int k = 1; k < n; k++)
 			if (rated_cmp(&r[k], &r[0]) < 0)
@@ -785,8 +838,35 @@ static int keep_best(struct extender *x, struct filter_job *fj, enum policy_id p
 		fj->v[r[k].i].kept_out = false;
 	rc = 0;
 out:
-	free(r), free(j.raw), free(j.ok), free(j.l.memo);
+	free(r), free(own.raw), free(own.ok), free(own.l.memo);
 	return rc;
+}
+
+/*
+ * Keeps the ratings of the nodes the reply passes, in its order (the
+ * prioritize that follows names them so), with their views in snap.
+ */
+static void keep_ratings(struct extender *x, const struct filter_job *j, struct snapshot *snap)
+{
+	const struct verb_args *a = j->l.a;
+	const struct cache_node **view = malloc(((size_t)a->n + 1) * sizeof(*view));
+	double *raw = malloc(((size_t)a->n + 1) * sizeof(*raw));
+	bool *ok = malloc(((size_t)a->n + 1) * sizeof(*ok));
+	int n = 0;
+	for (int i = 0; view && raw && ok && i < a->n; i++) {
+		if (j->v[i].reason >= 0 || j->v[i].kept_out)
+			continue;
+		view[n] = j->l.node[i];
+		raw[n] = j->rating->raw[i];
+		ok[n++] = j->rating->ok[i];
+	}
+	if (view && raw && ok) {
+		struct ratings_key k = rating_key(j->rating);
+		ratings_put(&x->ratings, &k, snap, view, n, raw, ok);
+	}
+	free(view);
+	free(raw);
+	free(ok);
 }
 
 /* ---- the filter and prioritize verbs ------------------------------------ */
@@ -796,6 +876,7 @@ void extender_filter(void *ctx, const struct http_request *req, struct http_resp
 	struct extender *x = ctx;
 	struct verb_args a;
 	struct filter_job j = { .l.a = &a, .invalid_reason = -1, .no_status_reason = -1 };
+	struct prio_job rating = { .raw = NULL };
 	if (not_ready(x, resp, 200))
 		return;
 	buf_init(&j.reasons, (size_t)1 << 28);
@@ -809,6 +890,20 @@ void extender_filter(void *ctx, const struct http_request *req, struct http_resp
 		goto out;
 	}
 	j.l.by_counts = a.claim_ok && fit_whole_applies(&a.claim);
+	/*
+	 * The nodes that pass are rated too, for the prioritize that follows
+	 * (or the nodes filterKeepsBest keeps), where the state's memo allows:
+	 * a rating that reads more than the state is not the state's.
+	 */
+	if (a.claim_ok && claim_wants_gpu(&a.claim) && (!j.l.memo || !policy_flags(policy))) {
+		rating.l.a = &a;
+		rating.raw = calloc((size_t)a.n + 1, sizeof(*rating.raw));
+		rating.ok = calloc((size_t)a.n + 1, sizeof(*rating.ok));
+		if (rating.raw && rating.ok) {
+			rating_begin(x, &rating, policy);
+			j.rating = &rating;
+		}
+	}
 	bool choosing = x->assume_choices && a.claim_ok && claim_wants_gpu(&a.claim);
 	if (choosing)
 		forget_choices(x, a.ref.uid);   /* a pod filtered again does not compete with itself */
@@ -819,6 +914,8 @@ void extender_filter(void *ctx, const struct http_request *req, struct http_resp
 		if (x->o.filter_keeps_best > 0 && a.claim_ok && claim_wants_gpu(&a.claim) &&
 		    keep_best(x, &j, policy, x->o.filter_keeps_best))
 			j.oom = true;
+		else if (j.rating && !j.oom)
+			keep_ratings(x, &j, snap);
 		int chosen = -1, passed = 0;
 		for (int i = 0; choosing && i < a.n; i++)
 			if (j.v[i].reason < 0 && !j.v[i].kept_out && j.l.node[i])
@@ -869,6 +966,10 @@ void extender_filter(void *ctx, const struct http_request *req, struct http_resp
 	if (buf_adds(out, ",\"Error\":\"\"}\n"))
 		httpd_error(resp, 500, "reply too large");
 out:
+	if (j.rating)
+		rating_end(j.rating);
+	free(rating.raw);
+	free(rating.ok);
 	free(j.v);
 	loop_release(&j.l);
 	buf_release(&j.reasons);
@@ -880,6 +981,7 @@ void extender_prioritize(void *ctx, const struct http_request *req, struct http_
 	struct extender *x = ctx;
 	struct verb_args a;
 	int64_t *score = NULL;
+	bool *known = NULL;
 	struct prio_job j = { .l.a = &a };
 	if (not_ready(x, resp, 503))
 		return;
@@ -889,14 +991,25 @@ void extender_prioritize(void *ctx, const struct http_request *req, struct http_
 	j.raw = calloc((size_t)a.n + 1, sizeof(*j.raw));
 	j.ok = calloc((size_t)a.n + 1, sizeof(*j.ok));
 	score = calloc((size_t)a.n + 1, sizeof(*score));
-	if (loop_init(&j.l, &a, fit_by_state(&a) && !policy_flags(policy)) || !j.raw || !j.ok || !score) {
+	known = calloc((size_t)a.n + 1, sizeof(*known));
+	if (loop_init(&j.l, &a, fit_by_state(&a) && !policy_flags(policy)) || !j.raw || !j.ok || !score || !known) {
 		httpd_error(resp, 500, "out of memory");
 		goto out;
 	}
 	if (a.claim_ok) {
 		struct snapshot *snap = cache_acquire(x->o.cache);
 		snapshot_find_all(snap, a.names, a.n, j.l.node);
-		rate_nodes(x, &j, policy);
+		rating_begin(x, &j, policy);
+		/* Nodes unchanged since the pod's filter rated them: its ratings; the others rated now. */
+		struct ratings_key k = rating_key(&j);
+		int kept = ratings_get(&x->ratings, &k, j.l.node, a.n, j.raw, j.ok, known);
+		metrics_add(M_RATINGS, RATINGS_KEPT, (uint64_t)kept);
+		metrics_add(M_RATINGS, RATINGS_MADE, (uint64_t)(a.n - kept));
+		if (kept < a.n) {
+			j.known = kept ? known : NULL;
+			prio_nodes(&j);
+		}
+		rating_end(&j);
 		snapshot_release(snap);
 	}
 	policy_scale(j.raw, j.ok, (size_t)a.n, score);
@@ -930,6 +1043,7 @@ out:
 	free(j.raw);
 	free(j.ok);
 	free(score);
+	free(known);
 	args_release(&a);
 }
 

@@ -47,6 +47,9 @@ static struct counter_family counters[M_COUNTER_COUNT] = {
 	[M_HTTP_REFUSED] = { "gpu_extender_connections_refused_total",
 			     "Connections closed at once, at maxConnections or maxConnectionsPerAddress.", "reason",
 			     { "connection_limit" }, { 0 } },
+	[M_RATINGS] = { "gpu_extender_prioritize_ratings_total",
+			"Nodes prioritize rated, by where the rating came from: the pod's filter (its node unchanged since), "
+			"or made.", "source", { "filter", "made" }, { 0 } },
 };
 
 static _Atomic int64_t newest_event[RES_COUNT];
@@ -66,10 +69,15 @@ void metrics_request(enum metric_verb v, int status, double seconds)
 	}
 }
 
-void metrics_inc(enum metric_counter m, int label)
+void metrics_add(enum metric_counter m, int label, uint64_t n)
 {
 	if ((unsigned)m < M_COUNTER_COUNT && label >= 0 && label < 6)
-		atomic_fetch_add_explicit(&counters[m].v[label], 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&counters[m].v[label], n, memory_order_relaxed);
+}
+
+void metrics_inc(enum metric_counter m, int label)
+{
+	metrics_add(m, label, 1);
 }
 
 void metrics_event_seen(int resource)

@@ -7,6 +7,7 @@
 #include "cache.h"
 #include "class_memo.h"
 #include "extender.h"
+#include "metrics.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -406,6 +407,112 @@ static void test_filter_keeps_the_best(void **state)
 	assert_true(checked > 100);   /* most requests had more nodes passing than kept */
 }
 
+/* ---- a filter's ratings, kept for the prioritize that follows ------------ */
+
+/* The prioritize request kube-scheduler sends after filter answered f: the nodes that passed (*n). */
+static char *prioritize_after(const char *uid, const char *claim, const char *policy, const char *f, int *n)
+{
+	cJSON *reply = cJSON_Parse(f);
+	assert_non_null(reply);
+	*n = cJSON_GetArraySize(cJSON_GetObjectItem(reply, "NodeNames"));
+	char *names = cJSON_PrintUnformatted(cJSON_GetObjectItem(reply, "NodeNames"));
+	struct buf b;
+	buf_init(&b, 1 << 20);
+	buf_printf(&b, "{\"Pod\":{\"metadata\":{\"name\":\"%s\",\"namespace\":\"ml\",\"uid\":\"%s\","
+		       "\"annotations\":{\"gpu.scheduling/claim\":\"%s\",\"gpu.scheduling/policy\":\"%s\"}},"
+		       "\"spec\":{\"containers\":[{\"name\":\"c\"}]}},\"NodeNames\":%s}", uid, uid, claim, policy, names);
+	cJSON_free(names);
+	cJSON_Delete(reply);
+	return buf_detach(&b, NULL);
+}
+
+/* How many nodes prioritize rated from source ("filter" or "made"). */
+static long ratings_from(const char *source)
+{
+	struct buf out;
+	buf_init(&out, 1 << 20);
+	struct metrics_gauges g = { 0 };
+	metrics_render(&out, &g);
+	char key[96];
+	snprintf(key, sizeof(key), "gpu_extender_prioritize_ratings_total{source=\"%s\"} ", source);
+	const char *at = strstr(buf_cstr(&out), key);
+	long n = at ? strtol(at + strlen(key), NULL, 10) : -1;
+	buf_release(&out);
+	return n;
+}
+
+/*
+ * A prioritize that names the nodes its pod's filter passed takes the
+ * ratings the filter made of the nodes unchanged since, and answers
+ * exactly as an extender that never saw the filter (every claim, topology
+ * and policy; the memo on and off; nodes of a state of their own). A node
+ * that changed in between is rated again, as are nodes named elsewhere
+ * than the filter passed them.
+ */
+static void test_prioritize_takes_the_filters_ratings(void **state)
+{
+	(void)state;
+	int compared = 0;
+	long named = 0, kept0 = ratings_from("filter"), made0 = ratings_from("made");
+	for (unsigned seed = 1; seed <= 3; seed++) {
+		struct world w;
+		build_world(&w, seed, seed == 3);
+		int k = add_all_claims(&w);
+		struct extender_opts o = { .cache = w.cache, .res = &w.res, .default_policy = POLICY_BINPACK,
+					   .bind = extender_bind_local, .bind_ctx = w.cache };
+		struct extender *fresh = extender_new(&o);
+		for (int c = 0; c < 2 * k; c++) {
+			char claim[32], uid[8];
+			snprintf(claim, sizeof(claim), "c%d%s", c / 2, c % 2 ? "-sel" : "");
+			snprintf(uid, sizeof(uid), "p%d", c % 4);
+			const char *policy = policies[(size_t)(c / 2) % NPOLICIES];
+			char *body = request(&w, uid, claim, policy);
+			char *f = verb(extender_filter, w.x, body);
+			int n;
+			char *after = prioritize_after(uid, claim, policy, f, &n);
+			named += n;
+			if (c % 17 == 0) {   /* the cache changes between the two: a node fills up */
+				struct alloc a = an_alloc("filler", CLAIM_EXCLUSIVE, 0, 0, 5);
+				snprintf(a.uid, sizeof(a.uid), "filler-%d", c);
+				cache_lock(w.cache);
+				cache_add_alloc(w.cache, "n007", &a);
+				cache_unlock(w.cache);
+			}
+			char *p = verb(extender_prioritize, w.x, after), *q = verb(extender_prioritize, fresh, after);
+			if (strcmp(p, q)) {
+				cJSON *pj = cJSON_Parse(p), *qj = cJSON_Parse(q);
+				const cJSON *it;
+				cJSON_ArrayForEach(it, qj) {
+					const char *host = cJSON_GetObjectItem(it, "Host")->valuestring;
+					if (score_of(pj, host) != score_of(qj, host))
+						print_message("%s: %d, alone %d\n", host, score_of(pj, host), score_of(qj, host));
+				}
+				fail_msg("seed %u claim %s policy %s: prioritize after filter differs (%d and %d nodes)", seed,
+					 claim, policy, cJSON_GetArraySize(pj), cJSON_GetArraySize(qj));
+			}
+			compared++;
+			free(p), free(q), free(after), free(f), free(body);
+		}
+		/* Every node named, not only those the filter passed: those not where it passed them are rated again. */
+		char *body = request(&w, "p1", "c0", "binpack");
+		char *f = verb(extender_filter, w.x, body);
+		long made = ratings_from("made");
+		char *p = verb(extender_prioritize, w.x, body), *q = verb(extender_prioritize, fresh, body);
+		assert_string_equal(p, q);
+		assert_true(ratings_from("made") > made + w.nodes + 1);   /* fresh: all; w.x: some */
+		free(p), free(q), free(f), free(body);
+		extender_free(fresh);
+		free_world(&w);
+	}
+	long kept = ratings_from("filter") - kept0, made = ratings_from("made") - made0;
+	print_message("      %d prioritize requests compared, %ld nodes named: %ld ratings from the filter, %ld made\n",
+		      compared, named, kept, made);
+	/* The fresh extender made all its ratings; most of the others came from the filter (not for the
+	 * node that changed, nor under a policy that reads more than the state where the memo is on). */
+	assert_true(kept > named / 2);
+	assert_true(made >= named);
+}
+
 /*
  * Two nodes in one state, one full with another pod's device, the other
  * with the asking pod's own: whichever comes first, the memo must not hand
@@ -455,6 +562,7 @@ int main(void)
 		cmocka_unit_test(test_memo_changes_no_answer),
 		cmocka_unit_test(test_own_reservation_breaks_the_class),
 		cmocka_unit_test(test_filter_keeps_the_best),
+		cmocka_unit_test(test_prioritize_takes_the_filters_ratings),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,85 @@
+/* The ratings a filter made, for the prioritize that follows it. */
+#include "ratings.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ratings_init(struct ratings *r)
+{
+	memset(r, 0, sizeof(*r));
+	pthread_mutex_init(&r->lock, NULL);
+}
+
+static void slot_clear(struct ratings_slot *s)
+{
+	snapshot_release(s->snap);
+	free(s->view);
+	free(s->raw);
+	free(s->ok);
+	memset(s, 0, sizeof(*s));
+}
+
+void ratings_release(struct ratings *r)
+{
+	for (int i = 0; i < RATINGS_SLOTS; i++)
+		slot_clear(&r->slot[i]);
+	pthread_mutex_destroy(&r->lock);
+}
+
+static struct ratings_slot *slot_of(struct ratings *r, const char *uid)
+{
+	for (int i = 0; i < RATINGS_SLOTS; i++)
+		if (r->slot[i].snap && !strcmp(r->slot[i].uid, uid))
+			return &r->slot[i];
+	return NULL;
+}
+
+void ratings_put(struct ratings *r, const struct ratings_key *k, struct snapshot *snap,
+		 const struct cache_node *const *view, int n, const double *raw, const bool *ok)
+{
+	if (!k->uid[0] || strlen(k->uid) >= sizeof(r->slot[0].uid))
+		return;
+	/* The copy outside the lock: a filter may pass thousands of nodes. */
+	struct ratings_slot s = { .policy = k->policy, .workload = k->workload, .n = n,
+				  .view = malloc(((size_t)n + 1) * sizeof(*view)),
+				  .raw = malloc(((size_t)n + 1) * sizeof(*raw)), .ok = malloc(((size_t)n + 1) * sizeof(*ok)) };
+	if (!s.view || !s.raw || !s.ok) {
+		slot_clear(&s);
+		return;
+	}
+	snprintf(s.uid, sizeof(s.uid), "%s", k->uid);
+	s.snap = snapshot_hold(snap);
+	memcpy(s.view, view, (size_t)n * sizeof(*view));
+	memcpy(s.raw, raw, (size_t)n * sizeof(*raw));
+	memcpy(s.ok, ok, (size_t)n * sizeof(*ok));
+	pthread_mutex_lock(&r->lock);
+	struct ratings_slot *to = slot_of(r, k->uid);
+	if (!to)
+		to = &r->slot[r->next++ % RATINGS_SLOTS];
+	struct ratings_slot old = *to;
+	*to = s;
+	pthread_mutex_unlock(&r->lock);
+	slot_clear(&old);
+}
+
+int ratings_get(struct ratings *r, const struct ratings_key *k, const struct cache_node *const *view, int n,
+		double *raw, bool *ok, bool *known)
+{
+	int filled = 0;
+	pthread_mutex_lock(&r->lock);
+	const struct ratings_slot *s = slot_of(r, k->uid);
+	if (s && s->policy == k->policy && s->workload == k->workload) {
+		/* The nodes come in the order the filter passed them: each at its place, or not known. */
+		for (int i = 0; i < n && i < s->n; i++) {
+			known[i] = view[i] && view[i] == s->view[i];
+			if (!known[i])
+				continue;
+			raw[i] = s->raw[i];
+			ok[i] = s->ok[i];
+			filled++;
+		}
+	}
+	pthread_mutex_unlock(&r->lock);
+	return filled;
+}
