@@ -143,8 +143,9 @@ struct cache_node {
 	void *labels;              /* the Node's labels: shared with the node's writer side */
 	void *block;               /* allocs, when shared with the node's writer side */
 	struct slab *slab;         /* where this (hot) block came from */
-	uint32_t hot_size;
-	uint32_t fit_size;         /* the hot block's first bytes, which a fit reads: all but the name */
+	uint16_t hot_size;         /* (64 devices, 32 islands and a name: under 5 KiB) */
+	uint16_t fit_size;         /* the hot block's first bytes, which a fit reads: all but the name */
+	uint32_t id;               /* this view's own among the cache's views: reused only after 2^32 more */
 };
 
 /* Asks the CPU to fetch what a fit reads of a view, ahead of reading it. */
@@ -204,12 +205,6 @@ void cache_free(struct cache *c);
 /* ---- readers ---- */
 struct snapshot *cache_acquire(struct cache *c);
 void snapshot_release(struct snapshot *s);
-/* One more reference to s, which the caller holds already (each goes with snapshot_release). */
-static inline struct snapshot *snapshot_hold(struct snapshot *s)
-{
-	atomic_fetch_add(&s->refs, 1);
-	return s;
-}
 const struct cache_node *snapshot_find(const struct snapshot *s, const char *name);
 /*
  * snapshot_find() for each of n names into out[] (NULL where unknown), with

@@ -4,10 +4,9 @@
  * rates each node it passes while the node's devices are in the caches;
  * the prioritize takes the rating of each node whose view is the one the
  * filter rated (views are immutable: a node that changed since has a new
- * one) under the same policy and learned workload, and rates only the
- * others. Each slot holds its filter's snapshot, so that a view compared
- * is never a freed one's address reused. A few slots, the oldest
- * replaced; thread-safe.
+ * one, with an id never used before) under the same policy and learned
+ * workload, and rates only the others. Ids, not the views: a slot keeps
+ * no snapshot alive. A few slots, the oldest replaced; thread-safe.
  */
 #ifndef GPU_RATINGS_H
 #define GPU_RATINGS_H
@@ -34,19 +33,18 @@ struct ratings {
 		char uid[64];
 		int policy;
 		uint32_t workload;
-		struct snapshot *snap;            /* held: the views below stay */
 		int n;
-		const struct cache_node **view;   /* the nodes rated, as snap has them */
-		double *raw;                      /* the policy's rating of each */
-		bool *ok;                         /* false: the policy could not place the claim there */
+		uint32_t *view;   /* the ids of the views rated (cache_node.id); 0: none */
+		double *raw;      /* the policy's rating of each */
+		bool *ok;         /* false: the policy could not place the claim there */
 	} slot[RATINGS_SLOTS];
 };
 
 void ratings_init(struct ratings *r);
 void ratings_release(struct ratings *r);
-/* Keeps the ratings of n nodes (views of snap), replacing the pod's earlier ones. */
-void ratings_put(struct ratings *r, const struct ratings_key *k, struct snapshot *snap,
-		 const struct cache_node *const *view, int n, const double *raw, const bool *ok);
+/* Keeps the ratings of n nodes (their views; NULL: none), replacing the pod's earlier ones. */
+void ratings_put(struct ratings *r, const struct ratings_key *k, const struct cache_node *const *view, int n,
+		 const double *raw, const bool *ok);
 /*
  * For n nodes as a later snapshot has them (view[i], NULL when unknown):
  * where kept ratings under k hold node i in that very view, fills raw[i]

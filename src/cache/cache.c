@@ -209,6 +209,7 @@ struct cache {
 	struct strmap claims;         /* "ns/name" -> struct claim_entry */
 	struct strmap label_sets;     /* hash -> struct label_block * nodes labelled alike share (labels_pack); writer lock */
 	uint64_t gen[CACHE_KINDS];    /* current relist generation per kind */
+	uint32_t views_built;         /* the last view's id (cache_node.id); writer lock */
 };
 
 void alloc_set_pod(struct alloc *a, const char *ns, const char *name)
@@ -476,7 +477,7 @@ static struct cache_node *view_layout(struct arena *hot, struct arena *cold, con
 		return NULL;
 	memset(v, 0, sizeof(*v));
 	atomic_init(&v->refs, 1);
-	v->fit_size = (uint32_t)fit_size;
+	v->fit_size = (uint16_t)fit_size;
 	v->cold = cold->base;
 	v->info = block_hold(s->info);
 	v->labels = block_hold(s->labels);
@@ -531,6 +532,8 @@ static struct cache_node *view_build(struct cache *cache, const struct node_src 
 	struct arena hot = { NULL, 0 }, cold = { NULL, 0 };
 	view_layout(&hot, &cold, s);
 	size_t hot_size = hot.off;
+	if (hot_size > UINT16_MAX)   /* cannot be: the limits on devices, islands and names keep it under 5 KiB */
+		return NULL;
 	void *h = slab_alloc(cache->slab, hot_size);
 	void *c = cold.off ? malloc(cold.off) : NULL;   /* most views need none */
 	if ((cold.off && !c) || !h) {
@@ -542,7 +545,8 @@ static struct cache_node *view_build(struct cache *cache, const struct node_src 
 	cold = (struct arena){ c, 0 };
 	struct cache_node *v = view_layout(&hot, &cold, s);
 	v->slab = cache->slab;
-	v->hot_size = (uint32_t)hot_size;
+	v->hot_size = (uint16_t)hot_size;
+	v->id = ++cache->views_built;
 	return v;
 }
 

@@ -844,9 +844,9 @@ out:
 
 /*
  * Keeps the ratings of the nodes the reply passes, in its order (the
- * prioritize that follows names them so), with their views in snap.
+ * prioritize that follows names them so), with their views.
  */
-static void keep_ratings(struct extender *x, const struct filter_job *j, struct snapshot *snap)
+static void keep_ratings(struct extender *x, const struct filter_job *j)
 {
 	const struct verb_args *a = j->l.a;
 	const struct cache_node **view = malloc(((size_t)a->n + 1) * sizeof(*view));
@@ -862,7 +862,7 @@ static void keep_ratings(struct extender *x, const struct filter_job *j, struct 
 	}
 	if (view && raw && ok) {
 		struct ratings_key k = rating_key(j->rating);
-		ratings_put(&x->ratings, &k, snap, view, n, raw, ok);
+		ratings_put(&x->ratings, &k, view, n, raw, ok);
 	}
 	free(view);
 	free(raw);
@@ -915,7 +915,7 @@ void extender_filter(void *ctx, const struct http_request *req, struct http_resp
 		    keep_best(x, &j, policy, x->o.filter_keeps_best))
 			j.oom = true;
 		else if (j.rating && !j.oom)
-			keep_ratings(x, &j, snap);
+			keep_ratings(x, &j);
 		int chosen = -1, passed = 0;
 		for (int i = 0; choosing && i < a.n; i++)
 			if (j.v[i].reason < 0 && !j.v[i].kept_out && j.l.node[i])

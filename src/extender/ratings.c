@@ -13,7 +13,6 @@ void ratings_init(struct ratings *r)
 
 static void slot_clear(struct ratings_slot *s)
 {
-	snapshot_release(s->snap);
 	free(s->view);
 	free(s->raw);
 	free(s->ok);
@@ -30,27 +29,27 @@ void ratings_release(struct ratings *r)
 static struct ratings_slot *slot_of(struct ratings *r, const char *uid)
 {
 	for (int i = 0; i < RATINGS_SLOTS; i++)
-		if (r->slot[i].snap && !strcmp(r->slot[i].uid, uid))
+		if (r->slot[i].view && !strcmp(r->slot[i].uid, uid))
 			return &r->slot[i];
 	return NULL;
 }
 
-void ratings_put(struct ratings *r, const struct ratings_key *k, struct snapshot *snap,
-		 const struct cache_node *const *view, int n, const double *raw, const bool *ok)
+void ratings_put(struct ratings *r, const struct ratings_key *k, const struct cache_node *const *view, int n,
+		 const double *raw, const bool *ok)
 {
 	if (!k->uid[0] || strlen(k->uid) >= sizeof(r->slot[0].uid))
 		return;
 	/* The copy outside the lock: a filter may pass thousands of nodes. */
 	struct ratings_slot s = { .policy = k->policy, .workload = k->workload, .n = n,
-				  .view = malloc(((size_t)n + 1) * sizeof(*view)),
+				  .view = malloc(((size_t)n + 1) * sizeof(uint32_t)),
 				  .raw = malloc(((size_t)n + 1) * sizeof(*raw)), .ok = malloc(((size_t)n + 1) * sizeof(*ok)) };
 	if (!s.view || !s.raw || !s.ok) {
 		slot_clear(&s);
 		return;
 	}
 	snprintf(s.uid, sizeof(s.uid), "%s", k->uid);
-	s.snap = snapshot_hold(snap);
-	memcpy(s.view, view, (size_t)n * sizeof(*view));
+	for (int i = 0; i < n; i++)
+		s.view[i] = view[i] ? view[i]->id : 0;
 	memcpy(s.raw, raw, (size_t)n * sizeof(*raw));
 	memcpy(s.ok, ok, (size_t)n * sizeof(*ok));
 	pthread_mutex_lock(&r->lock);
@@ -72,7 +71,7 @@ int ratings_get(struct ratings *r, const struct ratings_key *k, const struct cac
 	if (s && s->policy == k->policy && s->workload == k->workload) {
 		/* The nodes come in the order the filter passed them: each at its place, or not known. */
 		for (int i = 0; i < n && i < s->n; i++) {
-			known[i] = view[i] && view[i] == s->view[i];
+			known[i] = view[i] && s->view[i] && view[i]->id == s->view[i];
 			if (!known[i])
 				continue;
 			raw[i] = s->raw[i];

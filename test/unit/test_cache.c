@@ -363,6 +363,8 @@ static void test_labels_shared_by_nodes_alike(void **state)
 	assert_string_equal(gpu_node_label(c1, "kubernetes.io/hostname"), "c1.internal");
 	assert_string_equal(gpu_node_label(a2, "cloud.google.com/gke-nodepool"), "gpu-pool-0");
 	assert_string_equal(gpu_node_label(b1, "topology.kubernetes.io/zone"), "us-central1-b");
+	uint64_t a2_id = snapshot_find(s, "a2")->id, b1_id = snapshot_find(s, "b1")->id;
+	assert_int_not_equal(a2_id, b1_id);   /* each view its own id */
 	snapshot_release(s);
 	struct gpu_node *copy = cache_clone_devices(c, "a1");
 	assert_non_null(copy);
@@ -381,6 +383,9 @@ static void test_labels_shared_by_nodes_alike(void **state)
 	b1 = snapshot_find(s, "b1")->node;
 	assert_ptr_equal(a2->labels, b1->labels);
 	assert_ptr_not_equal(a1->labels, a2->labels);
+	/* A view rebuilt has an id never used before; one the change left alone keeps its own. */
+	assert_true(snapshot_find(s, "a2")->id > a2_id);
+	assert_int_equal(snapshot_find(s, "b1")->id, b1_id);
 	assert_string_equal(gpu_node_label(a2, "kubernetes.io/hostname"), "a2");
 	assert_string_equal(gpu_node_label(a1, "cloud.google.com/gke-nodepool"), "gpu-pool-0");
 	snapshot_release(s);
