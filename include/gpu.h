@@ -95,10 +95,15 @@ struct gpu_node {
  */
 extern const char gpu_label_is_node_name[];
 
+/* Label l's value on the node named node. */
+static inline const char *gpu_label_value_on(const struct label *l, const char *node)
+{
+	return l->value == gpu_label_is_node_name ? node : l->value;
+}
+
 static inline const char *gpu_label_value(const struct gpu_node *n, int i)
 {
-	const char *v = n->labels[i].value;
-	return v == gpu_label_is_node_name ? n->name : v;
+	return gpu_label_value_on(&n->labels[i], n->name);
 }
 
 const char *gpu_vendor_name(enum gpu_vendor v);        /* "nvidia", "" for ANY */

@@ -42,9 +42,12 @@ struct ratings {
 
 void ratings_init(struct ratings *r);
 void ratings_release(struct ratings *r);
-/* Keeps the ratings of n nodes (their views; NULL: none), replacing the pod's earlier ones. */
-void ratings_put(struct ratings *r, const struct ratings_key *k, const struct cache_node *const *view, int n,
-		 const double *raw, const bool *ok);
+/*
+ * Keeps the ratings of n nodes, by their views' ids (0: none), replacing
+ * the pod's earlier ones. Takes the three arrays (malloc'd), whatever it
+ * keeps.
+ */
+void ratings_put(struct ratings *r, const struct ratings_key *k, uint32_t *view, double *raw, bool *ok, int n);
 /*
  * For n nodes as a later snapshot has them (view[i], NULL when unknown):
  * where kept ratings under k hold node i in that very view, fills raw[i]

@@ -1308,8 +1308,8 @@ struct gpu_node *cache_clone_devices(struct cache *c, const char *name)
 	for (int i = 0; n && built && i < n->ndev; i++)
 		gpu_clear_usage(&n->dev[i]);
 	for (int i = 0; n && s->labels && i < s->labels->n; i++) {
-		const char *v = s->labels->labels[i].value;
-		if (gpu_node_set_label(n, s->labels->labels[i].key, v == gpu_label_is_node_name ? s->name : v)) {
+		const struct label *l = &s->labels->labels[i];
+		if (gpu_node_set_label(n, l->key, gpu_label_value_on(l, s->name))) {
 			gpu_node_free(n);
 			n = NULL;
 		}

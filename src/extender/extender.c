@@ -849,24 +849,19 @@ out:
 static void keep_ratings(struct extender *x, const struct filter_job *j)
 {
 	const struct verb_args *a = j->l.a;
-	const struct cache_node **view = malloc(((size_t)a->n + 1) * sizeof(*view));
+	uint32_t *view = malloc(((size_t)a->n + 1) * sizeof(*view));
 	double *raw = malloc(((size_t)a->n + 1) * sizeof(*raw));
 	bool *ok = malloc(((size_t)a->n + 1) * sizeof(*ok));
 	int n = 0;
 	for (int i = 0; view && raw && ok && i < a->n; i++) {
 		if (j->v[i].reason >= 0 || j->v[i].kept_out)
 			continue;
-		view[n] = j->l.node[i];
+		view[n] = j->l.node[i] ? j->l.node[i]->id : 0;
 		raw[n] = j->rating->raw[i];
 		ok[n++] = j->rating->ok[i];
 	}
-	if (view && raw && ok) {
-		struct ratings_key k = rating_key(j->rating);
-		ratings_put(&x->ratings, &k, view, n, raw, ok);
-	}
-	free(view);
-	free(raw);
-	free(ok);
+	struct ratings_key k = rating_key(j->rating);
+	ratings_put(&x->ratings, &k, view, raw, ok, n);   /* (they are its now) */
 }
 
 /* ---- the filter and prioritize verbs ------------------------------------ */

@@ -34,24 +34,14 @@ static struct ratings_slot *slot_of(struct ratings *r, const char *uid)
 	return NULL;
 }
 
-void ratings_put(struct ratings *r, const struct ratings_key *k, const struct cache_node *const *view, int n,
-		 const double *raw, const bool *ok)
+void ratings_put(struct ratings *r, const struct ratings_key *k, uint32_t *view, double *raw, bool *ok, int n)
 {
-	if (!k->uid[0] || strlen(k->uid) >= sizeof(r->slot[0].uid))
-		return;
-	/* The copy outside the lock: a filter may pass thousands of nodes. */
-	struct ratings_slot s = { .policy = k->policy, .workload = k->workload, .n = n,
-				  .view = malloc(((size_t)n + 1) * sizeof(uint32_t)),
-				  .raw = malloc(((size_t)n + 1) * sizeof(*raw)), .ok = malloc(((size_t)n + 1) * sizeof(*ok)) };
-	if (!s.view || !s.raw || !s.ok) {
+	struct ratings_slot s = { .policy = k->policy, .workload = k->workload, .n = n, .view = view, .raw = raw, .ok = ok };
+	if (!view || !raw || !ok || !k->uid[0] || strlen(k->uid) >= sizeof(s.uid)) {
 		slot_clear(&s);
 		return;
 	}
 	snprintf(s.uid, sizeof(s.uid), "%s", k->uid);
-	for (int i = 0; i < n; i++)
-		s.view[i] = view[i] ? view[i]->id : 0;
-	memcpy(s.raw, raw, (size_t)n * sizeof(*raw));
-	memcpy(s.ok, ok, (size_t)n * sizeof(*ok));
 	pthread_mutex_lock(&r->lock);
 	struct ratings_slot *to = slot_of(r, k->uid);
 	if (!to)

@@ -143,6 +143,18 @@ start_race_schedulers() {
   local p2=$!
   wait $p1 && wait $p2
 }
+# race_pods NS PREFIX SPEC: both schedulers started, then the pods of SPEC
+# created while both run: each pod reaches both queues at once, and both
+# pick the oldest first, so they race for the same pods (not only GPUs).
+# Sets BOUND (when settled) and CONFLICTS (the ledger 409s meanwhile).
+race_pods() {
+  local c0
+  c0=$(conflicts)
+  start_race_schedulers || echo "schedulers failed to start"
+  create_pods "$1" "$2" "$3" --selector "pool=$2" --managed-every 2
+  BOUND=$(wait_settled "$1" $SETTLE 90)
+  CONFLICTS=$(($(conflicts) - c0))
+}
 stop_schedulers() {
   cluster_alive scheduler-sched1 && cluster_stop_scheduler sched1
   cluster_alive scheduler-sched2 && cluster_stop_scheduler sched2
@@ -166,19 +178,14 @@ if e2e_want 1; then
   for round in 1 2 3; do
     sfx=${round/#1/}
     begin "race-excl$sfx" "rx$sfx" 6 4
-    c0=$(conflicts)
-    start_race_schedulers || echo "schedulers failed to start"
-    # Created while both schedulers run: each pod reaches both queues at once, and
-    # both pick the oldest first, so they race for the same pods (not only GPUs).
-    create_pods "$NS" "rx$sfx" 100xgpu1,50xgpu2 --selector "pool=rx$sfx" --managed-every 2
-    bound=$(wait_settled "$NS" $SETTLE 90)
-    RX_CONFLICTS=$(($(conflicts) - c0))
+    race_pods "$NS" "rx$sfx" 100xgpu1,50xgpu2
+    RX_CONFLICTS=$CONFLICTS
     e2e_check "race/exclusive: zero double allocations; ledgers, Leases and annotations agree" \
       e2e_verify "$WORK/s1$sfx" --full-use "$NS" --nodes "$NODES"
     s=$(summary_of "$WORK/s1$sfx")
     e2e_check "race/exclusive: all 24 GPUs in use with pods pending" gpus_used_is 24 "$s"
     RX_SAME_POD=$(same_pod_races "$NS")
-    e2e_note "race/exclusive, round $round: 150 pods (100x1 + 50x2 GPUs) for 24 GPUs; $bound bound; conflicts $RX_CONFLICTS;" \
+    e2e_note "race/exclusive, round $round: 150 pods (100x1 + 50x2 GPUs) for 24 GPUs; $BOUND bound; conflicts $RX_CONFLICTS;" \
       "both replicas bound the same pod $RX_SAME_POD times;" \
       "binds so far: ok ext1 $(metric gpu_extender_binds_total 'result="ok"' "$URL1") ext2 $(metric gpu_extender_binds_total 'result="ok"' "$URL2")," \
       "failed $(metric gpu_extender_binds_total 'result="(no_fit|conflict|error)"' "$URL1" "$URL2"); $((SECONDS - t0))s"
@@ -201,16 +208,13 @@ fi
 # (at most 3 per GPU, by compute) and 6 exclusive 1-GPU pods on the same GPUs.
 if e2e_want 2; then
   begin race-shared rs 4 2 "NVIDIA H100 80GB HBM3" 1 81559
-  c0=$(conflicts)
-  start_race_schedulers || echo "schedulers failed to start"
-  create_pods "$NS" rs 30xshared,6xgpu1 --selector pool=rs --managed-every 2
-  bound=$(wait_settled "$NS" $SETTLE 90)
-  RS_CONFLICTS=$(($(conflicts) - c0))
+  race_pods "$NS" rs 30xshared,6xgpu1
+  RS_CONFLICTS=$CONFLICTS
   e2e_check "race/shared: memory and compute sums within capacity; no exclusive overlap" \
     e2e_verify "$WORK/s2" --full-use "$NS" --nodes "$NODES"
   s=$(summary_of "$WORK/s2")
   e2e_check "race/shared: all 8 GPUs in use; no pending pod fits" gpus_used_is 8 "$s"
-  e2e_note "race/shared: 36 pods (30 shared + 6 exclusive) for 8 GPUs; $bound bound; conflicts $RS_CONFLICTS;" \
+  e2e_note "race/shared: 36 pods (30 shared + 6 exclusive) for 8 GPUs; $BOUND bound; conflicts $RS_CONFLICTS;" \
     "both replicas bound the same pod $(same_pod_races "$NS") times; $((SECONDS - t0))s"
   e2e_note "race/shared summary: $s"
   stop_schedulers
