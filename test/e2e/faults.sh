@@ -18,9 +18,8 @@
 #      of binds that then run past their deadline); then the delay is
 #      removed: every pod ends bound once, and the reservations failed binds
 #      left are released by the reaper (or reused by the pod's next bind).
-#      (Delayed both ways, a write reached the API server as its client gave
-#      up, and whether it was carried out was a race: one run in many left
-#      none, and the check had nothing to check);
+#      A round that left no such reservation (nothing to check) is followed
+#      by up to two short ones;
 #   5. SIGTERM of the extender while binds are in flight (0.3 s per chunk so
 #      that they last): they are answered, a bind sent after the signal is
 #      not served, the process exits within EXIT_BOUND (measured), and a
@@ -399,26 +398,39 @@ if e2e_want 4; then
   done
   cluster_wait 30 "the 4 first pods bound" all_bound "$NS" 4
   m=$(mark "$EXT")
-  EXPECTED=$((4 + PODS_SMALL_N))
-  proxy_delay "$SLOW_DELAY" down
-  t_slow=$SECONDS
-  create_pods s "$PODS_SMALL"
+  EXPECTED=4
   # Reservations of pods not bound there, seen while binds fail (each time the ledgers are read).
   declare -A ORPHANS=()
-  while ((SECONDS - t_slow < SLOW_DELAY + 4)); do
-    while read -r o u; do [[ -n $o ]] && ORPHANS[$o]=$u; done < <(orphans)
-    sleep 1
+  watch_orphans() {  # UNTIL (SECONDS)
+    while ((SECONDS < $1)); do
+      while read -r o u; do [[ $o == "$NS/"* ]] && ORPHANS[$o]=$u; done < <(orphans)
+      sleep 1
+    done
+  }
+  # The check needs a ledger write carried out whose answer was lost. Under
+  # the whole suite, about one round in five left none (every write the
+  # extender sent in it timed out before reaching the API server; not
+  # explained): such a round is followed by one more with 2 pods, twice at
+  # most, on the GPUs the first leaves free (4 + 24 + 2 + 2 of 32).
+  for round in 1 2 3; do
+    spec=$PODS_SMALL n=$PODS_SMALL_N
+    ((round > 1)) && spec=2xgpu1 n=2
+    EXPECTED=$((EXPECTED + n))
+    proxy_delay "$SLOW_DELAY" down
+    t_slow=$SECONDS
+    create_pods "s$round" "$spec"
+    watch_orphans $((t_slow + SLOW_DELAY + 4))
+    ((round == 1)) && slow_bound=$(e2e_count_bound "$NS")
+    proxy_delay 0
+    t_end=$(now)
+    ((round == 1)) && ra=$(ready_after "$t_end")
+    # Chunks already delayed still arrive up to SLOW_DELAY s later: binds can fail until then.
+    t_drain=$((SECONDS + SLOW_DELAY))
+    watch_orphans "$t_drain"
+    cluster_wait 60 "$EXPECTED pods of $NS bound" all_bound "$NS" "$EXPECTED"
+    ((${#ORPHANS[@]} > 0)) && break
   done
-  slow_bound=$(e2e_count_bound "$NS")
-  proxy_delay 0
-  t_end=$(now)
-  ra=$(ready_after "$t_end")
-  # Chunks already delayed still arrive up to SLOW_DELAY s later: binds can fail until then.
-  t_drain=$((SECONDS + SLOW_DELAY))
-  while ((SECONDS < t_drain)); do
-    while read -r o u; do [[ -n $o ]] && ORPHANS[$o]=$u; done < <(orphans)
-    sleep 1
-  done
+  SLOW_ROUNDS=$round
   settle "$EXPECTED" "$t_drain"
   e2e_check "$SC_NAME: binds ran out of time and the extender said so ('bind refused' ... Timeout)" \
     logged "$m" 'msg="bind refused".*(Timeout|timed out)'
@@ -443,7 +455,7 @@ if e2e_want 4; then
   }
   e2e_check "$SC_NAME: the reservations failed binds left (${#ORPHANS[@]}) were released (or reused by the pod's bind)" check_orphans
   e2e_check "$SC_NAME: /readyz 200 within ${READY_BOUND}s of the delay's end (${ra}s)" ready_within "$ra"
-  e2e_note "$SC_NAME: ${SLOW_DELAY}s per answer chunk for $((SLOW_DELAY + 4))s; $slow_bound of $EXPECTED bound meanwhile;" \
+  e2e_note "$SC_NAME: ${SLOW_DELAY}s per answer chunk for $((SLOW_DELAY + 4))s, $SLOW_ROUNDS round(s); $slow_bound of $((4 + PODS_SMALL_N)) bound in the first;" \
     "binds refused $(binds_failed "$m"), bound $(binds_ok "$m"); reaper releases $(reaped "$m")" \
     "($(log_since "$EXT" "$m" | grep 'released a reservation' | grep "pod=$NS/" | grep -c 'not bound in time') not bound in time);" \
     "retried binds that reused their reservation $(log_since "$EXT" "$m" | grep "pod=$NS/" | grep -c 'retried=yes');" \
