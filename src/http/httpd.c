@@ -534,7 +534,6 @@ static struct MHD_Daemon *daemon_start(struct httpd *h, const struct tls_pem *pe
 		/* The server then asks every client for a certificate; client_verified() checks it. */
 		{ tls && pem->client_ca ? MHD_OPTION_HTTPS_MEM_TRUST : MHD_OPTION_END, 0, tls ? pem->client_ca : NULL },
 		{ MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, h },
-		{ MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_message, h },
 		{ MHD_OPTION_END, 0, NULL },
 	};
 	/* Options after the first END are ignored: move the used ones to the front. */
@@ -544,8 +543,9 @@ static struct MHD_Daemon *daemon_start(struct httpd *h, const struct tls_pem *pe
 		if (opts[i].option != MHD_OPTION_END)
 			used[nu++] = opts[i];
 	used[nu] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
-	return MHD_start_daemon(h->flags, (uint16_t)h->port, NULL, NULL, on_request, h, MHD_OPTION_ARRAY, used,
-				MHD_OPTION_END);
+	/* The logger first, or the library says so on stderr in its own format at every start. */
+	return MHD_start_daemon(h->flags, (uint16_t)h->port, NULL, NULL, on_request, h,
+				MHD_OPTION_EXTERNAL_LOGGER, on_mhd_message, h, MHD_OPTION_ARRAY, used, MHD_OPTION_END);
 }
 
 static unsigned daemon_connections(struct MHD_Daemon *d)
