@@ -43,6 +43,12 @@ static inline bool dev_free_for(const struct gpu_device *d, const struct claim *
 	return d->shared == 0;
 }
 
+/* What d would have left after the claim's share (dev_free_for(d) holds): compute first, then memory. */
+static inline long share_room(const struct gpu_device *d, const struct claim *c)
+{
+	return (long)(gpu_free_core(d) - c->core) * 4096 + (long)((gpu_free_mib(d) - c->mem_mib) >> 8);
+}
+
 static bool island_ok_bw(const struct gpu_node *n, int island, const struct claim *c)
 {
 	return island >= 0 && n->islands[island].bandwidth_gbps >= c->min_bw_gbps;
@@ -141,6 +147,41 @@ static bool labels_match(const struct gpu_node *n, const struct claim *c, int *b
 	return true;
 }
 
+/*
+ * A share of one device that names nothing but its memory and compute,
+ * the common share claim: every node of a request reads its devices for
+ * it (no count answers it). share_quick() takes the device that scan_node()
+ * and choose() would, in one pass with none of their bookkeeping; false
+ * when no device has room (fit_node() then says why).
+ */
+static bool share_quick_applies(const struct claim *c)
+{
+	return c->mode == CLAIM_SHARED && c->count == 1 && c->placement == PLACE_DEFAULT && !c->vendor &&
+	       !c->models[0] && !c->arch[0] && !c->min_mem_mib && !c->nmatch && !c->cpu_milli && !c->mem_mib_host;
+}
+
+static bool share_quick(const struct gpu_node *n, const struct claim *c, enum gpu_pack pack, struct fit *f)
+{
+	int best = -1;
+	long best_key = 0;
+	for (int i = 0; i < n->ndev; i++) {
+		const struct gpu_device *d = &n->dev[i];
+		if (d->mig || d->memory_mib < c->mem_mib || !dev_free_for(d, c, n->share_slots))
+			continue;
+		long key = pack == PACK_SPREAD ? -share_room(d, c) : share_room(d, c);
+		if (best < 0 || key < best_key) {
+			best = i;
+			best_key = key;
+		}
+	}
+	if (best < 0)
+		return false;
+	f->ok = true;
+	f->ndev = 1;
+	f->dev[0] = best;
+	return true;
+}
+
 bool fit_possible(const struct gpu_node *n, const struct claim *c)
 {
 	int bad;
@@ -148,6 +189,9 @@ bool fit_possible(const struct gpu_node *n, const struct claim *c)
 		return false;
 	if (!claim_wants_gpu(c))
 		return true;
+	struct fit f;
+	if (share_quick_applies(c))
+		return share_quick(n, c, PACK_BINPACK, &f);
 	struct scan s;
 	scan_node(n, c, &s);
 	if (s.nfree < c->count)
@@ -398,9 +442,7 @@ static void choose(const struct gpu_node *n, const struct claim *c, const struct
 		key *= 1L << 24;
 		if (c->mode == CLAIM_SHARED) {
 			/* GPU level: fullest device first (binpack) or emptiest (spread). */
-			long room = (long)(gpu_free_core(d) - c->core) * 4096 +
-				    (long)((gpu_free_mib(d) - c->mem_mib) >> 8);
-			key += pack == PACK_SPREAD ? -room : room;
+			key += pack == PACK_SPREAD ? -share_room(d, c) : share_room(d, c);
 		} else if (island < 0 && d->island >= 0 && c->placement == PLACE_DEFAULT) {
 			/*
 			 * Whole devices without an island constraint: take them from
@@ -445,6 +487,8 @@ bool fit_node(const struct gpu_node *n, const struct claim *c, enum gpu_pack pac
 	f->unresolvable = false;
 	f->ndev = 0;
 	f->reason[0] = '\0';
+	if (share_quick_applies(c) && share_quick(n, c, pack, f))
+		return true;
 
 	int bad;
 	if (!labels_match(n, c, &bad)) {

@@ -419,6 +419,66 @@ static void test_fit_possible_agrees_with_fit_node(void **state)
 	gpu_node_free(n);
 }
 
+/*
+ * The common share claim (memory and compute, nothing else named) takes a
+ * one-pass path; with a selector every device passes (min_mem_mib 1) the
+ * same claim takes the general one. Both must choose alike: the same
+ * device, ties to the lower index, the same failures.
+ */
+static void test_plain_share_chooses_as_the_general_path(void **state)
+{
+	(void)state;
+	static const uint32_t sizes[] = { 16384, 24576, 81920 };
+	unsigned seed = 11;
+	int placed = 0, refused = 0, mig = 0;
+	for (int round = 0; round < 3000; round++) {
+		struct gpu_node *n = tu_node("n", 1 + rand_r(&seed) % 8, GPU_VENDOR_NVIDIA, "H100",
+					     sizes[rand_r(&seed) % 3]);
+		n->share_slots = rand_r(&seed) % 4;
+		for (int i = 0; i < n->ndev; i++) {
+			struct gpu_device *d = &n->dev[i];
+			switch (rand_r(&seed) % 8) {
+			case 0:
+				d->exclusive = 1;
+				break;
+			case 1:
+				d->health = GPU_UNHEALTHY;
+				break;
+			case 2:
+				d->external = true;
+				break;
+			case 3:
+				d->mig = true;
+				break;
+			default:   /* coarse steps, so that devices tie */
+				for (int k = rand_r(&seed) % 4; k > 0; k--)
+					gpu_hold(d, true, 4096u * (rand_r(&seed) % 3), 250u * (rand_r(&seed) % 3));
+			}
+		}
+		struct claim quick = tu_shared(4096u * (rand_r(&seed) % 5), 250u * (rand_r(&seed) % 4));
+		struct claim general = quick;
+		general.min_mem_mib = 1;
+		for (int pack = PACK_BINPACK; pack <= PACK_SPREAD; pack++) {
+			struct fit a, b;
+			bool ok = fit_node(n, &quick, (enum gpu_pack)pack, &a);
+			assert_int_equal(ok, fit_node(n, &general, (enum gpu_pack)pack, &b));
+			assert_int_equal(ok, fit_possible(n, &quick));
+			if (!ok) {
+				assert_string_equal(a.reason, b.reason);
+				refused++;
+				continue;
+			}
+			assert_int_equal(a.ndev, 1);
+			assert_int_equal(a.dev[0], b.dev[0]);
+			mig += n->dev[a.dev[0]].mig;
+			placed++;
+		}
+		gpu_node_free(n);
+	}
+	assert_int_equal(mig, 0);
+	assert_true(placed > 1000 && refused > 1000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -445,6 +505,7 @@ int main(void)
 		cmocka_unit_test(test_mig_instances),
 		cmocka_unit_test(test_host_resources),
 		cmocka_unit_test(test_fit_possible_agrees_with_fit_node),
+		cmocka_unit_test(test_plain_share_chooses_as_the_general_path),
 	};
 	return cmocka_run_group_tests_name("fit", tests, NULL, NULL);
 }
