@@ -135,6 +135,8 @@ bench: $(BUILD)/gpu-extender $(BUILD)/bench | $(TEST_DEPS_STAMP)
 	@$(BUILD)/bench --extender $(BUILD)/gpu-extender
 	@echo
 	@$(BUILD)/bench --scale
+	@echo
+	@$(BUILD)/bench --scale --busy
 
 bench-e2e: all
 	@bench/e2e.sh --extender $(BUILD)/gpu-extender $(BENCH_E2E_ARGS)

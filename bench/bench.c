@@ -476,19 +476,31 @@ static void over_http(const char *extender, const char *inv, int nodes, int iter
 
 /* ---- scale: big clusters with their allocations, in-process ---------------- */
 
-/* The node's allocations: per_node shares of island 0 (devices 0-3), plus extra; island 1 stays free. */
+/*
+ * --busy: 9 nodes in 10 are full, each GPU held whole by a pod of its own
+ * (with the default 8 allocations a node), as on a cluster that runs at
+ * capacity: a request then fails most nodes, and for each it must make sure
+ * the pod holds no reservation there (a retried bind's own).
+ */
+static bool bench_busy;
+
+/*
+ * The node's allocations: per_node shares of island 0 (devices 0-3), plus
+ * extra; island 1 stays free. With --busy, 9 nodes in 10 take whole GPUs instead.
+ */
 static int node_allocs(int node, int per_node, int extra, struct alloc *out)
 {
 	int n = per_node + extra;
+	bool full = bench_busy && node % 10;
 	for (int k = 0; k < n; k++) {
 		struct alloc *a = &out[k];
 		memset(a, 0, sizeof(*a));
 		snprintf(a->uid, sizeof(a->uid), "00000000-0000-0000-%04d-%012d", k, node);
 		snprintf(a->pod, sizeof(a->pod), "ml/job-%05d-%d", node, k);
-		a->mode = CLAIM_SHARED;
-		a->mem_mib = 8000;
-		a->core = 100;
-		alloc_add_id(a, k % 4);
+		a->mode = full ? CLAIM_EXCLUSIVE : CLAIM_SHARED;
+		a->mem_mib = full ? 0 : 8000;
+		a->core = full ? 0 : 100;
+		alloc_add_id(a, full ? k % 8 : k % 4);
 		a->since = 1700000000;
 	}
 	return n;
@@ -760,8 +772,9 @@ static void scale_row(int nodes, int per_node, int iters)
 static void scale(int only_nodes, int per_node, int iters_override)
 {
 	static const int sizes[] = { 5000, 20000, 65000 };
-	printf("scale, in-process: %d shared allocations per node (8 GPUs, %d label%s, few states), policy %s\n\n",
-	       per_node, bench_labels, bench_labels == 1 ? "" : "s", bench_policy);
+	printf("scale, in-process: %d %s allocations per node (8 GPUs, %d label%s, few states), policy %s\n\n",
+	       per_node, bench_busy ? "whole-GPU (9 nodes in 10; shared on the rest)" : "shared", bench_labels,
+	       bench_labels == 1 ? "" : "s", bench_policy);
 	printf("%-6s %8s %8s %8s %8s %8s | %26s | %19s | %26s | %19s | %9s\n", "", "", "cache", "ledgers", "pods", "all",
 	       "a reaper pass", "every node named", "10 % of the nodes named", "one ledger event", "baseline");
 	printf("%-6s %8s %8s %8s %8s %8s | %8s %8s %8s | %9s %9s | %6s %9s %9s | %9s %9s | %9s\n", "nodes", "allocs",
@@ -785,7 +798,7 @@ static void scale(int only_nodes, int per_node, int iters_override)
 static void usage(void)
 {
 	fprintf(stderr, "usage: bench [--extender PATH] [--nodes N] [--iters N] [--policy NAME] [--in-process]\n"
-			"       bench --scale [--allocs PER_NODE] [--labels N] [--nodes N] [--iters N] [--policy NAME]\n");
+			"       bench --scale [--allocs PER_NODE] [--busy] [--labels N] [--nodes N] [--iters N] [--policy NAME]\n");
 	exit(2);
 }
 
@@ -800,6 +813,8 @@ int main(int argc, char **argv)
 			in_process_only = true;
 		else if (!strcmp(argv[i], "--scale"))
 			scale_only = true;
+		else if (!strcmp(argv[i], "--busy"))
+			bench_busy = true;
 		else if (i + 1 >= argc)
 			usage();
 		else if (!strcmp(argv[i], "--extender"))

@@ -369,12 +369,14 @@ void alloc_ids(const struct alloc *a, char *out, size_t size)
 
 static void view_release(struct cache_node *v)
 {
-	/* A view is two blocks (view_build): the hot one and v->cold. */
+	/* A view is two blocks (view_build): the hot one and the cold one, its own allocs if any. */
 	if (v && atomic_fetch_sub(&v->refs, 1) == 1) {
 		block_release(v->info);
 		block_release(v->labels);
-		block_release(v->block);
-		free(v->cold);
+		if (v->block)
+			block_release(v->block);
+		else
+			free((void *)v->allocs);
 		slab_release(v->slab, v, v->hot_size);
 	}
 }
@@ -441,6 +443,13 @@ static bool assumed_counts(const struct node_src *s, const struct alloc *a)
 	return !src_find(s, a->uid);
 }
 
+uint64_t cache_uid_bits(const char *uid)
+{
+	/* Four bits: fewer false "maybe"s for a node's 8 whole-GPU pods (2.5 %) than two (4.5 %). */
+	size_t h = strmap_hash(uid);
+	return (1ULL << (h & 63)) | (1ULL << ((h >> 6) & 63)) | (1ULL << ((h >> 12) & 63)) | (1ULL << ((h >> 18) & 63));
+}
+
 /*
  * Lays a node's view out in two blocks. The hot one holds what requests
  * read, in the order they read it: header, node, devices and islands (a
@@ -478,7 +487,6 @@ static struct cache_node *view_layout(struct arena *hot, struct arena *cold, con
 	memset(v, 0, sizeof(*v));
 	atomic_init(&v->refs, 1);
 	v->fit_size = (uint16_t)fit_size;
-	v->cold = cold->base;
 	v->info = block_hold(s->info);
 	v->labels = block_hold(s->labels);
 	v->has_node = s->labels != NULL;
@@ -521,6 +529,7 @@ static struct cache_node *view_layout(struct arena *hot, struct arena *cold, con
 		struct alloc a;
 		alloc_rec_unpack(r, &a);
 		alloc_apply(n, &a);
+		v->uid_bits |= cache_uid_bits(alloc_rec_uid(r));
 	}
 	v->state = gpu_node_state_digest(n);
 	fit_whole_count(n, &v->whole);

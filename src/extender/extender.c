@@ -145,6 +145,7 @@ struct verb_args {
 	char *text;             /* a copy of the body; NodeNames are decoded in place */
 	const cJSON *pod;
 	struct api_pod_ref ref;
+	uint64_t uid_bits;      /* cache_uid_bits(ref.uid) */
 	struct claim claim;
 	bool claim_ok;
 	char claim_err[256];
@@ -327,6 +328,7 @@ static int parse_args(struct extender *x, const struct http_request *req, struct
 	a->root = parse_member(&pod);
 	if (parse_pod(x, a, a->root, resp))
 		return -1;
+	a->uid_bits = cache_uid_bits(a->ref.uid);
 	return a->by_name ? 0 : parse_nodes(a, &nodes, resp);
 }
 
@@ -340,12 +342,14 @@ static bool not_ready(struct extender *x, struct http_response *resp, int status
 	return true;
 }
 
-/* Whether the pod has a reservation of its own on the node. */
-static bool own_alloc(const struct cache_node *cn, const char *uid)
+/* Whether the request's pod has a reservation of its own on the node. */
+static bool own_alloc(const struct cache_node *cn, const struct verb_args *a)
 {
+	if (!a->ref.uid[0] || !cache_node_may_hold(cn, a->uid_bits))
+		return false;
 	const struct alloc_rec *r = cn->allocs;
-	for (int i = 0; uid[0] && i < cn->nallocs; i++, r = alloc_rec_next(r))
-		if (!strcmp(alloc_rec_uid(r), uid))
+	for (int i = 0; i < cn->nallocs; i++, r = alloc_rec_next(r))
+		if (!strcmp(alloc_rec_uid(r), a->ref.uid))
 			return true;
 	return false;
 }
@@ -369,9 +373,10 @@ static void unapply_pods(struct gpu_node *n, const struct cache_node *cn, const 
  * reaper's bound; a retried bind reuses it, so the node must not count it
  * against the pod. (Only looked at when the node did not fit: rare.)
  */
-static struct gpu_node *without_own(const struct cache_node *cn, const char *uid)
+static struct gpu_node *without_own(const struct cache_node *cn, const struct verb_args *a)
 {
-	struct gpu_node *n = own_alloc(cn, uid) ? gpu_node_clone(cn->node) : NULL;
+	struct gpu_node *n = own_alloc(cn, a) ? gpu_node_clone(cn->node) : NULL;
+	const char *uid = a->ref.uid;
 	if (n)
 		unapply_pods(n, cn, &uid, 1);
 	return n;
@@ -464,7 +469,7 @@ static struct class_result result_of(const struct node_loop *l, int i, decide_fn
 	if (m)
 		class_memo_count(m, known != NULL);
 	/* A failure does not hold where the pod has a reservation of its own (see without_own). */
-	if (known && (known->ok || !own_alloc(cn, l->a->ref.uid)))
+	if (known && (known->ok || !own_alloc(cn, l->a)))
 		return *known;
 	struct class_result r;
 	if (decide(job, cn, &r) && m && !known)
@@ -609,7 +614,7 @@ static bool filter_node(void *job, const struct cache_node *cn, struct class_res
 	}
 	if (counts_decide(&j->l, cn) || fit_possible(cn->node, &a->claim))
 		return holds;
-	struct gpu_node *own = without_own(cn, a->ref.uid);
+	struct gpu_node *own = without_own(cn, a);
 	struct fit f;
 	bool ok = fit_node(own ? own : cn->node, &a->claim, j->pack, &f);
 	gpu_node_free(own);
@@ -715,7 +720,7 @@ static bool prio_node(void *job, const struct cache_node *cn, struct class_resul
 	r->ok = policy_place(&j->pctx, cn->node, &a->claim, &f, &r->raw);
 	if (r->ok)
 		return true;
-	struct gpu_node *own = without_own(cn, a->ref.uid);
+	struct gpu_node *own = without_own(cn, a);
 	if (own)
 		r->ok = policy_place(&j->pctx, own, &a->claim, &f, &r->raw);
 	gpu_node_free(own);

@@ -720,6 +720,52 @@ static void test_assumed_allocations(void **state)
 }
 
 /* Two binds of one pod raced: both ledgers hold it until the loser releases its own. */
+/*
+ * A view's uid bits hold every pod with a record there, ledger's or
+ * assumed, so that "may hold" is never wrong when it says no; and it says
+ * no for most other pods (a full node is asked for every pod filtered).
+ */
+static void test_view_knows_whose_records_it_may_hold(void **state)
+{
+	(void)state;
+	struct cache *c = cache_new();
+	cache_lock(c);
+	cache_set_gpus(c, "n1", devices("n1", 8));
+	struct alloc held[7];
+	char uid[64];
+	for (int i = 0; i < 7; i++) {
+		snprintf(uid, sizeof(uid), "3f0c2a4e-0000-4000-8000-%012d", i);
+		held[i] = make_alloc(uid, i);
+	}
+	assert_int_equal(cache_set_allocs(c, "n1", held, 7), 0);
+	struct alloc flight = make_alloc("3f0c2a4e-0000-4000-8000-in-flight", 7);
+	assert_int_equal(cache_assume(c, "n1", &flight), 0);
+	cache_unlock(c);
+	struct snapshot *s = cache_acquire(c);
+	const struct cache_node *v = snapshot_find(s, "n1");
+	assert_int_equal(v->nallocs, 8);
+	for (int i = 0; i < 7; i++)
+		assert_true(cache_node_may_hold(v, cache_uid_bits(held[i].uid)));
+	assert_true(cache_node_may_hold(v, cache_uid_bits(flight.uid)));
+	int maybe = 0;
+	for (int i = 0; i < 1000; i++) {
+		snprintf(uid, sizeof(uid), "9b1d7c30-1111-4000-8000-%012d", i);
+		maybe += cache_node_may_hold(v, cache_uid_bits(uid));
+	}
+	assert_true(maybe < 80);   /* about 25 expected */
+	snapshot_release(s);
+	cache_lock(c);
+	cache_forget(c, flight.uid, "n1");
+	assert_int_equal(cache_set_allocs(c, "n1", NULL, 0), 0);
+	cache_unlock(c);
+	s = cache_acquire(c);
+	v = snapshot_find(s, "n1");
+	assert_int_equal(v->uid_bits, 0);
+	assert_false(cache_node_may_hold(v, cache_uid_bits(held[0].uid)));
+	snapshot_release(s);
+	cache_free(c);
+}
+
 static void test_pod_in_two_ledgers(void **state)
 {
 	(void)state;
@@ -1007,6 +1053,7 @@ int main(void)
 		cmocka_unit_test(test_devices_kept_in_the_view),
 		cmocka_unit_test(test_allocations),
 		cmocka_unit_test(test_assumed_allocations),
+		cmocka_unit_test(test_view_knows_whose_records_it_may_hold),
 		cmocka_unit_test(test_pod_in_two_ledgers),
 		cmocka_unit_test(test_shared_allocation_usage),
 		cmocka_unit_test(test_relist_sweeps_what_was_not_seen),
