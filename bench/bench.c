@@ -825,8 +825,9 @@ static void scale_row(int nodes, int per_node, int iters)
 static void scale(int only_nodes, int per_node, int iters_override)
 {
 	static const int sizes[] = { 5000, 20000, 65000 };
-	printf("scale, in-process: %d %s allocations per node (8 GPUs, %d label%s, few states), policy %s\n\n",
-	       per_node, bench_busy ? "whole-GPU (9 nodes in 10; shared on the rest)" : "shared", bench_labels,
+	printf("scale, in-process%s: %d allocations per node, %s (8 GPUs, %d label%s, few states), policy %s\n\n",
+	       bench_busy ? ", a busy cluster" : "", per_node,
+	       bench_busy ? "whole GPUs on 9 nodes in 10 (full), shares on the rest" : "shares", bench_labels,
 	       bench_labels == 1 ? "" : "s", bench_policy);
 	printf("%-6s %8s %8s %8s %8s %8s | %26s | %19s | %26s | %19s | %9s\n", "", "", "cache", "ledgers", "pods", "all",
 	       "a reaper pass", "every node named", "10 % of the nodes named", "one ledger event", "baseline");
