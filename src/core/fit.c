@@ -166,7 +166,7 @@ static bool share_quick(const struct gpu_node *n, const struct claim *c, enum gp
 	long best_key = 0;
 	for (int i = 0; i < n->ndev; i++) {
 		const struct gpu_device *d = &n->dev[i];
-		if (d->mig || d->memory_mib < c->mem_mib || !dev_free_for(d, c, n->share_slots))
+		if (d->mig || !dev_free_for(d, c, n->share_slots))
 			continue;
 		long key = pack == PACK_SPREAD ? -share_room(d, c) : share_room(d, c);
 		if (best < 0 || key < best_key) {

@@ -371,7 +371,8 @@ static void unapply_pods(struct gpu_node *n, const struct cache_node *cn, const 
  * The node without this pod's own reservation, or NULL when it holds none
  * there. A bind of the pod that broke off half-way leaves one until the
  * reaper's bound; a retried bind reuses it, so the node must not count it
- * against the pod. (Only looked at when the node did not fit: rare.)
+ * against the pod. (Asked of each node that did not fit, most nodes of a
+ * busy cluster: the view's uid bits answer it without reading the records.)
  */
 static struct gpu_node *without_own(const struct cache_node *cn, const struct verb_args *a)
 {
