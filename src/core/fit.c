@@ -148,16 +148,17 @@ static bool labels_match(const struct gpu_node *n, const struct claim *c, int *b
 }
 
 /*
- * A share of one device that names nothing but its memory and compute,
- * the common share claim: every node of a request reads its devices for
+ * A share of one device that names no string (model, architecture) and no
+ * node label: the common share claim, by memory and compute, perhaps a
+ * vendor or a least memory. Every node of a request reads its devices for
  * it (no count answers it). share_quick() takes the device that scan_node()
  * and choose() would, in one pass with none of their bookkeeping; false
  * when no device has room (fit_node() then says why).
  */
 static bool share_quick_applies(const struct claim *c)
 {
-	return c->mode == CLAIM_SHARED && c->count == 1 && c->placement == PLACE_DEFAULT && !c->vendor &&
-	       !c->models[0] && !c->arch[0] && !c->min_mem_mib && !c->nmatch && !c->cpu_milli && !c->mem_mib_host;
+	return c->mode == CLAIM_SHARED && c->count == 1 && c->placement == PLACE_DEFAULT && !c->models[0] &&
+	       !c->arch[0] && !c->nmatch && !c->cpu_milli && !c->mem_mib_host;
 }
 
 static bool share_quick(const struct gpu_node *n, const struct claim *c, enum gpu_pack pack, struct fit *f)
@@ -166,7 +167,8 @@ static bool share_quick(const struct gpu_node *n, const struct claim *c, enum gp
 	long best_key = 0;
 	for (int i = 0; i < n->ndev; i++) {
 		const struct gpu_device *d = &n->dev[i];
-		if (d->mig || !dev_free_for(d, c, n->share_slots))
+		if (d->mig || (c->vendor && d->vendor != c->vendor) || d->memory_mib < c->min_mem_mib ||
+		    !dev_free_for(d, c, n->share_slots))
 			continue;
 		long key = pack == PACK_SPREAD ? -share_room(d, c) : share_room(d, c);
 		if (best < 0 || key < best_key) {

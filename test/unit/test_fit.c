@@ -420,23 +420,27 @@ static void test_fit_possible_agrees_with_fit_node(void **state)
 }
 
 /*
- * The common share claim (memory and compute, nothing else named) takes a
- * one-pass path; with a selector every device passes (min_mem_mib 1) the
- * same claim takes the general one. Both must choose alike: the same
- * device, ties to the lower index, the same failures.
+ * The common share claim (memory and compute, perhaps a vendor or a least
+ * memory) takes a one-pass path; with a string every device matches (the
+ * architecture) the same claim takes the general one. Both must choose
+ * alike: the same device, ties to the lower index, the same failures.
  */
 static void test_plain_share_chooses_as_the_general_path(void **state)
 {
 	(void)state;
 	static const uint32_t sizes[] = { 16384, 24576, 81920 };
 	unsigned seed = 11;
-	int placed = 0, refused = 0, mig = 0;
+	int placed = 0, refused = 0, mig = 0, amd = 0, small = 0;
 	for (int round = 0; round < 3000; round++) {
-		struct gpu_node *n = tu_node("n", 1 + rand_r(&seed) % 8, GPU_VENDOR_NVIDIA, "H100",
-					     sizes[rand_r(&seed) % 3]);
+		struct gpu_node *n = tu_node("n", 1 + rand_r(&seed) % 8, GPU_VENDOR_NVIDIA, "H100", 81920);
 		n->share_slots = rand_r(&seed) % 4;
 		for (int i = 0; i < n->ndev; i++) {
 			struct gpu_device *d = &n->dev[i];
+			d->memory_mib = sizes[rand_r(&seed) % 3];
+			if (rand_r(&seed) % 4 == 0) {
+				d->vendor = GPU_VENDOR_AMD;
+				n->info[i].arch = "hopper";   /* the string every device matches */
+			}
 			switch (rand_r(&seed) % 8) {
 			case 0:
 				d->exclusive = 1;
@@ -456,8 +460,12 @@ static void test_plain_share_chooses_as_the_general_path(void **state)
 			}
 		}
 		struct claim quick = tu_shared(4096u * (rand_r(&seed) % 5), 250u * (rand_r(&seed) % 4));
+		if (rand_r(&seed) % 3 == 0)
+			quick.vendor = rand_r(&seed) % 2 ? GPU_VENDOR_NVIDIA : GPU_VENDOR_AMD;
+		if (rand_r(&seed) % 3 == 0)
+			quick.min_mem_mib = sizes[rand_r(&seed) % 3];
 		struct claim general = quick;
-		general.min_mem_mib = 1;
+		strcpy(general.arch, "hopper");
 		for (int pack = PACK_BINPACK; pack <= PACK_SPREAD; pack++) {
 			struct fit a, b;
 			bool ok = fit_node(n, &quick, (enum gpu_pack)pack, &a);
@@ -470,13 +478,18 @@ static void test_plain_share_chooses_as_the_general_path(void **state)
 			}
 			assert_int_equal(a.ndev, 1);
 			assert_int_equal(a.dev[0], b.dev[0]);
-			mig += n->dev[a.dev[0]].mig;
+			const struct gpu_device *d = &n->dev[a.dev[0]];
+			mig += d->mig;
+			assert_true(!quick.vendor || d->vendor == quick.vendor);
+			assert_true(d->memory_mib >= quick.min_mem_mib);
+			amd += quick.vendor == GPU_VENDOR_AMD;
+			small += quick.min_mem_mib && d->memory_mib < 81920;
 			placed++;
 		}
 		gpu_node_free(n);
 	}
 	assert_int_equal(mig, 0);
-	assert_true(placed > 1000 && refused > 1000);
+	assert_true(placed > 1000 && refused > 1000 && amd > 50 && small > 50);
 }
 
 int main(void)
