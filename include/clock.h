@@ -11,6 +11,8 @@
 
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t clock_mono_ms(void);
+/* CLOCK_MONOTONIC in nanoseconds, for spans under a millisecond. */
+int64_t clock_mono_ns(void);
 /* The CLOCK_REALTIME instant ms milliseconds from now (ms >= 0), for pthread_cond_timedwait. */
 struct timespec clock_deadline_ms(int64_t ms);
 

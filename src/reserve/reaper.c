@@ -1,5 +1,6 @@
 /* The reaper, and the reservation module's lifecycle. */
 #include "api.h"
+#include "clock.h"
 #include "log.h"
 #include "metrics.h"
 #include "reserve_impl.h"
@@ -209,28 +210,21 @@ static void repair(struct reserve *r, const struct repair *p)
 
 struct hold {
 	struct reserve *r;
-	struct timespec since;
+	int64_t since_ns;         /* clock_mono_ns() when it took the lock */
 	int64_t longest_ns;
 	int n;
 };
 
-static int64_t ns_since(const struct timespec *t)
-{
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (int64_t)(now.tv_sec - t->tv_sec) * 1000000000 + (now.tv_nsec - t->tv_nsec);
-}
-
 static void hold_take(struct hold *h)
 {
 	pthread_mutex_lock(&h->r->lock);
-	clock_gettime(CLOCK_MONOTONIC, &h->since);
+	h->since_ns = clock_mono_ns();
 	h->n++;
 }
 
 static void hold_give(struct hold *h)
 {
-	int64_t ns = ns_since(&h->since);
+	int64_t ns = clock_mono_ns() - h->since_ns;
 	if (ns > h->longest_ns)
 		h->longest_ns = ns;
 	pthread_mutex_unlock(&h->r->lock);
@@ -239,7 +233,7 @@ static void hold_give(struct hold *h)
 /* Lets the lock's other users in once this hold had its slice; true when it did. */
 static bool hold_yield(struct hold *h)
 {
-	if (ns_since(&h->since) < h->r->o.reap_slice_ns)
+	if (clock_mono_ns() - h->since_ns < h->r->o.reap_slice_ns)
 		return false;
 	hold_give(h);
 	/* A waiter wakes on another core within microseconds; without a pause this thread would take the lock back first. */
@@ -413,8 +407,7 @@ void reserve_reap(struct reserve *r)
 	struct pass ps = { .now = time(NULL) };
 	strmap_init(&ps.held);
 	struct hold h = { .r = r };
-	struct timespec began;
-	clock_gettime(CLOCK_MONOTONIC, &began);
+	int64_t began_ns = clock_mono_ns();
 	hold_take(&h);
 	ps.id = ++r->reap_passes;
 	bool whole = walk_ledgers(r, &h, &ps);
@@ -426,7 +419,7 @@ void reserve_reap(struct reserve *r)
 				 .repairs = (int)ps.nrep };
 	hold_give(&h);
 	strmap_release(&ps.held);
-	st.ms = (double)ns_since(&began) / 1e6;
+	st.ms = (double)(clock_mono_ns() - began_ns) / 1e6;
 	st.longest_hold_ms = (double)h.longest_ns / 1e6;
 	pthread_mutex_lock(&r->lock);
 	r->last_pass = st;
