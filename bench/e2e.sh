@@ -2,7 +2,7 @@
 # make bench-e2e: GPU pods per second that a real kube-scheduler places on a
 # real API server, alone and with the extender in the loop, in one run.
 #
-#   bench/e2e.sh [--nodes 1000] [--pods 2000] [--extender PATH] [--baseline-extender PATH] [--replicas] [--only ROWS] [--pprof DIR]
+#   bench/e2e.sh [--nodes 1000] [--pods 2000] [--extender PATH] [--baseline-extender PATH] [--replicas] [--floor] [--only ROWS] [--pprof DIR]
 #   bench/e2e.sh --cold-start [--nodes 5000] [--extender PATH] [--baseline-extender PATH]
 #   bench/e2e.sh --sustained SECONDS [--nodes 1000] [--pods 400] [--extender PATH]
 #
@@ -20,6 +20,13 @@
 #   baseline   the same with --baseline-extender (another build), when given
 #   proxy-1    with --replicas: the extender behind a TCP proxy (test/e2e/faultproxy.py)
 #   proxy-2    two extender replicas behind it, each new connection to the next
+#   floor      with --floor: bench/floor, the least an extender that binds can
+#              cost (filter passes one node with room, bind posts the Binding;
+#              no ledger, no watches); what kube-scheduler and the API server
+#              spend on any extender in the loop. Built with Go into the
+#              harness's cache.
+# The rows run in that order, or in the order --only names them (a comma
+# list), since the row that runs last tends to be the slowest.
 # Both schedulers talk to the API server with qps and burst 5000. Each row also
 # prints the API server's write requests per pod during the row, the
 # scheduler's mean scheduling attempt (scheduling and binding), the extender's
@@ -48,7 +55,7 @@
 # Then its RSS by kind of memory (/proc/PID/smaps) at both times.
 set -u
 cd "$(dirname "$0")/.."
-NODES=1000 PODS=2000 EXT=$PWD/build/gpu-extender BASE="" ONLY="" COLD="" SUSTAIN="" REPLICAS="" PPROF=""
+NODES=1000 PODS=2000 EXT=$PWD/build/gpu-extender BASE="" ONLY="" COLD="" SUSTAIN="" REPLICAS="" PPROF="" FLOOR=""
 while (($#)); do
   case $1 in
     --nodes) NODES=$2; shift 2 ;;
@@ -57,10 +64,11 @@ while (($#)); do
     --baseline-extender) BASE=$(realpath "$2"); shift 2 ;;
     --only) ONLY=$2; shift 2 ;;
     --replicas) REPLICAS=1; shift ;;
+    --floor) FLOOR=1; shift ;;
     --cold-start) COLD=1; shift ;;
     --sustained) SUSTAIN=$2; shift 2 ;;
     --pprof) PPROF=$(realpath -m "$2"); shift 2 ;;
-    *) echo "usage: bench/e2e.sh [--nodes N] [--pods N] [--extender PATH] [--baseline-extender PATH] [--replicas] [--only ROWS] [--pprof DIR]" \
+    *) echo "usage: bench/e2e.sh [--nodes N] [--pods N] [--extender PATH] [--baseline-extender PATH] [--replicas] [--floor] [--only ROWS] [--pprof DIR]" \
          "| --cold-start [--nodes N] | --sustained SECONDS [--nodes N] [--pods N]" >&2; exit 2 ;;
   esac
 done
@@ -68,6 +76,26 @@ done
 . test/e2e/lib.sh
 
 fail() { echo "bench-e2e: $*" >&2; exit 1; }
+if [[ -n $ONLY ]]; then
+  IFS=, read -r -a ROW_ORDER <<<"$ONLY"
+else
+  ROW_ORDER=(plain extender keep-1)
+  [[ -n $REPLICAS ]] && ROW_ORDER+=(proxy-1 proxy-2)
+  [[ -n $BASE ]] && ROW_ORDER+=(baseline)
+  [[ -n $FLOOR ]] && ROW_ORDER+=(floor)
+fi
+FLOOR_BIN=""
+for row in "${ROW_ORDER[@]}"; do
+  case $row in
+    plain | extender | keep-1 | proxy-1 | proxy-2) ;;
+    baseline) [[ -n $BASE ]] || fail "the baseline row needs --baseline-extender" ;;
+    floor)
+      FLOOR_BIN=${GPU_EXTENDER_CACHE:-$HOME/.cache/gpu-extender}/floor-extender
+      GOCACHE=${GPU_EXTENDER_CACHE:-$HOME/.cache/gpu-extender}/gocache go build -o "$FLOOR_BIN" bench/floor/main.go ||
+        fail "building bench/floor failed" ;;
+    *) fail "no row named $row" ;;
+  esac
+done
 if [[ -n $PPROF ]]; then
   mkdir -p "$PPROF" || fail "cannot make $PPROF"
   export CLUSTER_APISERVER_FLAGS="${CLUSTER_APISERVER_FLAGS:-} --profiling=true"
@@ -98,16 +126,16 @@ metric_mean() {  # METRICS_TEXT NAME [LABEL_MATCH]: sum/count in ms
     END { if (c > 0) printf "%.2f", s / c * 1000; else printf "-" }' <<<"$1"
 }
 
-# CPU seconds used so far by every process of that name (utime + stime, in
-# clock ticks from /proc: ps rounds to whole seconds).
+# CPU seconds used so far by every process of those names (NAME|NAME...;
+# utime + stime, in clock ticks from /proc: ps rounds to whole seconds).
 cpu_s() {
-  local pids
-  pids=$(pgrep -x "$1" | sed 's#.*#/proc/&/stat#')
+  local pids name
+  pids=$(for name in ${1//|/ }; do pgrep -x "$name"; done | sed 's#.*#/proc/&/stat#')
   [[ -n $pids ]] || { echo 0; return; }
   # shellcheck disable=SC2086
   cat $pids 2>/dev/null | sed 's/^.*) //' | awk -v hz="$(getconf CLK_TCK)" '{ s += $12 + $13 } END { printf "%.2f", s / hz }'
 }
-CPU_OF=(kube-apiserver etcd kube-scheduler gpu-extender)
+CPU_OF=(kube-apiserver etcd kube-scheduler 'gpu-extender|floor-extender')
 
 # pprof_row LABEL: CPU profiles of kube-apiserver and the row's kube-scheduler, a second into the row.
 pprof_row() {
@@ -289,16 +317,20 @@ if [[ -n $SUSTAIN ]]; then
   exit 0
 fi
 
-want() { [[ -z $ONLY || ,$ONLY, == *,$1,* ]]; }
-RATE_plain=0 RATE_extender=0 RATE_keep_1=0 RATE_baseline=0 RATE_proxy_1=0 RATE_proxy_2=0
-want plain && run_row plain example.com/gpu
-want extender && run_row extender gpu.scheduling/gpu "$EXT"
-want keep-1 && EXT_FLAGS="--filter-keeps-best 1" run_row keep-1 gpu.scheduling/gpu "$EXT"
-if [[ -n $REPLICAS ]]; then
-  want proxy-1 && run_row proxy-1 gpu.scheduling/gpu "$EXT" 1
-  want proxy-2 && run_row proxy-2 gpu.scheduling/gpu "$EXT" 2
-fi
-[[ -n $BASE ]] && want baseline && run_row baseline gpu.scheduling/gpu "$BASE"
+# one_row NAME: the row of that name (see the top of this file).
+one_row() {
+  case $1 in
+    plain) run_row plain example.com/gpu ;;
+    extender) run_row extender gpu.scheduling/gpu "$EXT" ;;
+    keep-1) EXT_FLAGS="--filter-keeps-best 1" run_row keep-1 gpu.scheduling/gpu "$EXT" ;;
+    floor) run_row floor gpu.scheduling/gpu "$FLOOR_BIN" ;;
+    proxy-1) run_row proxy-1 gpu.scheduling/gpu "$EXT" 1 ;;
+    proxy-2) run_row proxy-2 gpu.scheduling/gpu "$EXT" 2 ;;
+    baseline) run_row baseline gpu.scheduling/gpu "$BASE" ;;
+  esac
+}
+RATE_plain=0 RATE_extender=0 RATE_keep_1=0 RATE_baseline=0 RATE_proxy_1=0 RATE_proxy_2=0 RATE_floor=0
+for row in "${ROW_ORDER[@]}"; do one_row "$row"; done
 
 echo
 echo "| row | bound | pods/s | API writes/pod | scheduling attempt ms | filter ms | prioritize ms | bind ms | binds refused | ledger 409s | connections refused | CPU s: apiserver/etcd/scheduler/extender |"
@@ -311,11 +343,14 @@ echo
 echo "Prioritize requests, by where their ratings came from:"
 printf '  %s\n' "${RATINGS[@]}"
 echo
-awk -v p="$RATE_plain" -v e="$RATE_extender" -v k="$RATE_keep_1" 'BEGIN {
-  if (p > 0) printf "extender / plain: %.2f\nkeep-1 / plain: %.2f\n", e / p, k / p }'
-[[ -n $BASE ]] && awk -v p="$RATE_plain" -v e="$RATE_baseline" 'BEGIN { if (p > 0) printf "baseline / plain: %.2f\n", e / p }'
-[[ -n $REPLICAS ]] && awk -v p="$RATE_plain" -v a="${RATE_proxy_1:-0}" -v b="${RATE_proxy_2:-0}" 'BEGIN {
-  if (p > 0) printf "proxy-1 / plain: %.2f\nproxy-2 / plain: %.2f\n", a / p, b / p
-  if (a > 0) printf "two replicas / one (both behind the proxy): %.2f\n", b / a }'
+for row in "${ROW_ORDER[@]}"; do
+  [[ $row == plain ]] && continue
+  rate=RATE_${row//-/_}
+  awk -v p="$RATE_plain" -v r="${!rate}" -v n="$row" 'BEGIN { if (p > 0) printf "%s / plain: %.2f\n", n, r / p }'
+done
+awk -v a="$RATE_proxy_1" -v b="$RATE_proxy_2" 'BEGIN { if (a > 0 && b > 0) printf "two replicas / one (both behind the proxy): %.2f\n", b / a }'
+awk -v f="$RATE_floor" -v k="$RATE_keep_1" -v e="$RATE_extender" 'BEGIN {
+  if (f > 0 && e > 0) printf "extender / floor: %.2f\n", e / f
+  if (f > 0 && k > 0) printf "keep-1 / floor: %.2f\n", k / f }'
 cluster_down >/dev/null 2>&1
 exit 0
