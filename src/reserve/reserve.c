@@ -380,6 +380,15 @@ static bool pod_watched(struct reserve *r, const char *uid)
 	return watched;
 }
 
+/* The node the pod watch saw the pod bound to, into node ("" when unbound, or not watched). */
+static void pod_bound_to(struct reserve *r, const char *uid, char *node, size_t size)
+{
+	pthread_mutex_lock(&r->lock);
+	const struct pod_state *p = keyset_get(&r->pods, uid);
+	snprintf(node, size, "%s", p ? pod_str(p, POD_NODE) : "");
+	pthread_mutex_unlock(&r->lock);
+}
+
 /*
  * Creates the pod's reservation Lease on the node, or renews the one an
  * earlier try of this very bind made (409). Renewing changes its
@@ -745,6 +754,16 @@ int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t er
 
 	char pod[320];
 	snprintf(pod, sizeof(pod), "%s/%s", req->ns, req->name);
+	/* A second bind of a pod an earlier one bound (kube-scheduler gave up
+	 * waiting on the first and placed the pod again): its binding would be
+	 * refused, since a pod's nodeName never changes once set; write nothing. */
+	char bound[256];
+	pod_bound_to(r, req->uid, bound, sizeof(bound));
+	if (bound[0] && strcmp(bound, req->node)) {
+		snprintf(err, errlen, "pod %s is already assigned to node \"%s\" (seen by the pod watch; nothing written)", pod,
+			 bound);
+		return BIND_ERROR;
+	}
 	struct bind_ctx b = { .r = r, .req = req };
 	b.need_place = req->claim->gang[0] && reserve_gang_has_places(r, req->ns, req->claim->gang);
 	b.node = cache_clone_devices(r->o.cache, req->node);
