@@ -265,18 +265,26 @@ for p in json.load(sys.stdin)["items"]:
     [[ $v1 != "$v0" ]] || { echo "$lease not renewed (resourceVersion $v0)"; return 1; }
   }
   e2e_check "binds: a bind repeated for a bound pod succeeds, keeps its reservation and renews its Lease" check_rebind
+  e2e_check "binds: zero double allocations" e2e_verify "$WORK/s3" --full-use "$NS" --nodes "$NODES"
   # An earlier try bound the pod after kube-scheduler gave up on it, and its
-  # second placement names another node: refused before any ledger write.
+  # second placement names another node, one with room: refused before any
+  # ledger write.
   check_bound_elsewhere() {
-    local pod uid node other ledger v0 v1 out
-    read -r pod uid node < <(kubectl -n "$NS" get pods -o json | python3 -c '
+    local pod uid node other gone gone_uid ledger v0 v1 out
+    read -r pod uid node other gone gone_uid < <(kubectl -n "$NS" get pods -o json | python3 -c '
 import json, sys
-for p in json.load(sys.stdin)["items"]:
-    if p["spec"].get("nodeName") and (p["metadata"].get("labels") or {}).get("gpu.scheduling/managed") == "true":
-        print(p["metadata"]["name"], p["metadata"]["uid"], p["spec"]["nodeName"])
-        break')
-    [[ -n ${pod:-} ]] || { echo "no bound pod in the pod watch"; return 1; }
-    other=$(tr , '\n' <<<"$NODES" | grep -vx "$node" | head -1)
+bound = [p for p in json.load(sys.stdin)["items"] if p["spec"].get("nodeName")]
+watched = [p for p in bound if (p["metadata"].get("labels") or {}).get("gpu.scheduling/managed") == "true"]
+for p in watched:
+    for q in bound:
+        if q["spec"]["nodeName"] != p["spec"]["nodeName"]:
+            print(p["metadata"]["name"], p["metadata"]["uid"], p["spec"]["nodeName"], q["spec"]["nodeName"],
+                  q["metadata"]["name"], q["metadata"]["uid"])
+            sys.exit(0)')
+    [[ -n ${other:-} ]] || { echo "no bound pod in the pod watch with a pod on another node"; return 1; }
+    # A GPU frees up on the other node: its pod goes, and the reaper releases it.
+    kubectl -n "$NS" delete pod "$gone" --grace-period=0 --force >/dev/null 2>&1
+    cluster_wait 60 "$gone released" released "$gone_uid" >/dev/null || { echo "$gone's reservation was not released"; return 1; }
     ledger=gpu-ledger.$other
     v0=$(kubectl -n gpu-system get lease "$ledger" -o 'jsonpath={.metadata.resourceVersion}') || return 1
     out=$(curl -sS -X POST -H 'Content-Type: application/json' "$URL1/bind" \
@@ -286,8 +294,7 @@ for p in json.load(sys.stdin)["items"]:
     v1=$(kubectl -n gpu-system get lease "$ledger" -o 'jsonpath={.metadata.resourceVersion}') || return 1
     [[ $v1 == "$v0" ]] || { echo "$ledger was written ($v0 -> $v1)"; return 1; }
   }
-  e2e_check "binds: a bind of a pod bound elsewhere is refused without a write" check_bound_elsewhere
-  e2e_check "binds: zero double allocations" e2e_verify "$WORK/s3" --full-use "$NS" --nodes "$NODES"
+  e2e_check "binds: a bind of a pod bound elsewhere, to a node with room, is refused without a write" check_bound_elsewhere
   e2e_note "binds: 40 pods, 12 GPUs, 16 threads, 2 replicas: $(jfield "$load" 'binds') binds" \
     "($(jfield "$load" 'bind_errors') refused, $(jfield "$load" 'retried') of them on a retry), $(jfield "$load" 'filters') filters;" \
     "conflicts $RB_CONFLICTS; $((SECONDS - t0))s"
