@@ -2,7 +2,7 @@
 # make bench-e2e: GPU pods per second that a real kube-scheduler places on a
 # real API server, alone and with the extender in the loop, in one run.
 #
-#   bench/e2e.sh [--nodes 1000] [--pods 2000] [--extender PATH] [--baseline-extender PATH] [--replicas] [--floor] [--only ROWS] [--pprof DIR]
+#   bench/e2e.sh [--nodes 1000] [--pods 2000] [--extender PATH] [--baseline-extender PATH] [--replicas] [--floor] [--only ROWS] [--pprof DIR] [--http-timeout D]
 #   bench/e2e.sh --cold-start [--nodes 5000] [--extender PATH] [--baseline-extender PATH]
 #   bench/e2e.sh --sustained SECONDS [--nodes 1000] [--pods 400] [--extender PATH]
 #
@@ -27,6 +27,8 @@
 #              harness's cache.
 # The rows run in that order, or in the order --only names them (a comma
 # list), since the row that runs last tends to be the slowest.
+# --http-timeout D: kube-scheduler's httpTimeout for the extender rows, e.g.
+# 30s (config/scheduler-config.yaml's 5s otherwise).
 # Both schedulers talk to the API server with qps and burst 5000. Each row also
 # prints the API server's write requests per pod during the row, the
 # scheduler's mean scheduling attempt (scheduling and binding), the extender's
@@ -55,7 +57,7 @@
 # Then its RSS by kind of memory (/proc/PID/smaps) at both times.
 set -u
 cd "$(dirname "$0")/.."
-NODES=1000 PODS=2000 EXT=$PWD/build/gpu-extender BASE="" ONLY="" COLD="" SUSTAIN="" REPLICAS="" PPROF="" FLOOR=""
+NODES=1000 PODS=2000 EXT=$PWD/build/gpu-extender BASE="" ONLY="" COLD="" SUSTAIN="" REPLICAS="" PPROF="" FLOOR="" HTTP_TIMEOUT=""
 while (($#)); do
   case $1 in
     --nodes) NODES=$2; shift 2 ;;
@@ -65,10 +67,11 @@ while (($#)); do
     --only) ONLY=$2; shift 2 ;;
     --replicas) REPLICAS=1; shift ;;
     --floor) FLOOR=1; shift ;;
+    --http-timeout) HTTP_TIMEOUT=$2; shift 2 ;;
     --cold-start) COLD=1; shift ;;
     --sustained) SUSTAIN=$2; shift 2 ;;
     --pprof) PPROF=$(realpath -m "$2"); shift 2 ;;
-    *) echo "usage: bench/e2e.sh [--nodes N] [--pods N] [--extender PATH] [--baseline-extender PATH] [--replicas] [--floor] [--only ROWS] [--pprof DIR]" \
+    *) echo "usage: bench/e2e.sh [--nodes N] [--pods N] [--extender PATH] [--baseline-extender PATH] [--replicas] [--floor] [--only ROWS] [--pprof DIR] [--http-timeout D]" \
          "| --cold-start [--nodes N] | --sustained SECONDS [--nodes N] [--pods N]" >&2; exit 2 ;;
   esac
 done
@@ -112,7 +115,7 @@ echo "  nodes created in $(( $(date +%s) - t )) s"
 scheduler_config() {  # OUT PROFILE [EXTENDER_URL]
   if [[ -n ${3:-} ]]; then
     sed -e "s#http://127.0.0.1:8888#$3#" -e "s/^- schedulerName: gpu-scheduler/- schedulerName: $2/" \
-      config/scheduler-config.yaml >"$1"
+      -e "${HTTP_TIMEOUT:+s/^  httpTimeout: .*/  httpTimeout: $HTTP_TIMEOUT/}" config/scheduler-config.yaml >"$1"
   else
     printf 'apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: %s\n' "$2" >"$1"
   fi
