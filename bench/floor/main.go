@@ -57,8 +57,10 @@ type floor struct {
 func (f *floor) filter(w http.ResponseWriter, r *http.Request) {
 	var args filterArgs
 	res := filterResult{FailedNodes: map[string]string{}}
-	if err := json.NewDecoder(r.Body).Decode(&args); err != nil || args.NodeNames == nil {
-		res.Error = fmt.Sprintf("floor-extender needs nodeCacheCapable: true (%v)", err)
+	if err := json.NewDecoder(r.Body).Decode(&args); err != nil {
+		res.Error = err.Error()
+	} else if args.NodeNames == nil {
+		res.Error = "floor-extender needs nodeCacheCapable: true (NodeNames)"
 	} else {
 		f.mu.Lock()
 		for _, n := range *args.NodeNames {
