@@ -93,9 +93,8 @@ for row in "${ROW_ORDER[@]}"; do
     plain | extender | keep-1 | proxy-1 | proxy-2) ;;
     baseline) [[ -n $BASE ]] || fail "the baseline row needs --baseline-extender" ;;
     floor)
-      FLOOR_BIN=${GPU_EXTENDER_CACHE:-$HOME/.cache/gpu-extender}/floor-extender
-      GOCACHE=${GPU_EXTENDER_CACHE:-$HOME/.cache/gpu-extender}/gocache go build -o "$FLOOR_BIN" bench/floor/main.go ||
-        fail "building bench/floor failed" ;;
+      cache=${GPU_EXTENDER_CACHE:-$HOME/.cache/gpu-extender} FLOOR_BIN=$cache/floor-extender
+      GOCACHE=$cache/gocache go build -o "$FLOOR_BIN" bench/floor/main.go || fail "building bench/floor failed" ;;
     *) fail "no row named $row" ;;
   esac
 done

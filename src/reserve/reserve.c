@@ -371,22 +371,19 @@ done:
 	kube_response_release(&resp);
 }
 
-/* Whether the pod watch follows the pod (then its deletion needs no reservation Lease to be seen). */
-static bool pod_watched(struct reserve *r, const char *uid)
-{
-	pthread_mutex_lock(&r->lock);
-	bool watched = keyset_get(&r->pods, uid) != NULL;
-	pthread_mutex_unlock(&r->lock);
-	return watched;
-}
-
-/* The node the pod watch saw the pod bound to, into node ("" when unbound, or not watched). */
-static void pod_bound_to(struct reserve *r, const char *uid, char *node, size_t size)
+/*
+ * Whether the pod watch follows the pod (then its deletion needs no
+ * reservation Lease to be seen); with node, also the node it saw the pod
+ * bound to ("" while unbound, or not followed).
+ */
+static bool pod_seen(struct reserve *r, const char *uid, char *node, size_t size)
 {
 	pthread_mutex_lock(&r->lock);
 	const struct pod_state *p = keyset_get(&r->pods, uid);
-	snprintf(node, size, "%s", p ? pod_str(p, POD_NODE) : "");
+	if (node)
+		snprintf(node, size, "%s", p ? pod_str(p, POD_NODE) : "");
 	pthread_mutex_unlock(&r->lock);
+	return p != NULL;
 }
 
 /*
@@ -743,6 +740,19 @@ int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t er
 	if (!claim_wants_gpu(req->claim))
 		return post_binding(r, req, NULL, NULL, err, errlen) ? BIND_ERROR : BIND_OK;
 
+	char pod[320];
+	snprintf(pod, sizeof(pod), "%s/%s", req->ns, req->name);
+	/* A second bind of a pod an earlier one bound (kube-scheduler gave up
+	 * waiting on the first and placed the pod again): its binding would be
+	 * refused, since a pod's nodeName never changes once set; write nothing. */
+	char bound[256];
+	pod_seen(r, req->uid, bound, sizeof(bound));
+	if (bound[0] && strcmp(bound, req->node)) {
+		snprintf(err, errlen, "pod %s is already assigned to node \"%s\" (seen by the pod watch; nothing written)", pod,
+			 bound);
+		return BIND_ERROR;
+	}
+
 	/* A pod holds GPUs on one node only: an older reservation elsewhere (a bind
 	 * that failed half-way) goes once this bind succeeded, not before: until
 	 * then the pod may be being bound there by another replica. */
@@ -752,18 +762,6 @@ int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t er
 	bool moved = cache_find_alloc(r->o.cache, req->uid, &old, where, sizeof(where)) && strcmp(where, req->node);
 	cache_unlock(r->o.cache);
 
-	char pod[320];
-	snprintf(pod, sizeof(pod), "%s/%s", req->ns, req->name);
-	/* A second bind of a pod an earlier one bound (kube-scheduler gave up
-	 * waiting on the first and placed the pod again): its binding would be
-	 * refused, since a pod's nodeName never changes once set; write nothing. */
-	char bound[256];
-	pod_bound_to(r, req->uid, bound, sizeof(bound));
-	if (bound[0] && strcmp(bound, req->node)) {
-		snprintf(err, errlen, "pod %s is already assigned to node \"%s\" (seen by the pod watch; nothing written)", pod,
-			 bound);
-		return BIND_ERROR;
-	}
 	struct bind_ctx b = { .r = r, .req = req };
 	b.need_place = req->claim->gang[0] && reserve_gang_has_places(r, req->ns, req->claim->gang);
 	b.node = cache_clone_devices(r->o.cache, req->node);
@@ -787,7 +785,7 @@ int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t er
 	alloc_ids(&b.entry.a, ids, sizeof(ids));
 	reserve_claim_status(r, req->ns, req->claim->gpuclaim, "Reserved", req->node, ids, pod, "binding the pod");
 	int posted = 0;
-	if ((!pod_watched(r, req->uid) && create_reservation(r, &b.entry, req->node, err, errlen)) ||
+	if ((!pod_seen(r, req->uid, NULL, 0) && create_reservation(r, &b.entry, req->node, err, errlen)) ||
 	    (posted = post_binding(r, req, b.node, &b.entry, err, errlen))) {
 		char why[512];
 		snprintf(why, sizeof(why), "%s", err);
