@@ -1,7 +1,12 @@
 /*
- * clock: the two times the daemons wait with. Monotonic milliseconds for
- * deadlines and intervals (immune to clock changes), and an absolute
- * CLOCK_REALTIME instant for pthread_cond_timedwait, which takes only that.
+ * clock: the times the daemons read. Monotonic milliseconds for deadlines
+ * and intervals (immune to clock changes), wall-clock seconds for what is
+ * written into API objects, and an absolute CLOCK_REALTIME instant for
+ * pthread_cond_timedwait, which takes only that.
+ *
+ * A deterministic simulation replaces the first three with a virtual clock
+ * (clock_virtual_set): time then moves only when the simulator says so, and
+ * a seed replays exactly. Production code never sets it.
  */
 #ifndef GPU_CLOCK_H
 #define GPU_CLOCK_H
@@ -13,6 +18,16 @@
 int64_t clock_mono_ms(void);
 /* CLOCK_MONOTONIC in nanoseconds, for spans under a millisecond. */
 int64_t clock_mono_ns(void);
+/* Wall-clock (CLOCK_REALTIME) whole seconds since the epoch, as time(NULL). */
+int64_t clock_wall_s(void);
+/*
+ * Makes the clock virtual: from now on clock_mono_ns() is mono_ns and
+ * clock_wall_s() is wall_s (call again to move time; each replica of a
+ * simulation may be given its own skew before it runs). clock_real()
+ * returns to the system clocks. Single-threaded simulations only.
+ */
+void clock_virtual_set(int64_t mono_ns, int64_t wall_s);
+void clock_real(void);
 /* The CLOCK_REALTIME instant ms milliseconds from now (ms >= 0), for pthread_cond_timedwait. */
 struct timespec clock_deadline_ms(int64_t ms);
 

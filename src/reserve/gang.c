@@ -8,6 +8,7 @@
  * twice; places no member took within the gang's timeout go with the reaper.
  */
 #include "api.h"
+#include "clock.h"
 #include "gang.h"
 #include "log.h"
 #include "metrics.h"
@@ -355,7 +356,7 @@ static int lock_take(struct reserve *r, const char *ns, const char *gang, const 
 			rc = 0;
 			break;
 		}
-		bool expired = lease && lock_end(lease) < (int64_t)time(NULL);
+		bool expired = lease && lock_end(lease) < clock_wall_s();
 		if (expired)
 			lock_delete(r, id, rv ? rv : "");
 		cJSON_Delete(lease);

@@ -146,7 +146,7 @@ static int edit_repair(void *ctx, struct ledger *l, char *err, size_t errlen)
 	e.a.mode = p->mode;
 	e.a.mem_mib = p->mode == CLAIM_SHARED ? p->mem_mib : 0;
 	e.a.core = p->mode == CLAIM_SHARED ? p->core : 0;
-	e.a.since = (int64_t)time(NULL);
+	e.a.since = clock_wall_s();
 	/* "node:0,1" -> the ids. */
 	const char *ids = strchr(p->allocated, ':');
 	char num[16];
@@ -404,7 +404,7 @@ static void forget(struct reserve *r, const struct pass *ps)
 
 void reserve_reap(struct reserve *r)
 {
-	struct pass ps = { .now = time(NULL) };
+	struct pass ps = { .now = (time_t)clock_wall_s() };
 	strmap_init(&ps.held);
 	struct hold h = { .r = r };
 	int64_t began_ns = clock_mono_ns();
@@ -518,16 +518,16 @@ static bool lists_ready(struct reserve *r)
 static void *reaper_main(void *arg)
 {
 	struct reserve *r = arg;
-	time_t trimmed = time(NULL);
+	time_t trimmed = (time_t)clock_wall_s();
 	while (!atomic_load(&r->stop)) {
 		if (lists_ready(r)) {
 			reserve_reap(r);
 			if (!atomic_exchange(&r->reconciled, true))
 				log_info("reservations rebuilt from the ledgers and the pods", "%s", "");
 		}
-		if (time(NULL) - trimmed >= TRIM_INTERVAL_S) {
+		if ((time_t)clock_wall_s() - trimmed >= TRIM_INTERVAL_S) {
 			malloc_trim(0);
-			trimmed = time(NULL);
+			trimmed = (time_t)clock_wall_s();
 		}
 		/* Sleep a reap interval, or less when a pod went away or finished. */
 		struct timespec until;

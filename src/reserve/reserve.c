@@ -1,5 +1,6 @@
 /* Cluster-mode reservation: the ledger writes, the bind, the watches it needs. */
 #include "reserve.h"
+#include "clock.h"
 #include "jsonarena.h"
 #include "ledger.h"
 #include "log.h"
@@ -26,7 +27,7 @@ static void ledger_path(const struct reserve *r, const char *node, char *out, si
 /* A short random pause between conflicting writes, so racing replicas spread out. */
 static void conflict_pause(int attempt)
 {
-	unsigned seed = (unsigned)time(NULL) ^ (unsigned)(uintptr_t)&attempt ^ (unsigned)attempt;
+	unsigned seed = (unsigned)clock_wall_s() ^ (unsigned)(uintptr_t)&attempt ^ (unsigned)attempt;
 	usleep((useconds_t)(1000 + rand_r(&seed) % (2000 << (attempt < 5 ? attempt : 5))));
 }
 
@@ -501,7 +502,7 @@ static int edit_reserve(void *ctx, struct ledger *l, char *err, size_t errlen)
 		 * keep what was reserved, from now on, so that a release decided on the
 		 * older version (a reaper that found the pod unbound too long) leaves it. */
 		b->existed = true;
-		int64_t now = (int64_t)time(NULL);
+		int64_t now = clock_wall_s();
 		bool refresh = l->e[i].a.since != now;
 		l->e[i].a.since = now;
 		b->entry = l->e[i];
@@ -516,7 +517,7 @@ static int edit_reserve(void *ctx, struct ledger *l, char *err, size_t errlen)
 			continue;
 		snprintf(e->a.uid, sizeof(e->a.uid), "%s", b->req->uid);
 		ledger_entry_set_pod(e, b->req->ns, b->req->name);
-		e->a.since = (int64_t)time(NULL);
+		e->a.since = clock_wall_s();
 		b->entry = *e;
 		b->took_place = true;
 		return LEDGER_WRITE;

@@ -1,5 +1,6 @@
 /* The reservation module's watches: ledgers, reservation Leases, GPU pods. */
 #include "api.h"
+#include "clock.h"
 #include "log.h"
 #include "reserve_impl.h"
 
@@ -222,7 +223,7 @@ static void unlock(void *ctx)
  */
 static void mark_gone(struct reserve *r, const char *uid)
 {
-	strmap_put(&r->gone, uid, (void *)(intptr_t)time(NULL), NULL);
+	strmap_put(&r->gone, uid, (void *)(intptr_t)clock_wall_s(), NULL);
 	cache_lock(r->o.cache);
 	while (cache_remove_alloc(r->o.cache, uid, NULL))
 		;
@@ -267,7 +268,7 @@ static void resv_apply(void *ctx, bool deleted, const cJSON *obj)
 	if (deleted) {
 		free(strmap_del(&r->resv, key));
 		if (uid) {
-			strmap_put(&r->check, uid, (void *)(intptr_t)time(NULL), NULL);
+			strmap_put(&r->check, uid, (void *)(intptr_t)clock_wall_s(), NULL);
 			reaper_kick(r);
 		}
 		return;
@@ -281,7 +282,7 @@ static void resv_apply(void *ctx, bool deleted, const cJSON *obj)
 			free(l);
 			return;
 		}
-		l->seen = time(NULL);
+		l->seen = (time_t)clock_wall_s();
 	}
 	snprintf(l->ns, sizeof(l->ns), "%s", ns);
 	snprintf(l->uid, sizeof(l->uid), "%s", uid);
