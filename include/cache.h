@@ -39,6 +39,7 @@ struct alloc {
 	enum claim_mode mode;
 	uint32_t mem_mib;          /* shared: per device */
 	uint32_t core;             /* shared: milli-GPU per device */
+	uint32_t token;            /* the try of the bind that reserved it (ledger "try"); 0: none recorded */
 	int64_t since;             /* unix seconds when reserved */
 	int32_t id_base;           /* the lowest device id */
 	uint16_t ndev;
@@ -78,6 +79,7 @@ struct alloc_rec {
 	int32_t id_base;
 	int64_t since;
 	int32_t gang_timeout_s;    /* a ledger's gang place: how long it is kept; else 0 */
+	uint32_t token;            /* struct alloc's */
 	uint16_t id_off[];         /* ndev offsets; then uid, namespace, name, claim, gang, each NUL-terminated */
 };
 

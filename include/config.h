@@ -43,6 +43,7 @@ struct config {
 	bool insecure_skip_tls_verify;
 	int reap_interval_s;
 	int bind_timeout_s;           /* a reservation without a bound pod is released after this */
+	int watch_idle_timeout_s;     /* the reservation watches: silent this long, they list again */
 	char pod_selector[256];       /* label selector of pods that hold GPUs */
 	int gang_timeout_s;           /* a gang's unused places are released after this */
 	char gang_topology_key[128];  /* node label of the topology domains gangs keep to */

@@ -84,14 +84,19 @@ struct kube_watch_ops {
 	/* After the events that arrived together (one read): a place to publish. */
 	void (*flush)(void *ctx);
 	void *ctx;
+	/* The longest the stream may stay silent (no byte, bookmarks included); 0: no bound. */
+	int idle_s;
 };
 
 /*
  * Streams a watch (path includes ?watch=1&...). Returns when the server
  * ends the stream, an ops.event returns nonzero, *stop becomes true, or the
  * connection fails. *status gets the HTTP status (a non-200 body is put in
- * err). Returns 0 on a clean end, -1 otherwise.
+ * err). Returns 0 on a clean end, KUBE_WATCH_SILENT when no byte came for
+ * ops.idle_s (a half-open connection, a stuck server: the caller watches
+ * again on a new connection), -1 otherwise.
  */
+#define KUBE_WATCH_SILENT (-2)
 int kube_watch(struct kube_client *c, const char *path, const struct kube_watch_ops *ops,
 	       atomic_bool *stop, long *status, char *err, size_t errlen);
 

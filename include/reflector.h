@@ -3,7 +3,9 @@
  * server. LIST with limit/continue paging, then WATCH from the list's
  * resourceVersion with bookmarks. ADDED/MODIFIED/DELETED go to the sink;
  * BOOKMARK only moves the resourceVersion; a 410 (HTTP or an ERROR event)
- * relists; any other failure retries with exponential backoff and jitter
+ * relists; a watch silent past idle_timeout_s (the API server sends a
+ * bookmark about once a minute) is taken for a half-open connection: the
+ * reflector is not ready until it listed again on a new connection; any other failure retries with exponential backoff and jitter
  * (honouring Retry-After). Runs on its own thread.
  */
 #ifndef GPU_REFLECTOR_H
@@ -32,7 +34,9 @@ struct reflector_opts {
 	const char *label_selector; /* NULL: none */
 	const char *field_selector;
 	int page_limit;             /* 0: 500 */
-	int watch_timeout_s;        /* 0: 300 */
+	int watch_timeout_s;        /* 0: 300 (at most idle_timeout_s * 3/4: a quiet watch ends before it counts as silent) */
+	int idle_timeout_s;         /* a watch silent this long (no event, no bookmark) is watched again on a new
+				     * connection after a relist, and not ready meanwhile; 0: 120, < 0: no bound */
 	struct reflector_sink sink;
 };
 

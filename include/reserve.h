@@ -30,7 +30,8 @@ struct reserve_opts {
 	const struct api_resources *res;
 	const char *ns;               /* namespace of the ledger Leases */
 	const char *identity;         /* this replica, in the ledgers' holderIdentity */
-	int bind_timeout_s;
+	int bind_timeout_s;           /* measured on this replica's monotonic clock from when it first saw the entry */
+	int watch_idle_timeout_s;     /* its watches: silent this long, listed again (reflector_opts.idle_timeout_s) */
 	int reap_interval_s;
 	const char *pod_selector;     /* label selector of pods that hold GPUs */
 	int gang_timeout_s;           /* a gang's places unused this long go (default for gangs without one) */

@@ -134,6 +134,7 @@ static int start_cluster(struct server *s)
 	struct reserve_opts ro = {
 		.client = s->client, .cache = s->cache, .res = &s->cfg.res, .ns = s->cfg.lease_namespace,
 		.identity = s->cfg.identity, .bind_timeout_s = s->cfg.bind_timeout_s,
+		.watch_idle_timeout_s = s->cfg.watch_idle_timeout_s,
 		.reap_interval_s = s->cfg.reap_interval_s, .pod_selector = s->cfg.pod_selector,
 		.gang_timeout_s = s->cfg.gang_timeout_s, .gang_topology_key = s->cfg.gang_topology_key,
 	};

@@ -287,6 +287,7 @@ void alloc_rec_pack(const struct alloc *a, const struct alloc_names *x, int32_t 
 	out->core = a->core;
 	out->id_base = a->id_base;
 	out->since = a->since;
+	out->token = a->token;
 	out->gang_timeout_s = gang_timeout_s;
 	memcpy(out->id_off, a->id_off, (size_t)a->ndev * sizeof(uint16_t));
 	char *at = (char *)(out->id_off + a->ndev);
@@ -318,6 +319,7 @@ void alloc_rec_unpack(const struct alloc_rec *r, struct alloc *out)
 	out->core = r->core;
 	out->id_base = r->id_base;
 	out->since = r->since;
+	out->token = r->token;
 	memcpy(out->id_off, r->id_off, (size_t)r->ndev * sizeof(uint16_t));
 	const char *uid = alloc_rec_uid(r);
 	memcpy(out->uid, uid, strnlen(uid, sizeof(out->uid) - 1));
@@ -1201,6 +1203,7 @@ bool cache_remove_alloc(struct cache *c, const char *uid, const char *node)
 static bool rec_is(const struct alloc_rec *r, const struct alloc *a)
 {
 	return r->mode == a->mode && r->mem_mib == a->mem_mib && r->core == a->core && r->since == a->since &&
+	       r->token == a->token &&
 	       r->ndev == a->ndev && r->id_base == a->id_base &&
 	       !memcmp(r->id_off, a->id_off, (size_t)a->ndev * sizeof(a->id_off[0]));
 }

@@ -52,6 +52,7 @@ static const struct option_def options[] = {
 	{ "insecure-skip-tls-verify", "insecureSkipTLSVerify", NUM(OPT_BOOL, insecure_skip_tls_verify), NULL, "do not verify the API server's certificate (logs a warning; never in production)", NULL },
 	{ "reap-interval", "reapIntervalSeconds", NUM(OPT_INT, reap_interval_s), "SECONDS", "how often reservations of gone or finished pods are released (default 10)", NULL },
 	{ "bind-timeout", "bindTimeoutSeconds", NUM(OPT_INT, bind_timeout_s), "SECONDS", "a reservation whose pod is not bound after this long is released (default 60)", NULL },
+	{ "watch-idle-timeout", "watchIdleTimeoutSeconds", NUM(OPT_INT, watch_idle_timeout_s), "SECONDS", "cluster mode: a watch of ledgers, reservations or pods silent this long (no event, no bookmark) is listed again, not ready meanwhile (default 120)", NULL },
 	{ "gang-timeout", "gang.timeoutSeconds", NUM(OPT_INT, gang_timeout_s), "SECONDS", "cluster mode: a gang's reserved places that no member took within this long are released (default 300; a gang's own gangTimeoutSeconds or scheduleTimeoutSeconds comes first)", NULL },
 	{ "gang-topology-key", "gang.topologyKey", STR(gang_topology_key), "LABEL", "node label whose values are the topology domains (zones, racks) a gang is kept inside (default topology.kubernetes.io/zone)", NULL },
 	{ "pod-selector", "podSelector", STR(pod_selector), "SELECTOR", "label selector of the pods that hold GPUs, watched to rebuild allocations (default gpu.scheduling/managed=true)", NULL },
@@ -83,6 +84,7 @@ void config_defaults(struct config *cfg)
 	snprintf(cfg->gang_topology_key, sizeof(cfg->gang_topology_key), "topology.kubernetes.io/zone");
 	snprintf(cfg->debug_listen, sizeof(cfg->debug_listen), "127.0.0.1:8889");
 	cfg->bind_timeout_s = 60;
+	cfg->watch_idle_timeout_s = 120;
 	snprintf(cfg->pod_selector, sizeof(cfg->pod_selector), "gpu.scheduling/managed=true");
 	snprintf(cfg->marker_resource, sizeof(cfg->marker_resource), "gpu.scheduling/claim");
 	cfg->webhook_env = true;

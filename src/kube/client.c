@@ -1,5 +1,6 @@
 /* Requests and watch streams to the API server, over libcurl. */
 #include "kube.h"
+#include "clock.h"
 #include "log.h"
 #include "strnum.h"
 
@@ -373,6 +374,9 @@ struct stream {
 	atomic_bool *stop;
 	CURL *h;
 	long status;
+	int64_t last_ms;        /* clock_mono_ms() of the last byte (or the start) */
+	int64_t idle_ms;        /* 0: no bound */
+	bool silent;            /* ended for want of bytes */
 };
 
 /* Hands the bytes of one read to the parser; a non-200 body is kept for the error. */
@@ -380,6 +384,7 @@ static size_t on_stream(char *p, size_t size, size_t n, void *ud)
 {
 	struct stream *s = ud;
 	size_t len = size * n;
+	s->last_ms = clock_mono_ms();
 	if (!s->status)
 		curl_easy_getinfo(s->h, CURLINFO_RESPONSE_CODE, &s->status);
 	if (s->status != 200)
@@ -394,7 +399,14 @@ static int on_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_
 	(void)c;
 	(void)d;
 	struct stream *s = ud;
-	return s->stop && atomic_load(s->stop) ? 1 : 0;
+	if (s->stop && atomic_load(s->stop))
+		return 1;
+	/* (curl calls this about once a second while nothing arrives) */
+	if (s->idle_ms && clock_mono_ms() - s->last_ms > s->idle_ms) {
+		s->silent = true;
+		return 1;
+	}
+	return 0;
 }
 
 int kube_watch(struct kube_client *c, const char *path, const struct kube_watch_ops *ops,
@@ -405,7 +417,7 @@ int kube_watch(struct kube_client *c, const char *path, const struct kube_watch_
 	CURL *h = easy_for(c, false, "GET", path, NULL, &hdrs, err, errlen);
 	if (!h)
 		return -1;
-	struct stream s = { .stop = stop, .h = h };
+	struct stream s = { .stop = stop, .h = h, .last_ms = clock_mono_ms(), .idle_ms = (int64_t)ops->idle_s * 1000 };
 	kube_watch_parser_init(&s.parse, ops, MAX_EVENT);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_stream);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &s);
@@ -427,6 +439,9 @@ int kube_watch(struct kube_client *c, const char *path, const struct kube_watch_
 	} else if (s.parse.overflow) {
 		snprintf(err, errlen, "a watch event was larger than %zu bytes", MAX_EVENT);
 		ret = -1;
+	} else if (s.silent && !(stop && atomic_load(stop))) {
+		snprintf(err, errlen, "no bytes for %d s (not even a bookmark)", ops->idle_s);
+		ret = KUBE_WATCH_SILENT;
 	} else if (rc != CURLE_OK && !s.parse.ended_by_consumer && !(stop && atomic_load(stop))) {
 		snprintf(err, errlen, "%s", curl_easy_strerror(rc));
 		ret = -1;

@@ -18,6 +18,7 @@
  * lasts this long; meanwhile we retry every half second.
  */
 #define AUTH_GRACE_S 3
+#define IDLE_TIMEOUT_S 120   /* twice the API server's bookmark interval */
 #define AUTH_RETRY_MS 500
 
 struct reflector {
@@ -141,8 +142,11 @@ static int build_path(struct reflector *r, struct buf *p, bool watch, const char
 	buf_adds(p, r->o.path);
 	buf_adds(p, "?");
 	if (watch) {
-		buf_printf(p, "watch=1&allowWatchBookmarks=true&timeoutSeconds=%d&resourceVersion=",
-			   r->o.watch_timeout_s ? r->o.watch_timeout_s : 300);
+		int t = r->o.watch_timeout_s ? r->o.watch_timeout_s : 300;
+		/* Ended by the server before it could count as silent, bookmarks or not. */
+		if (r->o.idle_timeout_s > 0 && t > r->o.idle_timeout_s * 3 / 4)
+			t = r->o.idle_timeout_s * 3 / 4 > 0 ? r->o.idle_timeout_s * 3 / 4 : 1;
+		buf_printf(p, "watch=1&allowWatchBookmarks=true&timeoutSeconds=%d&resourceVersion=", t);
 		kube_escape(p, r->rv);
 	} else {
 		buf_printf(p, "limit=%d", r->o.page_limit ? r->o.page_limit : 500);
@@ -327,7 +331,7 @@ static void *run(void *arg)
 		}
 		build_path(r, &path, true, NULL);
 		struct batch b = { r, false };
-		struct kube_watch_ops ops = { on_event, on_flush, &b };
+		struct kube_watch_ops ops = { on_event, on_flush, &b, r->o.idle_timeout_s > 0 ? r->o.idle_timeout_s : 0 };
 		long status = 0;
 		char err[512] = "";
 		r->gone = r->failed = false;
@@ -336,6 +340,17 @@ static void *run(void *arg)
 		if (atomic_load(&r->stop))
 			break;
 		metrics_inc(M_WATCH_RESTARTS, r->o.resource);
+		if (rc == KUBE_WATCH_SILENT) {
+			/* Events may be missing, not only late: not ready until a new list. */
+			log_warn("watch silent; not ready until listed again", "resource=%s error=\"%s\"", r->o.name,
+				 LOG_Q(err));
+			char line[600];
+			snprintf(line, sizeof(line), "%s: watch silent, listing again: %s", r->o.name, err);
+			set_problem(r, line);
+			atomic_store(&r->ready, false);
+			r->need_list = true;
+			continue;
+		}
 		if (r->gone || status == 410) {
 			r->need_list = true;
 			continue;
@@ -376,6 +391,8 @@ struct reflector *reflector_start(struct kube_client *c, const struct reflector_
 	r->o.path = r->path;
 	r->o.label_selector = r->labels;
 	r->o.field_selector = r->fields;
+	if (!r->o.idle_timeout_s)
+		r->o.idle_timeout_s = IDLE_TIMEOUT_S;
 	r->client = c;
 	r->seed = (unsigned)time(NULL) ^ (unsigned)(uintptr_t)r;
 	pthread_mutex_init(&r->lock, NULL);

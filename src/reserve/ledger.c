@@ -241,10 +241,10 @@ static int decode_entry(const cJSON *j, struct ledger_entry *e, char *err, size_
 	/* Optional numbers; one out of range makes the entry (and so the ledger) unreadable. */
 	struct { const char *key; double hi; } nums[] = {
 		{ "memoryMiB", 4294967295.0 }, { "coreMilli", 4294967295.0 }, { "since", 1e15 },
-		{ "gangTimeoutSeconds", 86400 },
+		{ "gangTimeoutSeconds", 86400 }, { "try", 4294967295.0 },
 	};
-	double val[4] = { 0, 0, 0, 0 };
-	for (int k = 0; k < 4; k++) {
+	double val[5] = { 0, 0, 0, 0, 0 };
+	for (int k = 0; k < 5; k++) {
 		const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, nums[k].key);
 		if (v && !api_whole(v, 0, nums[k].hi, &val[k])) {
 			snprintf(err, errlen, "reservation %s: %s must be a whole number from 0 to %.0f", uid,
@@ -256,6 +256,7 @@ static int decode_entry(const cJSON *j, struct ledger_entry *e, char *err, size_
 	e->a.core = (uint32_t)val[1];
 	e->a.since = (int64_t)val[2];
 	e->gang_timeout_s = (int)val[3];
+	e->a.token = (uint32_t)val[4];
 	return 0;
 }
 
@@ -316,8 +317,12 @@ static int encode_list(const struct ledger *l, struct buf *out)
 		buf_printf(out, ",\"mode\":\"%s\",\"devices\":[", claim_mode_name(e->a.mode));
 		for (int k = 0; k < e->a.ndev; k++)
 			buf_printf(out, "%s%d", k ? "," : "", alloc_id(&e->a, k));
-		buf_printf(out, "],\"memoryMiB\":%u,\"coreMilli\":%u,\"since\":%lld}", e->a.mem_mib, e->a.core,
+		buf_printf(out, "],\"memoryMiB\":%u,\"coreMilli\":%u,\"since\":%lld", e->a.mem_mib, e->a.core,
 			   (long long)e->a.since);
+		/* Only when set; older replicas ignore the key (and drop it when they rewrite the entry). */
+		if (e->a.token)
+			buf_printf(out, ",\"try\":%u", e->a.token);
+		buf_addc(out, '}');
 	}
 	return buf_addc(out, ']');
 }

@@ -14,11 +14,13 @@
 
 #define GONE_MEMORY_S 600     /* how long a deleted pod's uid is remembered at most */
 #define MAX_GETS_PER_PASS 200 /* pods outside the watch are looked up at most this often */
+#define MAX_CHECKS_PER_PASS 1000   /* pods the watch lost sight of: looked up at most this often (the rest next pass) */
 
 /* A reservation to look at: which pod, on which node. */
 struct lookup {
 	char node[254], uid[64], ns[64], pod[254], claim[254];
-	int64_t since;            /* the entry's, so that a reservation made again stays */
+	struct resv_id id;        /* the entry's version, so that a reservation made again stays */
+	bool late;                /* not bound within the bind timeout, as this replica measures it */
 };
 
 /* A reservation to release: a lookup plus the reason (its first member). */
@@ -35,7 +37,7 @@ struct repair {
 
 /* A reservation Lease whose ledger entry is gone. */
 struct stale_lease {
-	char ns[64], uid[64], node[254];
+	char ns[64], uid[64], node[254], pod[254];
 };
 
 /* A new zeroed slot at the end of a growable array, or NULL when out of memory. */
@@ -59,67 +61,126 @@ static const char *const reason_names[] = { "pod deleted", "pod finished", "not 
 					    "gang place unused in time", "pod bound to another node" };
 
 /*
- * Why the reservation on node (made at since) of a pod that still exists
- * should go: the pod finished, is bound elsewhere, or was not bound in time;
- * -1: keep it.
+ * Why the reservation on node of a pod that still exists (as a fresh read
+ * shows it) should go: the pod finished, is bound elsewhere, or was not
+ * bound in time; -1: keep it.
  */
-static int verdict(const struct reserve *r, bool finished, const char *pod_node, const char *node, int64_t since,
-		   time_t now)
+static int verdict(bool finished, const char *pod_node, const char *node, bool late)
 {
 	if (finished)
 		return REL_POD_FINISHED;
 	if (pod_node[0])
 		return strcmp(pod_node, node) ? REL_POD_ELSEWHERE : -1;
-	return now - since > r->o.bind_timeout_s ? REL_BIND_TIMEOUT : -1;
+	return late ? REL_BIND_TIMEOUT : -1;
+}
+
+/*
+ * Whether a reservation is older than the bind timeout, as this replica
+ * measures it: from when it first saw this version of the entry (its since
+ * and token), on its own monotonic clock. The entry's since was written by
+ * the clock of whichever replica bound, and a retried bind makes a new
+ * version. Under r->lock.
+ */
+static bool entry_late(struct reserve *r, const char *node, const struct alloc_rec *e, uint32_t pass, int64_t now_ms,
+		       int timeout_s)
+{
+	char key[64 + 256 + 2];
+	snprintf(key, sizeof(key), "%s@%s", alloc_rec_uid(e), node);
+	struct resv_id id = { e->since, e->token };
+	struct entry_seen *x = strmap_get(&r->first_seen, key);
+	if (!x) {
+		if (!(x = malloc(sizeof(*x))) || strmap_put(&r->first_seen, key, x, NULL)) {
+			free(x);
+			return false;    /* out of memory: kept (never released early) */
+		}
+		x->first_ms = now_ms;
+		x->id = id;
+	}
+	if (x->id.since != id.since || x->id.token != id.token) {
+		x->id = id;
+		x->first_ms = now_ms;
+	}
+	x->pass = pass;
+	return now_ms - x->first_ms > (int64_t)timeout_s * 1000;
 }
 
 /*
  * Why a reservation (a kept ledger's entry, read in place; p its pod's
  * record, NULL when the pod watch has none) should go, from what the
- * watches tell; -1: keep, -2: look the pod up.
+ * watches tell; -1: keep, -2: look the pod up. The watches say for sure
+ * only what cannot be undone (finished, bound to another node); a pod they
+ * show unbound, or do not show, is read before its reservation goes.
  */
 static int classify(struct reserve *r, const char *node, const struct alloc_rec *e, const struct pod_state *p,
-		    time_t now)
+		    time_t now, uint32_t pass, int64_t now_ms, bool *late)
 {
 	const char *uid = alloc_rec_uid(e);
+	*late = false;
 	/* A gang's place has no pod: it goes when no member took it in time. */
 	if (ledger_uid_is_place(uid))
 		return now - e->since > (e->gang_timeout_s ? e->gang_timeout_s : r->o.gang_timeout_s) ? REL_GANG_TIMEOUT
 											     : -1;
 	if (strmap_get(&r->gone, uid))
-		return REL_POD_GONE;
-	bool late = now - e->since > r->o.bind_timeout_s;
-	/* A reservation Lease that went is a hint, not proof: the garbage collector
-	 * deletes it with the pod, but so does a replica whose bind of the pod lost. */
+		return REL_POD_GONE;    /* a fresh read said so */
+	if (p && p->finished)
+		return REL_POD_FINISHED;
+	if (p && pod_str(p, POD_NODE)[0])
+		return strcmp(pod_str(p, POD_NODE), node) ? REL_POD_ELSEWHERE : -1;
+	*late = entry_late(r, node, e, pass, now_ms, r->o.bind_timeout_s);
+	/* A reservation Lease that went, or a pod the watch lost sight of, is a hint, not proof: the
+	 * garbage collector deletes the Lease with the pod, but so does a replica whose bind of the
+	 * pod lost; the watch drops a pod whose label was taken off. */
 	if (!p)
-		return late || strmap_get(&r->check, uid) ? -2 : -1;
-	return verdict(r, p->finished, pod_str(p, POD_NODE), node, e->since, now);
+		return *late || strmap_get(&r->check, uid) ? -2 : -1;
+	return *late ? -2 : -1;
 }
 
-/* Looks a pod outside the watch up; the same answers as classify(), or -3 when it cannot. */
-static int classify_by_get(struct reserve *r, const struct lookup *l, time_t now)
+/* The pod as a fresh read has it: 200 (*out its object), 404, or -1 when it cannot tell. */
+static int get_pod(struct reserve *r, const char *ns, const char *name, cJSON **out)
 {
 	char path[768], err[256];
-	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", l->ns, l->pod);
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns, name);
 	struct kube_response resp;
 	kube_response_init(&resp);
-	int reason = -3;
+	int rc = -1;
+	*out = NULL;
 	if (kube_request(r->o.client, "GET", path, NULL, NULL, 10, &resp, err, sizeof(err))) {
-		log_warn("reaper: cannot look a pod up; trying later", "pod=%s/%s error=\"%s\"", l->ns, l->pod, LOG_Q(err));
+		log_warn("reaper: cannot look a pod up; trying later", "pod=%s/%s error=\"%s\"", ns, name, LOG_Q(err));
 	} else if (resp.status == 404) {
+		rc = 404;
+	} else if (resp.status == 200 && (*out = cJSON_ParseWithLength(resp.body.data, resp.body.len))) {
+		rc = 200;
+	}
+	kube_response_release(&resp);
+	return rc;
+}
+
+/*
+ * Looks a pod up with a fresh read (a GET without resourceVersion is a quorum
+ * read); the same answers as classify(), or -3 when it cannot. A pod found
+ * gone is remembered as gone: its GPUs are free in the cache at once.
+ */
+static int classify_by_get(struct reserve *r, const struct lookup *l)
+{
+	cJSON *pod;
+	int status = get_pod(r, l->ns, l->pod, &pod), reason = -3;
+	if (status == 404) {
 		reason = REL_POD_GONE;
-	} else if (resp.status == 200) {
-		cJSON *pod = cJSON_ParseWithLength(resp.body.data, resp.body.len);
+	} else if (status == 200) {
 		struct api_pod_ref ref;
 		api_pod_ref(pod, &ref);
 		const char *node = api_str(api_path(pod, "spec"), "nodeName");
-		if (!pod || strcmp(ref.uid, l->uid))
+		if (strcmp(ref.uid, l->uid))
 			reason = REL_POD_GONE;          /* a new pod of the same name */
 		else    /* (a lookup for a deleted Lease may come before the timeout) */
-			reason = verdict(r, api_pod_finished(pod), node ? node : "", l->node, l->since, now);
-		cJSON_Delete(pod);
+			reason = verdict(api_pod_finished(pod), node ? node : "", l->node, l->late);
 	}
-	kube_response_release(&resp);
+	cJSON_Delete(pod);
+	if (reason == REL_POD_GONE) {
+		pthread_mutex_lock(&r->lock);
+		reserve_mark_gone(r, l->uid);
+		pthread_mutex_unlock(&r->lock);
+	}
 	return reason;
 }
 
@@ -147,6 +208,7 @@ static int edit_repair(void *ctx, struct ledger *l, char *err, size_t errlen)
 	e.a.mem_mib = p->mode == CLAIM_SHARED ? p->mem_mib : 0;
 	e.a.core = p->mode == CLAIM_SHARED ? p->core : 0;
 	e.a.since = clock_wall_s();
+	e.a.token = reserve_new_token(rc->r);
 	/* "node:0,1" -> the ids. */
 	const char *ids = strchr(p->allocated, ':');
 	char num[16];
@@ -198,6 +260,56 @@ static void repair(struct reserve *r, const struct repair *p)
 	gpu_node_free(rc.devices);
 }
 
+/*
+ * A reservation Lease whose ledger entry is missing: left over, unless the
+ * ledger lost the entry of a pod that is bound there (a pod outside the pod
+ * watch has no other record of it). A fresh read of the pod decides: bound
+ * to that node with its allocation annotation, the entry is put back as for
+ * a watched pod and the Lease stays; gone, finished, unbound or elsewhere,
+ * the Lease goes. A read that fails keeps it for the next pass.
+ */
+static void stale_or_lost(struct reserve *r, const struct stale_lease *l)
+{
+	cJSON *pod = NULL;
+	int status = l->pod[0] ? get_pod(r, l->ns, l->pod, &pod) : 404;
+	if (status < 0)
+		return;
+	struct repair x;
+	memset(&x, 0, sizeof(x));
+	bool lost = false;
+	if (status == 200) {
+		struct api_pod_ref ref;
+		api_pod_ref(pod, &ref);
+		const char *node = api_str(api_path(pod, "spec"), "nodeName"), *ann = api_annotation(pod, ANN_ALLOCATED);
+		size_t nl = strlen(l->node);
+		struct claim c;
+		char err[256];
+		cache_claims_rdlock(r->o.cache);
+		bool wants = !api_pod_claim(pod, r->o.res, cache_gpuclaim_lookup, r->o.cache, &c, err, sizeof(err)) &&
+			     claim_wants_gpu(&c);
+		cache_claims_unlock(r->o.cache);
+		lost = wants && !strcmp(ref.uid, l->uid) && !api_pod_finished(pod) && node && !strcmp(node, l->node) &&
+		       ann && !strncmp(ann, l->node, nl) && ann[nl] == ':';
+		if (lost) {
+			snprintf(x.node, sizeof(x.node), "%s", l->node);
+			snprintf(x.uid, sizeof(x.uid), "%s", l->uid);
+			snprintf(x.ns, sizeof(x.ns), "%s", l->ns);
+			snprintf(x.pod, sizeof(x.pod), "%s", l->pod);
+			snprintf(x.allocated, sizeof(x.allocated), "%s", ann);
+			snprintf(x.gpuclaim, sizeof(x.gpuclaim), "%s", c.gpuclaim);
+			x.mode = c.mode;
+			x.mem_mib = c.mem_mib;
+			x.core = c.core;
+		}
+		claim_release(&c);
+	}
+	cJSON_Delete(pod);
+	if (lost)
+		repair(r, &x);
+	else
+		reserve_delete_reservation(r, l->ns, l->uid, l->node);
+}
+
 /* ---- one pass ---- */
 
 /*
@@ -246,6 +358,8 @@ static bool hold_yield(struct hold *h)
 /* What a pass found to do once the lock is let go. */
 struct pass {
 	time_t now;
+	int64_t now_ms;             /* clock_mono_ms() */
+	bool more;                  /* lookups left for the next pass: run it soon */
 	uint32_t id;                /* pod_state.held_in_pass */
 	/*
 	 * Which pods some ledger holds: a watched pod's record is marked with
@@ -277,15 +391,20 @@ static bool walk_ledgers(struct reserve *r, struct hold *h, struct pass *ps)
 				p->held_in_pass = ps->id;
 			else if (strmap_get(&r->gone, uid) || strmap_get(&r->check, uid))
 				strmap_put(&ps->held, uid, (void *)1, NULL);
-			int why = classify(r, box->node, e, p, ps->now);
+			bool late;
+			int why = classify(r, box->node, e, p, ps->now, ps->id, ps->now_ms, &late);
 			struct lookup *x = NULL;
 			if (why >= 0) {
 				struct release *y = push(&ps->rel, &ps->nrel, &ps->crel, sizeof(*ps->rel));
 				if (y)
 					y->reason = why;
 				x = y ? &y->at : NULL;
-			} else if (why == -2 && (ps->nlook < MAX_GETS_PER_PASS || strmap_get(&r->check, uid))) {
-				x = push(&ps->look, &ps->nlook, &ps->clook, sizeof(*ps->look));
+			} else if (why == -2) {
+				bool hinted = strmap_get(&r->check, uid) != NULL;
+				if (ps->nlook < (hinted ? MAX_CHECKS_PER_PASS : MAX_GETS_PER_PASS))
+					x = push(&ps->look, &ps->nlook, &ps->clook, sizeof(*ps->look));
+				else
+					ps->more = ps->more || hinted;
 			}
 			if (x) {
 				struct alloc_names names;
@@ -295,7 +414,8 @@ static bool walk_ledgers(struct reserve *r, struct hold *h, struct pass *ps)
 				snprintf(x->ns, sizeof(x->ns), "%s", names.ns);
 				snprintf(x->pod, sizeof(x->pod), "%s", names.name);
 				snprintf(x->claim, sizeof(x->claim), "%s", names.claim);
-				x->since = e->since;
+				x->id = (struct resv_id){ e->since, e->token };
+				x->late = late;
 			}
 		}
 		/* (between ledgers: box may be gone once the lock was let go) */
@@ -371,6 +491,7 @@ static void walk_leases(struct reserve *r, struct hold *h, struct pass *ps)
 		snprintf(x->ns, sizeof(x->ns), "%s", l->ns);
 		snprintf(x->uid, sizeof(x->uid), "%s", l->uid);
 		snprintf(x->node, sizeof(x->node), "%s", l->node);
+		snprintf(x->pod, sizeof(x->pod), "%s", l->pod);
 	}
 }
 
@@ -400,11 +521,15 @@ static void forget(struct reserve *r, const struct pass *ps)
 		if (age > GONE_MEMORY_S || (age > r->o.bind_timeout_s && !strmap_get(&ps->held, key)))
 			strmap_del(&r->gone, key);
 	}
+	/* Reservations the walk did not meet waiting for a bind: released, or their pods bound. */
+	for (size_t pos = 0; strmap_next(&r->first_seen, &pos, &key, &val);)
+		if (((struct entry_seen *)val)->pass != ps->id)
+			free(strmap_del(&r->first_seen, key));
 }
 
 void reserve_reap(struct reserve *r)
 {
-	struct pass ps = { .now = (time_t)clock_wall_s() };
+	struct pass ps = { .now = (time_t)clock_wall_s(), .now_ms = clock_mono_ms() };
 	strmap_init(&ps.held);
 	struct hold h = { .r = r };
 	int64_t began_ns = clock_mono_ns();
@@ -429,7 +554,7 @@ void reserve_reap(struct reserve *r)
 		  st.longest_hold_ms, st.holds, whole, st.releases, st.lookups, st.repairs);
 
 	for (size_t i = 0; i < ps.nlook; i++) {
-		int why = classify_by_get(r, &ps.look[i], ps.now);
+		int why = classify_by_get(r, &ps.look[i]);
 		if (why != -3) {
 			/* Answered (marks from after this pass began stay, for the next one). */
 			pthread_mutex_lock(&r->lock);
@@ -449,18 +574,18 @@ void reserve_reap(struct reserve *r)
 		if (!ps.rel[i].at.node[0])
 			continue;
 		const char *uids[64];
-		int64_t since[64];
+		struct resv_id ids[64];
 		size_t idx[64];
 		int n = 0;
 		for (size_t j = i; j < ps.nrel && n < 64; j++) {
 			if (ps.rel[j].at.node[0] && !strcmp(ps.rel[j].at.node, ps.rel[i].at.node)) {
 				idx[n] = j;
-				since[n] = ps.rel[j].at.since;
+				ids[n] = ps.rel[j].at.id;
 				uids[n++] = ps.rel[j].at.uid;
 			}
 		}
 		char err[256];
-		bool ok = !reserve_release(r, ps.rel[i].at.node, uids, since, n, err, sizeof(err));
+		bool ok = !reserve_release(r, ps.rel[i].at.node, uids, ids, n, err, sizeof(err));
 		if (!ok)
 			log_warn("reaper: cannot release now; retrying next pass", "node=%s error=\"%s\"", ps.rel[i].at.node, LOG_Q(err));
 		for (int k = 0; k < n; k++) {
@@ -483,7 +608,12 @@ void reserve_reap(struct reserve *r)
 	for (size_t i = 0; i < ps.nrep; i++)
 		repair(r, &ps.rep[i]);
 	for (size_t i = 0; i < ps.nstale; i++)
-		reserve_delete_reservation(r, ps.stale[i].ns, ps.stale[i].uid, ps.stale[i].node);
+		stale_or_lost(r, &ps.stale[i]);
+	if (ps.more) {
+		pthread_mutex_lock(&r->lock);
+		reaper_kick(r);      /* more pods to look up than one pass does */
+		pthread_mutex_unlock(&r->lock);
+	}
 	reserve_gang_reap(r, ps.now);
 	free(ps.rel);
 	free(ps.look);
@@ -590,7 +720,9 @@ struct reserve *reserve_new(const struct reserve_opts *o)
 	keyset_init(&r->pods, pod_uid_of);
 	strmap_init(&r->gone);
 	strmap_init(&r->check);
+	strmap_init(&r->first_seen);
 	strmap_init(&r->resv);
+	r->token_salt = (uint32_t)strmap_hash(r->identity);
 	strmap_init(&r->gang_status);
 	return r;
 }
@@ -609,6 +741,7 @@ int reserve_start(struct reserve *r, struct cluster *cl, char *err, size_t errle
 	reserve_reservation_sink(r, &o[1].sink);
 	reserve_pod_sink(r, &o[2].sink);
 	for (int i = 0; i < 3; i++) {
+		o[i].idle_timeout_s = r->o.watch_idle_timeout_s;
 		r->watch[i] = reflector_start(r->o.client, &o[i], err, errlen);
 		if (!r->watch[i] || cluster_add(cl, r->watch[i]))
 			return -1;
@@ -659,6 +792,9 @@ void reserve_free(struct reserve *r)
 		free(val);
 	for (size_t pos = 0; strmap_next(&r->resv, &pos, &key, &val);)
 		free(val);
+	for (size_t pos = 0; strmap_next(&r->first_seen, &pos, &key, &val);)
+		free(val);
+	strmap_release(&r->first_seen);
 	strmap_release(&r->check);
 	strmap_release(&r->resv);
 	strmap_release(&r->gang_status);

@@ -211,16 +211,7 @@ int reserve_ledger_update(struct reserve *r, const char *node, ledger_edit_fn ed
 }
 
 /* Removes the pods' entries from a ledger. */
-enum { REMOVED = 1, KEPT = 2 };          /* what became of each entry; 0: not there */
-struct remove_ctx {
-	const char *const *uids;
-	const int64_t *since;
-	unsigned char *what;
-	char (*ns)[64];                      /* the namespace of each removed entry */
-	int n;
-};
-
-static int edit_remove(void *ctx, struct ledger *l, char *err, size_t errlen)
+int reserve_edit_remove(void *ctx, struct ledger *l, char *err, size_t errlen)
 {
 	(void)err;
 	(void)errlen;
@@ -231,13 +222,13 @@ static int edit_remove(void *ctx, struct ledger *l, char *err, size_t errlen)
 		rc->what[k] = 0;
 		if (i < 0)
 			continue;
-		if (rc->since && l->e[i].a.since != rc->since[k]) {
-			rc->what[k] = KEPT;         /* reserved again since the caller looked */
+		if (rc->ids && (l->e[i].a.since != rc->ids[k].since || l->e[i].a.token != rc->ids[k].token)) {
+			rc->what[k] = RESV_KEPT;    /* another try's, or reserved again since the caller looked */
 			continue;
 		}
 		snprintf(rc->ns[k], sizeof(rc->ns[k]), "%s", l->e[i].ns);
 		ledger_remove_at(l, i);
-		rc->what[k] = REMOVED;
+		rc->what[k] = RESV_REMOVED;
 		removed++;
 	}
 	return removed ? LEDGER_WRITE : LEDGER_UNCHANGED;
@@ -277,7 +268,7 @@ static bool released_anyway(struct reserve *r, const char *node, const char *con
 	if (!read_ledger(r, node, path, &l, &resp, err, sizeof(err))) {
 		gone = true;
 		for (int k = 0; k < n; k++)
-			if (what[k] == REMOVED && ledger_find(&l, uids[k]) >= 0)
+			if (what[k] == RESV_REMOVED && ledger_find(&l, uids[k]) >= 0)
 				gone = false;
 		ledger_release(&l);
 	}
@@ -285,7 +276,7 @@ static bool released_anyway(struct reserve *r, const char *node, const char *con
 	return gone;
 }
 
-int reserve_release(struct reserve *r, const char *node, const char *const *uids, const int64_t *since, int n,
+int reserve_release(struct reserve *r, const char *node, const char *const *uids, const struct resv_id *ids, int n,
 		    char *err, size_t errlen)
 {
 	unsigned char *what = calloc((size_t)n + 1, 1);
@@ -296,8 +287,8 @@ int reserve_release(struct reserve *r, const char *node, const char *const *uids
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	struct remove_ctx rc = { uids, since, what, ns, n };
-	int res = reserve_ledger_update(r, node, edit_remove, &rc, err, errlen);
+	struct remove_ctx rc = { uids, ids, what, ns, n };
+	int res = reserve_ledger_update(r, node, reserve_edit_remove, &rc, err, errlen);
 	if (res < 0 && released_anyway(r, node, uids, what, n)) {
 		log_info("a release went through; its answer was lost", "node=%s error=\"%s\"", node, LOG_Q(err));
 		res = 0;
@@ -306,11 +297,11 @@ int reserve_release(struct reserve *r, const char *node, const char *const *uids
 		/* This node's records only: the pod may hold a newer reservation elsewhere. */
 		cache_lock(r->o.cache);
 		for (int k = 0; k < n; k++)
-			if (what[k] == REMOVED)
+			if (what[k] == RESV_REMOVED)
 				cache_remove_alloc(r->o.cache, uids[k], node);
 		cache_unlock(r->o.cache);
 		for (int k = 0; k < n; k++)
-			if (what[k] == REMOVED && strncmp(uids[k], LEDGER_PLACE_PREFIX, sizeof(LEDGER_PLACE_PREFIX) - 1))
+			if (what[k] == RESV_REMOVED && strncmp(uids[k], LEDGER_PLACE_PREFIX, sizeof(LEDGER_PLACE_PREFIX) - 1))
 				reserve_delete_reservation(r, ns[k], uids[k], node);
 	}
 	free(what);
@@ -483,30 +474,31 @@ void reserve_patch_status(struct reserve *r, const char *path, const char *body,
 
 /* ---- bind ----------------------------------------------------------------- */
 
-struct bind_ctx {
-	struct reserve *r;
-	const struct bind_request *req;
-	struct ledger_entry entry;    /* what was (or already is) reserved */
-	struct gpu_node *node;        /* devices of the node, for the annotations */
-	bool existed;
-	bool took_place;              /* a gang member took over its gang's place */
-	bool need_place;              /* its gang has places: it may take nothing else */
-};
+uint32_t reserve_new_token(struct reserve *r)
+{
+	/* Odd multiplier: distinct counts give distinct tokens; the salt keeps replicas apart. */
+	uint32_t t = (atomic_fetch_add(&r->tokens, 1) + 1) * 2654435761u ^ r->token_salt;
+	return t ? t : 1;
+}
 
-static int edit_reserve(void *ctx, struct ledger *l, char *err, size_t errlen)
+int reserve_edit_reserve(void *ctx, struct ledger *l, char *err, size_t errlen)
 {
 	struct bind_ctx *b = ctx;
+	/* Decided again on each version (a 409 brings a fresh one): nothing from the last decision stays. */
+	b->existed = false;
+	b->took_place = false;
+	memset(&b->entry, 0, sizeof(b->entry));
 	int i = ledger_find(l, b->req->uid);
 	if (i >= 0) {
 		/* A retried bind (or a second scheduler's bind of the pod to this node):
-		 * keep what was reserved, from now on, so that a release decided on the
-		 * older version (a reaper that found the pod unbound too long) leaves it. */
+		 * keep what was reserved, as a version of this try's (token and time),
+		 * so that a release decided on the older version (the earlier try's
+		 * own when its binding fails, or a reaper's) leaves it. */
 		b->existed = true;
-		int64_t now = clock_wall_s();
-		bool refresh = l->e[i].a.since != now;
-		l->e[i].a.since = now;
+		l->e[i].a.since = clock_wall_s();
+		l->e[i].a.token = b->token;
 		b->entry = l->e[i];
-		return refresh ? LEDGER_WRITE : LEDGER_UNCHANGED;
+		return LEDGER_WRITE;
 	}
 	/* A gang member takes over a place of its gang here (reserved for it, devices and all). */
 	const struct claim *c = b->req->claim;
@@ -518,6 +510,7 @@ static int edit_reserve(void *ctx, struct ledger *l, char *err, size_t errlen)
 		snprintf(e->a.uid, sizeof(e->a.uid), "%s", b->req->uid);
 		ledger_entry_set_pod(e, b->req->ns, b->req->name);
 		e->a.since = clock_wall_s();
+		e->a.token = b->token;
 		b->entry = *e;
 		b->took_place = true;
 		return LEDGER_WRITE;
@@ -541,11 +534,12 @@ static int edit_reserve(void *ctx, struct ledger *l, char *err, size_t errlen)
 		gpu_node_free(n);
 		return -BIND_NO_FIT;
 	}
-	memset(&b->entry, 0, sizeof(b->entry));
 	int far = bind_alloc(&b->entry.a, b->req, n, &f, err, errlen);
 	gpu_node_free(n);
 	if (far)
 		return -BIND_ERROR;
+	b->entry.a.since = clock_wall_s();   /* (the clock every time of this module is read from) */
+	b->entry.a.token = b->token;
 	ledger_entry_set_pod(&b->entry, b->req->ns, b->req->name);
 	snprintf(b->entry.claim, sizeof(b->entry.claim), "%s", b->req->claim->gpuclaim);
 	if (ledger_add(l, &b->entry)) {
@@ -763,7 +757,7 @@ int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t er
 	bool moved = cache_find_alloc(r->o.cache, req->uid, &old, where, sizeof(where)) && strcmp(where, req->node);
 	cache_unlock(r->o.cache);
 
-	struct bind_ctx b = { .r = r, .req = req };
+	struct bind_ctx b = { .r = r, .req = req, .token = reserve_new_token(r) };
 	b.need_place = req->claim->gang[0] && reserve_gang_has_places(r, req->ns, req->claim->gang);
 	b.node = cache_clone_devices(r->o.cache, req->node);
 	if (!b.node) {
@@ -771,7 +765,7 @@ int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t er
 		reserve_claim_status(r, req->ns, req->claim->gpuclaim, "Failed", req->node, "", pod, err);
 		return BIND_NO_FIT;
 	}
-	int rc = reserve_ledger_update(r, req->node, edit_reserve, &b, err, errlen);
+	int rc = reserve_ledger_update(r, req->node, reserve_edit_reserve, &b, err, errlen);
 	if (rc < 0) {
 		gpu_node_free(b.node);
 		reserve_claim_status(r, req->ns, req->claim->gpuclaim, "Failed", req->node, "", pod, err);
@@ -821,7 +815,8 @@ int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t er
 			cache_remove_alloc(r->o.cache, req->uid, req->node);
 			cache_unlock(r->o.cache);
 			reserve_delete_reservation(r, req->ns, req->uid, req->node);
-		} else if (reserve_release(r, req->node, &uid, &b.entry.a.since, 1, rel_err, sizeof(rel_err))) {
+		} else if (reserve_release(r, req->node, &uid, &(struct resv_id){ b.entry.a.since, b.entry.a.token }, 1, rel_err,
+					   sizeof(rel_err))) {
 			log_warn("cannot release a failed bind's reservation now; the reaper will", "pod=%s/%s error=\"%s\"",
 				 req->ns, req->name, LOG_Q(rel_err));
 		} else {
@@ -835,7 +830,8 @@ int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t er
 	if (moved) {
 		const char *uid = req->uid;
 		char rel_err[256];
-		if (reserve_release(r, where, &uid, &old.since, 1, rel_err, sizeof(rel_err)))
+		struct resv_id was = resv_id_of(&old);
+		if (reserve_release(r, where, &uid, &was, 1, rel_err, sizeof(rel_err)))
 			log_warn("cannot release a moved pod's older reservation now; the reaper will", "pod=%s/%s node=%s error=\"%s\"",
 				 req->ns, req->name, where, LOG_Q(rel_err));
 		else {

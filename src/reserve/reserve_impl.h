@@ -13,6 +13,19 @@
 #include <stdatomic.h>
 
 /*
+ * Which version of a pod's reservation a caller looked at: its since and the
+ * token of the bind try that wrote it. since alone has one-second
+ * resolution, and two tries of one bind within a second wrote the same one.
+ */
+struct resv_id {
+	int64_t since;
+	uint32_t token;
+};
+static inline struct resv_id resv_id_of(const struct alloc *a)
+{
+	return (struct resv_id){ a->since, a->token };
+}
+/*
  * What the pod watch tells about one pod that holds (or asks for) GPUs: only
  * what the reaper and the gang planner read. One allocation a pod, its
  * strings after it, and its uid the key r->pods finds it by: the largest
@@ -80,8 +93,10 @@ struct reserve {
 	pthread_mutex_t lock;           /* guards everything below */
 	struct keyset ledgers;          /* struct ledger_box *, by node */
 	struct keyset pods;             /* struct pod_state *, by uid */
-	struct strmap gone;             /* uid -> (void *)time: pod deleted (pod watch) */
-	struct strmap check;            /* uid -> (void *)time: its reservation Lease went; look the pod up */
+	struct strmap gone;             /* uid -> (void *)time: pod gone, as a fresh read of it said */
+	struct strmap check;            /* uid -> (void *)time: the pod watch lost sight of it, or its
+					 * reservation Lease went; look the pod up */
+	struct strmap first_seen;       /* "uid@node" -> struct entry_seen *: reservations waiting for a bind */
 	struct strmap resv;             /* "ns/name" -> struct resv_lease *: the reservation Leases watched */
 	uint64_t resv_gen;
 	struct strmap gang_status;      /* "ns/gang" -> char *: the status last written (gang.c) */
@@ -96,6 +111,8 @@ struct reserve {
 	pthread_cond_t wake;
 	bool kicked;                    /* a pod went or finished: reap now, not at the interval */
 	atomic_bool reconciled;         /* the first reap after the lists ran */
+	atomic_uint tokens;             /* bind tries so far (reserve_new_token) */
+	uint32_t token_salt;            /* from the identity: tokens differ between replicas */
 };
 
 /* A reservation Lease as the reservations watch saw it. */
@@ -103,9 +120,25 @@ struct resv_lease {
 	char ns[64];
 	char uid[64];            /* its pod's */
 	char node[254];
+	char pod[254];           /* its pod's name */
 	time_t seen;             /* when this replica first saw it */
 	uint64_t gen;
 };
+
+/*
+ * When this replica first saw a version of a reservation whose pod is not
+ * known bound (this replica's monotonic clock: the entry's since is the
+ * binding replica's wall clock), and the reaper pass that last met it.
+ */
+struct entry_seen {
+	struct resv_id id;
+	int64_t first_ms;
+	uint32_t pass;
+};
+
+/* The pod is gone (a fresh read said so): its GPUs are free in the cache at once; the reaper releases
+ * them in the ledger. Under r->lock. */
+void reserve_mark_gone(struct reserve *r, const char *uid);
 
 /* Wakes the reaper for a pass now; the caller holds r->lock. */
 static inline void reaper_kick(struct reserve *r)
@@ -127,13 +160,39 @@ typedef int (*ledger_edit_fn)(void *ctx, struct ledger *l, char *err, size_t err
  */
 int reserve_ledger_update(struct reserve *r, const char *node, ledger_edit_fn edit, void *ctx,
 			  char *err, size_t errlen);
+/* A token for one bind try (or repair): never 0, and unique in this replica. */
+uint32_t reserve_new_token(struct reserve *r);
 /*
  * Removes the pods' reservations on the node (ledger, cache, their Leases).
- * With since, only entries whose since is since[k]: a reservation made again
- * after the caller looked (a retried bind refreshes it) stays.
+ * With ids, only entries that are still version ids[k] (since and token): a
+ * reservation another try of the bind took over, or made again after the
+ * caller looked, stays.
  */
-int reserve_release(struct reserve *r, const char *node, const char *const *uids, const int64_t *since, int n,
+int reserve_release(struct reserve *r, const char *node, const char *const *uids, const struct resv_id *ids, int n,
 		    char *err, size_t errlen);
+
+/* A bind's edit of the node's ledger (reserve.c), exposed for tests. */
+struct bind_ctx {
+	struct reserve *r;
+	const struct bind_request *req;
+	struct ledger_entry entry;    /* what was (or already is) reserved */
+	struct gpu_node *node;        /* devices of the node, for the annotations */
+	bool existed;                 /* the ledger version decided on held the pod's entry already */
+	bool took_place;              /* a gang member took over its gang's place */
+	bool need_place;              /* its gang has places: it may take nothing else */
+	uint32_t token;               /* this try's */
+};
+int reserve_edit_reserve(void *ctx, struct ledger *l, char *err, size_t errlen);
+/* A release's edit: removes the entries of uids still at version ids[k] (all, ids NULL). */
+enum { RESV_REMOVED = 1, RESV_KEPT = 2 };   /* what became of each entry; 0: not there */
+struct remove_ctx {
+	const char *const *uids;
+	const struct resv_id *ids;
+	unsigned char *what;
+	char (*ns)[64];                      /* the namespace of each removed entry */
+	int n;
+};
+int reserve_edit_remove(void *ctx, struct ledger *l, char *err, size_t errlen);
 /* Deletes the pod's reservation Lease of that node. */
 void reserve_delete_reservation(struct reserve *r, const char *ns, const char *uid, const char *node);
 /* Whether the node's ledger, as the API server has it now, holds an entry of uid: 1, 0, or -1 (cannot tell). */

@@ -217,11 +217,7 @@ static void unlock(void *ctx)
 	pthread_mutex_unlock(&((struct reserve *)ctx)->lock);
 }
 
-/*
- * Remembers that a pod is gone, frees its GPUs in the cache at once, and
- * wakes the reaper to release them in the ledger. Under r->lock.
- */
-static void mark_gone(struct reserve *r, const char *uid)
+void reserve_mark_gone(struct reserve *r, const char *uid)
 {
 	strmap_put(&r->gone, uid, (void *)(intptr_t)clock_wall_s(), NULL);
 	cache_lock(r->o.cache);
@@ -231,16 +227,32 @@ static void mark_gone(struct reserve *r, const char *uid)
 	reaper_kick(r);
 }
 
+/*
+ * The pod watch lost sight of a pod: deleted, or only no longer selected
+ * (its label taken off sends DELETED too), or missing from a relist. A
+ * hint, not proof: its GPUs stay held until the reaper's fresh read of the
+ * pod says it is gone. Under r->lock.
+ */
+static void lost_sight(struct reserve *r, const char *uid)
+{
+	strmap_put(&r->check, uid, (void *)(intptr_t)clock_wall_s(), NULL);
+	reaper_kick(r);
+}
+
 /* ---- reservation Leases: the garbage collector deletes them with their pod ---- */
 
-static const char *owner_uid(const cJSON *obj)
+/* The owning pod's uid (and name, when pod is not NULL). */
+static const char *owner_uid(const cJSON *obj, const char **pod)
 {
 	const cJSON *refs = api_path(obj, "metadata.ownerReferences");
 	const cJSON *ref;
 	cJSON_ArrayForEach(ref, refs) {
 		const char *kind = api_str(ref, "kind");
-		if (kind && !strcmp(kind, "Pod"))
+		if (kind && !strcmp(kind, "Pod")) {
+			if (pod)
+				*pod = api_str(ref, "name");
 			return api_str(ref, "uid");
+		}
 	}
 	return NULL;
 }
@@ -260,7 +272,7 @@ static void resv_begin(void *ctx)
 static void resv_apply(void *ctx, bool deleted, const cJSON *obj)
 {
 	struct reserve *r = ctx;
-	const char *uid = owner_uid(obj);
+	const char *pod = NULL, *uid = owner_uid(obj, &pod);
 	const cJSON *md = api_path(obj, "metadata");
 	const char *ns = api_str(md, "namespace"), *name = api_str(md, "name");
 	char key[256];
@@ -287,6 +299,7 @@ static void resv_apply(void *ctx, bool deleted, const cJSON *obj)
 	snprintf(l->ns, sizeof(l->ns), "%s", ns);
 	snprintf(l->uid, sizeof(l->uid), "%s", uid);
 	snprintf(l->node, sizeof(l->node), "%s", node);
+	snprintf(l->pod, sizeof(l->pod), "%s", pod ? pod : "");
 	l->gen = r->resv_gen;
 }
 
@@ -340,7 +353,7 @@ static void pod_apply(void *ctx, bool deleted, const cJSON *obj)
 		return;
 	if (deleted) {
 		free(keyset_del(&r->pods, ref.uid));
-		mark_gone(r, ref.uid);
+		lost_sight(r, ref.uid);
 		return;
 	}
 	struct claim c;
@@ -374,12 +387,12 @@ static void pod_apply(void *ctx, bool deleted, const cJSON *obj)
 static void pods_end(void *ctx)
 {
 	struct reserve *r = ctx;
-	/* Pods that vanished while we were not watching: gone. */
+	/* Pods that vanished while we were not watching: gone, or only out of the selection. */
 	struct pod_state *p;
 	for (size_t pos = 0; (p = keyset_next(&r->pods, &pos));) {
 		if (p->gen == r->pods_gen)
 			continue;
-		mark_gone(r, pod_str(p, POD_UID));
+		lost_sight(r, pod_str(p, POD_UID));
 		keyset_del(&r->pods, pod_str(p, POD_UID));
 		free(p);
 	}

@@ -4,6 +4,8 @@
 #include "../../src/reserve/reserve_impl.h"
 #include "api.h"
 #include "cache.h"
+#include "clock.h"
+#include "extender.h"
 #include "kube.h"
 #include "ledger.h"
 
@@ -446,10 +448,11 @@ static bool view_shows(struct cache *c, const struct alloc_block *b)
 /*
  * A ledger is kept once: the block the reservation module packs it into
  * is the one the cache's writer side and views show. A change the cache
- * makes on its own (a deleted pod's GPUs freed at once) goes to a copy,
- * and the kept ledger stays exactly as watched; the next ledger without
- * a deleted pod is shared again. A bind's record that the ledger already
- * holds changes nothing.
+ * makes on its own (the GPUs of a pod a fresh read found gone, freed at
+ * once) goes to a copy, and the kept ledger stays exactly as watched; the
+ * next ledger without that pod is shared again. A bind's record that the
+ * ledger already holds changes nothing; nor does the pod watch's DELETED
+ * (a hint: the pod may only have lost its label).
  */
 static void test_ledger_shared_with_the_cache(void **state)
 {
@@ -478,8 +481,13 @@ static void test_ledger_shared_with_the_cache(void **state)
 	snapshot_release(after);
 	snapshot_release(before);
 	assert_true(view_shows(c, b));
-	/* u2 is deleted: its GPUs are free in the cache at once, in a copy; the ledger kept is as watched. */
+	/* The pod watch says u2 went: nothing changes until a read confirms it. */
 	pod_event(r, true, "u2");
+	assert_true(view_shows(c, b));
+	/* A read found u2 gone: its GPUs are free in the cache at once, in a copy; the ledger kept is as watched. */
+	pthread_mutex_lock(&r->lock);
+	reserve_mark_gone(r, "u2");
+	pthread_mutex_unlock(&r->lock);
 	assert_false(view_shows(c, b));
 	assert_ptr_equal(kept_block(r), b);
 	pthread_mutex_lock(&r->lock);
@@ -537,6 +545,14 @@ static void rig_down(struct reaper_rig *g)
 	kube_client_free(g->client);
 }
 
+/* What a fresh read found: the pod gone (the reaper marks it so). */
+static void read_gone(struct reserve *r, const char *uid)
+{
+	pthread_mutex_lock(&r->lock);
+	reserve_mark_gone(r, uid);
+	pthread_mutex_unlock(&r->lock);
+}
+
 /*
  * A deleted pod's uid is remembered while a ledger holds it (here its
  * release fails: no API server answers) or a bind of it may still be in
@@ -550,12 +566,14 @@ static void test_gone_forgotten_once_released(void **state)
 	rig_up(&g);
 	struct reserve *r = g.r;
 	struct cache *c = g.c;
-	/* u1 holds a GPU in n1's ledger, u2 holds nothing; both are deleted. */
+	/* u1 holds a GPU in n1's ledger, u2 holds nothing; both are deleted (as read). */
 	assert_int_equal(watched(r, c, false, "5", 1), 1);
 	pod_event(r, false, "u1");
 	pod_event(r, false, "u2");
 	pod_event(r, true, "u1");
 	pod_event(r, true, "u2");
+	read_gone(r, "u1");
+	read_gone(r, "u2");
 	reserve_reap(r);
 	assert_true(remembered_gone(r, "u1"));
 	assert_true(remembered_gone(r, "u2"));   /* a bind of it may be in flight */
@@ -727,6 +745,264 @@ static void test_reaper_walks_in_slices(void **state)
 	rig_down(&g);
 }
 
+
+/* Whether the cache holds the pod's allocation. */
+static bool cached(struct cache *c, const char *uid)
+{
+	struct alloc a;
+	char node[64];
+	cache_lock(c);
+	bool held = cache_find_alloc(c, uid, &a, node, sizeof(node));
+	cache_unlock(c);
+	return held;
+}
+
+/* One pass; its stats. */
+static struct reap_stats pass(struct reserve *r)
+{
+	reserve_reap(r);
+	struct reap_stats st;
+	reserve_reap_stats(r, &st);
+	return st;
+}
+
+/*
+ * The pod watch selects on a label: taking it off a running pod makes the
+ * API server send DELETED, and a relist no longer lists it. Neither frees
+ * its GPUs: they stay held in the cache and the ledger until a fresh read
+ * of the pod (here it fails: no API server answers) says it is gone.
+ */
+static void test_deleted_is_a_hint(void **state)
+{
+	(void)state;
+	struct reaper_rig g;
+	rig_up(&g);
+	struct reserve *r = g.r;
+	struct cache *c = g.c;
+	assert_int_equal(watched(r, c, false, "5", 2), 2);
+	pod_event(r, false, "u1");
+	pod_event(r, false, "u2");
+	/* u1's label goes: DELETED. */
+	pod_event(r, true, "u1");
+	assert_true(cached(c, "u1"));
+	assert_false(remembered_gone(r, "u1"));
+	/* u2 missing from a relist. */
+	struct reflector_sink sink;
+	reserve_pod_sink(r, &sink);
+	sink.lock(sink.ctx);
+	sink.list_begin(sink.ctx);
+	sink.list_end(sink.ctx);
+	sink.unlock(sink.ctx);
+	assert_true(cached(c, "u2"));
+	/* The reaper reads both pods before anything goes; the reads fail, so both stay. */
+	struct reap_stats st = pass(r);
+	assert_int_equal(st.releases, 0);
+	assert_int_equal(st.lookups, 2);
+	assert_true(cached(c, "u1"));
+	assert_true(cached(c, "u2"));
+	/* A bind deciding on n1's ledger finds their GPUs taken. */
+	struct gpu_node *devices = tu_node("n1", 8, GPU_VENDOR_NVIDIA, "H100", 81559);
+	struct ledger l;
+	assert_true(reserve_known_ledger(r, "n1", &l));
+	struct gpu_node *n = reserve_node_in_ledger(r, devices, &l);
+	assert_true(n->dev[0].exclusive && n->dev[1].exclusive);
+	gpu_node_free(n);
+	ledger_release(&l);
+	gpu_node_free(devices);
+	rig_down(&g);
+}
+
+/* u3, unbound, asking for a GPU, as the pod watch shows it. */
+static void unbound_pod(struct reserve *r, const char *uid)
+{
+	char text[512];
+	snprintf(text, sizeof(text),
+		 "{\"metadata\":{\"name\":\"pod-%s\",\"namespace\":\"ml\",\"uid\":\"%s\"},\"spec\":{"
+		 "\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{\"gpu.scheduling/gpu\":\"1\"}}}]},"
+		 "\"status\":{\"phase\":\"Pending\"}}",
+		 uid, uid);
+	struct reflector_sink sink;
+	reserve_pod_sink(r, &sink);
+	feed(&sink, false, cJSON_Parse(text));
+}
+
+/*
+ * A watched pod the watch still shows unbound, its reservation older than
+ * the bind timeout: the watch may be silent or lagging, and the pod bound
+ * meanwhile. The reaper reads the pod first (here the read fails: it
+ * stays). The age counts on this replica's monotonic clock from when it
+ * first saw the entry, not from the since another replica's clock wrote
+ * (here years ago).
+ */
+static void test_unbound_late_is_read_first(void **state)
+{
+	(void)state;
+	struct reaper_rig g;
+	rig_up(&g);
+	struct reserve *r = g.r;
+	struct cache *c = g.c;
+	clock_virtual_set(1000000000000LL, 1800000000);
+	assert_int_equal(watched(r, c, false, "5", 3), 3);   /* since 1700000000 */
+	pod_event(r, false, "u1");   /* bound there */
+	pod_event(r, false, "u2");
+	unbound_pod(r, "u3");
+	struct reap_stats st = pass(r);
+	assert_int_equal(st.releases, 0);
+	assert_int_equal(st.lookups, 0);    /* first seen now: not late */
+	clock_virtual_set(1000000000000LL + 59LL * 1000000000, 1800000059);
+	st = pass(r);
+	assert_int_equal(st.releases + st.lookups, 0);
+	clock_virtual_set(1000000000000LL + 61LL * 1000000000, 1800000061);
+	st = pass(r);
+	assert_int_equal(st.releases, 0);
+	assert_int_equal(st.lookups, 1);
+	assert_true(cached(c, "u3"));
+	clock_real();
+	rig_down(&g);
+}
+
+/* A bind of pod u9 (4 whole GPUs) on n1, one try of it with its token. */
+struct try_rig {
+	struct claim claim;
+	struct bind_request req;
+	struct gpu_node *devices;
+};
+
+static void try_rig_up(struct try_rig *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->claim.mode = CLAIM_EXCLUSIVE;
+	t->claim.count = 4;
+	t->claim.policy = -1;
+	t->req = (struct bind_request){ .ns = "ml", .name = "pod-u9", .uid = "u9", .node = "n1", .claim = &t->claim };
+	t->req.policy.id = POLICY_BINPACK;
+	t->devices = tu_node("n1", 8, GPU_VENDOR_NVIDIA, "H100", 81559);
+}
+
+static struct bind_ctx try_of(struct reserve *r, struct try_rig *t)
+{
+	return (struct bind_ctx){ .r = r, .req = &t->req, .node = t->devices, .token = reserve_new_token(r) };
+}
+
+/* Removes u9's entry from l at version id, as a failed try's release does; what became of it. */
+static int release_try(struct ledger *l, struct resv_id id)
+{
+	const char *uid = "u9";
+	unsigned char what[1] = { 0 };
+	char ns[1][64];
+	struct remove_ctx rc = { &uid, &id, what, ns, 1 };
+	char err[256];
+	reserve_edit_remove(&rc, l, err, sizeof(err));
+	return what[0];
+}
+
+/*
+ * Two tries of one bind within one second (kube-scheduler binds again
+ * after its httpTimeout while the first waits) share one ledger write: try
+ * 1 reserves, try 2 finds the reservation and takes it over. Try 1's
+ * binding is then refused (a 429): its release must leave the entry try 2
+ * binds on. since alone cannot tell them apart (same second); the token can.
+ */
+static void test_release_spares_another_try(void **state)
+{
+	(void)state;
+	struct cache *c = cache_new();
+	struct reserve_opts o = { .cache = c, .ns = "gpu-system", .identity = "r1" };
+	struct reserve *r = reserve_new(&o);
+	struct try_rig t;
+	try_rig_up(&t);
+	clock_virtual_set(1000000000000LL, 1800000000);   /* both tries in one second */
+	struct ledger l;
+	ledger_init(&l, "n1");
+	char err[256];
+	struct bind_ctx one = try_of(r, &t), two = try_of(r, &t);
+	assert_int_not_equal(one.token, two.token);
+	assert_int_equal(reserve_edit_reserve(&one, &l, err, sizeof(err)), LEDGER_WRITE);
+	assert_false(one.existed);
+	assert_int_equal(reserve_edit_reserve(&two, &l, err, sizeof(err)), LEDGER_WRITE);
+	assert_true(two.existed);
+	assert_int_equal(l.n, 1);
+	/* Try 1 failed: its release keeps what try 2 relies on. */
+	assert_int_equal(release_try(&l, resv_id_of(&one.entry.a)), RESV_KEPT);
+	assert_int_equal(l.n, 1);
+	/* A release at try 2's version does remove it. */
+	assert_int_equal(release_try(&l, resv_id_of(&two.entry.a)), RESV_REMOVED);
+	assert_int_equal(l.n, 0);
+	clock_real();
+	ledger_release(&l);
+	gpu_node_free(t.devices);
+	reserve_free(r);
+	cache_free(c);
+}
+
+/*
+ * An edit decided again on a new ledger version (a 409) forgets what it
+ * decided on the last one: a try that found the pod's entry in the watched
+ * copy, then none in the fresh one, made the reservation itself and must
+ * release it when its binding fails (existed false), not leave it to the
+ * bind timeout.
+ */
+static void test_edit_decided_again_forgets(void **state)
+{
+	(void)state;
+	struct cache *c = cache_new();
+	struct reserve_opts o = { .cache = c, .ns = "gpu-system", .identity = "r1" };
+	struct reserve *r = reserve_new(&o);
+	struct try_rig t;
+	try_rig_up(&t);
+	struct ledger stale, fresh;
+	ledger_init(&stale, "n1");
+	ledger_init(&fresh, "n1");
+	struct ledger_entry old = entry("u9", CLAIM_EXCLUSIVE, 0, 4);
+	assert_int_equal(ledger_add(&stale, &old), 0);
+	char err[256];
+	struct bind_ctx b = try_of(r, &t);
+	assert_int_equal(reserve_edit_reserve(&b, &stale, err, sizeof(err)), LEDGER_WRITE);
+	assert_true(b.existed);
+	assert_int_equal(reserve_edit_reserve(&b, &fresh, err, sizeof(err)), LEDGER_WRITE);
+	assert_false(b.existed);
+	assert_false(b.took_place);
+	assert_int_equal(fresh.n, 1);
+	assert_int_equal(b.entry.a.token, b.token);
+	ledger_release(&stale);
+	ledger_release(&fresh);
+	gpu_node_free(t.devices);
+	reserve_free(r);
+	cache_free(c);
+}
+
+/* The try token survives the ledger's JSON, and a ledger without one (an older replica's) reads as 0. */
+static void test_token_roundtrip(void **state)
+{
+	(void)state;
+	struct ledger l, back;
+	ledger_init(&l, "n1");
+	struct ledger_entry e = entry("u1", CLAIM_EXCLUSIVE, 0, 1), f = entry("u2", CLAIM_EXCLUSIVE, 1, 1);
+	e.a.token = 4000000000u;
+	assert_int_equal(ledger_add(&l, &e), 0);
+	assert_int_equal(ledger_add(&l, &f), 0);
+	struct buf out;
+	buf_init(&out, 1 << 20);
+	assert_int_equal(ledger_encode(&l, "gpu-system", "r1", &out), 0);
+	assert_non_null(strstr(buf_cstr(&out), "\\\"try\\\":4000000000"));
+	cJSON *obj = cJSON_Parse(buf_cstr(&out));
+	char err[256];
+	assert_int_equal(ledger_decode(obj, &back, err, sizeof(err)), 0);
+	assert_int_equal(back.e[0].a.token, 4000000000u);
+	assert_int_equal(back.e[1].a.token, 0);
+	struct ledger_packed p;
+	assert_int_equal(ledger_pack(&back, &p), 0);
+	struct ledger_entry x;
+	size_t pos = 0;
+	assert_true(ledger_packed_next(&p, &pos, &x));
+	assert_int_equal(x.a.token, 4000000000u);
+	ledger_packed_release(&p);
+	cJSON_Delete(obj);
+	buf_release(&out);
+	ledger_release(&back);
+	ledger_release(&l);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -741,6 +1017,11 @@ int main(void)
 		cmocka_unit_test(test_gone_forgotten_once_released),
 		cmocka_unit_test(test_reaper_marks_held_pods),
 		cmocka_unit_test(test_reaper_walks_in_slices),
+		cmocka_unit_test(test_deleted_is_a_hint),
+		cmocka_unit_test(test_unbound_late_is_read_first),
+		cmocka_unit_test(test_release_spares_another_try),
+		cmocka_unit_test(test_edit_decided_again_forgets),
+		cmocka_unit_test(test_token_roundtrip),
 	};
 	return cmocka_run_group_tests_name("ledger", tests, NULL, NULL);
 }
