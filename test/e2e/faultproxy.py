@@ -6,7 +6,7 @@
 Accepts connections on --listen and forwards their bytes to --upstream and
 back, unchanged: it is not an API server and does not look into the stream
 (TLS passes through end to end, so the client still checks the API server's
-certificate). Two faults:
+certificate). Three faults:
 
   cut     SIGUSR1: every open connection is closed at once, both sides, with
           a TCP reset (SO_LINGER 0), as a broken network or a restarted load
@@ -20,6 +20,10 @@ certificate). Two faults:
           lowering the delay takes effect for new chunks. With "down" only,
           a request reaches the server at once and its answer waits: a cut
           then loses answers to requests that were carried out.
+  stall   SIGUSR2: every open connection goes silent, both ways, and stays
+          open: its bytes are swallowed, as on a half-open connection (a
+          peer gone without a FIN, a NAT that forgot it). A watch on it
+          then sees nothing, not even bookmarks; new connections work.
 
 With several --upstream, each new connection goes to the next one in turn,
 as a Service in front of replicas spreads connections (bench/e2e.sh
@@ -42,6 +46,7 @@ LOCK = threading.Lock()
 CONNS = set()          # open Pipe objects
 DELAY = {"up": 0.0, "down": 0.0}
 CUT_REQUESTED = threading.Event()
+STALL_REQUESTED = threading.Event()
 
 
 SAY = threading.Lock()
@@ -83,6 +88,7 @@ class Pipe:
     def __init__(self, client, upstream):
         self.client, self.upstream = client, upstream
         self.closed = False
+        self.stalled = False
         self.done = 0
         self.lock = threading.Lock()
 
@@ -117,6 +123,11 @@ class Pipe:
                 time.sleep(wait)
             if self.closed:
                 return
+            if self.stalled:
+                if data is None:      # the peer gave up: let the other side go too
+                    self.close(hard=False)
+                    return
+                continue              # swallowed
             if data is None:
                 try:
                     dst.shutdown(socket.SHUT_WR)
@@ -164,6 +175,13 @@ def control_loop(path):
             for p in victims:
                 p.cut()
             say("cut %d connections" % len(victims))
+        if STALL_REQUESTED.is_set():
+            STALL_REQUESTED.clear()
+            with LOCK:
+                victims = list(CONNS)
+            for p in victims:
+                p.stalled = True
+            say("stalled %d connections" % len(victims))
         try:
             with open(path) as f:
                 text = f.read().split()
@@ -207,6 +225,7 @@ def main():
     say("listening %s:%d upstream %s" % (lhost, port, ",".join(a.upstream)))
     # The signal only sets a flag: the control thread does the cutting.
     signal.signal(signal.SIGUSR1, lambda *_: CUT_REQUESTED.set())
+    signal.signal(signal.SIGUSR2, lambda *_: STALL_REQUESTED.set())
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     if a.control:
         threading.Thread(target=control_loop, args=(a.control,), daemon=True).start()

@@ -3,17 +3,19 @@
 # two extender replicas and two kube-schedulers with the same schedulerName
 # competing for fewer GPUs than pods (exclusive, then shared); concurrent /bind
 # from many threads against both replicas; kill -9 of the extender mid-bind;
-# deleted and finished pods giving their GPUs back. After each, every Lease
-# and every pod annotation is checked by test/e2e/verify_allocations.py.
+# deleted and finished pods giving their GPUs back; the pod watch's evidence
+# never releasing alone (a label taken off, a silent watch) and a ledger's
+# lost entry of an unwatched pod put back. After each, every Lease and every
+# pod annotation is checked by test/e2e/verify_allocations.py.
 #
 #   test/e2e/run.sh test/e2e/reserve.sh
-#   RESERVE_SCENARIOS="1 3" bash test/e2e/reserve.sh     # a subset
+#   RESERVE_SCENARIOS="1 3" bash test/e2e/reserve.sh     # a subset (E2E_SCENARIOS too)
 set -u
 cd "$(dirname "$0")/../.."
 . test/cluster/cluster.sh
 . test/e2e/lib.sh
 
-E2E_SCENARIOS=${RESERVE_SCENARIOS:-1 2 3 4 5}
+E2E_SCENARIOS=${RESERVE_SCENARIOS:-${E2E_SCENARIOS:-1 2 3 4 5 6 7 8}}
 T_START=$SECONDS
 e2e_reaper_bounds 5 1      # BIND_TIMEOUT, REAP_INTERVAL, EXT_FLAGS, REAP_BOUND
 # "No more pods get bound": no change for longer than kube-scheduler's longest
@@ -501,6 +503,117 @@ if e2e_want 5; then
   e2e_check "release: four new pods get the four freed GPUs" check_new
   e2e_check "release: ledgers and Leases consistent afterwards" e2e_verify "$WORK/s5" --settled --full-use "$NS" --nodes "$NODES"
   e2e_note "release: released after (s since the deletes/patches):$RELEASE_TIMES; $((SECONDS - t0))s"
+fi
+
+# The ledger of NODE, as the API server has it now, holds an entry of UID.
+in_ledger() {  # NODE UID
+  kubectl -n gpu-system get lease "gpu-ledger.$1" -o 'jsonpath={.metadata.annotations.gpu\.scheduling/reservations}' |
+    grep -q "\"$2\""
+}
+pod_uid() { kubectl -n "$1" get pod "$2" -o 'jsonpath={.metadata.uid}'; }   # NS POD
+
+# ==== 6. a label taken off frees nothing ============================================
+# The pod watch selects gpu.scheduling/managed=true: taking the label off a
+# bound pod makes the API server send DELETED to that watch, though the pod
+# lives on. 1 node x 8 GPUs: a 4-GPU pod is bound, its label taken off, then
+# two more 4-GPU pods come: only one may bind.
+if e2e_want 6; then
+  begin label rl 1 8
+  cluster_alive ext1 || start_ext ext1 "$PORT1"
+  cluster_alive scheduler-sched1 || e2e_start_scheduler sched1 "$URL1"
+  create_pods "$NS" rl 1xgpu4 --selector pool=rl --managed-every 1
+  e2e_check "label: a 4-GPU pod bound" cluster_wait 60 "rl-000 bound" cluster_pod_node "$NS" rl-000
+  kubectl -n "$NS" label pod rl-000 gpu.scheduling/managed- >/dev/null
+  sleep $((2 * REAP_INTERVAL + 2))   # the DELETED, a reaper pass and its lookup
+  create_pods "$NS" rlnew 2xgpu4 --selector pool=rl --managed-every 1
+  BOUND=$(wait_settled "$NS" $SETTLE 60)
+  check_one_more() { [[ $BOUND == 2 ]] || { echo "$BOUND of 3 pods of 4 GPUs bound on 8 GPUs (want 2)"; return 1; }; }
+  e2e_check "label: with the label off the first pod, one of two more 4-GPU pods binds, not both" check_one_more
+  e2e_check "label: zero double allocations; the unlabelled pod keeps its reservation" \
+    e2e_verify "$WORK/s6" --nodes "$NODES"
+  e2e_check "label: the unlabelled pod's ledger entry is there" in_ledger rl-1 "$(pod_uid "$NS" rl-000)"
+  e2e_note "label: $BOUND of 3 bound; $((SECONDS - t0))s"
+  cleanup_ns "$NS"
+fi
+
+# ==== 7. a lost ledger entry of an unwatched pod is put back ========================
+# An unwatched pod (no label) bound on 1 node x 4 GPUs; its reservation
+# Lease is older than the bind timeout when its entry is taken out of the
+# ledger by hand. The reaper must read the pod, put the entry back from its
+# allocation annotation, and keep the Lease (the same object).
+if e2e_want 7; then
+  begin lost rg 1 4
+  cluster_alive ext1 || start_ext ext1 "$PORT1"
+  cluster_alive scheduler-sched1 || e2e_start_scheduler sched1 "$URL1"
+  create_pods "$NS" rg 1xgpu1 --selector pool=rg
+  e2e_check "lost: an unwatched pod bound" cluster_wait 60 "rg-000 bound" cluster_pod_node "$NS" rg-000
+  RG_UID=$(pod_uid "$NS" rg-000)
+  RG_LEASE=gpu-reservation.$RG_UID.$(printf %s rg-1 | sha256sum | cut -c1-16)
+  lease_uid() { kubectl -n "$NS" get lease "$RG_LEASE" -o 'jsonpath={.metadata.uid}' 2>/dev/null; }
+  RG_LEASE_UID=$(lease_uid)
+  sleep $((BIND_TIMEOUT + 1))        # the Lease is older than the bind timeout
+  python3 "$LOAD" drop "$NS" rg-000 rg-1 || echo "drop failed"
+  check_put_back() {
+    [[ -n $RG_LEASE_UID ]] || { echo "no reservation Lease $RG_LEASE to begin with"; return 1; }
+    cluster_wait $((REAP_BOUND + 3)) "rg-000's entry back" in_ledger rg-1 "$RG_UID" || return 1
+    sleep $((2 * REAP_INTERVAL + 1))
+    in_ledger rg-1 "$RG_UID" || { echo "the entry went again"; return 1; }
+    [[ $(lease_uid) == "$RG_LEASE_UID" ]] || { echo "its reservation Lease was deleted (now '$(lease_uid)')"; return 1; }
+  }
+  e2e_check "lost: the entry comes back from the pod's annotation and its reservation Lease stays" check_put_back
+  e2e_check "lost: ledgers and Leases consistent" e2e_verify "$WORK/s7" --nodes "$NODES"
+  cleanup_ns "$NS"
+fi
+
+# ==== 8. a silent watch releases nothing ============================================
+# A third replica, ext3, reaches the API server through test/e2e/faultproxy.py.
+# A watched pod no scheduler serves gets a reservation (as a bind that wrote
+# its ledger entry leaves it), which ext3 sees. Then every open connection of
+# ext3 goes silent (half-open: no bytes, no close), and the pod is bound as
+# the replica that reserved it would bind it. ext3's watches still show the
+# pod unbound; past the bind timeout, its reaper must not release it.
+if e2e_want 8; then
+  begin silent rq 1 4
+  PROXY_CTL=$WORK/proxy.ctl
+  : >"$PROXY_CTL"
+  rm -f "$WORK/proxy.port"
+  cluster_spawn faultproxy python3 test/e2e/faultproxy.py --upstream "127.0.0.1:$CLUSTER_API_PORT" \
+    --control "$PROXY_CTL" --port-file "$WORK/proxy.port"
+  PROXY_PID=$CLUSTER_LAST_PID
+  cluster_wait 10 "the fault proxy" test -s "$WORK/proxy.port" || echo "no fault proxy"
+  PROXY_KUBECONFIG=$WORK/proxy.kubeconfig
+  sed "s#^\(    server:\).*#\1 https://127.0.0.1:$(cat "$WORK/proxy.port")#" "$CLUSTER_EXTENDER_KUBECONFIG" >"$PROXY_KUBECONFIG"
+  chmod 600 "$PROXY_KUBECONFIG"
+  PORT3=$(e2e_free_port)
+  IDLE_FLAGS=(--watch-idle-timeout 8)   # (an extender without the setting runs on its defaults)
+  "$E2E_EXTENDER" serve --help 2>&1 | grep -q watch-idle-timeout || IDLE_FLAGS=()
+  cluster_spawn ext3 "$E2E_EXTENDER" serve --kubeconfig "$PROXY_KUBECONFIG" --listen "127.0.0.1:$PORT3" \
+    --identity ext3 "${EXT_FLAGS[@]}" "${IDLE_FLAGS[@]}"
+  disown "$CLUSTER_LAST_PID" 2>/dev/null
+  cluster_wait 30 "ext3 ready" curl -sf "http://127.0.0.1:$PORT3/readyz" || echo "ext3 not ready"
+  python3 "$LOAD" pods "$NS" rq 1xgpu1 --selector pool=rq --managed-every 1 --scheduler none | kubectl create -f - >/dev/null
+  RQ_UID=$(pod_uid "$NS" rq-000)
+  read -r RQ_NODE RQ_DEV < <(python3 "$LOAD" inject "$NS" rq-000 rq-1)
+  sleep 2                            # ext3 sees the pod and its reservation
+  kill -USR2 "$PROXY_PID"
+  sleep 0.5
+  kubectl create --raw "/api/v1/namespaces/$NS/pods/rq-000/binding" -f - >/dev/null <<EOF || echo "binding failed"
+{"apiVersion":"v1","kind":"Binding","metadata":{"name":"rq-000","namespace":"$NS",
+ "annotations":{"gpu.scheduling/allocated":"$RQ_NODE:$RQ_DEV"}},
+ "target":{"apiVersion":"v1","kind":"Node","name":"$RQ_NODE"}}
+EOF
+  sleep $((REAP_BOUND + 25))         # past the bind timeout, and an API request's timeout or two
+  check_kept() {
+    [[ $(e2e_pod_node "$NS" rq-000) == "$RQ_NODE" ]] || { echo "rq-000 is not bound to $RQ_NODE"; return 1; }
+    in_ledger "$RQ_NODE" "$RQ_UID" || { echo "the bound pod's reservation was released:"; grep 'pod=silent/rq-000' "$(cluster_log ext3)" | tail -3; return 1; }
+  }
+  e2e_check "silent: a pod bound while the watch was silent keeps its reservation past the bind timeout" check_kept
+  noticed() { grep -q 'msg="watch silent' "$(cluster_log ext3)"; }
+  e2e_check "silent: the extender found its watches silent and listed again" noticed
+  e2e_note "silent: $(grep -c 'msg="watch silent' "$(cluster_log ext3)") silent watches restarted; $((SECONDS - t0))s"
+  cluster_kill ext3
+  cluster_kill faultproxy
+  cleanup_ns "$NS"
 fi
 
 stop_schedulers

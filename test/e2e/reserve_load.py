@@ -3,7 +3,7 @@
 
   reserve_load.py pods NS PREFIX SPEC [--selector K=V] [--scheduler NAME] [--managed-every N]
       prints a v1 List of pods (for kubectl create -f -). SPEC is a comma list
-      of COUNTxKIND: "100xgpu1,50xgpu2,30xshared" where KIND is gpu1 / gpu2
+      of COUNTxKIND: "100xgpu1,50xgpu2,30xshared" where KIND is gpu1 / gpu2 / gpu4
       (exclusive GPUs) or shared (gpu-core 30, gpu-memory 20000). Every Nth
       pod gets the label gpu.scheduling/managed=true (watched by the
       extenders, as the webhook would label it); the others are found through
@@ -30,6 +30,11 @@
       list) that has one, for the (unbound) pod, in the node's ledger (a
       resourceVersion-checked replace, retried on conflicts) and as the pod's
       reservation Lease. Prints "NODE DEVICE".
+
+  reserve_load.py drop NS POD NODE
+      a ledger that lost an entry: the pod's entry is taken out of NODE's
+      ledger (a resourceVersion-checked replace, retried on conflicts); its
+      reservation Lease stays.
       Uses kubectl (KUBECONFIG) as admin.
 """
 import hashlib
@@ -44,6 +49,7 @@ import urllib.request
 KINDS = {
     "gpu1": {"gpu.scheduling/gpu": "1"},
     "gpu2": {"gpu.scheduling/gpu": "2"},
+    "gpu4": {"gpu.scheduling/gpu": "4"},
     "shared": {"gpu.scheduling/gpu-core": "30", "gpu.scheduling/gpu-memory": "20000"},
 }
 
@@ -184,6 +190,32 @@ def cmd_inject(argv):
     sys.exit("inject: no free GPU on %s" % ",".join(nodes))
 
 
+def cmd_drop(argv):
+    ns, pod, node = argv[0], argv[1], argv[2]
+    rc, out, err = kubectl(["-n", ns, "get", "pod", pod, "-o", "json"])
+    if rc:
+        sys.exit("drop: " + err)
+    uid = json.loads(out)["metadata"]["uid"]
+    for attempt in range(20):
+        rc, out, err = kubectl(["-n", "gpu-system", "get", "lease", "gpu-ledger." + node, "-o", "json"])
+        if rc:
+            sys.exit("drop: " + err)
+        lease = json.loads(out)
+        anns = lease["metadata"]["annotations"]
+        entries = json.loads(anns.get("gpu.scheduling/reservations") or "[]")
+        kept = [e for e in entries if e["uid"] != uid]
+        if len(kept) == len(entries):
+            sys.exit("drop: %s holds nothing in the ledger of %s" % (pod, node))
+        anns["gpu.scheduling/reservations"] = json.dumps(kept, separators=(",", ":"))
+        rc, out, err = kubectl(["replace", "-f", "-"], json.dumps(lease))
+        if rc == 0:
+            return
+        if "the object has been modified" not in err and "Conflict" not in err:
+            sys.exit("drop: " + err)
+        time.sleep(0.1)
+    sys.exit("drop: too many conflicts")
+
+
 def inject_on(ns, pod, uid, node):
     rc, out, err = kubectl(["get", "gpunodestatus", node, "-o", "json"])
     if rc:
@@ -235,4 +267,4 @@ def inject_on(ns, pod, uid, node):
 
 
 if __name__ == "__main__":
-    {"pods": cmd_pods, "binds": cmd_binds, "inject": cmd_inject}[sys.argv[1]](sys.argv[2:])
+    {"pods": cmd_pods, "binds": cmd_binds, "inject": cmd_inject, "drop": cmd_drop}[sys.argv[1]](sys.argv[2:])
