@@ -10,10 +10,14 @@
  * write. Any failure after the ledger write releases the reservation.
  *
  * Reaper: every reap interval, releases the reservations of pods that are
- * deleted (pod watch, or the garbage collector removing the reservation
- * Lease), finished (Succeeded/Failed), bound elsewhere, or not bound within
+ * gone, finished (Succeeded/Failed), bound elsewhere, or not bound within
  * the bind timeout; and puts back reservations of bound pods (from their
- * allocation annotation) that a ledger lost.
+ * allocation annotation) that a ledger lost. The watches' word is final only
+ * for what cannot be undone (finished, bound elsewhere): a pod the pod watch
+ * dropped (deleted, or only its label taken off), a reservation Lease that
+ * went, or a pod still shown unbound past the bind timeout is read (a GET,
+ * served with a quorum read) before anything is released. The bind timeout
+ * counts on this replica's monotonic clock from when it first saw the entry.
  */
 #ifndef GPU_RESERVE_H
 #define GPU_RESERVE_H
