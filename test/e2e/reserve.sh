@@ -616,7 +616,10 @@ EOF
   e2e_check "silent: a pod bound while the watch was silent keeps its reservation past the bind timeout" check_kept
   noticed() { grep -q 'msg="watch silent' "$(cluster_log ext3)"; }
   e2e_check "silent: the extender found its watches silent and listed again" noticed
-  e2e_note "silent: $(grep -c 'msg="watch silent' "$(cluster_log ext3)") silent watches restarted; $((SECONDS - t0))s"
+  e2e_note "silent: $(grep -c 'msg="watch silent' "$(cluster_log ext3)") silent watches restarted;" \
+    "proxy: $(grep -E 'stalled' "$(cluster_log faultproxy)" | cut -d' ' -f2- | tr '\n' ' ');" \
+    "ext3 on rq-000 and the API: $(grep -E 'rq-000|cannot|silent|released' "$(cluster_log ext3)" | tail -6 |
+      sed -E 's/^ts=[^ ]+ //' | cut -c1-160 | tr '\n' '|'); $((SECONDS - t0))s"
   cluster_kill ext3
   cluster_kill faultproxy
   cleanup_ns "$NS"
