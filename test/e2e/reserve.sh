@@ -568,9 +568,10 @@ fi
 # ==== 8. a silent watch releases nothing ============================================
 # A third replica, ext3, reaches the API server through test/e2e/faultproxy.py.
 # A watched pod no scheduler serves gets a reservation (as a bind that wrote
-# its ledger entry leaves it), which ext3 sees. Then every open connection of
-# ext3 goes silent (half-open: no bytes, no close), and the pod is bound as
-# the replica that reserved it would bind it. ext3's watches still show the
+# its ledger entry leaves it), which ext3 sees. Then ext3's watch connections
+# go silent (half-open: no bytes, no close; its requests still get through on
+# new connections), and the pod is bound as the replica that reserved it
+# would bind it. ext3's watches still show the
 # pod unbound; past the bind timeout, its reaper must not release it.
 if e2e_want 8; then
   begin silent rq 1 4
@@ -599,6 +600,12 @@ if e2e_want 8; then
   RQ_UID=$(pod_uid "$NS" rq-000)
   read -r RQ_NODE RQ_DEV < <(python3 "$LOAD" inject "$NS" rq-000 rq-1)
   sleep 2                            # ext3 sees the pod and its reservation
+  # Every connection reset first: ext3 watches again at once (from where it
+  # was, no relist) and its idle pooled connections are dead, so that the
+  # stall then catches the watches alone and requests open new connections,
+  # as when a NAT forgot only the long-lived ones.
+  kill -USR1 "$PROXY_PID"
+  sleep 3
   kill -USR2 "$PROXY_PID"
   sleep 0.5
   kubectl create --raw "/api/v1/namespaces/$NS/pods/rq-000/binding" -f - >/dev/null <<EOF || echo "binding failed"
@@ -617,7 +624,7 @@ EOF
   noticed() { grep -q 'msg="watch silent' "$(cluster_log ext3)"; }
   e2e_check "silent: the extender found its watches silent and listed again" noticed
   e2e_note "silent: $(grep -c 'msg="watch silent' "$(cluster_log ext3)") silent watches restarted;" \
-    "proxy: $(grep -E 'stalled' "$(cluster_log faultproxy)" | cut -d' ' -f2- | tr '\n' ' ');" \
+    "proxy: $(grep -E 'stalled|cut' "$(cluster_log faultproxy)" | cut -d' ' -f2- | tr '\n' ' ');" \
     "ext3 on rq-000 and the API: $(grep -E 'rq-000|cannot|silent|released' "$(cluster_log ext3)" | tail -6 |
       sed -E 's/^ts=[^ ]+ //' | cut -c1-160 | tr '\n' '|'); $((SECONDS - t0))s"
   cluster_kill ext3
