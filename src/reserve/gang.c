@@ -452,6 +452,24 @@ static void unwrite(struct reserve *r, const struct gang_plan *p, const struct g
 	}
 }
 
+/*
+ * Test only: GPU_EXTENDER_TEST_GANG_PAUSE_S=N pauses N seconds after each
+ * node's places were written but the last, so that an end-to-end test can
+ * kill the extender part-way through a gang's reservation
+ * (test/e2e/gang.sh). Unset (the default), nothing waits.
+ */
+static void test_pause_after_places(const char *gang, const char *node)
+{
+	const char *env = getenv("GPU_EXTENDER_TEST_GANG_PAUSE_S");
+	int secs = env ? atoi(env) : 0;
+	if (secs <= 0)
+		return;
+	log_warn("test only: pausing after writing a gang's places on one node", "gang=%s node=%s pause_s=%d", gang,
+		 node, secs);
+	struct timespec t = { secs, 0 };
+	nanosleep(&t, NULL);
+}
+
 /* Plans and reserves every place of the gang; out says where the pod may go, or why nowhere. */
 static void reserve_places(struct reserve *r, const struct api_pod_ref *pod, const struct claim *c, const char *gang,
 			   int members, int timeout, const struct gpu_node *const *nodes, int n, struct gang_route *out)
@@ -495,6 +513,8 @@ static void reserve_places(struct reserve *r, const struct api_pod_ref *pod, con
 		if (rc < 0)
 			break;
 		done = end;
+		if (done < p.nslots)
+			test_pause_after_places(gang, node);
 	}
 	if (!made || done < p.nslots) {
 		unwrite(r, &p, nodes, id, done);
