@@ -1005,12 +1005,13 @@ void reserve_gang_reap(struct reserve *r, time_t now)
 	static _Atomic uint32_t passes;
 	uint32_t pass = atomic_fetch_add(&passes, 1) + 1;
 	cJSON *list = cJSON_ParseWithLength(resp.body.data, resp.body.len);
-	cJSON *items = cJSON_GetObjectItemCaseSensitive(list, "items");
-	for (int i = 0; i < cJSON_GetArraySize(items); i++) {
-		/* (recover_lock may swap the item for its new version) */
-		cJSON *it = cJSON_DetachItemFromArray(items, i);
-		recover_lock(r, &it, now, pass);
-		cJSON_InsertItemInArray(items, i, it);
+	const cJSON *it;
+	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(list, "items")) {
+		/* A copy: recover_lock may swap it for its new version (and cJSON 1.7.15 cannot put an item back last). */
+		cJSON *own = cJSON_Duplicate(it, true);
+		if (own)
+			recover_lock(r, &own, now, pass);
+		cJSON_Delete(own);
 	}
 	forget_locks(r, pass);
 	cJSON_Delete(list);

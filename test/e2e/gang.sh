@@ -349,6 +349,12 @@ if e2e_want 10; then
   e2e_check "10. the other replica rolls the half-written gang back (no place, no lock) within its timeout" \
     cluster_wait 50 "half-10 rolled back" rolled_back
   e2e_note "10. rolled back $((SECONDS - t0)) s after the kill"
+  if ! rolled_back; then   # what the replicas saw, for the failure above
+    kubectl -n gpu-system get leases -l gpu.scheduling/gang-lock=true -o json | grep -F 'half-10' -A2 | head -20
+    for f in "$CLUSTER_DIR"/logs/ext*.log; do
+      echo "  $(basename "$f"):"; grep -E 'gang|lock|reap' "$f" | tail -8 | cut -c1-300
+    done
+  fi
   said() {  # (the running replicas: ext, or ext2 and ext-b after scenarios 6 and 8)
     grep -l 'rolled back a gang.*gang=ml/half-10' "$CLUSTER_DIR"/logs/ext*.log | grep -qv '/ext-p\.log$'
   }
