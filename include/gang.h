@@ -41,4 +41,24 @@ int gang_plan(const struct gpu_node *const *nodes, int n, const struct claim *c,
 	      const char *topology_key, struct gang_plan *out);
 void gang_plan_release(struct gang_plan *p);
 
+/* A place a gang holds on a node: the devices reserved for one member, and how. */
+struct gang_place {
+	enum claim_mode mode;
+	int ndev;
+	int ids[GPU_MAX_DEVICES];   /* device ids */
+	uint32_t mem_mib, core;     /* shared: taken on each device */
+};
+
+/*
+ * Whether a member asking c may take over place p on node n: the place is
+ * exactly what c would reserve (mode, count, the share of each device) and
+ * c's whole claim holds on exactly its devices (vendor, model or MIG
+ * profile, architecture, memory, node labels, topology), as fit_node
+ * decides on n with every other device left out and the place's own use
+ * taken off. False with why (one line: "places of ...; this member asks
+ * ..." or the fit's reason).
+ */
+bool gang_place_fits(const struct gpu_node *n, const struct gang_place *p, const struct claim *c, char *why,
+		     size_t size);
+
 #endif

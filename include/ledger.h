@@ -106,6 +106,33 @@ bool ledger_packed_holds(const struct ledger_packed *p, const char *uid);
 /* The ledger of node at rv with p's entries; 0, or -1 when out of memory. */
 int ledger_unpack(const struct ledger_packed *p, const char *node, const char *rv, struct ledger *out);
 
+/*
+ * A gang's plan: one reservation of its places. The gang's lock Lease
+ * records it (annotation gpu.scheduling/gang-plan) before any place is
+ * written, Writing; Written once every place is; RolledBack when a replica
+ * takes an unfinished one back (docs/gang.md). Its places' uids name it:
+ * gang-<gang id>-p<plan>-<slot>. A member takes a place only of a plan
+ * seen Written.
+ */
+#define GANG_PLAN_ANN "gpu.scheduling/gang-plan"
+enum gang_plan_state { PLAN_WRITING = 0, PLAN_WRITTEN, PLAN_ROLLED_BACK };
+struct gang_intent {
+	char plan[9];              /* 8 hex digits */
+	int total;                 /* places of the plan, slots 0..total-1 */
+	enum gang_plan_state state;
+	int nnodes;
+	char (*nodes)[254];        /* the nodes its places go to; ledger_intent_release frees them */
+};
+/* The annotation's value (a JSON text) into out. */
+int ledger_intent_encode(const struct gang_intent *in, struct buf *out);
+/* The annotation's value -> out; 0, or -1 with err (out is then empty). */
+int ledger_intent_decode(const char *text, struct gang_intent *out, char *err, size_t errlen);
+void ledger_intent_release(struct gang_intent *in);
+/* A plan's place uid: gang-<id>-p<plan>-<slot>. */
+void ledger_place_uid(const char *id, const char *plan, int slot, char *out, size_t size);
+/* The plan a place's uid names, into plan; false for places from before plans (gang-<id>-<n>, -r<uid>). */
+bool ledger_place_plan(const char *uid, char plan[9]);
+
 /* A gang's id: a hash of "<namespace>/<name>", in its places' uids and its lock Lease's name. */
 void ledger_gang_id(const char *ns, const char *gang, char out[17]);
 /* Lease names: gpu-ledger.<node> (hashed when too long), gpu-reservation.<uid>.<node hash>. */

@@ -23,14 +23,14 @@ enum metric_counter {
 	M_RELISTS,             /* resource */
 	M_WATCH_EVENTS,        /* resource */
 	M_RELEASED,            /* reason: pod_gone, pod_finished, bind_timeout, bind_failed, gang_timeout, pod_elsewhere */
-	M_GANGS,               /* result: reserved, no_fit, waiting, conflict */
+	M_GANGS,               /* result: reserved, no_fit, waiting, conflict, rolled_back */
 	M_HTTP_REFUSED,        /* reason: connection_limit */
 	M_RATINGS,             /* nodes prioritize rated, by source: filter (kept from the pod's filter), made */
 	M_COUNTER_COUNT
 };
 
 enum { BIND_OK = 0, BIND_NO_FIT, BIND_CONFLICT, BIND_ERROR };
-enum { GANG_RESERVED = 0, GANG_NO_FIT, GANG_WAITING, GANG_CONFLICT };
+enum { GANG_RESERVED = 0, GANG_NO_FIT, GANG_WAITING, GANG_CONFLICT, GANG_ROLLED_BACK };
 enum { RES_NODES = 0, RES_GNS, RES_GPUCLAIMS, RES_PODS, RES_LEASES, RES_COUNT };
 enum { RATINGS_KEPT = 0, RATINGS_MADE };
 enum { REL_POD_GONE = 0, REL_POD_FINISHED, REL_BIND_TIMEOUT, REL_BIND_FAILED, REL_GANG_TIMEOUT, REL_POD_ELSEWHERE };

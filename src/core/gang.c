@@ -163,3 +163,50 @@ void gang_plan_release(struct gang_plan *p)
 	p->slots = NULL;
 	p->nslots = 0;
 }
+
+/* "8 Exclusive GPUs each", "1 Shared GPU each (8192 MiB, 250 milli-GPU on each)". */
+static void place_shape(char *out, size_t size, enum claim_mode mode, int count, uint32_t mib, uint32_t core)
+{
+	int len = snprintf(out, size, "%d %s GPU%s", count, claim_mode_name(mode), count == 1 ? "" : "s");
+	if (mode == CLAIM_SHARED && len > 0 && (size_t)len < size)
+		snprintf(out + len, size - (size_t)len, " (%u MiB, %u milli-GPU on each)", mib, core);
+}
+
+bool gang_place_fits(const struct gpu_node *n, const struct gang_place *p, const struct claim *c, char *why,
+		     size_t size)
+{
+	bool shared = c->mode == CLAIM_SHARED;
+	if (p->mode != c->mode || p->ndev != c->count || (shared && (p->mem_mib != c->mem_mib || p->core != c->core))) {
+		char has[96], asks[96];
+		place_shape(has, sizeof(has), p->mode, p->ndev, p->mem_mib, p->core);
+		place_shape(asks, sizeof(asks), c->mode, c->count, c->mem_mib, c->core);
+		snprintf(why, size, "places of %s each; this member asks %s", has, asks);
+		return false;
+	}
+	/* The node with only the place's devices usable, free of the place's own use. */
+	struct gpu_node *only = gpu_node_clone(n);
+	if (!only) {
+		snprintf(why, size, "out of memory");
+		return false;
+	}
+	int found = 0;
+	for (int i = 0; i < only->ndev; i++) {
+		bool in = false;
+		for (int k = 0; k < p->ndev && !in; k++)
+			in = only->dev[i].id == p->ids[k];
+		if (in) {
+			gpu_clear_usage(&only->dev[i]);
+			found++;
+		} else {
+			only->dev[i].external = true;
+		}
+	}
+	struct fit f;
+	bool ok = found == p->ndev && fit_node(only, c, PACK_BINPACK, &f) && f.ndev == p->ndev;
+	if (!ok && found != p->ndev)
+		snprintf(why, size, "a place's devices are no longer all on node %s", n->name);
+	else if (!ok)
+		snprintf(why, size, "a place's devices do not fit this member: %s", f.ok ? "other devices" : f.reason);
+	gpu_node_free(only);
+	return ok;
+}

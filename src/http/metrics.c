@@ -43,7 +43,7 @@ static struct counter_family counters[M_COUNTER_COUNT] = {
 			 { "pod_gone", "pod_finished", "bind_timeout", "bind_failed", "gang_timeout", "pod_elsewhere" }, { 0 } },
 	[M_GANGS] = { "gpu_extender_gang_reservations_total",
 		      "Attempts to reserve a whole gang's places, by result.", "result",
-		      { "reserved", "no_fit", "waiting", "conflict" }, { 0 } },
+		      { "reserved", "no_fit", "waiting", "conflict", "rolled_back" }, { 0 } },
 	[M_HTTP_REFUSED] = { "gpu_extender_connections_refused_total",
 			     "Connections closed at once, at maxConnections or maxConnectionsPerAddress.", "reason",
 			     { "connection_limit" }, { 0 } },

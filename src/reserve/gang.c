@@ -22,32 +22,52 @@
 #define GANG_LOCK_LABEL "gpu.scheduling/gang-lock"
 #define GANG_ANN "gpu.scheduling/gang"
 
-/* What the ledgers (as last watched or written) hold of one gang. */
-struct gang_view {
-	int places, bound;        /* places not taken yet; members bound into theirs */
-	int n;
-	char (*nodes)[254];       /* nodes with a place free */
-	char own[254];            /* the node where the pod itself holds a reservation, or "" */
-	struct alloc shape;       /* a place, as its devices were reserved */
+/* A place of a plan seen Written, where it is. */
+struct free_place {
+	char node[254];
+	struct gang_place pl;
 };
 
-static int view_add_node(struct gang_view *v, const char *node)
+/* What the ledgers (as last watched or written) hold of one gang. */
+struct gang_view {
+	int places, bound;        /* places not taken yet (of any plan); members bound into theirs */
+	int nfree;
+	struct free_place *free;  /* the places a member may take: of plans seen Written (or from before plans) */
+	char pending[9];          /* a plan with places not seen Written yet, or "" */
+	char own[254];            /* the node where the pod itself holds a reservation, or "" */
+};
+
+static void place_of_alloc(const struct alloc *a, struct gang_place *out)
 {
-	for (int i = 0; i < v->n; i++)
-		if (!strcmp(v->nodes[i], node))
-			return 0;
-	char (*grown)[254] = realloc(v->nodes, ((size_t)v->n + 1) * sizeof(*v->nodes));
-	if (!grown)
-		return -1;
-	v->nodes = grown;
-	snprintf(v->nodes[v->n++], sizeof(*v->nodes), "%s", node);
-	return 0;
+	memset(out, 0, sizeof(*out));
+	out->mode = a->mode;
+	out->ndev = a->ndev;
+	out->mem_mib = a->mem_mib;
+	out->core = a->core;
+	for (int k = 0; k < a->ndev; k++)
+		out->ids[k] = alloc_id(a, k);
+}
+
+/* Whether a place's plan was seen Written (places from before plans: yes); else its plan in pending. */
+static bool plan_written_locked(struct reserve *r, const char *id, const char *uid, char pending[9])
+{
+	char plan[9], key[32];
+	if (!ledger_place_plan(uid, plan))
+		return true;
+	snprintf(key, sizeof(key), "%s-p%s", id, plan);
+	if (strmap_get(&r->gang_written, key))
+		return true;
+	if (pending)
+		snprintf(pending, 9, "%s", plan);
+	return false;
 }
 
 static int gang_view(struct reserve *r, const struct api_pod_ref *pod, const char *gang, struct gang_view *v)
 {
 	memset(v, 0, sizeof(*v));
-	int rc = 0;
+	char id[17];
+	ledger_gang_id(pod->ns, gang, id);
+	int rc = 0, cap = 0;
 	pthread_mutex_lock(&r->lock);
 	const struct ledger_box *box;
 	for (size_t pos = 0; !rc && (box = keyset_next(&r->ledgers, &pos));) {
@@ -61,13 +81,24 @@ static int gang_view(struct reserve *r, const struct api_pod_ref *pod, const cha
 			if (!s.gang[0] || strcmp(s.gang, gang) || strcmp(s.ns, pod->ns))
 				continue;
 			struct ledger_entry e;
-			if (ledger_packed_next(p, &here, &e) && ledger_entry_is_place(&e)) {
-				v->shape = e.a;
-				v->places++;
-				rc = view_add_node(v, node);
-			} else {
+			if (!ledger_packed_next(p, &here, &e) || !ledger_entry_is_place(&e)) {
 				v->bound++;
+				continue;
 			}
+			v->places++;
+			if (!plan_written_locked(r, id, e.a.uid, v->pending))
+				continue;
+			if (v->nfree == cap) {
+				cap = cap ? 2 * cap : 8;
+				struct free_place *grown = realloc(v->free, (size_t)cap * sizeof(*grown));
+				if (!grown) {
+					rc = -1;
+					break;
+				}
+				v->free = grown;
+			}
+			snprintf(v->free[v->nfree].node, sizeof(v->free[0].node), "%s", node);
+			place_of_alloc(&e.a, &v->free[v->nfree++].pl);
 		}
 	}
 	pthread_mutex_unlock(&r->lock);
@@ -213,10 +244,10 @@ void reserve_gang_status(struct reserve *r, const char *ns, const char *gang, co
 	struct api_pod_ref none = { .ns = ns, .name = "", .uid = "" };
 	struct gang_view v;
 	if (gang_view(r, &none, gang, &v)) {
-		free(v.nodes);
+		free(v.free);
 		return;
 	}
-	free(v.nodes);
+	free(v.free);
 	char key[256], state[512];
 	snprintf(key, sizeof(key), "%s/%s", ns, gang);
 	snprintf(state, sizeof(state), "%s|%d|%d|%d|%s", phase, size, v.bound, v.places, message);
@@ -305,34 +336,112 @@ static void lock_delete(struct reserve *r, const char *id, const char *rv)
 	kube_response_release(&resp);
 }
 
-/* 0: this replica holds the gang's lock now; 1: another does (holder says which); -1: err. */
-static int lock_take(struct reserve *r, const char *ns, const char *gang, const char *id, int timeout,
-		     char *holder, size_t hsize, char *err, size_t errlen)
+/*
+ * How long a plan may stay Writing: its writer gives up at half of it, and
+ * another replica takes it back once it saw the lock unchanged this long
+ * (on its own clock). Well inside the gang's timeout.
+ */
+static int write_window_s(int timeout)
 {
-	char path[512], now[40], msg[256];
+	int w = timeout / 4;
+	return w < 5 ? 5 : w > 30 ? 30 : w;
+}
+
+/* The lock Lease to create: held by this replica, with the plan it is about to write. */
+static void lock_body(struct reserve *r, const char *ns, const char *gang, const char *id, int timeout,
+		      const struct gang_intent *in, struct buf *out)
+{
+	char now[40], key[256];
 	ledger_microtime(now, sizeof(now));
-	struct buf body;
-	buf_init(&body, 4096);
-	buf_printf(&body, "{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\",\"metadata\":{\"name\":"
-			  "\"gpu-gang.%s\",\"labels\":{\"" GANG_LOCK_LABEL "\":\"true\"},\"annotations\":{\"" GANG_ANN
-			  "\":", id);
-	char key[256];
+	struct buf intent;
+	buf_init(&intent, 1 << 20);
+	ledger_intent_encode(in, &intent);
+	buf_printf(out, "{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\",\"metadata\":{\"name\":"
+			"\"gpu-gang.%s\",\"labels\":{\"" GANG_LOCK_LABEL "\":\"true\"},\"annotations\":{\"" GANG_ANN
+			"\":", id);
 	snprintf(key, sizeof(key), "%s/%s", ns, gang);
-	buf_add_json_str(&body, key);
-	buf_adds(&body, "}},\"spec\":{\"holderIdentity\":");
-	buf_add_json_str(&body, r->identity);
-	buf_printf(&body, ",\"leaseDurationSeconds\":%d,\"acquireTime\":\"%s\",\"renewTime\":\"%s\"}}", timeout, now, now);
+	buf_add_json_str(out, key);
+	buf_adds(out, ",\"" GANG_PLAN_ANN "\":");
+	buf_add_json_str(out, buf_cstr(&intent));
+	buf_adds(out, "}},\"spec\":{\"holderIdentity\":");
+	buf_add_json_str(out, r->identity);
+	buf_printf(out, ",\"leaseDurationSeconds\":%d,\"acquireTime\":\"%s\",\"renewTime\":\"%s\"}}", timeout, now, now);
+	buf_release(&intent);
+}
+
+/*
+ * Writes lease (a lock Lease as read, with its resourceVersion) back with
+ * its plan in state st. 0: done (*lease is then the new version); 1: the
+ * lock changed or went meanwhile; -1: no answer (err).
+ */
+static int lock_put_state(struct reserve *r, cJSON **lease, enum gang_plan_state st, char *err, size_t errlen)
+{
+	const char *name = api_str(api_path(*lease, "metadata"), "name");
+	cJSON *ann = cJSON_GetObjectItemCaseSensitive(api_path(*lease, "metadata"), "annotations");
+	const char *text = api_str(ann, GANG_PLAN_ANN);
+	struct gang_intent in;
+	if (!name || strncmp(name, "gpu-gang.", 9) || ledger_intent_decode(text, &in, err, errlen))
+		return -1;
+	in.state = st;
+	struct buf b;
+	buf_init(&b, 1 << 20);
+	ledger_intent_encode(&in, &b);
+	ledger_intent_release(&in);
+	cJSON_ReplaceItemInObjectCaseSensitive(ann, GANG_PLAN_ANN, cJSON_CreateString(buf_cstr(&b)));
+	buf_release(&b);
+	char path[512];
+	lock_path(r, name + 9, true, path, sizeof(path));
+	char *body = cJSON_PrintUnformatted(*lease);
 	struct kube_response resp;
 	kube_response_init(&resp);
 	int rc = -1;
-	for (int attempt = 0; attempt < 2; attempt++) {
+	if (!body)
+		snprintf(err, errlen, "out of memory");
+	else if (!kube_request(r->o.client, "PUT", path, body, NULL, 10, &resp, err, errlen)) {
+		if (resp.status == 200) {
+			cJSON *now = cJSON_ParseWithLength(resp.body.data, resp.body.len);
+			if (now) {
+				cJSON_Delete(*lease);
+				*lease = now;
+			}
+			rc = 0;
+		} else if (resp.status == 404 || resp.status == 409) {
+			rc = 1;
+		} else {
+			snprintf(err, errlen, "writing the gang's lock Lease: HTTP %ld", resp.status);
+		}
+	}
+	cJSON_free(body);
+	kube_response_release(&resp);
+	return rc;
+}
+
+/*
+ * 0: this replica holds the gang's lock now, recording the plan in (*lease:
+ * the Lease as created); 1: another does (holder says which); -1: err.
+ */
+static int lock_take(struct reserve *r, const char *ns, const char *gang, const char *id, int timeout,
+		     const struct gang_intent *in, cJSON **lease, char *holder, size_t hsize, char *err, size_t errlen)
+{
+	char path[512], msg[256];
+	struct buf body;
+	buf_init(&body, 1 << 20);
+	lock_body(r, ns, gang, id, timeout, in, &body);
+	struct kube_response resp;
+	kube_response_init(&resp);
+	int rc = -1;
+	*lease = NULL;
+	for (int attempt = 0; attempt < 3; attempt++) {
 		lock_path(r, id, false, path, sizeof(path));
 		kube_response_release(&resp);
 		kube_response_init(&resp);
 		if (kube_request(r->o.client, "POST", path, buf_cstr(&body), NULL, 10, &resp, err, errlen))
 			break;
 		if (resp.status == 201 || resp.status == 200) {
-			rc = 0;
+			*lease = cJSON_ParseWithLength(resp.body.data, resp.body.len);
+			rc = *lease ? 0 : -1;
+			if (!*lease)
+				snprintf(err, errlen, "the gang's lock Lease came back unreadable");
 			break;
 		}
 		if (resp.status != 409) {
@@ -346,22 +455,26 @@ static int lock_take(struct reserve *r, const char *ns, const char *gang, const 
 		kube_response_init(&resp);
 		if (kube_request(r->o.client, "GET", path, NULL, NULL, 10, &resp, err, errlen))
 			break;
-		cJSON *lease = resp.status == 200 ? cJSON_ParseWithLength(resp.body.data, resp.body.len) : NULL;
-		const char *h = api_str(api_path(lease, "spec"), "holderIdentity");
-		const char *rv = api_str(api_path(lease, "metadata"), "resourceVersion");
+		cJSON *old = resp.status == 200 ? cJSON_ParseWithLength(resp.body.data, resp.body.len) : NULL;
+		const char *h = api_str(api_path(old, "spec"), "holderIdentity");
+		const char *rv = api_str(api_path(old, "metadata"), "resourceVersion");
+		struct gang_intent was;
+		bool unfinished = !ledger_intent_decode(api_annotation(old, GANG_PLAN_ANN), &was, msg, sizeof(msg)) &&
+				  was.state != PLAN_WRITTEN;
+		ledger_intent_release(&was);
 		snprintf(holder, hsize, "%s", h ? h : "another replica");
-		if (h && !strcmp(h, r->identity)) {
-			/* Ours, from a reservation of this gang that lost a place since (a failed bind). */
-			cJSON_Delete(lease);
-			rc = 0;
-			break;
-		}
-		bool expired = lease && lock_end(lease) < clock_wall_s();
-		if (expired)
+		/*
+		 * Ours, from a reservation of this gang that lost a place since (a
+		 * failed bind): made again for the new plan. One that expired: its
+		 * holder is gone. Not one whose plan is unfinished: the reaper takes
+		 * its places back first.
+		 */
+		bool gone = old && !unfinished && ((h && !strcmp(h, r->identity)) || lock_end(old) < clock_wall_s());
+		if (gone)
 			lock_delete(r, id, rv ? rv : "");
-		cJSON_Delete(lease);
+		cJSON_Delete(old);
 		rc = 1;
-		if (!expired)
+		if (!gone)
 			break;
 	}
 	kube_response_release(&resp);
@@ -369,12 +482,68 @@ static int lock_take(struct reserve *r, const char *ns, const char *gang, const 
 	return rc;
 }
 
+/* Remembers that a plan of the gang is Written: its places may be taken. */
+static void plan_is_written(struct reserve *r, const char *id, const char *plan)
+{
+	char key[32];
+	snprintf(key, sizeof(key), "%s-p%s", id, plan);
+	pthread_mutex_lock(&r->lock);
+	if (r->gang_written.len >= 4096) {   /* plans live for a gang's timeout: forgetting only costs a read */
+		strmap_release(&r->gang_written);
+		strmap_init(&r->gang_written);
+	}
+	strmap_put(&r->gang_written, key, (void *)1, NULL);
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* Reads the gang's lock: whether it records plan as Written (then remembered). */
+static bool plan_confirm(struct reserve *r, const char *ns, const char *gang, const char *plan)
+{
+	char id[17], path[512], what[300], err[256];
+	ledger_gang_id(ns, gang, id);
+	lock_path(r, id, true, path, sizeof(path));
+	snprintf(what, sizeof(what), "the lock of gang %s/%s", ns, gang);
+	cJSON *lease = kube_get_object(r->o.client, path, what, err, sizeof(err));
+	struct gang_intent in;
+	bool written = lease && !ledger_intent_decode(api_annotation(lease, GANG_PLAN_ANN), &in, err, sizeof(err)) &&
+		       !strcmp(in.plan, plan) && in.state == PLAN_WRITTEN;
+	if (lease)
+		ledger_intent_release(&in);
+	cJSON_Delete(lease);
+	if (written)
+		plan_is_written(r, id, plan);
+	return written;
+}
+
+/* Takes every place of the plan off its nodes (those a member took are pods' now, and stay); true when all went. */
+static bool plan_rollback(struct reserve *r, const char *id, const struct gang_intent *in)
+{
+	char (*names)[64] = calloc((size_t)in->total, sizeof(*names));
+	const char **uids = calloc((size_t)in->total, sizeof(*uids));
+	bool ok = names && uids;
+	for (int k = 0; ok && k < in->total; k++) {
+		ledger_place_uid(id, in->plan, k, names[k], sizeof(names[k]));
+		uids[k] = names[k];
+	}
+	for (int i = 0; ok && i < in->nnodes; i++) {
+		char err[256];
+		if (reserve_release(r, in->nodes[i], uids, NULL, in->total, err, sizeof(err))) {
+			log_warn("cannot take a gang's unfinished places back now; retrying next pass", "node=%s error=\"%s\"",
+				 in->nodes[i], LOG_Q(err));
+			ok = false;
+		}
+	}
+	free(names);
+	free(uids);
+	return ok;
+}
+
 /* ---- writing the places ---- */
 
 struct place_ctx {
 	struct reserve *r;
 	const struct api_pod_ref *pod;
-	const char *gang, *id, *node;
+	const char *gang, *id, *plan, *node;
 	const struct claim *c;
 	const struct gpu_node *devices;  /* the node's devices, unused */
 	int first, count;                /* slot numbers first .. first+count-1 */
@@ -405,7 +574,7 @@ static int edit_places(void *ctx, struct ledger *l, char *err, size_t errlen)
 		}
 		fit_apply(n, p->c, &f);
 		char uid[64];
-		snprintf(uid, sizeof(uid), LEDGER_PLACE_PREFIX "%s-%d", p->id, p->first + k);
+		ledger_place_uid(p->id, p->plan, p->first + k, uid, sizeof(uid));
 		struct bind_request req = { .ns = p->pod->ns, .name = p->gang, .uid = uid, .node = p->node, .claim = p->c };
 		struct ledger_entry *e = &p->made[k];
 		memset(e, 0, sizeof(*e));
@@ -430,10 +599,11 @@ static int edit_places(void *ctx, struct ledger *l, char *err, size_t errlen)
 	return rc;
 }
 
-/* Takes back the places written on the first ndone nodes of the plan. */
-static void unwrite(struct reserve *r, const struct gang_plan *p, const struct gpu_node *const *nodes,
-		    const char *id, int upto)
+/* Takes back the places of slots 0..upto-1 (those written, and any whose write had no answer); true when all went. */
+static bool unwrite(struct reserve *r, const struct gang_plan *p, const struct gpu_node *const *nodes,
+		    const char *id, const char *plan, int upto)
 {
+	bool ok = true;
 	for (int s = 0; s < upto;) {
 		int e = s;
 		while (e < upto && p->slots[e].node == p->slots[s].node)
@@ -441,15 +611,50 @@ static void unwrite(struct reserve *r, const struct gang_plan *p, const struct g
 		const char *uids[GANG_SIZE_MAX];
 		char names[GANG_SIZE_MAX][64];
 		for (int k = s; k < e; k++) {
-			snprintf(names[k - s], sizeof(names[0]), LEDGER_PLACE_PREFIX "%s-%d", id, k);
+			ledger_place_uid(id, plan, k, names[k - s], sizeof(names[0]));
 			uids[k - s] = names[k - s];
 		}
 		char err[256];
-		if (reserve_release(r, nodes[p->slots[s].node]->name, uids, NULL, e - s, err, sizeof(err)))
-			log_warn("cannot take back a gang's places now; the reaper will", "node=%s error=\"%s\"",
+		if (reserve_release(r, nodes[p->slots[s].node]->name, uids, NULL, e - s, err, sizeof(err))) {
+			log_warn("cannot take back a gang's places now; a reaper will", "node=%s error=\"%s\"",
 				 nodes[p->slots[s].node]->name, LOG_Q(err));
+			ok = false;
+		}
 		s = e;
 	}
+	return ok;
+}
+
+/* A new plan's id: 8 hex digits, unique enough among one gang's plans (replicas mix in their identity). */
+static void new_plan_id(struct reserve *r, char out[9])
+{
+	static _Atomic uint64_t counter;
+	uint64_t x = (uint64_t)strmap_hash(r->identity) ^ (uint64_t)clock_mono_ns() ^
+		     (atomic_fetch_add(&counter, 1) + 1) * 0x9e3779b97f4a7c15ull;
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	snprintf(out, 9, "%08x", (unsigned)(x & 0xffffffffu));
+}
+
+/*
+ * Test only: GPU_EXTENDER_TEST_GANG_PAUSE_S=N pauses N seconds after each
+ * node's places were written but the last, so that an end-to-end test can
+ * kill the extender part-way through a gang's reservation
+ * (test/e2e/gang.sh). Unset (the default), nothing waits.
+ */
+static void test_pause_after_places(const char *gang, const char *node)
+{
+	const char *env = getenv("GPU_EXTENDER_TEST_GANG_PAUSE_S");
+	int secs = env ? atoi(env) : 0;
+	if (secs <= 0)
+		return;
+	log_warn("test only: pausing after writing a gang's places on one node", "gang=%s node=%s pause_s=%d", gang,
+		 node, secs);
+	struct timespec t = { secs, 0 };
+	nanosleep(&t, NULL);
 }
 
 /* Plans and reserves every place of the gang; out says where the pod may go, or why nowhere. */
@@ -467,27 +672,43 @@ static void reserve_places(struct reserve *r, const struct api_pod_ref *pod, con
 		reserve_gang_status(r, pod->ns, gang, c->gpuclaim, "Waiting", 0, NULL, out->reason);
 		return;
 	}
-	char id[17], holder[128], err[256];
+	char id[17], holder[128], err[256] = "";
 	ledger_gang_id(pod->ns, gang, id);
-	int locked = lock_take(r, pod->ns, gang, id, timeout, holder, sizeof(holder), err, sizeof(err));
+	/* The intent first, durably: the plan, its places, its nodes (docs/gang.md, "Crashes"). */
+	struct gang_intent in = { .total = p.nslots, .state = PLAN_WRITING };
+	new_plan_id(r, in.plan);
+	in.nodes = calloc((size_t)p.nodes + 1, sizeof(*in.nodes));
+	for (int s = 0; in.nodes && s < p.nslots; s++)
+		if (!s || p.slots[s].node != p.slots[s - 1].node)
+			snprintf(in.nodes[in.nnodes++], sizeof(*in.nodes), "%s", nodes[p.slots[s].node]->name);
+	cJSON *lease = NULL;
+	int locked = in.nodes ? lock_take(r, pod->ns, gang, id, timeout, &in, &lease, holder, sizeof(holder), err,
+					  sizeof(err)) : -1;
 	if (locked) {
 		snprintf(out->reason, sizeof(out->reason), "gang %s/%s is being reserved by %s; retrying", pod->ns, gang,
-			 locked > 0 ? holder : err);
+			 locked > 0 ? holder : in.nodes ? err : "out of memory");
 		metrics_inc(M_GANGS, GANG_CONFLICT);
+		ledger_intent_release(&in);
 		gang_plan_release(&p);
 		return;
 	}
-	/* The slots come grouped by node: one ledger write per node. */
+	/* The slots come grouped by node: one ledger write per node, within half the write window. */
+	int64_t deadline = clock_mono_ms() + (int64_t)write_window_s(timeout) * 500;
 	struct ledger_entry *made = calloc((size_t)members, sizeof(*made));
-	int done = 0;
+	int done = 0, tried = 0;
 	while (made && done < p.nslots) {
 		int end = done;
 		while (end < p.nslots && p.slots[end].node == p.slots[done].node)
 			end++;
 		const char *node = nodes[p.slots[done].node]->name;
-		struct place_ctx pc = { .r = r, .pod = pod, .gang = gang, .id = id, .node = node, .c = c,
+		if (clock_mono_ms() > deadline) {
+			snprintf(err, sizeof(err), "writing its places took longer than %d s", write_window_s(timeout) / 2);
+			break;
+		}
+		struct place_ctx pc = { .r = r, .pod = pod, .gang = gang, .id = id, .plan = in.plan, .node = node, .c = c,
 					.devices = cache_clone_devices(r->o.cache, node), .first = done,
 					.count = end - done, .timeout = timeout, .made = made + done };
+		tried = end;
 		int rc = pc.devices ? reserve_ledger_update(r, node, edit_places, &pc, err, sizeof(err)) : -BIND_NO_FIT;
 		if (!pc.devices)
 			snprintf(err, sizeof(err), "node %s has no GpuNodeStatus", node);
@@ -495,32 +716,91 @@ static void reserve_places(struct reserve *r, const struct api_pod_ref *pod, con
 		if (rc < 0)
 			break;
 		done = end;
+		if (done < p.nslots)
+			test_pause_after_places(gang, node);
 	}
-	if (!made || done < p.nslots) {
-		unwrite(r, &p, nodes, id, done);
-		lock_delete(r, id, "");
+	/* Written only once every place is: then members may take them (a fenced lock refuses it). */
+	int marked = made && done == p.nslots ? lock_put_state(r, &lease, PLAN_WRITTEN, err, sizeof(err)) : -1;
+	if (marked) {
+		if (made && done == p.nslots && marked > 0)
+			snprintf(err, sizeof(err), "another replica took its unfinished places back");
+		/* A write with no answer may have gone through: its node's places go too. */
+		bool clean = unwrite(r, &p, nodes, id, in.plan, marked < 0 && done == p.nslots ? p.nslots : tried);
+		const char *rv = api_str(api_path(lease, "metadata"), "resourceVersion");
+		if (clean)
+			lock_delete(r, id, rv ? rv : "");
+		else if (lease && marked >= 0)
+			lock_put_state(r, &lease, PLAN_ROLLED_BACK, err, sizeof(err));   /* any replica's reaper finishes it */
 		snprintf(out->reason, sizeof(out->reason), "gang %s/%s could not be reserved whole (%s); retrying", pod->ns,
 			 gang, made ? err : "out of memory");
 		metrics_inc(M_GANGS, GANG_CONFLICT);
+		cJSON_Delete(lease);
+		ledger_intent_release(&in);
 		free(made);
 		gang_plan_release(&p);
 		return;
 	}
+	plan_is_written(r, id, in.plan);
+	cJSON_Delete(lease);
 	/* Where the places are: the pod may go to any of them. */
 	out->ok = true;
-	out->nodes = calloc((size_t)p.nodes + 1, sizeof(*out->nodes));
-	for (int s = 0; out->nodes && s < p.nslots; s++)
-		if (!s || p.slots[s].node != p.slots[s - 1].node)
-			snprintf(out->nodes[out->n++], sizeof(*out->nodes), "%s", nodes[p.slots[s].node]->name);
+	out->nodes = in.nodes;
+	out->n = in.nnodes;
+	in.nodes = NULL;
 	metrics_inc(M_GANGS, GANG_RESERVED);
-	log_info("reserved a gang", "gang=%s/%s members=%d gpus_each=%d nodes=%d domains=%d timeout_s=%d", pod->ns,
-		 gang, members, c->count, p.nodes, p.domains, timeout);
+	log_info("reserved a gang", "gang=%s/%s members=%d gpus_each=%d nodes=%d domains=%d timeout_s=%d plan=%s", pod->ns,
+		 gang, members, c->count, p.nodes, p.domains, timeout, in.plan);
 	char msg[160];
 	snprintf(msg, sizeof(msg), "%d place%s on %d node%s in %d topology domain%s", members, members == 1 ? "" : "s",
 		 p.nodes, p.nodes == 1 ? "" : "s", p.domains, p.domains == 1 ? "" : "s");
 	reserve_gang_status(r, pod->ns, gang, c->gpuclaim, "Reserved", 0, &p, msg);
+	ledger_intent_release(&in);
 	free(made);
 	gang_plan_release(&p);
+}
+
+/*
+ * The nodes where the member may take a place over (each place checked
+ * against its whole claim on the node as the filter has it); false with
+ * out->reason when none.
+ */
+static bool route_places(const struct api_pod_ref *pod, const struct claim *c, const struct gang_view *v,
+			 const struct gpu_node *const *nodes, int n, struct gang_route *out)
+{
+	char why[256] = "";
+	out->nodes = calloc((size_t)v->nfree + 1, sizeof(*out->nodes));
+	for (int k = 0; out->nodes && k < v->nfree; k++) {
+		const struct free_place *f = &v->free[k];
+		bool listed = false;
+		for (int i = 0; i < out->n && !listed; i++)
+			listed = !strcmp(out->nodes[i], f->node);
+		const struct gpu_node *node = NULL;
+		for (int i = 0; i < n && !node; i++)
+			if (!strcmp(nodes[i]->name, f->node))
+				node = nodes[i];
+		/* (a node the filter was not asked about is no choice for it anyway) */
+		if (!listed && node && gang_place_fits(node, &f->pl, c, why, sizeof(why)))
+			snprintf(out->nodes[out->n++], sizeof(*out->nodes), "%s", f->node);
+	}
+	if (!out->nodes)
+		snprintf(out->reason, sizeof(out->reason), "out of memory");
+	else if (!out->n && why[0])   /* every member asks the same (docs/gang.md) */
+		snprintf(out->reason, sizeof(out->reason), "gang %s/%s has %s", pod->ns, c->gang, why);
+	else if (!out->n)
+		snprintf(out->reason, sizeof(out->reason), "the places of gang %s/%s are on other nodes", pod->ns, c->gang);
+	out->ok = out->n > 0;
+	return out->ok;
+}
+
+/* The view, with a plan not seen Written yet looked up once at its lock. */
+static int gang_view_confirmed(struct reserve *r, const struct api_pod_ref *pod, const char *gang, struct gang_view *v)
+{
+	int rc = gang_view(r, pod, gang, v);
+	if (!rc && v->pending[0] && plan_confirm(r, pod->ns, gang, v->pending)) {
+		free(v->free);
+		rc = gang_view(r, pod, gang, v);
+	}
+	return rc;
 }
 
 void reserve_gang_route(void *ctx, const struct api_pod_ref *pod, const struct claim *c,
@@ -532,25 +812,21 @@ void reserve_gang_route(void *ctx, const struct api_pod_ref *pod, const struct c
 	struct gang_view v;
 	/* Members of one gang in filter at once: the second sees the first one's places. */
 	pthread_mutex_lock(&r->gang_lock);
-	if (gang_view(r, pod, c->gang, &v)) {
+	if (gang_view_confirmed(r, pod, c->gang, &v)) {
 		pthread_mutex_unlock(&r->gang_lock);
 		snprintf(out->reason, sizeof(out->reason), "out of memory");
-		free(v.nodes);
+		free(v.free);
 		return;
 	}
 	if (v.own[0]) {
 		/* It holds a reservation already (a retried bind): there, as any pod. */
 		out->steered = false;
-	} else if (v.places && (v.shape.mode != c->mode || (c->mode == CLAIM_EXCLUSIVE && v.shape.ndev != c->count))) {
-		/* Its bind could not take a place over: every member asks the same (docs/gang.md). */
+	} else if (v.places && !v.nfree) {
+		/* Places of a plan not Written: being written, or to be taken back (the reaper). */
 		snprintf(out->reason, sizeof(out->reason),
-			 "gang %s/%s has places of %d %s GPU%s each; this member asks %d %s", pod->ns, c->gang, v.shape.ndev,
-			 claim_mode_name(v.shape.mode), v.shape.ndev == 1 ? "" : "s", c->count, claim_mode_name(c->mode));
+			 "gang %s/%s is being reserved (its places are not all written yet); retrying", pod->ns, c->gang);
 	} else if (v.places) {
-		out->ok = true;
-		out->n = v.n;
-		out->nodes = v.nodes;
-		v.nodes = NULL;
+		route_places(pod, c, &v, nodes, n, out);
 	} else {
 		int size = c->gang_size, timeout = c->gang_timeout_s, policy = 1;
 		char err[256];
@@ -576,7 +852,7 @@ void reserve_gang_route(void *ctx, const struct api_pod_ref *pod, const struct c
 				metrics_inc(M_GANGS, GANG_WAITING);
 				pthread_mutex_unlock(&r->gang_lock);
 				reserve_gang_status(r, pod->ns, c->gang, c->gpuclaim, "Waiting", size, NULL, out->reason);
-				free(v.nodes);
+				free(v.free);
 				return;
 			} else {
 				reserve_places(r, pod, c, c->gang, want, timeout ? timeout : r->o.gang_timeout_s, nodes, n, out);
@@ -584,16 +860,31 @@ void reserve_gang_route(void *ctx, const struct api_pod_ref *pod, const struct c
 		}
 	}
 	pthread_mutex_unlock(&r->gang_lock);
-	free(v.nodes);
+	free(v.free);
 }
 
 bool reserve_gang_has_places(struct reserve *r, const char *ns, const char *gang)
 {
 	struct api_pod_ref none = { .ns = ns, .name = "", .uid = "" };
 	struct gang_view v;
-	bool has = !gang_view(r, &none, gang, &v) && v.places > 0;
-	free(v.nodes);
+	bool has = !gang_view_confirmed(r, &none, gang, &v) && v.places > 0;
+	free(v.free);
 	return has;
+}
+
+bool reserve_gang_can_take(struct reserve *r, const struct gpu_node *devices, const struct ledger_entry *e,
+			   const char *ns, const struct claim *c)
+{
+	if (!ledger_entry_is_place(e) || strcmp(e->gang, c->gang) || strcmp(e->ns, ns))
+		return false;
+	char id[17], why[256];
+	ledger_gang_id(ns, c->gang, id);
+	pthread_mutex_lock(&r->lock);
+	bool written = plan_written_locked(r, id, e->a.uid, NULL);
+	pthread_mutex_unlock(&r->lock);
+	struct gang_place p;
+	place_of_alloc(&e->a, &p);
+	return written && gang_place_fits(devices, &p, c, why, sizeof(why));
 }
 
 void reserve_gang_place_taken(struct reserve *r, const char *ns, const struct claim *c)
@@ -609,7 +900,95 @@ void reserve_gang_place_taken(struct reserve *r, const char *ns, const struct cl
 		reserve_gang_status(r, ns, c->gang, c->gpuclaim, v.places ? "Reserved" : "Bound", 0, NULL,
 				    v.places ? "members being bound into the gang's places" : "every member bound");
 	}
-	free(v.nodes);
+	free(v.free);
+}
+
+/* A Writing plan's lock as this replica first saw that version of it. */
+struct lock_seen {
+	char rv[64];
+	int64_t since_ms;         /* clock_mono_ms() */
+	uint32_t pass;            /* the last pass that listed it */
+};
+
+/* Whether the lock has stayed at version rv for the write window, on this replica's own clock. */
+static bool writing_too_long(struct reserve *r, const char *name, const char *rv, int window_s, uint32_t pass)
+{
+	int64_t now = clock_mono_ms();
+	pthread_mutex_lock(&r->lock);
+	struct lock_seen *seen = strmap_get(&r->gang_writing, name);
+	if (!seen && (seen = calloc(1, sizeof(*seen))) && strmap_put(&r->gang_writing, name, seen, NULL)) {
+		free(seen);
+		seen = NULL;
+	}
+	bool stale = false;
+	if (seen && strcmp(seen->rv, rv)) {
+		snprintf(seen->rv, sizeof(seen->rv), "%s", rv);
+		seen->since_ms = now;
+	} else if (seen) {
+		stale = now - seen->since_ms > (int64_t)window_s * 1000;
+	}
+	if (seen)
+		seen->pass = pass;
+	pthread_mutex_unlock(&r->lock);
+	return stale;
+}
+
+/* Forgets the locks the last list did not show. */
+static void forget_locks(struct reserve *r, uint32_t pass)
+{
+	const char *key;
+	void *val;
+	pthread_mutex_lock(&r->lock);
+	for (size_t pos = 0; strmap_next(&r->gang_writing, &pos, &key, &val);)
+		if (((struct lock_seen *)val)->pass != pass)
+			free(strmap_del(&r->gang_writing, key));
+	pthread_mutex_unlock(&r->lock);
+}
+
+/*
+ * One gang lock as listed (a quorum read): an unfinished plan whose writer
+ * gave no sign for the write window, or one a replica began to take back,
+ * is taken back whole; then the lock goes, and the gang may be planned again.
+ */
+static void recover_lock(struct reserve *r, cJSON **lockp, time_t now, uint32_t pass)
+{
+	cJSON *lock = *lockp;
+	const char *n = api_str(api_path(lock, "metadata"), "name");
+	const char *rv = api_str(api_path(lock, "metadata"), "resourceVersion");
+	const char *h = api_str(api_path(lock, "spec"), "holderIdentity"), *g = api_annotation(lock, GANG_ANN);
+	if (!n || strncmp(n, "gpu-gang.", 9) || !rv)
+		return;
+	/* (copies: a fence swaps the object) */
+	char name[256], holder[128], gang[256];
+	snprintf(name, sizeof(name), "%s", n);
+	snprintf(holder, sizeof(holder), "%s", h ? h : "?");
+	snprintf(gang, sizeof(gang), "%s", g ? g : "?");
+	bool expired = lock_end(lock) < (int64_t)now;
+	struct gang_intent in;
+	char err[256];
+	bool planned = !ledger_intent_decode(api_annotation(lock, GANG_PLAN_ANN), &in, err, sizeof(err));
+	if (!planned || in.state == PLAN_WRITTEN) {
+		ledger_intent_release(&in);
+		if (expired)   /* (a lock from before plans, or a Written one) */
+			lock_delete(r, name + 9, rv);
+		return;
+	}
+	double secs = 0;
+	api_whole(cJSON_GetObjectItemCaseSensitive(api_path(lock, "spec"), "leaseDurationSeconds"), 1, 1e6, &secs);
+	if (in.state == PLAN_WRITING && !expired && !writing_too_long(r, name, rv, write_window_s((int)secs), pass)) {
+		ledger_intent_release(&in);
+		return;
+	}
+	/* Fenced first: the writer's Written now fails, and it stops. */
+	int fenced = in.state == PLAN_WRITING ? lock_put_state(r, lockp, PLAN_ROLLED_BACK, err, sizeof(err)) : 0;
+	if (fenced == 0 && plan_rollback(r, name + 9, &in)) {
+		metrics_inc(M_GANGS, GANG_ROLLED_BACK);
+		log_warn("rolled back a gang's unfinished reservation", "gang=%s plan=%s places=%d nodes=%d writer=%s",
+			 gang, in.plan, in.total, in.nnodes, holder);
+		const char *now_rv = api_str(api_path(*lockp, "metadata"), "resourceVersion");
+		lock_delete(r, name + 9, now_rv ? now_rv : "");
+	}
+	ledger_intent_release(&in);
 }
 
 void reserve_gang_reap(struct reserve *r, time_t now)
@@ -623,14 +1002,28 @@ void reserve_gang_reap(struct reserve *r, time_t now)
 		kube_response_release(&resp);
 		return;
 	}
+	static _Atomic uint32_t passes;
+	uint32_t pass = atomic_fetch_add(&passes, 1) + 1;
 	cJSON *list = cJSON_ParseWithLength(resp.body.data, resp.body.len);
 	const cJSON *it;
 	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(list, "items")) {
-		const char *name = api_str(api_path(it, "metadata"), "name");
-		const char *rv = api_str(api_path(it, "metadata"), "resourceVersion");
-		if (name && !strncmp(name, "gpu-gang.", 9) && lock_end(it) < (int64_t)now)
-			lock_delete(r, name + 9, rv ? rv : "");
+		/* A copy: recover_lock may swap it for its new version (and cJSON 1.7.15 cannot put an item back last). */
+		cJSON *own = cJSON_Duplicate(it, true);
+		if (own)
+			recover_lock(r, &own, now, pass);
+		cJSON_Delete(own);
 	}
+	forget_locks(r, pass);
 	cJSON_Delete(list);
 	kube_response_release(&resp);
+}
+
+void reserve_gang_free(struct reserve *r)
+{
+	const char *key;
+	void *val;
+	for (size_t pos = 0; strmap_next(&r->gang_writing, &pos, &key, &val);)
+		free(val);
+	strmap_release(&r->gang_writing);
+	strmap_release(&r->gang_written);
 }

@@ -384,3 +384,92 @@ int ledger_encode_reservation(const struct ledger_entry *e, const char *node, st
 	buf_printf(out, ",\"acquireTime\":\"%s\",\"renewTime\":\"%s\"}}", now, now);
 	return out->len ? 0 : -1;
 }
+
+/* ---- gang plans ---- */
+
+static const char *const plan_states[] = { "Writing", "Written", "RolledBack" };
+
+int ledger_intent_encode(const struct gang_intent *in, struct buf *out)
+{
+	buf_printf(out, "{\"plan\":\"%s\",\"total\":%d,\"state\":\"%s\",\"nodes\":[", in->plan, in->total,
+		   plan_states[in->state]);
+	for (int i = 0; i < in->nnodes; i++) {
+		if (i)
+			buf_addc(out, ',');
+		buf_add_json_str(out, in->nodes[i]);
+	}
+	return buf_adds(out, "]}");
+}
+
+void ledger_intent_release(struct gang_intent *in)
+{
+	free(in->nodes);
+	memset(in, 0, sizeof(*in));
+}
+
+static bool is_hex8(const char *s)
+{
+	for (int i = 0; i < 8; i++)
+		if (!s[i] || !strchr("0123456789abcdef", s[i]))
+			return false;
+	return true;
+}
+
+int ledger_intent_decode(const char *text, struct gang_intent *out, char *err, size_t errlen)
+{
+	memset(out, 0, sizeof(*out));
+	cJSON *j = text ? cJSON_Parse(text) : NULL;
+	const char *plan = api_str(j, "plan"), *state = api_str(j, "state");
+	const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(j, "nodes");
+	double total = 0;
+	int st = -1;
+	for (int k = 0; state && k < 3; k++)
+		if (!strcmp(state, plan_states[k]))
+			st = k;
+	int rc = -1;
+	if (!plan || strlen(plan) != 8 || !is_hex8(plan) || st < 0 || !cJSON_IsArray(nodes) ||
+	    !api_whole(cJSON_GetObjectItemCaseSensitive(j, "total"), 1, GANG_SIZE_MAX, &total)) {
+		snprintf(err, errlen, "%s: want {\"plan\": 8 hex digits, \"total\": 1..%d, \"state\": Writing|Written|"
+			 "RolledBack, \"nodes\": [names]}", GANG_PLAN_ANN, GANG_SIZE_MAX);
+		goto out;
+	}
+	snprintf(out->plan, sizeof(out->plan), "%s", plan);
+	out->total = (int)total;
+	out->state = (enum gang_plan_state)st;
+	out->nodes = calloc((size_t)cJSON_GetArraySize(nodes) + 1, sizeof(*out->nodes));
+	if (!out->nodes) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	const cJSON *n;
+	cJSON_ArrayForEach(n, nodes) {
+		if (!cJSON_IsString(n) || strlen(n->valuestring) >= sizeof(*out->nodes)) {
+			snprintf(err, errlen, "%s: nodes must be node names", GANG_PLAN_ANN);
+			goto out;
+		}
+		snprintf(out->nodes[out->nnodes++], sizeof(*out->nodes), "%s", n->valuestring);
+	}
+	rc = 0;
+out:
+	if (rc)
+		ledger_intent_release(out);
+	cJSON_Delete(j);
+	return rc;
+}
+
+void ledger_place_uid(const char *id, const char *plan, int slot, char *out, size_t size)
+{
+	snprintf(out, size, LEDGER_PLACE_PREFIX "%s-p%s-%d", id, plan, slot);
+}
+
+bool ledger_place_plan(const char *uid, char plan[9])
+{
+	/* gang- 16 hex digits - p 8 hex digits - slot */
+	size_t pre = sizeof(LEDGER_PLACE_PREFIX) - 1;
+	if (strncmp(uid, LEDGER_PLACE_PREFIX, pre) || strlen(uid) < pre + 16 + 12 || uid[pre + 16] != '-' ||
+	    uid[pre + 17] != 'p' || !is_hex8(uid + pre + 18) || uid[pre + 26] != '-')
+		return false;
+	memcpy(plan, uid + pre + 18, 8);
+	plan[8] = '\0';
+	return true;
+}

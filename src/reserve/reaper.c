@@ -798,6 +798,7 @@ void reserve_free(struct reserve *r)
 	strmap_release(&r->check);
 	strmap_release(&r->resv);
 	strmap_release(&r->gang_status);
+	reserve_gang_free(r);
 	pthread_mutex_destroy(&r->lock);
 	pthread_mutex_destroy(&r->gang_lock);
 	for (int i = 0; i < LEDGER_TURNS; i++) {

@@ -504,8 +504,7 @@ int reserve_edit_reserve(void *ctx, struct ledger *l, char *err, size_t errlen)
 	const struct claim *c = b->req->claim;
 	for (int k = 0; c->gang[0] && k < l->n; k++) {
 		struct ledger_entry *e = &l->e[k];
-		if (!ledger_entry_is_place(e) || strcmp(e->gang, c->gang) || strcmp(e->ns, b->req->ns) ||
-		    e->a.mode != c->mode || (c->mode == CLAIM_EXCLUSIVE && e->a.ndev != c->count))
+		if (!reserve_gang_can_take(b->r, b->node, e, b->req->ns, c))   /* its whole claim, on a Written plan */
 			continue;
 		snprintf(e->a.uid, sizeof(e->a.uid), "%s", b->req->uid);
 		ledger_entry_set_pod(e, b->req->ns, b->req->name);

@@ -100,6 +100,8 @@ struct reserve {
 	struct strmap resv;             /* "ns/name" -> struct resv_lease *: the reservation Leases watched */
 	uint64_t resv_gen;
 	struct strmap gang_status;      /* "ns/gang" -> char *: the status last written (gang.c) */
+	struct strmap gang_written;     /* "<gang id>-p<plan>" -> (void *)1: plans seen Written (gang.c) */
+	struct strmap gang_writing;     /* lock name -> struct lock_seen *: Writing plans' locks (gang.c) */
 	uint64_t pods_gen, ledger_gen;
 	uint32_t reap_passes;           /* reaper passes so far (pod_state.held_in_pass) */
 	struct reap_stats last_pass;
@@ -226,6 +228,16 @@ void reserve_gang_status(struct reserve *r, const char *ns, const char *gang, co
 			 int size, const struct gang_plan *plan, const char *message);
 /* Whether the gang holds places no member took yet (its members may then take nothing else). */
 bool reserve_gang_has_places(struct reserve *r, const char *ns, const char *gang);
+/*
+ * Whether a member asking c (of namespace ns) may take ledger entry e over:
+ * a free place of its gang, of a plan seen Written, whose devices hold c's
+ * whole claim (devices: the node's, unused).
+ */
+struct ledger_entry;
+bool reserve_gang_can_take(struct reserve *r, const struct gpu_node *devices, const struct ledger_entry *e,
+			   const char *ns, const struct claim *c);
+/* Frees what gang.c keeps in r (reserve_free). */
+void reserve_gang_free(struct reserve *r);
 /* A member's bind took a place of its gang over: Bound once none is left. */
 void reserve_gang_place_taken(struct reserve *r, const char *ns, const struct claim *c);
 #endif

@@ -19,17 +19,22 @@
 #      plugin on: every member bound, into the gang's places;
 #   8. two extender replicas, each with a kube-scheduler of the same
 #      schedulerName, racing for one gang's members: the gang reserved once
-#      (one replica's lock), every member bound exactly once.
+#      (one replica's lock), every member bound exactly once;
+#   9. two members of one gang whose claims differ only in the memory share:
+#      the one the places were not planned for is not given one;
+#  10. the extender killed (SIGKILL) part-way through writing a gang's places
+#      (after the first node's): the other replica rolls the half-written
+#      reservation back within the gang's timeout, then places it whole.
 # After each: test/e2e/verify_allocations.py (no device twice, every bound
 # pod's annotation in its ledger).
 #
-#   test/e2e/run.sh test/e2e/gang.sh        GANG_SCENARIOS="1 4" for a subset
+#   test/e2e/run.sh test/e2e/gang.sh        GANG_SCENARIOS="1 4" (or E2E_SCENARIOS) for a subset
 set -u
 cd "$(dirname "$0")/../.."
 . test/cluster/cluster.sh
 . test/e2e/lib.sh
 
-E2E_SCENARIOS=${GANG_SCENARIOS:-1 2 3 4 5 6 7 8}
+E2E_SCENARIOS=${GANG_SCENARIOS:-${E2E_SCENARIOS:-1 2 3 4 5 6 7 8 9 10}}
 T_START=$SECONDS
 NS=ml
 ZONE=topology.kubernetes.io/zone
@@ -287,6 +292,82 @@ if e2e_want 8; then
   e2e_check "8. ... the gang reserved once (by one replica), each member in one of its places" once
   e2e_check "8. no device twice" verify 8
   e2e_note "8. lock refusals seen by the schedulers: $(cat "$CLUSTER_DIR"/logs/kube-scheduler*.log | grep -c 'is being reserved by')"
+fi
+
+if e2e_want 9; then
+  # One 2-GPU node of its own; a gang of two 1-GPU shares whose claims differ
+  # in memory only: the places are made for the member that completes the
+  # gang, and the other may not take one (it would get 8 GiB for 16, or 16 for 8).
+  cluster_create_gpu_node gf1 "$ZONE=f" pool=f >/dev/null && e2e_gns gf1 2
+  for m in 8192 16384; do
+    kubectl apply -f - >/dev/null <<JSON
+{"apiVersion":"gpu.scheduling/v1","kind":"GpuClaim","metadata":{"name":"share-$m","namespace":"$NS"},
+ "spec":{"devices":{"count":1,"exclusivity":"Shared","memoryMiB":$m},"selector":{"matchLabels":{"pool":"f"}},
+   "gangRef":"job-9","gangSize":2}}
+JSON
+  done
+  member sh-8 share-8192
+  member sh-16 share-16384
+  settle
+  one_member() {
+    local n
+    n=$(bound_count sh-8 sh-16)
+    ((n == 1)) || { echo "$n of sh-8, sh-16 bound (each member into a place made for the other's claim)"; return 1; }
+  }
+  e2e_check "9. members whose claims differ in memory share: only the one the places fit is bound" one_member
+  other=sh-16
+  [[ -n $(node_of sh-16) ]] && other=sh-8
+  e2e_check "9. ... and the other's events say why" events_say "$other" "this member asks"
+  e2e_check "9. no device twice" verify 9
+  delete_pods sh-8 sh-16
+fi
+
+if e2e_want 10; then
+  # Two 4-GPU nodes of their own: a gang of 2×4 GPUs takes one place on each,
+  # two ledger writes. A replica told to pause after the first (a test-only
+  # setting) is killed there; a running replica (ext) must roll the half
+  # back within the gang's timeout (60 s), and then place the gang whole.
+  for n in gh1 gh2; do cluster_create_gpu_node "$n" "$ZONE=h" pool=h >/dev/null && e2e_gns "$n" 4; done
+  main_url=$E2E_URL
+  sed 's/schedulerName: gpu-scheduler/schedulerName: pause-scheduler/' config/scheduler-config.yaml >"$WORK/pause.yaml"
+  export GPU_EXTENDER_TEST_GANG_PAUSE_S=300
+  e2e_start_extender ext-p "${EXT_FLAGS[@]}"
+  unset GPU_EXTENDER_TEST_GANG_PAUSE_S
+  e2e_start_scheduler sched-p "$E2E_URL" "$WORK/pause.yaml"
+  E2E_URL=$main_url
+  gclaim half half-10 2 4 h
+  member half-0 half pause-scheduler
+  member half-1 half pause-scheduler
+  paused() { grep -q 'test only: pausing after writing a gang.*gang=half-10' "$(cluster_log ext-p)"; }
+  cluster_wait 60 "ext-p paused part-way through the gang" paused >/dev/null
+  at=$(gang_entries half-10)
+  cluster_kill9 ext-p
+  cluster_kill scheduler-sched-p
+  t0=$SECONDS
+  e2e_note "10. SIGKILL part-way through the gang's places (places bound): $at"
+  rolled_back() { [[ $(gang_entries half-10) == "0 0" ]] && no_lock half-10; }
+  e2e_check "10. the other replica rolls the half-written gang back (no place, no lock) within its timeout" \
+    cluster_wait 50 "half-10 rolled back" rolled_back
+  e2e_note "10. rolled back $((SECONDS - t0)) s after the kill"
+  if ! rolled_back; then   # what the replicas saw, for the failure above
+    kubectl -n gpu-system get leases -l gpu.scheduling/gang-lock=true -o json | grep -F 'half-10' -A2 | head -20
+    for f in "$CLUSTER_DIR"/logs/ext*.log; do
+      echo "  $(basename "$f"):"; grep -E 'gang|lock|reap' "$f" | tail -8 | cut -c1-300
+    done
+  fi
+  said() {  # (the running replicas: ext, or ext2 and ext-b after scenarios 6 and 8)
+    grep -l 'rolled back a gang.*gang=ml/half-10' "$CLUSTER_DIR"/logs/ext*.log | grep -qv '/ext-p\.log$'
+  }
+  e2e_check "10. ... and says so in its log" said
+  e2e_check "10. ... no member was bound meanwhile" test "$(bound_count half-0 half-1)" = 0
+  e2e_start_scheduler sched-q "$main_url" "$WORK/pause.yaml"
+  e2e_check "10. then both members are bound, into a gang reserved whole again" \
+    cluster_wait 60 "half-0 and half-1 bound" all_bound half-0 half-1
+  whole() { [[ $(gang_entries half-10) == "0 2" ]] || { echo "places bound: $(gang_entries half-10)"; return 1; }; }
+  e2e_check "10. ... each member in one place, none left over" whole
+  e2e_check "10. no device twice" verify 10
+  cluster_kill scheduler-sched-q
+  delete_pods half-0 half-1
 fi
 
 echo "gang.sh took $((SECONDS - T_START))s"

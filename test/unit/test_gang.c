@@ -160,6 +160,88 @@ static void test_label_selector_and_shares(void **state)
 	free_nodes(n, 2);
 }
 
+/* A place of one node's devices ids[0..n), as a bind would read it from the ledger. */
+static struct gang_place place_of(enum claim_mode mode, const int *ids, int n, uint32_t mib, uint32_t core)
+{
+	struct gang_place p = { .mode = mode, .ndev = n, .mem_mib = mib, .core = core };
+	for (int k = 0; k < n; k++)
+		p.ids[k] = ids[k];
+	return p;
+}
+
+static void test_place_taken_over_only_by_a_member_it_fits(void **state)
+{
+	(void)state;
+	struct gpu_node *n = zone_node("n", 4, "a");
+	assert_int_equal(gpu_node_set_label(n, "team", "red"), 0);
+	char why[256];
+	/* Whole GPUs: the claim the place was made for takes it; another count does not. */
+	int two[2] = { 2, 3 };
+	struct gang_place p = place_of(CLAIM_EXCLUSIVE, two, 2, 0, 0);
+	struct claim c = tu_whole(2);
+	assert_true(gang_place_fits(n, &p, &c, why, sizeof(why)));
+	struct claim four = tu_whole(4);
+	assert_false(gang_place_fits(n, &p, &four, why, sizeof(why)));
+	assert_string_equal(why, "places of 2 Exclusive GPUs each; this member asks 4 Exclusive GPUs");
+	/* Selectors: a model the devices are not, a node label the node lacks. */
+	strcpy(c.models, "A100");
+	assert_false(gang_place_fits(n, &p, &c, why, sizeof(why)));
+	assert_non_null(strstr(why, "do not fit this member"));
+	c.models[0] = '\0';
+	assert_int_equal(claim_add_match(&c, "team", "blue"), 0);
+	assert_false(gang_place_fits(n, &p, &c, why, sizeof(why)));
+	claim_release(&c);
+	struct claim big = tu_whole(2);
+	big.min_mem_mib = 100000;
+	assert_false(gang_place_fits(n, &p, &big, why, sizeof(why)));
+	/* Its own use does not count against it, another pod's does not matter either: only its devices. */
+	struct claim one = tu_whole(1);
+	struct fit f;
+	assert_true(fit_node(n, &one, PACK_BINPACK, &f));
+	fit_apply(n, &one, &f);
+	struct claim again = tu_whole(2);
+	n->dev[2].exclusive = 1;       /* as the ledger has the place itself */
+	n->dev[3].exclusive = 1;
+	assert_true(gang_place_fits(n, &p, &again, why, sizeof(why)));
+	/* Shares: the memory and compute must be the place's, not more nor less. */
+	int dev0[1] = { 0 };
+	struct gang_place sp = place_of(CLAIM_SHARED, dev0, 1, 8192, 0);
+	struct claim s8 = tu_shared(8192, 0), s16 = tu_shared(16384, 0);
+	assert_true(gang_place_fits(n, &sp, &s8, why, sizeof(why)));
+	assert_false(gang_place_fits(n, &sp, &s16, why, sizeof(why)));
+	assert_string_equal(why, "places of 1 Shared GPU (8192 MiB, 0 milli-GPU on each) each; this member asks 1 Shared GPU "
+				 "(16384 MiB, 0 milli-GPU on each)");
+	/* A device gone from the node: no place there any more. */
+	int gone[2] = { 3, 9 };
+	struct gang_place gp = place_of(CLAIM_EXCLUSIVE, gone, 2, 0, 0);
+	assert_false(gang_place_fits(n, &gp, &again, why, sizeof(why)));
+	assert_non_null(strstr(why, "no longer all on node n"));
+	gpu_node_free(n);
+}
+
+static void test_mig_place_needs_its_profile(void **state)
+{
+	(void)state;
+	struct gpu_node *n = tu_node("m", 3, GPU_VENDOR_NVIDIA, "NVIDIA A100-SXM4-40GB", 40960);
+	n->info[1].mig_profile = "3g.20gb";
+	n->info[2].mig_profile = "1g.5gb";
+	n->dev[1].mig = n->dev[2].mig = true;
+	int inst[1] = { 2 };
+	struct gang_place p = place_of(CLAIM_MIG, inst, 1, 0, 0);
+	struct claim small = tu_whole(1), large = tu_whole(1), whole = tu_whole(1);
+	small.mode = large.mode = CLAIM_MIG;
+	strcpy(small.models, "1g.5gb");
+	strcpy(large.models, "3g.20gb");
+	char why[256];
+	assert_true(gang_place_fits(n, &p, &small, why, sizeof(why)));
+	assert_false(gang_place_fits(n, &p, &large, why, sizeof(why)));
+	assert_non_null(strstr(why, "do not fit this member"));
+	/* A whole GPU is no MIG instance. */
+	assert_false(gang_place_fits(n, &p, &whole, why, sizeof(why)));
+	assert_non_null(strstr(why, "this member asks 1 Exclusive GPU"));
+	gpu_node_free(n);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -168,6 +250,8 @@ int main(void)
 		cmocka_unit_test(test_fullest_of_equal_nodes_first),
 		cmocka_unit_test(test_does_not_fit_says_how_much_room),
 		cmocka_unit_test(test_label_selector_and_shares),
+		cmocka_unit_test(test_place_taken_over_only_by_a_member_it_fits),
+		cmocka_unit_test(test_mig_place_needs_its_profile),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

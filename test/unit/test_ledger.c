@@ -1003,6 +1003,51 @@ static void test_token_roundtrip(void **state)
 	ledger_release(&l);
 }
 
+/* A gang's plan as its lock Lease records it, and the plan its places' uids name. */
+static void test_gang_intent_and_place_uids(void **state)
+{
+	(void)state;
+	char nodes[2][254] = { "gh1", "gh\"2" };
+	struct gang_intent in = { .plan = "0a1b2c3d", .total = 3, .state = PLAN_WRITING, .nnodes = 2, .nodes = nodes };
+	struct buf b;
+	buf_init(&b, 4096);
+	assert_int_equal(ledger_intent_encode(&in, &b), 0);
+	assert_string_equal(buf_cstr(&b), "{\"plan\":\"0a1b2c3d\",\"total\":3,\"state\":\"Writing\",\"nodes\":[\"gh1\",\"gh\\\"2\"]}");
+	struct gang_intent out;
+	char err[256];
+	assert_int_equal(ledger_intent_decode(buf_cstr(&b), &out, err, sizeof(err)), 0);
+	assert_string_equal(out.plan, "0a1b2c3d");
+	assert_int_equal(out.total, 3);
+	assert_int_equal(out.state, PLAN_WRITING);
+	assert_int_equal(out.nnodes, 2);
+	assert_string_equal(out.nodes[1], "gh\"2");
+	ledger_intent_release(&out);
+	buf_release(&b);
+	/* Bad ones are refused whole, with what is wanted. */
+	const char *bad[] = { NULL, "", "[]", "{\"plan\":\"xyz\",\"total\":1,\"state\":\"Writing\",\"nodes\":[]}",
+			      "{\"plan\":\"0a1b2c3d\",\"total\":0,\"state\":\"Writing\",\"nodes\":[]}",
+			      "{\"plan\":\"0a1b2c3d\",\"total\":1,\"state\":\"Done\",\"nodes\":[]}",
+			      "{\"plan\":\"0a1b2c3d\",\"total\":1,\"state\":\"Written\",\"nodes\":[7]}" };
+	for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+		assert_int_equal(ledger_intent_decode(bad[k], &out, err, sizeof(err)), -1);
+		assert_null(out.nodes);
+		assert_non_null(strstr(err, GANG_PLAN_ANN));
+	}
+	/* Place uids: the plan's, and none in those from before plans. */
+	char id[17], uid[64], plan[9];
+	ledger_gang_id("ml", "job-7", id);
+	ledger_place_uid(id, "0a1b2c3d", 12, uid, sizeof(uid));
+	assert_true(ledger_uid_is_place(uid));
+	assert_true(ledger_place_plan(uid, plan));
+	assert_string_equal(plan, "0a1b2c3d");
+	char old[64];
+	snprintf(old, sizeof(old), "gang-%s-12345678", id);
+	assert_false(ledger_place_plan(old, plan));
+	snprintf(old, sizeof(old), "gang-%s-r0a1b2c3d", id);
+	assert_false(ledger_place_plan(old, plan));
+	assert_false(ledger_place_plan("0a1b2c3d-pod-uid", plan));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1022,6 +1067,7 @@ int main(void)
 		cmocka_unit_test(test_release_spares_another_try),
 		cmocka_unit_test(test_edit_decided_again_forgets),
 		cmocka_unit_test(test_token_roundtrip),
+		cmocka_unit_test(test_gang_intent_and_place_uids),
 	};
 	return cmocka_run_group_tests_name("ledger", tests, NULL, NULL);
 }
