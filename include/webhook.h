@@ -24,10 +24,12 @@
  *     itself; a variable the container already sets is left alone.
  *
  * Every pod, GPU pod or not, on CREATE and UPDATE (pods/ephemeralcontainers
- * included) is refused (webhook_bypass) when it selects GPUs itself. The
- * same rule ships as a ValidatingAdmissionPolicy
+ * included) is refused (webhook_bypass) when it selects GPUs itself, and
+ * (webhook_protect) when it is a GPU pod created with spec.nodeName or an
+ * UPDATE changes the labels and annotations the reservation rests on. The
+ * same rules ship as ValidatingAdmissionPolicies
  * (deploy/08-admission-policy.yaml), which no label opts out of and which
- * cannot be down; this is its second layer for clusters older than 1.30.
+ * cannot be down; this is their second layer for clusters older than 1.30.
  *
  * Applying a patch again (reinvocationPolicy IfNeeded) is a no-op: what is
  * already there is not added twice.

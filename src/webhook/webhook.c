@@ -625,7 +625,8 @@ static bool gpu_host_path(const char *n)
 /*
  * A container mounting into the device list, or (CREATE only: volumes do
  * not change) a hostPath volume of GPU devices: 1 with why, else 0. On an
- * UPDATE only ephemeral containers can add mounts.
+ * UPDATE only ephemeral containers can add mounts. A path too long to
+ * normalise here (over 4 KiB) is refused rather than let through.
  */
 static int device_mounts(const cJSON *spec, bool create, char *why, size_t len)
 {

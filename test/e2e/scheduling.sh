@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A real kube-scheduler calls the extender for real pods in a real API server:
 # placement, allocation annotations, FailedScheduling reasons, binpack vs spread,
-# GpuClaims, the ledgers, and release on delete.
+# GpuClaims, the ledgers, release on delete, and a GPU sidecar counted as
+# Kubernetes counts it (beside the main container, not instead of it).
 set -u
 cd "$(dirname "$0")/../.."
 . test/cluster/cluster.sh

@@ -956,6 +956,14 @@ static void test_device_list_mounts_are_refused(void **state)
 	assert_says(bypass("{'metadata':{},'spec':{'containers':[{'name':'a'}],'ephemeralContainers':[{'name':'dbg',"
 		"'volumeMounts':[{'name':'v','mountPath':'/var/run/nvidia-container-devices/all'}]}]}}", old, "ml"),
 		"container dbg mounts a volume at /var/run/nvidia-container-devices/all");
+	/* A path too long to normalise is refused, not let through. */
+	char *lng = malloc(6000);
+	assert_non_null(lng);
+	int k = snprintf(lng, 6000, "{'metadata':{},'spec':{'containers':[{'name':'c','volumeMounts':[{'name':'v','mountPath':'/");
+	memset(lng + k, 'a', 5000);
+	snprintf(lng + k + 5000, 6000 - (size_t)k - 5000, "'}]}]}}");
+	assert_says(bypass(lng, NULL, "ml"), "container c mounts a volume at /aaa");
+	free(lng);
 	/* privileged in an allow-listed namespace: exempt */
 	opts.system_namespaces = "kube-system";
 	assert_string_equal(mount_at("containers", bad[0], "kube-system", PRIV), "");
