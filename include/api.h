@@ -69,6 +69,12 @@ struct api_pod_ref {
 void api_pod_ref(const cJSON *pod, struct api_pod_ref *out);
 /* Whether the pod has run to its end (phase Succeeded or Failed): it uses no devices any more. */
 bool api_pod_finished(const cJSON *pod);
+/*
+ * Whether an init container is restartable (restartPolicy Always, a
+ * "sidecar"): it keeps running beside the init containers after it and the
+ * app containers, so its devices add to theirs instead of being reused.
+ */
+bool api_container_restartable(const cJSON *ctr);
 
 /*
  * GpuClaim spec -> claim. Validates every field (enums, ranges); on error
@@ -81,8 +87,10 @@ typedef const cJSON *(*api_claim_lookup)(void *ctx, const char *ns, const char *
 
 /*
  * A pod -> its claim: the gpu.scheduling/claim annotation (looked up), else
- * the extended resources on its containers (sum over containers, max with
- * each init container), else CLAIM_NONE. Resources: gpu alone is whole
+ * the extended resources on its containers, counted as Kubernetes counts a
+ * pod's effective request: the maximum of (the app containers' sum plus
+ * every sidecar) and of (each ordinary init container plus the sidecars
+ * before it); else CLAIM_NONE. Resources: gpu alone is whole
  * GPUs; gpu-memory or gpu-core make a share spanning gpu-share GPUs (or,
  * as before gpu-share existed, gpu; default 1). A pod that asks whole GPUs
  * and shares, or a share count without memory or compute, is invalid; so

@@ -24,10 +24,12 @@
  *     itself; a variable the container already sets is left alone.
  *
  * Every pod, GPU pod or not, on CREATE and UPDATE (pods/ephemeralcontainers
- * included) is refused (webhook_bypass) when it selects GPUs itself. The
- * same rule ships as a ValidatingAdmissionPolicy
+ * included) is refused (webhook_bypass) when it selects GPUs itself, and
+ * (webhook_protect) when it is a GPU pod created with spec.nodeName or an
+ * UPDATE changes the labels and annotations the reservation rests on. The
+ * same rules ship as ValidatingAdmissionPolicies
  * (deploy/08-admission-policy.yaml), which no label opts out of and which
- * cannot be down; this is its second layer for clusters older than 1.30.
+ * cannot be down; this is their second layer for clusters older than 1.30.
  *
  * Applying a patch again (reinvocationPolicy IfNeeded) is a no-op: what is
  * already there is not added twice.
@@ -44,6 +46,8 @@
 #include <stddef.h>
 
 #define WEBHOOK_NAMESPACES_MAX 512
+/* The extender's own identity (deploy/03-rbac.yaml): the only one that may change what webhook_protect guards. */
+#define WEBHOOK_EXTENDER_USER "system:serviceaccount:gpu-system:gpu-extender"
 
 struct webhook_opts {
 	const struct api_resources *res;   /* the GPU resource names */
@@ -51,6 +55,7 @@ struct webhook_opts {
 	bool no_env;                       /* add no visible-devices variables (the device plugin sets them) */
 	/* Comma-separated namespaces whose privileged pods may select GPUs themselves; NULL = none. */
 	const char *system_namespaces;
+	const char *extender_user;         /* NULL: WEBHOOK_EXTENDER_USER */
 	/*
 	 * Reads a claim-only pod's GpuClaim into out: 0, or -1 when it cannot
 	 * (then the marker is added). NULL: always the marker. Called from any
@@ -101,12 +106,38 @@ int webhook_patch(const cJSON *pod, const char *ns, const struct webhook_opts *o
  *   - a cdi.k8s.io/ annotation added or changed;
  *   - an allocation annotation (gpu.scheduling/allocated, device-uuids, the
  *     visible-devices and shared-* ones) set at CREATE or changed by an
- *     UPDATE: only the binding writes them.
+ *     UPDATE: only the binding writes them;
+ *   - a volumeMount (at CREATE; on an UPDATE, of an ephemeral container) at
+ *     or under /var/run/nvidia-container-devices or /run/nvidia-container-devices,
+ *     where the NVIDIA runtime reads the devices to hand over from mount names;
+ *   - at CREATE, a hostPath volume of GPU devices: /, /dev, /dev/nvidia*,
+ *     /dev/dri/, /dev/kfd, /dev/accel*, /dev/char/, the device-list
+ *     directories, /proc/X/{root,cwd,fd,map_files}/, or a path with "..".
+ *   Paths are compared lexically ("//", "/./" and a trailing "/" do not
+ *   matter); symlinks on the host are not resolved.
  * Exempt: a pod in one of o->system_namespaces with a privileged container.
  * envFrom cannot be seen at admission (its values live in a ConfigMap or
  * Secret); the runtime setting closes it (docs/node.md).
  */
 int webhook_bypass(const cJSON *pod, const cJSON *old, const char *ns, const struct webhook_opts *o, char *why,
 		   size_t len);
+
+/*
+ * Pure: 1 with the reason (and what to do) in why, else 0. user is the
+ * request's userInfo.username (NULL: unknown). Refused:
+ *   - UPDATE (old set): a change of the label gpu.scheduling/managed or
+ *     scheduling.x-k8s.io/pod-group or of the annotation
+ *     gpu.scheduling/claim or gpu.scheduling/policy (added, changed or
+ *     removed), unless user is o->extender_user; adding managed=true where
+ *     it is missing passes (it only lets the extender follow the pod);
+ *   - CREATE (old NULL): spec.nodeName set on a pod that asks for GPUs (the
+ *     claim annotation, a configured GPU resource, the marker, any
+ *     gpu.scheduling/ resource) in a container or init container: it skips
+ *     the scheduler, so nothing is reserved for it. A static pod's mirror
+ *     (annotation kubernetes.io/config.mirror) written by a node passes.
+ * No namespace is exempt. The first layer is deploy/08-admission-policy.yaml.
+ */
+int webhook_protect(const cJSON *pod, const cJSON *old, const char *user, const struct webhook_opts *o, char *why,
+		    size_t len);
 
 #endif

@@ -291,30 +291,58 @@ static int container_amounts(const cJSON *ctr, const struct api_resources *res, 
 	       container_amount(ctr, r->share, r->nshare, &a->share, err, errlen) ? -1 : 0;
 }
 
-/* As kube-scheduler does: sum over containers, then max with each init container. */
+static void amounts_add(struct amounts *to, const struct amounts *a)
+{
+	to->gpu += a->gpu;
+	to->mem += a->mem;
+	to->core += a->core;
+	to->share += a->share;
+}
+
+static void amounts_max(struct amounts *to, const struct amounts *a)
+{
+	to->gpu = a->gpu > to->gpu ? a->gpu : to->gpu;
+	to->mem = a->mem > to->mem ? a->mem : to->mem;
+	to->core = a->core > to->core ? a->core : to->core;
+	to->share = a->share > to->share ? a->share : to->share;
+}
+
+bool api_container_restartable(const cJSON *ctr)
+{
+	const char *rp = api_str(ctr, "restartPolicy");
+	return rp && strcmp(rp, "Always") == 0;
+}
+
+/*
+ * As Kubernetes counts a pod's effective request: init containers run in
+ * order, each beside the sidecars (restartable init containers) started
+ * before it; the app containers run beside all of them. So each ordinary
+ * init container counts with the sidecars before it, and the result is the
+ * maximum of those and of the app containers' sum plus every sidecar.
+ */
 static int pod_amounts(const cJSON *pod, const struct api_resources *res, struct amounts *total,
 		       char *err, size_t errlen)
 {
+	struct amounts sidecars = { 0 }, init = { 0 };
 	memset(total, 0, sizeof(*total));
 	const cJSON *ctr;
-	cJSON_ArrayForEach(ctr, api_path(pod, "spec.containers")) {
-		struct amounts a;
-		if (container_amounts(ctr, res, &a, err, errlen))
-			return -1;
-		total->gpu += a.gpu;
-		total->mem += a.mem;
-		total->core += a.core;
-		total->share += a.share;
-	}
 	cJSON_ArrayForEach(ctr, api_path(pod, "spec.initContainers")) {
 		struct amounts a;
 		if (container_amounts(ctr, res, &a, err, errlen))
 			return -1;
-		total->gpu = a.gpu > total->gpu ? a.gpu : total->gpu;
-		total->mem = a.mem > total->mem ? a.mem : total->mem;
-		total->core = a.core > total->core ? a.core : total->core;
-		total->share = a.share > total->share ? a.share : total->share;
+		amounts_add(&a, &sidecars);
+		if (api_container_restartable(ctr))
+			sidecars = a;
+		amounts_max(&init, &a);
 	}
+	cJSON_ArrayForEach(ctr, api_path(pod, "spec.containers")) {
+		struct amounts a;
+		if (container_amounts(ctr, res, &a, err, errlen))
+			return -1;
+		amounts_add(total, &a);
+	}
+	amounts_add(total, &sidecars);
+	amounts_max(total, &init);
 	return 0;
 }
 

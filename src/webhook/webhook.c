@@ -20,6 +20,7 @@ struct webhook {
 	struct api_resources res;
 	char marker[API_NAME_MAX];
 	char system_namespaces[WEBHOOK_NAMESPACES_MAX];
+	char extender_user[API_NAME_MAX];
 	struct webhook_opts o;        /* points at the members above */
 };
 
@@ -65,8 +66,11 @@ struct webhook *webhook_new(const struct webhook_opts *opts)
 	snprintf(w->marker, sizeof(w->marker), "%s", opts->marker_resource ? opts->marker_resource : "");
 	snprintf(w->system_namespaces, sizeof(w->system_namespaces), "%s",
 		 opts->system_namespaces ? opts->system_namespaces : "");
+	snprintf(w->extender_user, sizeof(w->extender_user), "%s",
+		 opts->extender_user ? opts->extender_user : WEBHOOK_EXTENDER_USER);
 	w->o = *opts;
 	w->o.res = &w->res;
+	w->o.extender_user = w->extender_user;
 	w->o.marker_resource = w->marker;
 	w->o.system_namespaces = w->system_namespaces;
 	return w;
@@ -554,6 +558,107 @@ static bool annotation_changed(const cJSON *pod, const cJSON *old, const char *k
 	return now ? !before || strcmp(now, before) : before != NULL;
 }
 
+/*
+ * path normalised as the API server's CEL can do it: "" and "." segments
+ * dropped, one "/" before and after each segment ("/" for the root), ".."
+ * kept (resolving it needs the host's symlinks). False when it does not fit.
+ */
+static bool lexical_path(const char *path, char *out, size_t cap)
+{
+	size_t n = 0;
+	out[n++] = '/';
+	for (const char *p = path; *p;) {
+		size_t len = strcspn(p, "/");
+		if (len && !(len == 1 && p[0] == '.')) {
+			if (n + len + 2 > cap)
+				return false;
+			memcpy(out + n, p, len);
+			n += len;
+			out[n++] = '/';
+		}
+		p += len;
+		p += *p == '/';
+	}
+	out[n] = '\0';
+	return true;
+}
+
+static bool has_prefix(const char *s, const char *prefix)
+{
+	return !strncmp(s, prefix, strlen(prefix));
+}
+
+/* The NVIDIA runtime's device list: the names of the mounts under it are the devices it hands over. */
+#define DEVICE_LIST_DIR "/var/run/nvidia-container-devices"
+
+/* A normalised mount destination inside the device list (/run too: images often link /var/run there). */
+static bool device_list_mount(const char *n)
+{
+	return has_prefix(n, DEVICE_LIST_DIR "/") || has_prefix(n, "/run/nvidia-container-devices/") ||
+	       (strstr(n, "/../") && strstr(n, "/nvidia-container-devices/"));
+}
+
+/*
+ * A normalised host path that is a GPU device file or a directory holding
+ * them: the root, /dev, the vendors' nodes, /dev/char (links to every
+ * device), the device-list directory, and the /proc links kubelet itself
+ * would follow into the host's root or a process's open files.
+ */
+static bool gpu_host_path(const char *n)
+{
+	static const char *const under[] = {
+		"/dev/nvidia", "/dev/dri/", "/dev/kfd/", "/dev/accel", "/dev/char/",
+		DEVICE_LIST_DIR "/", "/run/nvidia-container-devices/",
+	};
+	if (!strcmp(n, "/") || !strcmp(n, "/dev/") || strstr(n, "/../"))
+		return true;
+	for (size_t k = 0; k < NELEM(under); k++)
+		if (has_prefix(n, under[k]))
+			return true;
+	if (!has_prefix(n, "/proc/"))
+		return false;
+	const char *rest = strchr(n + strlen("/proc/"), '/');
+	return rest && (has_prefix(rest, "/root/") || has_prefix(rest, "/cwd/") || has_prefix(rest, "/fd/") ||
+			has_prefix(rest, "/map_files/"));
+}
+
+/*
+ * A container mounting into the device list, or (CREATE only: volumes do
+ * not change) a hostPath volume of GPU devices: 1 with why, else 0. On an
+ * UPDATE only ephemeral containers can add mounts. A path too long to
+ * normalise here (over 4 KiB) is refused rather than let through.
+ */
+static int device_mounts(const cJSON *spec, bool create, char *why, size_t len)
+{
+	char n[4200];
+	for (size_t f = create ? 0 : NELEM(container_lists) - 1; f < NELEM(container_lists); f++) {
+		const cJSON *ctr, *m;
+		cJSON_ArrayForEach(ctr, cJSON_GetObjectItemCaseSensitive(spec, container_lists[f])) {
+			cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(ctr, "volumeMounts")) {
+				const char *path = api_str(m, "mountPath"), *cname = api_str(ctr, "name");
+				if (!path || (lexical_path(path, n, sizeof(n)) && !device_list_mount(n)))
+					continue;
+				snprintf(why, len, "container %s mounts a volume at %s, inside the NVIDIA runtime's device list "
+					 "(" DEVICE_LIST_DIR "), which hands the container the GPUs those mounts name: GPUs are "
+					 "given by the gpu-scheduler; ask for gpu.scheduling/gpu and mount elsewhere (docs/security.md)",
+					 cname ? cname : "?", path);
+				return 1;
+			}
+		}
+	}
+	const cJSON *vol, *volumes = create ? cJSON_GetObjectItemCaseSensitive(spec, "volumes") : NULL;
+	cJSON_ArrayForEach(vol, volumes) {
+		const char *path = api_str(api_path(vol, "hostPath"), "path"), *vname = api_str(vol, "name");
+		if (!path || (lexical_path(path, n, sizeof(n)) && !gpu_host_path(n)))
+			continue;
+		snprintf(why, len, "volume %s is hostPath %s, a GPU device or a directory that holds them: GPUs are given "
+			 "by the gpu-scheduler; ask for gpu.scheduling/gpu and remove the volume (a node tool that needs it "
+			 "runs privileged in a namespace the operator trusts, docs/security.md)", vname ? vname : "?", path);
+		return 1;
+	}
+	return 0;
+}
+
 int webhook_bypass(const cJSON *pod, const cJSON *old, const char *ns, const struct webhook_opts *o, char *why,
 		   size_t len)
 {
@@ -562,6 +667,8 @@ int webhook_bypass(const cJSON *pod, const cJSON *old, const char *ns, const str
 	if (trusted(pod, ns, o))
 		return 0;
 	const cJSON *spec = api_path(pod, "spec");
+	if (device_mounts(spec, !old, why, len))
+		return 1;
 	for (size_t f = 0; f < NELEM(container_lists); f++) {
 		const cJSON *ctr;
 		cJSON_ArrayForEach(ctr, cJSON_GetObjectItemCaseSensitive(spec, container_lists[f])) {
@@ -592,6 +699,83 @@ int webhook_bypass(const cJSON *pod, const cJSON *old, const char *ns, const str
 		}
 	}
 	return 0;
+}
+
+/* ---- what the reservation rests on ------------------------------------------ */
+
+/* Read by the extender from the pod: changing one after CREATE changes which pods it follows or what they hold. */
+static const char *const protected_labels[] = { LABEL_MANAGED, LABEL_POD_GROUP };
+static const char *const protected_annotations[] = { ANN_CLAIM, ANN_POLICY };
+
+static bool same(const char *a, const char *b)
+{
+	return a ? b && !strcmp(a, b) : !b;
+}
+
+/* The first protected label or annotation this UPDATE changes ("label x"), or 0. */
+static int protected_change(const cJSON *pod, const cJSON *old, char *what, size_t len)
+{
+	for (size_t k = 0; k < NELEM(protected_labels); k++) {
+		const char *now = api_label(pod, protected_labels[k]), *before = api_label(old, protected_labels[k]);
+		/* managed=true added where missing (a pod created while the webhook was down) only lets the extender follow it */
+		bool adds_managed = !before && now && !strcmp(protected_labels[k], LABEL_MANAGED) && !strcmp(now, "true");
+		if (!same(now, before) && !adds_managed) {
+			snprintf(what, len, "label %s", protected_labels[k]);
+			return 1;
+		}
+	}
+	for (size_t k = 0; k < NELEM(protected_annotations); k++) {
+		if (!same(api_annotation(pod, protected_annotations[k]), api_annotation(old, protected_annotations[k]))) {
+			snprintf(what, len, "annotation %s", protected_annotations[k]);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* Whether the pod asks for GPUs: the claim annotation, or a GPU resource (configured or gpu.scheduling/). */
+static bool asks_gpu(const cJSON *pod, const struct webhook_opts *o)
+{
+	if (api_annotation(pod, ANN_CLAIM))
+		return true;
+	const cJSON *spec = api_path(pod, "spec");
+	if (pod_asks_gpu_resource(spec, o->res))
+		return true;
+	for (size_t f = 0; f < 2; f++) {
+		const cJSON *ctr, *q;
+		cJSON_ArrayForEach(ctr, cJSON_GetObjectItemCaseSensitive(spec, container_lists[f]))
+			for (size_t l = 0; l < NELEM(resource_lists); l++)
+				cJSON_ArrayForEach(q, api_path(api_path(ctr, "resources"), resource_lists[l]))
+					if (q->string && (has_prefix(q->string, "gpu.scheduling/") ||
+							  (o->marker_resource && !strcmp(q->string, o->marker_resource))))
+						return true;
+	}
+	return false;
+}
+
+int webhook_protect(const cJSON *pod, const cJSON *old, const char *user, const struct webhook_opts *o, char *why,
+		    size_t len)
+{
+	if (old) {
+		const char *ext = o->extender_user ? o->extender_user : WEBHOOK_EXTENDER_USER;
+		char what[API_NAME_MAX + 16];
+		if ((user && !strcmp(user, ext)) || !protected_change(pod, old, what, sizeof(what)))
+			return 0;
+		snprintf(why, len, "%s cannot change after the pod is created: the gpu-scheduler's reservation for the pod "
+			 "rests on it (without gpu.scheduling/managed the extender stops following the pod and would hand "
+			 "its GPUs out again); to change it, delete the pod and create it again (docs/security.md)", what);
+		return 1;
+	}
+	const char *node = api_str(api_path(pod, "spec"), "nodeName");
+	if (!node || !node[0] || !asks_gpu(pod, o))
+		return 0;
+	/* A static pod's mirror, written by its node: the pod runs anyway, the mirror only shows it. */
+	if (api_annotation(pod, "kubernetes.io/config.mirror") && user && has_prefix(user, "system:node:"))
+		return 0;
+	snprintf(why, len, "spec.nodeName %s with GPU resources: a pod that names its node skips the scheduler, so the "
+		 "gpu-scheduler reserves no GPU for it and the node gives it none; remove spec.nodeName (a nodeSelector "
+		 "on kubernetes.io/hostname keeps it on that node, docs/security.md)", node);
+	return 1;
 }
 
 /* ---- the review ---------------------------------------------------------- */
@@ -679,6 +863,11 @@ static int decide(const struct webhook *w, const cJSON *root, const char **uid, 
 	const char *ns = api_str(request, "namespace");   /* the object may not carry it yet */
 	const cJSON *old = update ? cJSON_GetObjectItemCaseSensitive(request, "oldObject") : NULL;
 	if (webhook_bypass(obj, cJSON_IsObject(old) ? old : NULL, ns, &w->o, msg, msglen))
+		return 1;
+	/* (an UPDATE without its oldObject has nothing to compare) */
+	if ((create || (!sub && cJSON_IsObject(old))) &&
+	    webhook_protect(obj, create ? NULL : old, api_str(api_path(request, "userInfo"), "username"), &w->o, msg,
+			    msglen))
 		return 1;
 	char err[256];
 	if (create && webhook_patch(obj, ns, &w->o, patch, err, sizeof(err)))

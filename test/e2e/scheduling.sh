@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A real kube-scheduler calls the extender for real pods in a real API server:
 # placement, allocation annotations, FailedScheduling reasons, binpack vs spread,
-# GpuClaims, the ledgers, and release on delete.
+# GpuClaims, the ledgers, release on delete, and a GPU sidecar counted as
+# Kubernetes counts it (beside the main container, not instead of it).
 set -u
 cd "$(dirname "$0")/../.."
 . test/cluster/cluster.sh
@@ -151,5 +152,31 @@ check_release() {
   cluster_wait 20 "after bound" bound ml after
 }
 e2e_check "deleted pods' GPUs are schedulable again" check_release
+
+# --- a GPU sidecar (restartable init container) runs beside the main container ---
+# Kubernetes counts the pod as 2 GPUs (the sidecar keeps running); so must
+# the extender: the binding and the node's ledger name 2 devices.
+kubectl apply -f - >/dev/null <<'JSON'
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"sidecar","namespace":"ml"},
+ "spec":{"schedulerName":"gpu-scheduler","restartPolicy":"Never","terminationGracePeriodSeconds":0,
+   "initContainers":[{"name":"side","image":"registry.k8s.io/pause:3.10","restartPolicy":"Always",
+     "resources":{"limits":{"gpu.scheduling/gpu":"1"}}}],
+   "containers":[{"name":"main","image":"registry.k8s.io/pause:3.10","resources":{"limits":{"gpu.scheduling/gpu":"1"}}}]}}
+JSON
+check_sidecar() {
+  cluster_wait 20 "sidecar bound" bound ml sidecar || return 1
+  local node alloc uid held
+  node=$(e2e_pod_node ml sidecar)
+  alloc=$(e2e_ann ml sidecar gpu.scheduling/allocated)
+  [[ $alloc =~ ^$node:[0-9]+,[0-9]+$ ]] || { echo "allocated=$alloc, want 2 devices on $node"; return 1; }
+  uid=$(kubectl -n ml get pod sidecar -o jsonpath='{.metadata.uid}')
+  held=$(kubectl -n gpu-system get lease "gpu-ledger.$node" -o json | python3 -c '
+import json, sys
+l = json.load(sys.stdin)
+print(",".join(str(d) for d in sorted(d for r in json.loads(l["metadata"]["annotations"]["gpu.scheduling/reservations"])
+               if r["uid"] == sys.argv[1] for d in r["devices"])))' "$uid")
+  [[ $held == "$(tr , '\n' <<<"${alloc#*:}" | sort -n | paste -sd,)" ]] || { echo "ledger of $node holds [$held] for the pod, binding says ${alloc#*:}"; return 1; }
+}
+e2e_check "a 1-GPU sidecar beside a 1-GPU container reserves 2 devices (binding and ledger)" check_sidecar
 
 e2e_summary

@@ -14,6 +14,11 @@
 #     allocation annotation, on CREATE and UPDATE) is refused by the webhook,
 #     and by deploy/08-admission-policy.yaml also where the webhook is not
 #     asked (opt-out label) or is down; a privileged kube-system pod is exempt;
+#   - deploy/08-admission-policy.yaml refuses, for real users (impersonated:
+#     a namespace editor, a namespace admin), changes of the labels and
+#     annotation the reservation rests on, except by the extender's service
+#     account; mounts into the NVIDIA runtime's device list and hostPaths of
+#     GPU devices outside trusted namespaces; GPU pods with spec.nodeName;
 #   - with the webhook down, failurePolicy Ignore lets pods be created.
 # The webhook configuration is deploy/05-webhook.yaml itself, with only its
 # clientConfig switched from the in-cluster Service to https://127.0.0.1:PORT
@@ -345,6 +350,137 @@ check_policy_mixed() {
 JSON
 }
 e2e_check "policy: an opted-out pod asking gpu with gpu-core is refused (the webhook did not make it a share)" check_policy_mixed
+
+# ---- what the reservation rests on, and devices by mounts -------------------
+# The same policy file's rules against real users: alice may edit pods in
+# $NS, nsadmin may do anything there (the rules of the aggregated edit and
+# admin roles, which need kube-controller-manager to be filled, written as
+# Roles); the extender's service account is given pod edits there only so
+# that it may try. Pods labelled gpu.scheduling/webhook=disabled are judged
+# by the policies alone.
+POLICY_META="ValidatingAdmissionPolicy 'gpu-scheduling-pod-metadata' with binding 'gpu-scheduling-pod-metadata' denied request"
+POLICY_DEV="ValidatingAdmissionPolicy 'gpu-scheduling-devices' with binding 'gpu-scheduling-devices' denied request"
+EXT_SA=system:serviceaccount:gpu-system:gpu-extender
+kubectl -n "$NS" create role pod-editor --verb=get,list,watch,create,update,patch,delete --resource=pods >/dev/null
+kubectl -n "$NS" create role ns-admin --verb='*' --resource='*.*' >/dev/null
+kubectl -n "$NS" create rolebinding alice-edit --role=pod-editor --user=alice >/dev/null
+kubectl -n "$NS" create rolebinding nsadmin-admin --role=ns-admin --user=nsadmin >/dev/null
+kubectl -n "$NS" create rolebinding extender-edit --role=pod-editor --user="$EXT_SA" >/dev/null
+managed_pod() {  # NAME [EXTRA_LABELS_JSON]: a pod with the labels and annotation the extender reads
+  cat <<JSON | create
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"$1","namespace":"$NS",
+   "labels":{"gpu.scheduling/managed":"true","scheduling.x-k8s.io/pod-group":"g"${2:-}},
+   "annotations":{"gpu.scheduling/claim":"pair"}},
+ "spec":{"restartPolicy":"Never","terminationGracePeriodSeconds":0,"containers":[{"name":"main","image":"$IMAGE"}]}}
+JSON
+}
+fails_with() {  # WANT CMD...: CMD fails and says WANT
+  local want=$1 out; shift
+  if out=$("$@" 2>&1); then echo "allowed: $* -> $out"; return 1; fi
+  [[ $out == *"$want"* ]] || { echo "refused, but: $out"; return 1; }
+}
+managed_pod meta1 ',"gpu.scheduling/webhook":"disabled"'
+meta_policy_loaded() {
+  fails_with "$POLICY_META" kubectl --as=alice -n "$NS" label --dry-run=server pod meta1 gpu.scheduling/managed- >/dev/null
+}
+check_meta_refused() {
+  cluster_wait 20 "the metadata policy in force" meta_policy_loaded >/dev/null || meta_policy_loaded || return 1
+  local who
+  for who in alice nsadmin; do
+    fails_with "$POLICY_META: label gpu.scheduling/managed cannot change after the pod is created" \
+      kubectl --as=$who -n "$NS" label pod meta1 gpu.scheduling/managed- || return 1
+    fails_with "label gpu.scheduling/managed cannot change" \
+      kubectl --as=$who -n "$NS" label --overwrite pod meta1 gpu.scheduling/managed=false || return 1
+    fails_with "label scheduling.x-k8s.io/pod-group cannot change" \
+      kubectl --as=$who -n "$NS" label pod meta1 scheduling.x-k8s.io/pod-group- || return 1
+    fails_with "annotation gpu.scheduling/claim cannot change" \
+      kubectl --as=$who -n "$NS" annotate --overwrite pod meta1 gpu.scheduling/claim=other || return 1
+  done
+  # not through pods/status either, not even by the cluster admin
+  fails_with "label gpu.scheduling/managed cannot change" kubectl -n "$NS" patch pod meta1 --subresource=status \
+    --type=json -p '[{"op":"remove","path":"/metadata/labels/gpu.scheduling~1managed"}]' || return 1
+  kubectl --as=alice -n "$NS" label pod meta1 team=a >/dev/null || { echo "another label refused"; return 1; }
+  [[ $(kubectl -n "$NS" get pod meta1 -o jsonpath='{.metadata.labels.gpu\.scheduling/managed}') == true ]]
+}
+e2e_check "policy: a pod's managed and pod-group labels and claim annotation cannot be changed or removed by its owner or the namespace admin (nor through pods/status); other labels can" \
+  check_meta_refused
+check_meta_extender() {
+  kubectl --as="$EXT_SA" -n "$NS" label pod meta1 gpu.scheduling/managed- >/dev/null || return 1
+  [[ -z $(kubectl -n "$NS" get pod meta1 -o jsonpath='{.metadata.labels.gpu\.scheduling/managed}') ]]
+}
+e2e_check "policy: the extender's service account may change them" check_meta_extender
+check_meta_webhook() {  # the webhook's layer on a pod it is sent
+  fails_with "admission webhook \"env.gpu.scheduling.io\" denied the request: label gpu.scheduling/managed cannot change" \
+    kubectl --as=alice -n "$NS" label pod gpu gpu.scheduling/managed-
+}
+e2e_check "webhook: the same refusal as a second layer" check_meta_webhook
+
+mount_pod() {  # NS NAME VOLUME_JSON MOUNT_PATH [EXTRA_LABELS_JSON] [SECURITY_CONTEXT_JSON]
+  cat <<JSON
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"$2","namespace":"$1","labels":{"app":"m"${5:-}}},
+ "spec":{"restartPolicy":"Never","terminationGracePeriodSeconds":0,"volumes":[{"name":"v",$3}],
+   "containers":[{"name":"main","image":"$IMAGE","volumeMounts":[{"name":"v","mountPath":"$4"}]${6:-}}]}}
+JSON
+}
+OPTOUT=',"gpu.scheduling/webhook":"disabled"'
+PRIVILEGED=',"securityContext":{"privileged":true}'
+check_mounts_refused() {
+  mount_pod "$NS" m1 '"hostPath":{"path":"/dev/null"}' /var/run/nvidia-container-devices/all "$OPTOUT" |
+    refused "$POLICY_DEV: container main mounts a volume inside the NVIDIA runtime's device list" || return 1
+  mount_pod "$NS" m2 '"emptyDir":{}' //var/run/./nvidia-container-devices/GPU-0/ "$OPTOUT" |
+    refused "container main mounts a volume inside the NVIDIA runtime's device list" || return 1
+  mount_pod "$NS" m3 '"hostPath":{"path":"/dev/nvidia0"}' /gpu "$OPTOUT" |
+    refused "$POLICY_DEV: volume v (/dev/nvidia0) is a hostPath of GPU devices" || return 1
+  mount_pod "$NS" m4 '"hostPath":{"path":"/dev//./dri/"}' /dri "$OPTOUT" |
+    refused "volume v (/dev//./dri/) is a hostPath of GPU devices" || return 1
+  mount_pod "$NS" m5 '"hostPath":{"path":"/dev/nvidia0"}' /gpu |
+    refused "admission webhook \"env.gpu.scheduling.io\" denied the request: volume v is hostPath /dev/nvidia0" || return 1
+  mount_pod "$NS" m6 '"hostPath":{"path":"/dev/null"}' /dev-null "$OPTOUT" | create   # not a GPU
+}
+e2e_check "policy: hostPath /dev/null at /var/run/nvidia-container-devices/all, hostPath /dev/nvidia0 and /dev/dri are refused, saying why (and by the webhook too)" \
+  check_mounts_refused
+check_mounts_trusted() {
+  mount_pod kube-system tm1 '"hostPath":{"path":"/dev/null"}' /var/run/nvidia-container-devices/all "" "$PRIVILEGED" |
+    create || return 1
+  mount_pod kube-system tm2 '"hostPath":{"path":"/dev/nvidia0"}' /gpu "" "$PRIVILEGED" | create || return 1
+  mount_pod kube-system tm3 '"hostPath":{"path":"/dev/nvidia0"}' /gpu | refused "$POLICY_DEV: volume v (/dev/nvidia0)"
+}
+e2e_check "policy: both are allowed for a privileged pod in a trusted namespace (kube-system), not for an unprivileged one" \
+  check_mounts_trusted
+check_node_name() {
+  refused "$POLICY_DEV: spec.nodeName gpu-x with GPU resources: a pod that names its node skips the scheduler" <<JSON || return 1
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"pinned","namespace":"$NS","labels":{"gpu.scheduling/webhook":"disabled"}},
+ "spec":{"nodeName":"gpu-x","containers":[{"name":"main","image":"$IMAGE","resources":{"limits":{"gpu.scheduling/gpu":"1"}}}]}}
+JSON
+  refused "spec.nodeName gpu-x with GPU resources" <<JSON || return 1
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"pinned2","namespace":"$NS","labels":{"gpu.scheduling/webhook":"disabled"},
+   "annotations":{"gpu.scheduling/claim":"pair"}},"spec":{"nodeName":"gpu-x","containers":[{"name":"main","image":"$IMAGE"}]}}
+JSON
+  create <<JSON   # no GPU: its own business
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"pinned3","namespace":"$NS"},
+ "spec":{"nodeName":"gpu-x","containers":[{"name":"main","image":"$IMAGE"}]}}
+JSON
+}
+e2e_check "policy: a GPU pod created with spec.nodeName is refused with the reason; one without GPUs is not" check_node_name
+check_node_status_write() {  # a node may write its pods' status, annotations included: not these
+  create <<JSON || return 1
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"pinned4","namespace":"$NS","annotations":{"gpu.scheduling/policy":"binpack"}},
+ "spec":{"nodeName":"gpu-x","containers":[{"name":"main","image":"$IMAGE"}]}}
+JSON
+  # (straight to the API: kubectl would first GET pods/status, which a node may not)
+  as_node() {  # MERGE_PATCH: prints the HTTP status and the body
+    curl -s --cacert "$CLUSTER_CA_FILE" -H "Authorization: Bearer $CLUSTER_ADMIN_TOKEN" \
+      -H "Impersonate-User: system:node:gpu-x" -H "Impersonate-Group: system:nodes" \
+      -H "Content-Type: application/merge-patch+json" -X PATCH -w ' %{http_code}' -d "$1" \
+      "$CLUSTER_API_URL/api/v1/namespaces/$NS/pods/pinned4/status"
+  }
+  local out
+  out=$(as_node '{"metadata":{"annotations":{"gpu.scheduling/policy":"spread"}}}')
+  [[ $out == *"$POLICY_META: annotation gpu.scheduling/policy cannot change"*" 403" ]] || { echo "$out"; return 1; }
+  out=$(as_node '{"metadata":{"annotations":{"note":"n"}}}')
+  [[ $out == *" 200" ]] || { echo "the node's own annotation refused: $out"; return 1; }
+}
+e2e_check "policy: a node (kubelet credentials) cannot change them through pods/status either" check_node_status_write
 
 # ---- certificate rotation while pods are created ----------------------------
 # A new serving certificate (new key) is written over the files the webhook

@@ -67,6 +67,67 @@ static void test_pod_init_container_max(void **state)
 	assert_int_equal(c.count, 4);
 }
 
+/* A container named n asking g whole GPUs; SIDECAR: the same with restartPolicy Always. */
+#define CTR(n, g) "{\"name\":\"" n "\",\"resources\":{\"limits\":{\"gpu.scheduling/gpu\":\"" g "\"}}}"
+#define SIDECAR(n, g) "{\"name\":\"" n "\",\"restartPolicy\":\"Always\"," \
+	"\"resources\":{\"limits\":{\"gpu.scheduling/gpu\":\"" g "\"}}}"
+
+static int64_t pod_count(const char *containers, const char *init)
+{
+	char text[2048];
+	snprintf(text, sizeof(text), "{\"spec\":{\"containers\":[%s],\"initContainers\":[%s]}}", containers, init);
+	struct claim c;
+	char err[256];
+	assert_int_equal(pod_claim(text, &c, err), 0);
+	return c.count;
+}
+
+/*
+ * Sidecars (restartable init containers) run beside everything after them:
+ * each init container counts with the sidecars started before it, the app
+ * containers with all of them (Kubernetes' effective request).
+ */
+static void test_pod_sidecars_added(void **state)
+{
+	(void)state;
+	/* 1-GPU sidecar beside a 1-GPU main container: 2. */
+	assert_int_equal(pod_count(CTR("main", "1"), SIDECAR("side", "1")), 2);
+	/* A sidecar alone is held while the app runs. */
+	assert_int_equal(pod_count("{\"name\":\"main\"}", SIDECAR("side", "2")), 2);
+	/* Init after a sidecar: max(2+1, 1+1) = 3. */
+	assert_int_equal(pod_count(CTR("main", "1"), SIDECAR("side", "1") "," CTR("i", "2")), 3);
+	/* Init before the sidecar runs alone: max(2, 1+1) = 2. */
+	assert_int_equal(pod_count(CTR("main", "1"), CTR("i", "2") "," SIDECAR("side", "1")), 2);
+	/* Two sidecars, an init between them and one after: max(4+1, 3+(1+2), app 1+3) = 6. */
+	assert_int_equal(pod_count(CTR("main", "1"),
+				   SIDECAR("s1", "1") "," CTR("i1", "4") "," SIDECAR("s2", "2") "," CTR("i2", "3")),
+			 6);
+	/* The same with a larger app: max(5, 1+3, app 5+3) = 8. */
+	assert_int_equal(pod_count(CTR("main", "5"),
+				   SIDECAR("s1", "1") "," CTR("i1", "4") "," SIDECAR("s2", "2") "," CTR("i2", "1")),
+			 8);
+	/* restartPolicy other than Always is an ordinary init container: max. */
+	assert_int_equal(pod_count(CTR("main", "1"),
+				   "{\"name\":\"i\",\"restartPolicy\":\"OnFailure\",\"resources\":{\"limits\":"
+				   "{\"gpu.scheduling/gpu\":\"1\"}}}"), 1);
+}
+
+/* Shares and their memory follow the same rule. */
+static void test_pod_sidecar_shares(void **state)
+{
+	(void)state;
+	struct claim c;
+	char err[256];
+	assert_int_equal(pod_claim("{\"spec\":{\"containers\":[{\"name\":\"a\",\"resources\":{\"limits\":"
+				   "{\"gpu.scheduling/gpu-share\":\"1\",\"gpu.scheduling/gpu-memory\":\"4096\"}}}],"
+				   "\"initContainers\":[{\"name\":\"s\",\"restartPolicy\":\"Always\",\"resources\":"
+				   "{\"limits\":{\"gpu.scheduling/gpu-share\":\"1\",\"gpu.scheduling/gpu-memory\":\"2048\"}}}]}}",
+				   &c, err), 0);
+	assert_int_equal(c.mode, CLAIM_SHARED);
+	assert_int_equal(c.count, 2);
+	assert_int_equal(c.mem_mib, 6144);
+}
+
 static void test_pod_shared_memory_only_and_core_only(void **state)
 {
 	(void)state;
@@ -532,6 +593,8 @@ int main(void)
 		cmocka_unit_test(test_pod_without_gpus),
 		cmocka_unit_test(test_pod_whole_gpus_summed),
 		cmocka_unit_test(test_pod_init_container_max),
+		cmocka_unit_test(test_pod_sidecars_added),
+		cmocka_unit_test(test_pod_sidecar_shares),
 		cmocka_unit_test(test_pod_shared_memory_only_and_core_only),
 		cmocka_unit_test(test_pod_bad_quantities),
 		cmocka_unit_test(test_resource_aliases),

@@ -907,6 +907,203 @@ static void test_bypass_exemptions_and_updates(void **state)
 		"'CUDA_VISIBLE_DEVICES','value':'0'}]" PRIV "}]}}", NULL, NULL), "");
 }
 
+/* A pod (CREATE) whose container of list mounts at path, or with a hostPath volume at path. */
+static const char *mount_at(const char *list, const char *path, const char *ns, const char *priv)
+{
+	char text[1024];
+	snprintf(text, sizeof(text), "{'metadata':{},'spec':{'volumes':[{'name':'v','emptyDir':{}}],'%s':[{'name':'c',"
+		 "'volumeMounts':[{'name':'v','mountPath':'/data'},{'name':'v','mountPath':'%s'}]%s}]}}", list, path, priv);
+	return bypass(text, NULL, ns);
+}
+
+static const char *host_path(const char *path, const char *ns, const char *priv)
+{
+	char text[1024];
+	snprintf(text, sizeof(text), "{'metadata':{},'spec':{'volumes':[{'name':'o','emptyDir':{}},{'name':'h','hostPath':"
+		 "{'path':'%s'}}],'containers':[{'name':'c','volumeMounts':[{'name':'h','mountPath':'/h'}]%s}]}}", path, priv);
+	return bypass(text, NULL, ns);
+}
+
+#define assert_says(why, want) do { \
+	const char *w_ = (why); \
+	if (!strstr(w_, (want))) \
+		fail_msg("'%s' does not say '%s'", w_, (want)); \
+} while (0)
+
+/* The NVIDIA runtime reads mounts under its device-list directory as device names (volume-mounts strategy). */
+static void test_device_list_mounts_are_refused(void **state)
+{
+	(void)state;
+	static const char *const bad[] = {
+		"/var/run/nvidia-container-devices/all", "/var/run/nvidia-container-devices",
+		"/var/run/nvidia-container-devices/", "//var//run/./nvidia-container-devices/GPU-1",
+		"/run/nvidia-container-devices/0", "var/run/nvidia-container-devices/all",
+		"/x/../var/run/nvidia-container-devices/all",
+	};
+	static const char *const lists[] = { "containers", "initContainers", "ephemeralContainers" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		for (size_t l = 0; l < 3; l++) {
+			const char *why = mount_at(lists[l], bad[i], "ml", "");
+			assert_says(why, "container c mounts a volume at ");
+			assert_says(why, "the NVIDIA runtime's device list");
+		}
+	static const char *const fine[] = { "/var/run/nvidia-container-devices-x", "/var/run", "/run", "/data/x",
+					    "/var/run/nvidia", "/nvidia-container-devices" };
+	for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++)
+		assert_string_equal(mount_at("containers", fine[i], "ml", ""), "");
+	/* An ephemeral container added later is checked too; the others cannot change after CREATE. */
+	const char *old = "{'metadata':{},'spec':{'containers':[{'name':'a'}]}}";
+	assert_says(bypass("{'metadata':{},'spec':{'containers':[{'name':'a'}],'ephemeralContainers':[{'name':'dbg',"
+		"'volumeMounts':[{'name':'v','mountPath':'/var/run/nvidia-container-devices/all'}]}]}}", old, "ml"),
+		"container dbg mounts a volume at /var/run/nvidia-container-devices/all");
+	/* A path too long to normalise is refused, not let through. */
+	char *lng = malloc(6000);
+	assert_non_null(lng);
+	int k = snprintf(lng, 6000, "{'metadata':{},'spec':{'containers':[{'name':'c','volumeMounts':[{'name':'v','mountPath':'/");
+	memset(lng + k, 'a', 5000);
+	snprintf(lng + k + 5000, 6000 - (size_t)k - 5000, "'}]}]}}");
+	assert_says(bypass(lng, NULL, "ml"), "container c mounts a volume at /aaa");
+	free(lng);
+	/* privileged in an allow-listed namespace: exempt */
+	opts.system_namespaces = "kube-system";
+	assert_string_equal(mount_at("containers", bad[0], "kube-system", PRIV), "");
+	assert_string_not_equal(mount_at("containers", bad[0], "kube-system", ""), "");
+	assert_string_not_equal(mount_at("containers", bad[0], "ml", PRIV), "");
+}
+
+static void test_gpu_host_paths_are_refused(void **state)
+{
+	(void)state;
+	static const char *const bad[] = {
+		"/dev/nvidia0", "/dev/nvidia0/", "/dev//nvidia0", "/dev/./nvidia0", "/dev/nvidiactl", "/dev/nvidia-uvm",
+		"/dev/nvidia-caps/nvidia-cap1", "/dev", "/dev/", "/", "//", "/dev/dri", "/dev/dri/renderD128",
+		"/dev/dri/by-path/pci-0000:00:02.0-card", "/dev/kfd", "/dev/accel", "/dev/accel/accel0", "/dev/accel0",
+		"/dev/char/195:0", "/var/run/nvidia-container-devices", "/run/nvidia-container-devices/all",
+		"/proc/1/root", "/proc/self/root/dev/nvidia0", "/proc/42/fd/3", "/proc/1/cwd", "/dev/../dev/nvidia0",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *why = host_path(bad[i], "ml", "");
+		assert_says(why, "volume h is hostPath ");
+		assert_says(why, "GPU device");
+	}
+	static const char *const fine[] = { "/dev/null", "/dev/shm", "/dev/fuse", "/var/log", "/data/nvidia0", "/devices",
+					    "/proc/meminfo", "/proc", "/var/run", "/run/containerd" };
+	for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++) {
+		const char *why = host_path(fine[i], "ml", "");
+		if (why[0])
+			fail_msg("hostPath %s refused: %s", fine[i], why);
+	}
+	opts.system_namespaces = "gpu-system";
+	assert_string_equal(host_path("/dev/nvidia0", "gpu-system", PRIV), "");
+	assert_string_not_equal(host_path("/dev/nvidia0", "gpu-system", ""), "");
+	/* volumes cannot change after CREATE: an UPDATE does not judge them again */
+	const char *pod = "{'metadata':{},'spec':{'volumes':[{'name':'h','hostPath':{'path':'/dev/nvidia0'}}],"
+			  "'containers':[{'name':'a'}]}}";
+	assert_string_equal(bypass(pod, pod, "ml"), "");
+}
+
+/* webhook_protect as user: "" when allowed, else the reason. */
+static const char *protect(const char *pod_text, const char *old_text, const char *user)
+{
+	static char why[512];
+	cJSON *pod = J(pod_text), *old = old_text ? J(old_text) : NULL;
+	why[0] = '\0';
+	int rc = webhook_protect(pod, old, user, &opts, why, sizeof(why));
+	assert_int_equal(rc, why[0] != '\0');
+	cJSON_Delete(pod);
+	cJSON_Delete(old);
+	return why;
+}
+
+#define EXTENDER_SA "system:serviceaccount:gpu-system:gpu-extender"
+
+static void test_node_name_gpu_pods_are_refused(void **state)
+{
+	(void)state;
+	static const char *const asks[] = {
+		"'containers':[{'name':'c','resources':{'limits':{'gpu.scheduling/gpu':'1'}}}]",
+		"'containers':[{'name':'c','resources':{'requests':{'gpu.scheduling/gpu-share':'1'}}}]",
+		"'containers':[{'name':'c'}],'initContainers':[{'name':'i','resources':{'limits':{'gpu.scheduling/gpu-memory':'1024'}}}]",
+		"'containers':[{'name':'c','resources':{'limits':{'gpu.scheduling/gpu-core':'10'}}}]",
+		"'containers':[{'name':'c','resources':{'limits':{'gpu.scheduling/claim':'1'}}}]",
+	};
+	char text[1024];
+	for (size_t i = 0; i < sizeof(asks) / sizeof(asks[0]); i++) {
+		snprintf(text, sizeof(text), "{'metadata':{},'spec':{'nodeName':'n1',%s}}", asks[i]);
+		const char *why = protect(text, NULL, "alice");
+		assert_says(why, "spec.nodeName n1");
+		assert_says(why, "skips the scheduler");
+		/* without nodeName: the scheduler's business */
+		snprintf(text, sizeof(text), "{'metadata':{},'spec':{%s}}", asks[i]);
+		assert_string_equal(protect(text, NULL, "alice"), "");
+	}
+	assert_says(protect("{'metadata':{'annotations':{'gpu.scheduling/claim':'c'}},'spec':{'nodeName':'n1',"
+			    "'containers':[{'name':'c'}]}}", NULL, "alice"), "spec.nodeName n1");
+	assert_string_equal(protect("{'metadata':{},'spec':{'nodeName':'n1','containers':[{'name':'c',"
+				    "'resources':{'limits':{'cpu':'1'}}}]}}", NULL, "alice"), "");
+	assert_string_equal(protect("{'metadata':{},'spec':{'nodeName':'','containers':[{'name':'c',"
+				    "'resources':{'limits':{'gpu.scheduling/gpu':'1'}}}]}}", NULL, "alice"), "");
+	/* A static pod's mirror, written by its node, shows what runs there anyway; anyone else's is refused. */
+	const char *mirror = "{'metadata':{'annotations':{'kubernetes.io/config.mirror':'h'}},'spec':{'nodeName':'n1',"
+			     "'containers':[{'name':'c','resources':{'limits':{'gpu.scheduling/gpu':'1'}}}]}}";
+	assert_string_equal(protect(mirror, NULL, "system:node:n1"), "");
+	assert_string_not_equal(protect(mirror, NULL, "alice"), "");
+}
+
+static void test_protected_labels_and_annotations(void **state)
+{
+	(void)state;
+	const char *managed = "{'metadata':{'labels':{'gpu.scheduling/managed':'true','app':'a',"
+			      "'scheduling.x-k8s.io/pod-group':'g'},'annotations':{'gpu.scheduling/claim':'c',"
+			      "'gpu.scheduling/policy':'fgd','note':'1'}},'spec':{'containers':[]}}";
+	static const struct {
+		const char *pod, *key;
+	} changes[] = {
+		{ "{'metadata':{'labels':{'app':'a','scheduling.x-k8s.io/pod-group':'g'},'annotations':{'gpu.scheduling/claim':'c',"
+		  "'gpu.scheduling/policy':'fgd','note':'1'}},'spec':{'containers':[]}}", "label gpu.scheduling/managed" },
+		{ "{'metadata':{'labels':{'gpu.scheduling/managed':'false','app':'a','scheduling.x-k8s.io/pod-group':'g'},"
+		  "'annotations':{'gpu.scheduling/claim':'c','gpu.scheduling/policy':'fgd','note':'1'}},'spec':{'containers':[]}}",
+		  "label gpu.scheduling/managed" },
+		{ "{'metadata':{'labels':{'gpu.scheduling/managed':'true','app':'a','scheduling.x-k8s.io/pod-group':'h'},"
+		  "'annotations':{'gpu.scheduling/claim':'c','gpu.scheduling/policy':'fgd','note':'1'}},'spec':{'containers':[]}}",
+		  "label scheduling.x-k8s.io/pod-group" },
+		{ "{'metadata':{'labels':{'gpu.scheduling/managed':'true','app':'a','scheduling.x-k8s.io/pod-group':'g'},"
+		  "'annotations':{'gpu.scheduling/policy':'fgd','note':'1'}},'spec':{'containers':[]}}",
+		  "annotation gpu.scheduling/claim" },
+		{ "{'metadata':{'labels':{'gpu.scheduling/managed':'true','app':'a','scheduling.x-k8s.io/pod-group':'g'},"
+		  "'annotations':{'gpu.scheduling/claim':'d','gpu.scheduling/policy':'fgd','note':'1'}},'spec':{'containers':[]}}",
+		  "annotation gpu.scheduling/claim" },
+		{ "{'metadata':{'labels':{'gpu.scheduling/managed':'true','app':'a','scheduling.x-k8s.io/pod-group':'g'},"
+		  "'annotations':{'gpu.scheduling/claim':'c','gpu.scheduling/policy':'best-fit','note':'1'}},'spec':{'containers':[]}}",
+		  "annotation gpu.scheduling/policy" },
+	};
+	for (size_t i = 0; i < sizeof(changes) / sizeof(changes[0]); i++) {
+		const char *why = protect(changes[i].pod, managed, "alice");
+		assert_says(why, changes[i].key);
+		assert_says(why, "cannot change after the pod is created");
+		assert_string_equal(protect(changes[i].pod, managed, EXTENDER_SA), "");
+	}
+	/* Adding what was never there: the pod-group label and the claim change the gang and the claim ... */
+	const char *bare = "{'metadata':{},'spec':{'containers':[]}}";
+	assert_says(protect("{'metadata':{'labels':{'scheduling.x-k8s.io/pod-group':'g'}},'spec':{'containers':[]}}",
+			    bare, "alice"), "label scheduling.x-k8s.io/pod-group");
+	assert_says(protect("{'metadata':{'annotations':{'gpu.scheduling/claim':'c'}},'spec':{'containers':[]}}",
+			    bare, "alice"), "annotation gpu.scheduling/claim");
+	/* ... the managed label set to true on a pod without it only lets the extender follow it. */
+	assert_string_equal(protect("{'metadata':{'labels':{'gpu.scheduling/managed':'true'}},'spec':{'containers':[]}}",
+				    bare, "alice"), "");
+	assert_string_not_equal(protect("{'metadata':{'labels':{'gpu.scheduling/managed':'yes'}},'spec':{'containers':[]}}",
+					bare, "alice"), "");
+	/* Other labels and annotations change freely; the same pod again passes; a CREATE is not an edit. */
+	assert_string_equal(protect("{'metadata':{'labels':{'gpu.scheduling/managed':'true','app':'b',"
+				    "'scheduling.x-k8s.io/pod-group':'g'},'annotations':{'gpu.scheduling/claim':'c',"
+				    "'gpu.scheduling/policy':'fgd','note':'2'}},'spec':{'containers':[]}}", managed, "alice"), "");
+	assert_string_equal(protect(managed, managed, NULL), "");
+	assert_string_equal(protect(managed, NULL, "alice"), "");
+	/* Another service account of the same name elsewhere is not the extender. */
+	assert_string_not_equal(protect(bare, managed, "system:serviceaccount:ml:gpu-extender"), "");
+}
+
 static void test_review_refuses_a_bypass(void **state)
 {
 	(void)state;
@@ -921,6 +1118,13 @@ static void test_review_refuses_a_bypass(void **state)
 		  "{'kind':'Pod','metadata':{},'spec':{'containers':[]}}", "cdi.k8s.io/g" },
 		{ "UPDATE", "ephemeralcontainers", POD_ENV("ephemeralContainers", "{'name':'CUDA_VISIBLE_DEVICES','value':'0'}", ""),
 		  "{'kind':'Pod','metadata':{'name':'p'},'spec':{'containers':[]}}", "container c sets CUDA_VISIBLE_DEVICES itself" },
+		{ "UPDATE", NULL, "{'kind':'Pod','metadata':{'labels':{}},'spec':{'containers':[]}}",
+		  "{'kind':'Pod','metadata':{'labels':{'gpu.scheduling/managed':'true'}},'spec':{'containers':[]}}",
+		  "label gpu.scheduling/managed cannot change" },
+		{ "CREATE", NULL, "{'kind':'Pod','metadata':{},'spec':{'nodeName':'n','containers':[{'name':'c','resources':"
+		  "{'limits':{'gpu.scheduling/gpu':'1'}}}]}}", "null", "spec.nodeName n" },
+		{ "CREATE", NULL, "{'kind':'Pod','metadata':{},'spec':{'volumes':[{'name':'d','hostPath':{'path':'/dev/nvidia0'}}],"
+		  "'containers':[{'name':'c'}]}}", "null", "volume d is hostPath /dev/nvidia0" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char *obj = sq(cases[i].object), *old = sq(cases[i].old);
@@ -928,7 +1132,8 @@ static void test_review_refuses_a_bypass(void **state)
 		buf_init(&b, 1 << 20);
 		buf_printf(&b, "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{"
 			       "\"uid\":\"r%zu\",\"kind\":{\"group\":\"\",\"version\":\"v1\",\"kind\":\"Pod\"},\"namespace\":\"ml\","
-			       "%s%s%s\"operation\":\"%s\",\"object\":%s,\"oldObject\":%s}}", i,
+			       "%s%s%s\"operation\":\"%s\",\"userInfo\":{\"username\":\"alice\"},\"object\":%s,"
+			       "\"oldObject\":%s}}", i,
 			   cases[i].sub ? "\"subResource\":\"" : "", cases[i].sub ? cases[i].sub : "", cases[i].sub ? "\"," : "",
 			   cases[i].op, obj, old);
 		struct reply r = call_s(w, buf_cstr(&b));
@@ -972,6 +1177,10 @@ int main(void)
 		cmocka_unit_test_setup(test_no_env_with_the_device_plugin, setup),
 		cmocka_unit_test_setup(test_pods_that_select_gpus_are_refused, setup),
 		cmocka_unit_test_setup(test_bypass_exemptions_and_updates, setup),
+		cmocka_unit_test_setup(test_device_list_mounts_are_refused, setup),
+		cmocka_unit_test_setup(test_gpu_host_paths_are_refused, setup),
+		cmocka_unit_test_setup(test_node_name_gpu_pods_are_refused, setup),
+		cmocka_unit_test_setup(test_protected_labels_and_annotations, setup),
 		cmocka_unit_test_setup(test_review_refuses_a_bypass, setup),
 	};
 	return cmocka_run_group_tests_name("webhook", tests, NULL, NULL);
