@@ -481,6 +481,35 @@ JSON
   [[ $out == *" 200" ]] || { echo "the node's own annotation refused: $out"; return 1; }
 }
 e2e_check "policy: a node (kubelet credentials) cannot change them through pods/status either" check_node_status_write
+POLICY_BIND="ValidatingAdmissionPolicy 'gpu-scheduling-binding' with binding 'gpu-scheduling-binding' denied request"
+check_binding_annotations() {  # a Binding copies its annotations onto the pod: only the extender's may carry ours
+  create <<JSON || return 1
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"tobind","namespace":"$NS","labels":{"gpu.scheduling/webhook":"disabled"}},
+ "spec":{"schedulerName":"nobody","containers":[{"name":"main","image":"$IMAGE"}]}}
+JSON
+  bind_as() {  # USER ANNOTATIONS_JSON: a dry-run Binding; prints the body and the HTTP status
+    curl -s --cacert "$CLUSTER_CA_FILE" -H "Authorization: Bearer $CLUSTER_ADMIN_TOKEN" -H "Impersonate-User: $1" \
+      -H "Content-Type: application/json" -X POST -w ' %{http_code}' \
+      -d "{\"apiVersion\":\"v1\",\"kind\":\"Binding\",\"metadata\":{\"name\":\"tobind\",\"annotations\":$2},\"target\":{\"kind\":\"Node\",\"name\":\"gpu-x\"}}" \
+      "$CLUSTER_API_URL/api/v1/namespaces/$NS/pods/tobind/binding?dryRun=All"
+  }
+  bind_refused() {
+    local out
+    out=$(bind_as system:kube-scheduler '{"gpu.scheduling/allocated":"gpu-x:0"}')
+    [[ $out == *"$POLICY_BIND: a Binding that carries annotation gpu.scheduling/allocated"*" 403" ]] || { echo "$out"; return 1; }
+  }
+  cluster_wait 20 "the binding policy in force" bind_refused >/dev/null || bind_refused || return 1
+  local out
+  out=$(bind_as system:kube-scheduler '{"cdi.k8s.io/x":"gpu.scheduling/gpu=all"}')
+  [[ $out == *"$POLICY_BIND"*" 403" ]] || { echo "cdi: $out"; return 1; }
+  out=$(bind_as "$EXT_SA" '{"gpu.scheduling/allocated":"gpu-x:0"}')
+  [[ $out == *" 201" || $out == *" 200" ]] || { echo "the extender's binding refused: $out"; return 1; }
+  out=$(bind_as system:kube-scheduler '{}')
+  [[ $out != *"$POLICY_BIND"* ]] || { echo "a plain binding refused: $out"; return 1; }
+  kubectl -n "$NS" delete pod tobind --wait=false >/dev/null
+}
+e2e_check "policy: a Binding carrying an allocation or CDI annotation is refused but from the extender's service account" \
+  check_binding_annotations
 
 # ---- certificate rotation while pods are created ----------------------------
 # A new serving certificate (new key) is written over the files the webhook
