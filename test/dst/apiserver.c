@@ -52,6 +52,8 @@ void apis_watch_pop(struct watch *w, int n)
 		cJSON_Delete(w->ev[i].obj);
 	if (n > w->n)
 		n = w->n;
+	if (n <= 0)
+		return;
 	memmove(w->ev, w->ev + n, (size_t)(w->n - n) * sizeof(*w->ev));
 	w->n -= n;
 }
@@ -188,8 +190,8 @@ static struct obj *add(struct apiserver *a, enum kind k, const char *ns, const c
 	snprintf(x->ns, sizeof(x->ns), "%s", ns);
 	snprintf(x->name, sizeof(x->name), "%s", name);
 	cJSON *md = obj_child(json, "metadata");
-	set_str(md, "name", name);
-	set_str(md, "namespace", ns);
+	set_str(md, "name", x->name);    /* (name may point into json) */
+	set_str(md, "namespace", x->ns);
 	char uid[48];
 	snprintf(uid, sizeof(uid), "%s-%llu", k == K_POD ? "pod" : "lease", (unsigned long long)++a->uids);
 	set_str(md, "uid", uid);
