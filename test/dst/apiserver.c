@@ -562,6 +562,30 @@ int apis_pods(struct apiserver *a, struct apis_pod *out, int max)
 	return n;
 }
 
+int apis_ledger_drop(struct apiserver *a, const char *node, const char *uid)
+{
+	char name[LEDGER_NAME_MAX + 20], err[256];
+	ledger_lease_name(node, name, sizeof(name));
+	struct obj *x = find(a, K_LEASE, a->ledger_ns, name);
+	struct ledger l;
+	if (!x || ledger_decode(x->json, &l, err, sizeof(err)))
+		return -1;
+	int i = ledger_find(&l, uid), rc = -1;
+	if (i >= 0) {
+		ledger_remove_at(&l, i);
+		struct buf out;
+		buf_init(&out, 1 << 20);
+		ledger_encode(&l, a->ledger_ns, "kubectl-edit", &out);
+		cJSON *json = cJSON_Parse(buf_cstr(&out));
+		buf_release(&out);
+		set_str(obj_child(json, "metadata"), "uid", meta_str(x->json, "uid"));
+		commit(a, x, json);
+		rc = 0;
+	}
+	ledger_release(&l);
+	return rc;
+}
+
 const cJSON *apis_ledger(struct apiserver *a, const char *node)
 {
 	char name[LEDGER_NAME_MAX + 20];

@@ -58,12 +58,36 @@ static int fail(struct world *w, const char *fmt, ...)
 	return -1;
 }
 
-/* Live bound pods: no device twice; annotation on the pod's node; an entry in its ledger. */
+static bool lost(struct world *w, const char *uid)
+{
+	for (int i = 0; i < w->nlost; i++)
+		if (!strcmp(w->lost[i], uid))
+			return true;
+	return false;
+}
+
+/* A lost entry that is back: no longer exempt. */
+static void found_again(struct world *w, const char *uid)
+{
+	for (int i = 0; i < w->nlost; i++)
+		if (!strcmp(w->lost[i], uid)) {
+			memmove(w->lost[i], w->lost[w->nlost - 1], sizeof(w->lost[i]));
+			w->nlost--;
+			return;
+		}
+}
+
+/*
+ * Live bound pods: no device twice; annotation on the pod's node; an entry
+ * in its ledger. (A pod whose entry lose-entry took is exempt until it is
+ * back, and so are the devices another pod took meanwhile: that is what
+ * losing an entry does, not the protocol.)
+ */
 int check_step(struct world *w)
 {
 	static struct apis_pod pods[DST_MAX_PODS];
 	int n = apis_pods(w->api, pods, DST_MAX_PODS);
-	const char *holder[DST_NODES][MAX_DEV] = { { 0 } };
+	const char *holder[DST_NODES][MAX_DEV] = { { 0 } }, *holder_uid[DST_NODES][MAX_DEV] = { { 0 } };
 	struct ledger l[DST_NODES];
 	bool have[DST_NODES];
 	for (int k = 0; k < DST_NODES; k++) {
@@ -82,12 +106,17 @@ int check_step(struct world *w)
 				  p->allocated);
 			break;
 		}
+		bool exempt = lost(w, p->uid);
 		for (int d = 0; d < nid && !rc; d++) {
-			if (holder[k][ids[d]])
+			if (holder[k][ids[d]] && !exempt && !lost(w, holder_uid[k][ids[d]]))
 				rc = fail(w, "GPU %s held by two live pods: %s and %s", p->allocated, holder[k][ids[d]], p->name);
 			holder[k][ids[d]] = p->name;
+			holder_uid[k][ids[d]] = p->uid;
 		}
-		if (!rc && (!have[k] || ledger_find(&l[k], p->uid) < 0))
+		bool held = have[k] && ledger_find(&l[k], p->uid) >= 0;
+		if (held && exempt)
+			found_again(w, p->uid);
+		else if (!rc && !held && !exempt)
 			rc = fail(w, "live pod %s bound with %s has no entry in the ledger of %s", p->name, p->allocated, p->node);
 	}
 	for (int k = 0; k < DST_NODES; k++)
@@ -96,11 +125,35 @@ int check_step(struct world *w)
 	return rc;
 }
 
-/* After quiescence also: every ledger entry is a live bound pod's, on its node, with its devices. */
+/* Whether another pod's ledger entry holds a device of p's (taken before the entry could be put back). */
+static bool taken(struct world *w, const struct apis_pod *p)
+{
+	int ids[MAX_DEV], n;
+	struct ledger l;
+	if (!p->allocated || !parse_allocated(p->allocated, p->node, ids, &n) || !ledger_now(w, p->node, &l))
+		return false;
+	bool clash = false;
+	for (int e = 0; e < l.n && !clash; e++)
+		for (int k = 0; k < l.e[e].a.ndev && !clash; k++)
+			for (int d = 0; d < n && !clash; d++)
+				clash = alloc_id(&l.e[e].a, k) == ids[d] && strcmp(l.e[e].a.uid, p->uid);
+	ledger_release(&l);
+	return clash;
+}
+
+/* After quiescence also: lost entries are back, and every ledger entry is a live bound pod's, on its node, with its devices. */
 int check_quiescent(struct world *w)
 {
 	if (check_step(w))
 		return -1;
+	if (w->nlost) {
+		static struct apis_pod all[DST_MAX_PODS];
+		int m = apis_pods(w->api, all, DST_MAX_PODS);
+		for (int i = 0; i < m; i++)
+			if (lost(w, all[i].uid) && all[i].node[0] && !all[i].finished && !taken(w, &all[i]))
+				return fail(w, "the ledger entry of live pod %s (%s, %s) was lost and never put back", all[i].name,
+					    all[i].allocated ? all[i].allocated : "-", all[i].managed ? "watched" : "not watched");
+	}
 	static struct apis_pod pods[DST_MAX_PODS];
 	int n = apis_pods(w->api, pods, DST_MAX_PODS);
 	int rc = 0;
@@ -135,4 +188,35 @@ int check_quiescent(struct world *w)
 		ledger_release(&l);
 	}
 	return rc;
+}
+
+int check_refused_bind(struct world *w, const struct task *t)
+{
+	const struct spod *sp = &w->pods[t->pod];
+	if (sp->faulted)
+		return 0;
+	for (const struct task *o = w->tasks; o; o = o->next)
+		if (o->pod == t->pod)
+			return 0;          /* another try is in flight: it may need the entry */
+	static struct apis_pod pods[DST_MAX_PODS];
+	int n = apis_pods(w->api, pods, DST_MAX_PODS);
+	const struct apis_pod *p = NULL;
+	for (int i = 0; i < n && !p; i++)
+		if (!strcmp(pods[i].uid, sp->uid))
+			p = &pods[i];
+	if (!p || p->node[0])
+		return 0;
+	const char *at = strstr(t->body, "\"Node\":\"");
+	char node[16] = "";
+	if (at)
+		sscanf(at + 8, "%15[^\"]", node);
+	struct ledger l;
+	if (!node[0] || !ledger_now(w, node, &l))
+		return 0;
+	int i = ledger_find(&l, sp->uid);
+	ledger_release(&l);
+	if (i < 0)
+		return 0;
+	return fail(w, "%s was refused (\"%s\") with no fault met by any try of %s and none in flight, "
+		    "but left its reservation in the ledger of %s", t->what, t->error, sp->name, node);
 }

@@ -27,13 +27,14 @@
 const char *const dst_fault_names[F_NFAULTS] = {
 	"lost", "drop", "429", "500", "slow", "watch-lag", "watch-close", "watch-silent", "api-restart",
 	"replica-restart", "skew", "unlabel", "retry", "unwatched", "delete", "finish",
+	"lose-entry", "prompt-release",
 };
 
 /*
  * The fault kinds `make test` runs: all but those that find bugs the
  * reservation module still has (docs/testing.md lists them with seeds).
  */
-static const char *const default_off[] = { "unlabel", "watch-silent", "retry", NULL };
+static const char *const default_off[] = { "unlabel", "watch-silent", "retry", "lose-entry", "prompt-release", NULL };
 
 /* ---- PRNG (splitmix64) ---- */
 
@@ -202,6 +203,14 @@ void dst_task_done(struct world *w, struct task *t)
 	if (t->pod >= 0) {
 		struct spod *p = &w->pods[t->pod];
 		dst_trace(w, "%s -> %s%s", t->what, t->ok ? "bound" : "refused: ", t->error);
+		t->ok ? w->bound++ : w->refused++;
+		/* (a fault met by the write of another bind that carried this one's edit shows in the error) */
+		static const char *const fault_words[] = { "timed out", "reset by peer", "HTTP 5", "died", "connect", NULL };
+		for (int i = 0; fault_words[i]; i++)
+			p->faulted = p->faulted || strstr(t->error, fault_words[i]);
+		p->faulted = p->faulted || t->faulted || t->inc->dead || t->inc->faults != t->faults0;
+		if (!t->ok && w->fault[F_PROMPT_RELEASE] && !w->failure[0] && check_refused_bind(w, t))
+			w->failure_pending = true;
 		if (p->st == S_BINDING && p->bind == t) {
 			p->st = t->ok ? S_DONE : S_PENDING;
 			p->bind = NULL;
@@ -453,19 +462,24 @@ static void reap(struct world *w, struct incarnation *inc)
 }
 
 /* A random pod the API server has; NULL when none. */
-static struct spod *some_pod(struct world *w, bool bound)
+static struct spod *some_pod(struct world *w, bool bound, char *node, size_t size)
 {
 	static struct apis_pod pods[DST_MAX_PODS];
 	int n = apis_pods(w->api, pods, DST_MAX_PODS), c[DST_MAX_PODS], m = 0;
 	for (int i = 0; i < n; i++)
 		if (!bound || (pods[i].node[0] && !pods[i].finished))
-			c[m++] = atoi(pods[i].name + 1);
-	return m ? &w->pods[c[rng_below(&w->g, (uint32_t)m)]] : NULL;
+			c[m++] = i;
+	if (!m)
+		return NULL;
+	const struct apis_pod *p = &pods[c[rng_below(&w->g, (uint32_t)m)]];
+	snprintf(node, size, "%s", p->node);
+	return &w->pods[atoi(p->name + 1)];
 }
 
 static void pod_event(struct world *w, uint32_t kind)
 {
-	struct spod *p = some_pod(w, kind != 0);
+	char node[16];
+	struct spod *p = some_pod(w, kind != 0, node, sizeof(node));
 	if (!p)
 		return;
 	if (kind == 0 && on(w, F_DELETE)) {
@@ -474,18 +488,25 @@ static void pod_event(struct world *w, uint32_t kind)
 	} else if (kind == 1 && on(w, F_FINISH)) {
 		apis_pod_finish(w->api, p->ns, p->name);
 		dst_trace(w, "pod %s finished", p->name);
+	} else if (kind == 3 && on(w, F_LOSE_ENTRY) && w->nlost < 8) {
+		if (!apis_ledger_drop(w->api, node, p->uid)) {
+			memcpy(w->lost[w->nlost++], p->uid, sizeof(w->lost[0]));   /* (both 64 bytes) */
+			dst_trace(w, "the entry of pod %s went from the ledger of %s", p->name, node);
+		}
 	} else if (kind == 2 && on(w, F_UNLABEL)) {
 		apis_pod_unlabel(w->api, p->ns, p->name);
 		dst_trace(w, "pod %s: managed label removed", p->name);
 	}
 }
 
+/* A task of inc in state st: the one resumed least often (a waiter must not starve the thread it waits on). */
 static struct task *dead_task(struct incarnation *inc, enum task_state st)
 {
+	struct task *best = NULL;
 	for (struct task *t = inc->w->tasks; t; t = t->next)
-		if (t->inc == inc && t->st == st)
-			return t;
-	return NULL;
+		if (t->inc == inc && t->st == st && (!best || t->resumes < best->resumes))
+			best = t;
+	return best;
 }
 
 /* The dying replica's requests in flight reach the API server or not; its threads run out. */
@@ -543,8 +564,9 @@ static void watch_fault(struct world *w)
  * deadline, the API server answers it, or (slow) the client gives up, the
  * request applied or not.
  */
-static void deadlines(struct world *w, int64_t until_ms)
+static int deadlines(struct world *w, int64_t until_ms)
 {
+	int n = 0;
 	for (struct task *t = w->tasks, *next; t; t = next) {
 		next = t->next;
 		if (t->st != T_REQ || t->sent_ms + t->timeout_s * 1000 > until_ms)
@@ -557,8 +579,10 @@ static void deadlines(struct world *w, int64_t until_ms)
 		} else {
 			answer(w, t, true);
 		}
+		n++;
 		next = w->tasks;     /* (the list changed) */
 	}
+	return n;
 }
 
 /* A closed watch is listed again within the lag bound (the reflector's backoff), once the API server is up. */
@@ -594,8 +618,10 @@ static void run_yielded(struct world *w)
 
 static void advance(struct world *w, int64_t ms)
 {
-	run_yielded(w);
-	deadlines(w, w->now_ms + ms);
+	/* (a thread whose request was answered may go on, and send the next) */
+	do
+		run_yielded(w);
+	while (deadlines(w, w->now_ms + ms));
 	relist_due(w, w->now_ms + ms);
 	/* Events older than the lag bound come first: only a silent watch holds them longer. */
 	if (on(w, F_WATCH_LAG))
@@ -638,7 +664,7 @@ static void step(struct world *w)
 	} else if (a < 84) {
 		reap(w, any_replica(w));
 	} else if (a < 90) {
-		pod_event(w, rng_below(&w->g, 3));
+		pod_event(w, rng_below(&w->g, 4));
 	} else if (a < 92) {
 		int n = apis_gc(w->api);
 		if (n)
@@ -771,11 +797,11 @@ static int run_seed(uint64_t seed, int steps, const bool fault[F_NFAULTS], int r
 	int rc = 0;
 	for (w.step = 1; w.step <= steps && !rc; w.step++) {
 		step(&w);
-		rc = check_step(&w);
+		rc = w.failure_pending ? -1 : check_step(&w);
 	}
 	if (!rc) {
 		quiesce(&w);
-		rc = check_quiescent(&w);
+		rc = w.failure_pending ? -1 : check_quiescent(&w);
 	}
 	if (rc) {
 		char faults[512];

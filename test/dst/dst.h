@@ -59,6 +59,9 @@ enum fault {
 	F_UNWATCHED,    /* GPU pods without the managed label (the webhook was down) */
 	F_DELETE,       /* pods deleted */
 	F_FINISH,       /* pods finish */
+	F_LOSE_ENTRY,   /* an entry of a bound pod goes from its ledger (an edit by hand, a bug) (finding 8) */
+	/* not a fault: a check, switched like one */
+	F_PROMPT_RELEASE, /* a cleanly refused bind leaves no reservation behind (finding 6) */
 	F_NFAULTS
 };
 extern const char *const dst_fault_names[F_NFAULTS];
@@ -104,6 +107,8 @@ int apis_pod_create(struct apiserver *a, const char *ns, const char *name, int g
 int apis_pod_delete(struct apiserver *a, const char *ns, const char *name);
 int apis_pod_finish(struct apiserver *a, const char *ns, const char *name);
 int apis_pod_unlabel(struct apiserver *a, const char *ns, const char *name);
+/* Takes uid's entry out of node's ledger (as an edit by hand would). 0, or -1 when it holds none. */
+int apis_ledger_drop(struct apiserver *a, const char *node, const char *uid);
 /* The garbage collector: deletes Leases whose owner pod is gone. Returns how many. */
 int apis_gc(struct apiserver *a);
 
@@ -147,6 +152,7 @@ struct incarnation {
 	struct extender *x;
 	struct reflector_sink sink[W_KINDS];
 	int tasks;            /* its threads not done yet */
+	long faults;          /* faults its threads' requests met so far */
 	bool reaping;         /* a reaper pass is under way */
 	bool reconciled;      /* a reaper pass ran after its lists (ready) */
 	struct incarnation *next_dead;
@@ -165,6 +171,8 @@ struct task {
 	int pod;              /* the bind's pod (world.pods), or -1 */
 	char body[768];       /* the bind's ExtenderBindingArgs */
 	bool ok;              /* the bind's answer: no Error */
+	bool faulted;         /* one of its requests met a fault (no answer, 5xx, 429 but on the binding) */
+	long faults0;         /* inc->faults when it started: a write of another thread may carry its edit */
 	char error[512];
 	/* the request it waits on (T_REQ) */
 	const char *method, *path, *rbody;
@@ -174,6 +182,7 @@ struct task {
 	char *err;
 	size_t errlen;
 	int rc;
+	int resumes;          /* how often the simulator let it run */
 	struct task *next;
 };
 
@@ -186,6 +195,7 @@ struct spod {
 	struct task *bind;     /* the try it waits on (S_BINDING) */
 	int64_t bind_since_ms;
 	int tries;
+	bool faulted;          /* one of its tries met a fault */
 };
 
 #define DST_MAX_PODS 256
@@ -212,6 +222,10 @@ struct world {
 	char trace[DST_TRACE][240];
 	long step, traced;
 	char failure[1024];
+	long bound, refused;       /* binds' answers, for the summary */
+	bool failure_pending;      /* a check outside the step checks failed (failure says which) */
+	char lost[8][64];          /* uids whose ledger entry lose-entry took (until it is back) */
+	int nlost;
 };
 
 void dst_trace(struct world *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -239,5 +253,7 @@ void dst_task_done(struct world *w, struct task *t);
 /* check.c: the invariants. 0, or -1 with w->failure set. */
 int check_step(struct world *w);
 int check_quiescent(struct world *w);
+/* A bind refused cleanly (no fault met by any try of its pod, none in flight, the pod unbound) left no entry. */
+int check_refused_bind(struct world *w, const struct task *t);
 
 #endif

@@ -109,6 +109,7 @@ struct task *sched_spawn(struct world *w, struct incarnation *inc, void (*fn)(st
 	}
 	pthread_attr_destroy(&attr);
 	inc->tasks++;
+	t->faults0 = inc->faults;
 	t->next = w->tasks;
 	w->tasks = t;
 	w->ntasks++;
@@ -117,6 +118,7 @@ struct task *sched_spawn(struct world *w, struct incarnation *inc, void (*fn)(st
 
 bool sched_resume(struct world *w, struct task *t)
 {
+	t->resumes++;
 	run(w, t);
 	if (t->st != T_DONE)
 		return false;
@@ -151,6 +153,12 @@ void sched_answer(struct world *w, struct task *t, bool apply, long status, cons
 			r->retry_after = 1;
 	}
 	t->rc = status ? 0 : -1;
+	/* (a 429 on the binding is a clean refusal: the bind releases what it reserved) */
+	if (!apply || status != 1)
+		if (!(status == 429 && strstr(t->path, "/binding"))) {
+			t->faulted = true;
+			t->inc->faults++;
+		}
 	if (!status)
 		snprintf(t->err, t->errlen, "%s %s: %s", t->method, t->path, err ? err : "no answer");
 }
@@ -168,6 +176,8 @@ int sched_transport(void *ctx, const char *method, const char *path, const char 
 		return 0;
 	}
 	if (inc->dead || w->api_down_until_ms > w->now_ms) {
+		t->faulted = true;
+		inc->faults++;
 		snprintf(err, errlen, "%s %s: Couldn't connect to server", method, path);
 		return -1;
 	}
