@@ -9,6 +9,8 @@
 #   make bench-e2e  GPU pods per second placed by kube-scheduler, alone and with the
 #                   extender, on the test harness's control plane (BENCH_E2E_ARGS)
 #   make sim        regenerate docs/simulation.md from the openb traces
+#   make dst        the deterministic simulation of the reservation protocol (a phase of
+#                   `make test`); `make soak SEEDS=N` runs N more seeds
 
 PORT ?= 8888
 CC ?= cc
@@ -56,7 +58,7 @@ TEST_PKGS := libcmocka-dev openssl curl python3 wrk \
 DEPS_STAMP := $(BUILD)/.deps-build
 TEST_DEPS_STAMP := $(BUILD)/.deps-test
 
-.PHONY: all deps run test unit blackbox e2e bench bench-e2e sim fuzz proto clean
+.PHONY: all deps run test unit dst soak blackbox e2e bench bench-e2e sim fuzz proto clean
 all: $(BUILD)/gpu-extender $(BUILD)/gpu-agent
 
 define install_missing
@@ -115,6 +117,7 @@ run: $(BUILD)/gpu-extender
 # Each phase prints its duration; any failure stops the run.
 test: all $(UNIT_BINS)
 	@test/run-phase.sh unit $(MAKE) --no-print-directory unit tsan
+	@test/run-phase.sh dst $(MAKE) --no-print-directory dst
 	@test/run-phase.sh fuzz $(MAKE) --no-print-directory fuzz-ci
 	@test/run-phase.sh blackbox $(MAKE) --no-print-directory blackbox
 	@test/run-phase.sh e2e $(MAKE) --no-print-directory e2e
@@ -144,6 +147,30 @@ bench-e2e: all
 $(BUILD)/bench: bench/bench.c $(BUILD)/libgpu.a
 	@echo "  LD      $@"
 	@$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libgpu.a $(LIBS)
+
+# ---- Deterministic simulation of the reservation protocol (docs/testing.md) ----
+# Seeds of DST_STEPS steps each, with the fault kinds of DST_FAULTS ("default":
+# all but those that find the open bugs; `build/dst --help` lists them), then
+# a few hundred of them again under ASan+UBSan. A failing seed prints the
+# command that replays it.
+DST_SRCS := $(wildcard test/dst/*.c)
+DST_SEEDS ?= 1-2000
+DST_ASAN_SEEDS ?= 1-300
+DST_STEPS ?= 200
+DST_FAULTS ?= default
+SEEDS ?= 20000
+SOAK_FROM ?= 100001
+$(BUILD)/dst: $(DST_SRCS) test/dst/dst.h $(BUILD)/libgpu.a
+	@echo "  LD      $@"
+	@$(CC) $(ALL_CFLAGS) -o $@ $(DST_SRCS) $(BUILD)/libgpu.a $(LIBS)
+$(SOBJ)/dst: $(DST_SRCS) test/dst/dst.h $(BUILD)/libgpu-asan.a
+	@echo "  LD-SAN  $@"
+	@$(CC) $(ALL_CFLAGS) -O1 $(SAN) -o $@ $(DST_SRCS) $(BUILD)/libgpu-asan.a $(LIBS)
+dst: $(BUILD)/dst $(SOBJ)/dst
+	@$(BUILD)/dst --seeds $(DST_SEEDS) --steps $(DST_STEPS) --faults $(DST_FAULTS)
+	@$(SOBJ)/dst --seeds $(DST_ASAN_SEEDS) --steps $(DST_STEPS) --faults $(DST_FAULTS)
+soak: $(BUILD)/dst
+	@$(BUILD)/dst --seeds $(SOAK_FROM)-$$(($(SOAK_FROM) + $(SEEDS) - 1)) --steps $(DST_STEPS) --faults $(DST_FAULTS)
 
 # The openb traces (all of them; test/data has the subset the tests use).
 DATA ?= ../shared/data

@@ -68,6 +68,17 @@ int kube_request(struct kube_client *c, const char *method, const char *path, co
 		 const char *content_type, long timeout_s, struct kube_response *r,
 		 char *err, size_t errlen);
 
+/*
+ * The request layer under kube_request, for a simulation of the API server
+ * (test/dst): a client made with kube_client_new_transport hands every
+ * request to fn, with kube_request's contract, instead of libcurl. Its
+ * kube_watch fails at once: a simulation feeds the watches' sinks itself.
+ */
+typedef int (*kube_transport_fn)(void *ctx, const char *method, const char *path, const char *body,
+				 const char *content_type, long timeout_s, struct kube_response *r,
+				 char *err, size_t errlen);
+struct kube_client *kube_client_new_transport(kube_transport_fn fn, void *ctx);
+
 /* The "message" of a Status body, or the body itself, for log lines. */
 const char *kube_status_message(const struct kube_response *r, char *out, size_t size);
 

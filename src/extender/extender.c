@@ -1057,7 +1057,7 @@ int bind_alloc(struct alloc *a, const struct bind_request *req, const struct gpu
 	memset(a, 0, sizeof(*a));
 	snprintf(a->uid, sizeof(a->uid), "%s", req->uid);
 	alloc_set_pod(a, req->ns, req->name);
-	a->since = (int64_t)time(NULL);
+	a->since = clock_wall_s();
 	a->mode = c->mode;
 	a->mem_mib = c->mode == CLAIM_SHARED ? c->mem_mib : 0;
 	a->core = c->mode == CLAIM_SHARED ? c->core : 0;

@@ -28,7 +28,7 @@ static void ledger_path(const struct reserve *r, const char *node, char *out, si
 static void conflict_pause(int attempt)
 {
 	unsigned seed = (unsigned)clock_wall_s() ^ (unsigned)(uintptr_t)&attempt ^ (unsigned)attempt;
-	usleep((useconds_t)(1000 + rand_r(&seed) % (2000 << (attempt < 5 ? attempt : 5))));
+	clock_sleep_us(1000 + rand_r(&seed) % (2000 << (attempt < 5 ? attempt : 5)));
 }
 
 /* The ledger Lease an API response carries (a read's or a write's). */
@@ -177,7 +177,7 @@ int reserve_ledger_update(struct reserve *r, const char *node, ledger_edit_fn ed
 		end = &(*end)->next;
 	*end = &me;
 	while (!me.done && t->busy)
-		pthread_cond_wait(&t->done, &t->lock);
+		clock_cond_wait(&t->done, &t->lock);
 	if (me.done) {
 		/* An earlier turn wrote our edit with its own. */
 		pthread_mutex_unlock(&t->lock);

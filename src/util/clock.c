@@ -1,6 +1,7 @@
 /* Monotonic and wall-clock readings, condition-variable deadlines, and the virtual clock of simulations. */
 #include "clock.h"
 
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 
@@ -18,6 +19,46 @@ void clock_virtual_set(int64_t mono_ns, int64_t wall_s)
 void clock_real(void)
 {
 	atomic_store(&virtual_on, false);
+}
+
+static void (*_Atomic virtual_yield)(void *ctx);
+static void *_Atomic virtual_yield_ctx;
+
+void clock_virtual_hook(void (*yield)(void *ctx), void *ctx)
+{
+	atomic_store(&virtual_yield_ctx, ctx);
+	atomic_store(&virtual_yield, yield);
+}
+
+static void yield_now(void)
+{
+	void (*yield)(void *) = atomic_load(&virtual_yield);
+	if (yield)
+		yield(atomic_load(&virtual_yield_ctx));
+	else
+		sched_yield();
+}
+
+void clock_sleep_us(int64_t us)
+{
+	if (atomic_load_explicit(&virtual_on, memory_order_relaxed)) {
+		yield_now();
+		return;
+	}
+	struct timespec t = { (time_t)(us / 1000000), (long)(us % 1000000) * 1000 };
+	while (nanosleep(&t, &t))
+		;
+}
+
+void clock_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
+{
+	if (!atomic_load_explicit(&virtual_on, memory_order_relaxed)) {
+		pthread_cond_wait(c, m);
+		return;
+	}
+	pthread_mutex_unlock(m);
+	yield_now();
+	pthread_mutex_lock(m);
 }
 
 int64_t clock_mono_ns(void)

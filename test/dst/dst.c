@@ -1,0 +1,917 @@
+/*
+ * dst: the simulator's world (replicas, actors, quiescence) and its command
+ * line. docs/testing.md says what is simulated and how to replay a seed.
+ *
+ *   build/dst --seeds 1-2000 --steps 200          many seeds; "N passed, N failed"
+ *   build/dst --seed 42 --steps 200 -v            one seed, every step traced
+ *   build/dst --faults all,-unlabel               choose the fault kinds
+ */
+#include "dst.h"
+#include "api.h"
+#include "clock.h"
+#include "cluster.h"
+#include "jsonarena.h"
+#include "log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HTTP_TIMEOUT_MS 5000     /* kube-scheduler's httpTimeout for the extender */
+#define BIND_TIMEOUT_S 60
+#define LAG_BOUND_MS 10000       /* watch events come within this, unless a watch is silent */
+#define MAX_ACTIVE_PODS 14
+#define MAX_TASKS 10
+
+const char *const dst_fault_names[F_NFAULTS] = {
+	"lost", "drop", "429", "500", "slow", "watch-lag", "watch-close", "watch-silent", "api-restart",
+	"replica-restart", "skew", "unlabel", "retry", "unwatched", "delete", "finish",
+	"lose-entry", "prompt-release",
+};
+
+/*
+ * The fault kinds `make test` runs: all but those that find bugs the
+ * reservation module still has (docs/testing.md lists them with seeds).
+ */
+static const char *const default_off[] = { "unlabel", "watch-silent", "retry", "lose-entry", "prompt-release", NULL };
+
+/* ---- PRNG (splitmix64) ---- */
+
+uint64_t rng_next(struct rng *g)
+{
+	uint64_t z = (g->s += 0x9E3779B97F4A7C15ull);
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+uint32_t rng_below(struct rng *g, uint32_t n)
+{
+	return (uint32_t)(rng_next(g) % n);
+}
+
+bool rng_pct(struct rng *g, uint32_t pct)
+{
+	return rng_below(g, 100) < pct;
+}
+
+void dst_trace(struct world *w, const char *fmt, ...)
+{
+	char *line = w->trace[w->traced++ % DST_TRACE];
+	int n = snprintf(line, 240, "%5ld t=%7.3fs ", w->step, (double)w->now_ms / 1000);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line + n, (size_t)(240 - n), fmt, ap);
+	va_end(ap);
+	if (w->verbose)
+		fprintf(stderr, "%s\n", line);
+}
+
+static bool on(const struct world *w, enum fault f)
+{
+	return w->faults_on && w->fault[f];
+}
+
+/* ---- replicas ---- */
+
+static bool replica_ready(void *ctx, char *why, size_t size)
+{
+	struct incarnation *inc = ctx;
+	for (int k = 0; k < W_KINDS; k++)
+		if (!apis_watch(inc->w->api, inc->slot, k)->listed) {
+			snprintf(why, size, "watches not listed");
+			return false;
+		}
+	if (!inc->reconciled)
+		snprintf(why, size, "not reconciled");
+	return inc->reconciled;
+}
+
+/* Nodes and their GpuNodeStatus, through the cluster module's own sinks (a list each). */
+static void feed_nodes(struct incarnation *inc)
+{
+	struct reflector_sink s[2];
+	cluster_node_sink(inc->cache, &s[0]);
+	cluster_gns_sink(inc->cache, &s[1]);
+	for (int k = 0; k < 2; k++) {
+		s[k].lock(s[k].ctx);
+		s[k].list_begin(s[k].ctx);
+		for (int i = 0; i < DST_NODES; i++) {
+			char text[2048];
+			int gpus = i == 0 ? 8 : 4, at;
+			if (!k) {
+				snprintf(text, sizeof(text), "{\"kind\":\"Node\",\"metadata\":{\"name\":\"n%d\",\"labels\":{}}}", i);
+			} else {
+				at = snprintf(text, sizeof(text), "{\"kind\":\"GpuNodeStatus\",\"metadata\":{\"name\":\"n%d\"},"
+					      "\"spec\":{\"nodeName\":\"n%d\"},\"status\":{\"devices\":[", i, i);
+				for (int d = 0; d < gpus; d++)
+					at += snprintf(text + at, sizeof(text) - (size_t)at,
+						       "%s{\"id\":%d,\"vendor\":\"nvidia\",\"model\":\"H100\",\"memoryMiB\":81559,"
+						       "\"uuid\":\"GPU-n%d-%d\",\"island\":\"nv%d\"}", d ? "," : "", d, i, d, d / 4);
+				snprintf(text + at, sizeof(text) - (size_t)at, "]}}");
+			}
+			cJSON *obj = cJSON_Parse(text);
+			s[k].apply(s[k].ctx, false, obj);
+			cJSON_Delete(obj);
+		}
+		s[k].list_end(s[k].ctx);
+		s[k].unlock(s[k].ctx);
+	}
+}
+
+static struct incarnation *replica_start(struct world *w, int slot)
+{
+	struct incarnation *inc = calloc(1, sizeof(*inc));
+	inc->w = w;
+	inc->slot = slot;
+	inc->gen = ++w->gens;
+	snprintf(inc->identity, sizeof(inc->identity), "replica-%d.%d", slot, inc->gen);
+	api_resources_default(&inc->res);
+	inc->client = kube_client_new_transport(sched_transport, inc);
+	inc->cache = cache_new();
+	sched_clock(w, slot);
+	feed_nodes(inc);
+	struct reserve_opts ro = {
+		.client = inc->client, .cache = inc->cache, .res = &inc->res, .ns = DST_NS, .identity = inc->identity,
+		.bind_timeout_s = BIND_TIMEOUT_S, .reap_interval_s = 10, .pod_selector = LABEL_MANAGED "=true",
+	};
+	inc->resv = reserve_new(&ro);
+	struct extender_opts xo = {
+		.cache = inc->cache, .res = &inc->res, .default_policy = POLICY_BINPACK,
+		.bind = reserve_bind, .bind_ctx = inc->resv, .fetch = reserve_fetch_pod, .fetch_ctx = inc->resv,
+		.gang = reserve_gang_route, .gang_ctx = inc->resv, .ready = replica_ready, .ready_ctx = inc,
+		.assume_binds = true,
+	};
+	inc->x = extender_new(&xo);
+	reserve_ledger_sink(inc->resv, &inc->sink[W_LEDGERS]);
+	reserve_reservation_sink(inc->resv, &inc->sink[W_RESERVATIONS]);
+	reserve_pod_sink(inc->resv, &inc->sink[W_PODS]);
+	for (int k = 0; k < W_KINDS; k++)
+		apis_watch(w->api, slot, k)->listed = false;
+	apis_close_watches(w->api, slot);
+	return inc;
+}
+
+static void replica_free(struct incarnation *inc)
+{
+	extender_free(inc->x);
+	reserve_free(inc->resv);
+	cache_free(inc->cache);
+	kube_client_free(inc->client);
+	free(inc);
+}
+
+/* Frees the dead incarnations whose threads all ended. */
+static void bury(struct world *w)
+{
+	for (struct incarnation **pp = &w->dead; *pp;) {
+		struct incarnation *d = *pp;
+		if (d->tasks) {
+			pp = &d->next_dead;
+			continue;
+		}
+		*pp = d->next_dead;
+		replica_free(d);
+	}
+}
+
+/* ---- tasks: binds and reaper passes ---- */
+
+static void bind_fn(struct task *t)
+{
+	struct http_request req = { "POST", "/bind", t->body, strlen(t->body), NULL };
+	struct http_response resp = { 200, NULL, { 0 } };
+	buf_init(&resp.body, 1 << 20);
+	extender_bind_arrive(t->inc->x, &req);
+	extender_bind(t->inc->x, &req, &resp);
+	cJSON *j = cJSON_Parse(buf_cstr(&resp.body));
+	const char *e = cJSON_GetStringValue(cJSON_GetObjectItem(j, "Error"));
+	t->ok = resp.status == 200 && j && (!e || !e[0]);
+	snprintf(t->error, sizeof(t->error), "%s", e ? e : resp.status == 200 ? "" : "HTTP error");
+	cJSON_Delete(j);
+	buf_release(&resp.body);
+}
+
+static void reap_fn(struct task *t)
+{
+	reserve_reap(t->inc->resv);
+}
+
+void dst_task_done(struct world *w, struct task *t)
+{
+	if (t->pod >= 0) {
+		struct spod *p = &w->pods[t->pod];
+		dst_trace(w, "%s -> %s%s", t->what, t->ok ? "bound" : "refused: ", t->error);
+		t->ok ? w->bound++ : w->refused++;
+		/* (a fault met by the write of another bind that carried this one's edit shows in the error) */
+		static const char *const fault_words[] = { "timed out", "reset by peer", "HTTP 5", "died", "connect", NULL };
+		for (int i = 0; fault_words[i]; i++)
+			p->faulted = p->faulted || strstr(t->error, fault_words[i]);
+		p->faulted = p->faulted || t->faulted || t->inc->dead || t->inc->faults != t->faults0;
+		if (!t->ok && w->fault[F_PROMPT_RELEASE] && !w->failure[0] && check_refused_bind(w, t))
+			w->failure_pending = true;
+		if (p->st == S_BINDING && p->bind == t) {
+			p->st = t->ok ? S_DONE : S_PENDING;
+			p->bind = NULL;
+		}
+		return;
+	}
+	t->inc->reaping = false;
+	if (!t->inc->dead && !t->inc->reconciled) {
+		bool listed = true;
+		for (int k = 0; k < W_KINDS; k++)
+			listed = listed && apis_watch(w->api, t->inc->slot, k)->listed;
+		t->inc->reconciled = listed;
+	}
+	dst_trace(w, "%s done", t->what);
+}
+
+/* ---- the API server's answers ---- */
+
+/* Answers t's request, with a fault when the seed says so; then t runs on. */
+static void answer(struct world *w, struct task *t, bool faults)
+{
+	uint32_t roll = rng_below(&w->g, 100);
+	const char *how = "ok";
+	if (faults && on(w, F_DROP) && roll < 4) {
+		sched_answer(w, t, false, 0, "Connection reset by peer");
+		how = "dropped";
+	} else if (faults && on(w, F_LOST) && roll < 9) {
+		sched_answer(w, t, true, 0, "Connection reset by peer");
+		how = "applied, answer lost";
+	} else if (faults && on(w, F_429) && roll < 14) {
+		sched_answer(w, t, false, 429, "Too many requests, please try again later.");
+		how = "429";
+	} else if (faults && on(w, F_500) && roll < 17) {
+		bool apply = rng_pct(&w->g, 50);
+		sched_answer(w, t, apply, 500, "etcdserver: request timed out");
+		how = apply ? "applied, 500" : "500";
+	} else {
+		sched_answer(w, t, true, 1, NULL);
+		how = NULL;
+	}
+	char what[200];
+	snprintf(what, sizeof(what), "%s", t->what);
+	if (how)
+		dst_trace(w, "[%s] %s %.90s: %s", what, t->method, t->path, how);
+	else
+		dst_trace(w, "[%s] %s %.90s: %ld", what, t->method, t->path, t->resp->status);
+	sched_resume(w, t);
+}
+
+/* ---- watches ---- */
+
+/* Delivers up to n events of a watch in one batch (one read of the stream). */
+static void deliver(struct world *w, struct incarnation *inc, enum watch_kind k, int n)
+{
+	struct watch *wt = apis_watch(w->api, inc->slot, k);
+	if (n > wt->n)
+		n = wt->n;
+	if (!n)
+		return;
+	const struct reflector_sink *s = &inc->sink[k];
+	sched_clock(w, inc->slot);
+	s->lock(s->ctx);
+	for (int i = 0; i < n; i++)
+		s->apply(s->ctx, wt->ev[i].deleted, wt->ev[i].obj);
+	s->unlock(s->ctx);
+	static const char *const names[] = { "ledgers", "reservations", "pods" };
+	dst_trace(w, "replica %d: %d %s event(s) delivered", inc->slot, n, names[k]);
+	apis_watch_pop(wt, n);
+}
+
+static bool silent(const struct world *w, const struct watch *wt)
+{
+	return w->faults_on && wt->silent_until_ms > w->now_ms;
+}
+
+/* Every event older than the lag bound (or every event: lag 0) of watches that are not silent. */
+static void deliver_due(struct world *w, int64_t lag_ms)
+{
+	for (int s = 0; s < w->nslots; s++)
+		for (int k = 0; k < W_KINDS; k++) {
+			struct watch *wt = apis_watch(w->api, s, k);
+			int n = 0;
+			while (n < wt->n && w->now_ms - wt->ev[n].at_ms >= lag_ms)
+				n++;
+			if (n && !silent(w, wt))
+				deliver(w, w->inc[s], k, n);
+		}
+}
+
+static void relist(struct world *w, int slot, enum watch_kind k)
+{
+	struct incarnation *inc = w->inc[slot];
+	sched_clock(w, slot);
+	apis_relist(w->api, slot, k, &inc->sink[k]);
+	dst_trace(w, "replica %d: %s relisted", slot, k == W_LEDGERS ? "ledgers" : k == W_PODS ? "pods" : "reservations");
+}
+
+/* ---- actors ---- */
+
+static int pick_task(struct world *w, enum task_state st, struct task **out)
+{
+	int n = 0;
+	for (struct task *t = w->tasks; t; t = t->next)
+		n += t->st == st;
+	if (!n)
+		return 0;
+	int i = (int)rng_below(&w->g, (uint32_t)n);
+	for (struct task *t = w->tasks; t; t = t->next)
+		if (t->st == st && !i--)
+			*out = t;
+	return n;
+}
+
+static void create_pod(struct world *w)
+{
+	int active = 0;
+	for (int i = 0; i < w->npods; i++)
+		active += w->pods[i].st != S_DONE;
+	if (active >= MAX_ACTIVE_PODS || w->npods >= DST_MAX_PODS)
+		return;
+	static const int sizes[] = { 1, 1, 1, 2, 2, 4 };
+	struct spod *p = &w->pods[w->npods];
+	memset(p, 0, sizeof(*p));
+	snprintf(p->ns, sizeof(p->ns), "ml");
+	snprintf(p->name, sizeof(p->name), "p%d", w->npods);
+	p->gpus = sizes[rng_below(&w->g, 6)];
+	bool managed = !(on(w, F_UNWATCHED) && rng_pct(&w->g, 25));
+	if (apis_pod_create(w->api, p->ns, p->name, p->gpus, managed, p->uid, sizeof(p->uid)))
+		return;
+	w->npods++;
+	dst_trace(w, "pod %s created (%d GPUs%s)", p->name, p->gpus, managed ? "" : ", no managed label");
+}
+
+static struct incarnation *any_replica(struct world *w)
+{
+	return w->inc[rng_below(&w->g, (uint32_t)w->nslots)];
+}
+
+/* The pod as the API server has it now: its JSON text (caller frees), or NULL. */
+static char *pod_json(struct world *w, const struct spod *p)
+{
+	char path[256];
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", p->ns, p->name);
+	struct kube_response r;
+	kube_response_init(&r);
+	long st = apis_handle(w->api, "GET", path, NULL, &r);
+	char *out = st == 200 ? strdup(buf_cstr(&r.body)) : NULL;
+	kube_response_release(&r);
+	return out;
+}
+
+/* kube-scheduler: filter a pending pod on one replica, then bind it (on any replica) to a node that passed. */
+static void schedule(struct world *w)
+{
+	int cand[DST_MAX_PODS], n = 0;
+	for (int i = 0; i < w->npods; i++)
+		if (w->pods[i].st == S_PENDING)
+			cand[n++] = i;
+	if (!n || w->ntasks >= MAX_TASKS)
+		return;
+	int pi = cand[rng_below(&w->g, (uint32_t)n)];
+	struct spod *p = &w->pods[pi];
+	char *json = pod_json(w, p);
+	cJSON *pod = json ? cJSON_Parse(json) : NULL;
+	free(json);
+	const char *node_now = api_str(api_path(pod, "spec"), "nodeName");
+	/* Its informer sees the pod gone or bound (with F_RETRY it may lag and place it again). */
+	if (!pod || (node_now && node_now[0] && !(on(w, F_RETRY) && rng_pct(&w->g, 30)))) {
+		p->st = S_DONE;
+		cJSON_Delete(pod);
+		return;
+	}
+	cJSON *args = cJSON_CreateObject();
+	cJSON_AddItemToObject(args, "Pod", pod);
+	cJSON *names = cJSON_AddArrayToObject(args, "NodeNames");
+	for (int k = 0; k < DST_NODES; k++) {
+		char node[8];
+		snprintf(node, sizeof(node), "n%d", k);
+		cJSON_AddItemToArray(names, cJSON_CreateString(node));
+	}
+	char *body = cJSON_PrintUnformatted(args);
+	cJSON_Delete(args);
+	struct incarnation *f = any_replica(w);
+	struct http_request req = { "POST", "/filter", body, strlen(body), NULL };
+	struct http_response resp = { 200, NULL, { 0 } };
+	buf_init(&resp.body, 1 << 20);
+	sched_clock(w, f->slot);
+	extender_filter(f->x, &req, &resp);
+	free(body);
+	cJSON *reply = cJSON_Parse(buf_cstr(&resp.body));
+	buf_release(&resp.body);
+	const cJSON *passed = cJSON_GetObjectItem(reply, "NodeNames");
+	int np = cJSON_GetArraySize(passed);
+	const char *err = cJSON_GetStringValue(cJSON_GetObjectItem(reply, "Error"));
+	if (!np || (err && err[0])) {
+		dst_trace(w, "filter of %s on replica %d: no node (%s)", p->name, f->slot, err && err[0] ? err : "none fits");
+		cJSON_Delete(reply);
+		return;
+	}
+	const char *node = cJSON_GetStringValue(cJSON_GetArrayItem(passed, (int)rng_below(&w->g, (uint32_t)np)));
+	struct incarnation *b = any_replica(w);
+	char what[96];
+	snprintf(what, sizeof(what), "bind %s to %s on replica %d (try %d)", p->name, node, b->slot, ++p->tries);
+	struct task *t = sched_spawn(w, b, bind_fn, what);
+	t->pod = pi;
+	snprintf(t->body, sizeof(t->body), "{\"PodName\":\"%s\",\"PodNamespace\":\"%s\",\"PodUID\":\"%s\",\"Node\":\"%s\"}",
+		 p->name, p->ns, p->uid, node);
+	cJSON_Delete(reply);
+	p->st = S_BINDING;
+	p->bind = t;
+	p->bind_since_ms = w->now_ms;
+	/* It may wait in the bind queue (all bind threads busy) while kube-scheduler times out. */
+	if (rng_pct(&w->g, 40)) {
+		dst_trace(w, "%s: queued", what);
+		return;
+	}
+	dst_trace(w, "%s: started", what);
+	sched_resume(w, t);
+}
+
+/* kube-scheduler stops waiting for a bind after httpTimeout and places the pod again later. */
+static void scheduler_timeouts(struct world *w)
+{
+	for (int i = 0; i < w->npods; i++) {
+		struct spod *p = &w->pods[i];
+		if (p->st != S_BINDING || w->now_ms - p->bind_since_ms <= HTTP_TIMEOUT_MS)
+			continue;
+		if (!on(w, F_RETRY) && !p->bind->inc->dead)
+			continue;
+		p->st = S_PENDING;
+		p->bind = NULL;
+		dst_trace(w, "kube-scheduler gave up waiting on the bind of %s", p->name);
+	}
+}
+
+static void reap(struct world *w, struct incarnation *inc)
+{
+	if (inc->reaping || w->ntasks >= MAX_TASKS + 3)
+		return;
+	for (int k = 0; k < W_KINDS; k++)
+		if (!apis_watch(w->api, inc->slot, k)->listed)
+			return;          /* the reaper waits for the lists */
+	char what[64];
+	snprintf(what, sizeof(what), "reaper pass on replica %d", inc->slot);
+	inc->reaping = true;
+	struct task *t = sched_spawn(w, inc, reap_fn, what);
+	dst_trace(w, "%s: started", what);
+	sched_resume(w, t);
+}
+
+/* A random pod the API server has; NULL when none. */
+static struct spod *some_pod(struct world *w, bool bound, char *node, size_t size)
+{
+	static struct apis_pod pods[DST_MAX_PODS];
+	int n = apis_pods(w->api, pods, DST_MAX_PODS), c[DST_MAX_PODS], m = 0;
+	for (int i = 0; i < n; i++)
+		if (!bound || (pods[i].node[0] && !pods[i].finished))
+			c[m++] = i;
+	if (!m)
+		return NULL;
+	const struct apis_pod *p = &pods[c[rng_below(&w->g, (uint32_t)m)]];
+	snprintf(node, size, "%s", p->node);
+	return &w->pods[atoi(p->name + 1)];
+}
+
+static void pod_event(struct world *w, uint32_t kind)
+{
+	char node[16];
+	struct spod *p = some_pod(w, kind != 0, node, sizeof(node));
+	if (!p)
+		return;
+	if (kind == 0 && on(w, F_DELETE)) {
+		apis_pod_delete(w->api, p->ns, p->name);
+		dst_trace(w, "pod %s deleted", p->name);
+	} else if (kind == 1 && on(w, F_FINISH)) {
+		apis_pod_finish(w->api, p->ns, p->name);
+		dst_trace(w, "pod %s finished", p->name);
+	} else if (kind == 3 && on(w, F_LOSE_ENTRY) && w->nlost < 8) {
+		if (!apis_ledger_drop(w->api, node, p->uid)) {
+			memcpy(w->lost[w->nlost++], p->uid, sizeof(w->lost[0]));   /* (both 64 bytes) */
+			dst_trace(w, "the entry of pod %s went from the ledger of %s", p->name, node);
+		}
+	} else if (kind == 2 && on(w, F_UNLABEL)) {
+		apis_pod_unlabel(w->api, p->ns, p->name);
+		dst_trace(w, "pod %s: managed label removed", p->name);
+	}
+}
+
+/* A task of inc in state st: the one resumed least often (a waiter must not starve the thread it waits on). */
+static struct task *dead_task(struct incarnation *inc, enum task_state st)
+{
+	struct task *best = NULL;
+	for (struct task *t = inc->w->tasks; t; t = t->next)
+		if (t->inc == inc && t->st == st && (!best || t->resumes < best->resumes))
+			best = t;
+	return best;
+}
+
+/* The dying replica's requests in flight reach the API server or not; its threads run out. */
+static void replica_restart(struct world *w, int slot)
+{
+	struct incarnation *old = w->inc[slot];
+	old->dead = true;
+	apis_close_watches(w->api, slot);
+	for (int k = 0; k < W_KINDS; k++)
+		apis_watch(w->api, slot, k)->listed = false;
+	dst_trace(w, "replica %d restarts (state lost)", slot);
+	/* (a request first: a thread waiting for its turn waits on one that is in a request) */
+	for (struct task *t; (t = dead_task(old, T_REQ)) || (t = dead_task(old, T_NEW)) || (t = dead_task(old, T_YIELD));) {
+		if (t->st == T_REQ)
+			sched_answer(w, t, rng_pct(&w->g, 50), 0, "the process died");
+		sched_resume(w, t);
+	}
+	old->next_dead = w->dead;
+	w->dead = old;
+	w->inc[slot] = replica_start(w, slot);
+	bury(w);
+}
+
+static void api_restart(struct world *w)
+{
+	apis_close_watches(w->api, -1);
+	w->api_down_until_ms = w->now_ms + 200 + rng_below(&w->g, 3000);
+	dst_trace(w, "API server restarts (down %.1fs; every watch closed)",
+		  (double)(w->api_down_until_ms - w->now_ms) / 1000);
+	struct task *t;
+	while (pick_task(w, T_REQ, &t)) {
+		sched_answer(w, t, rng_pct(&w->g, 50), 0, "Connection reset by peer");
+		sched_resume(w, t);
+	}
+}
+
+static void watch_fault(struct world *w)
+{
+	int slot = (int)rng_below(&w->g, (uint32_t)w->nslots);
+	enum watch_kind k = rng_below(&w->g, W_KINDS);
+	struct watch *wt = apis_watch(w->api, slot, k);
+	if (on(w, F_WATCH_SILENT) && rng_pct(&w->g, 40)) {
+		wt->silent_until_ms = w->now_ms + 30000 + rng_below(&w->g, 90000);
+		dst_trace(w, "replica %d: watch %d silent until %.1fs", slot, k, (double)wt->silent_until_ms / 1000);
+	} else if (on(w, F_WATCH_CLOSE) && wt->open) {
+		apis_watch_pop(wt, wt->n);
+		wt->open = false;
+		wt->closed_ms = w->now_ms;
+		dst_trace(w, "replica %d: watch %d closed", slot, k);
+	}
+}
+
+/*
+ * A request is answered within its client's timeout: before time passes its
+ * deadline, the API server answers it, or (slow) the client gives up, the
+ * request applied or not.
+ */
+static int deadlines(struct world *w, int64_t until_ms)
+{
+	int n = 0;
+	for (struct task *t = w->tasks, *next; t; t = next) {
+		next = t->next;
+		if (t->st != T_REQ || t->sent_ms + t->timeout_s * 1000 > until_ms)
+			continue;
+		if (on(w, F_SLOW) && rng_pct(&w->g, 50)) {
+			bool apply = rng_pct(&w->g, 50);
+			sched_answer(w, t, apply, 0, "Operation timed out");
+			dst_trace(w, "[%s] %s %.90s: %s", t->what, t->method, t->path, apply ? "applied, timed out" : "timed out");
+			sched_resume(w, t);
+		} else {
+			answer(w, t, true);
+		}
+		n++;
+		next = w->tasks;     /* (the list changed) */
+	}
+	return n;
+}
+
+/* A closed watch is listed again within the lag bound (the reflector's backoff), once the API server is up. */
+static void relist_due(struct world *w, int64_t until_ms)
+{
+	for (int s = 0; s < w->nslots; s++)
+		for (int k = 0; k < W_KINDS; k++) {
+			struct watch *wt = apis_watch(w->api, s, k);
+			if (!wt->open && wt->closed_ms + LAG_BOUND_MS <= until_ms && w->api_down_until_ms <= until_ms)
+				relist(w, s, k);
+		}
+}
+
+/*
+ * Threads that can go on (a condition they wait for may hold, a pause is
+ * over) run before time passes: on a real machine they wait microseconds,
+ * not the seconds a step of the simulation may move the clock.
+ */
+static void run_yielded(struct world *w)
+{
+	struct task *t;
+	int ids[64], n = 0;
+	for (t = w->tasks; t && n < 64; t = t->next)
+		if (t->st == T_YIELD)
+			ids[n++] = t->id;
+	for (int i = 0; i < n; i++)
+		for (t = w->tasks; t; t = t->next)
+			if (t->id == ids[i] && t->st == T_YIELD) {
+				sched_resume(w, t);
+				break;
+			}
+}
+
+static void advance(struct world *w, int64_t ms)
+{
+	/* (a thread whose request was answered may go on, and send the next) */
+	do
+		run_yielded(w);
+	while (deadlines(w, w->now_ms + ms));
+	relist_due(w, w->now_ms + ms);
+	/* Events older than the lag bound come first: only a silent watch holds them longer. */
+	if (on(w, F_WATCH_LAG))
+		deliver_due(w, LAG_BOUND_MS - ms);
+	w->now_ms += ms;
+	apis_set_now_ms(w->api, w->now_ms);
+}
+
+/* One step: an action chosen from the seed. */
+static void step(struct world *w)
+{
+	uint32_t a = rng_below(&w->g, 100);
+	struct task *t;
+	if (a < 12) {
+		create_pod(w);
+	} else if (a < 24) {
+		schedule(w);
+	} else if (a < 50) {
+		if (pick_task(w, T_REQ, &t))
+			answer(w, t, true);
+	} else if (a < 53) {
+		if (pick_task(w, T_YIELD, &t))
+			sched_resume(w, t);
+	} else if (a < 56) {
+		if (pick_task(w, T_NEW, &t)) {
+			dst_trace(w, "%s: taken from the bind queue", t->what);
+			sched_resume(w, t);
+		}
+	} else if (a < 68) {
+		int slot = (int)rng_below(&w->g, (uint32_t)w->nslots);
+		enum watch_kind k = rng_below(&w->g, W_KINDS);
+		struct watch *wt = apis_watch(w->api, slot, k);
+		if (!wt->open)
+			relist(w, slot, k);
+		else if (!silent(w, wt))
+			deliver(w, w->inc[slot], k, 1 + (int)rng_below(&w->g, 3));
+	} else if (a < 78) {
+		uint32_t r = rng_below(&w->g, 10);
+		advance(w, rng_below(&w->g, r < 7 ? 2000 : r < 9 ? 20000 : 90000));
+	} else if (a < 84) {
+		reap(w, any_replica(w));
+	} else if (a < 90) {
+		pod_event(w, rng_below(&w->g, 4));
+	} else if (a < 92) {
+		int n = apis_gc(w->api);
+		if (n)
+			dst_trace(w, "garbage collector deleted %d Lease(s)", n);
+	} else if (a < 95) {
+		watch_fault(w);
+	} else if (a < 96) {
+		if (on(w, F_API_RESTART))
+			api_restart(w);
+	} else if (a < 97) {
+		if (on(w, F_REPLICA_RESTART))
+			replica_restart(w, (int)rng_below(&w->g, (uint32_t)w->nslots));
+	} else if (a < 98) {
+		if (on(w, F_SKEW)) {
+			int slot = (int)rng_below(&w->g, (uint32_t)w->nslots);
+			w->skew_s[slot] = (int64_t)rng_below(&w->g, 7) - 3;
+			dst_trace(w, "replica %d: clock skew %+llds", slot, (long long)w->skew_s[slot]);
+		}
+	}
+	if (!on(w, F_WATCH_LAG))
+		deliver_due(w, 0);
+	scheduler_timeouts(w);
+}
+
+/* ---- quiescence ---- */
+
+/* Everything in flight finishes without faults: requests answered, threads run out, events delivered. */
+static void drain(struct world *w)
+{
+	for (int rounds = 0; rounds < 100000; rounds++) {
+		struct task *t;
+		if (pick_task(w, T_REQ, &t)) {
+			answer(w, t, false);
+			continue;
+		}
+		if (pick_task(w, T_NEW, &t) || pick_task(w, T_YIELD, &t)) {
+			sched_resume(w, t);
+			continue;
+		}
+		bool more = false;
+		for (int s = 0; s < w->nslots; s++)
+			for (int k = 0; k < W_KINDS; k++) {
+				struct watch *wt = apis_watch(w->api, s, k);
+				if (!wt->open) {
+					relist(w, s, k);
+					more = true;
+				} else if (wt->n) {
+					deliver(w, w->inc[s], k, wt->n);
+					more = true;
+				}
+			}
+		if (!more)
+			break;
+	}
+	scheduler_timeouts(w);
+	bury(w);
+}
+
+static void quiesce(struct world *w)
+{
+	w->faults_on = false;
+	w->api_down_until_ms = 0;
+	dst_trace(w, "quiescence: faults stop");
+	drain(w);
+	for (int round = 0; round < 3; round++) {
+		advance(w, (BIND_TIMEOUT_S + 5) * 1000);
+		apis_gc(w->api);
+		drain(w);
+		for (int s = 0; s < w->nslots; s++) {
+			reap(w, w->inc[s]);
+			drain(w);
+		}
+	}
+}
+
+/* ---- one seed ---- */
+
+static void trace_tail(struct world *w, FILE *f)
+{
+	long first = w->traced > DST_TRACE ? w->traced - DST_TRACE : 0;
+	for (long i = first; i < w->traced; i++)
+		fprintf(f, "  %s\n", w->trace[i % DST_TRACE]);
+}
+
+static void faults_arg(const struct world *w, char *out, size_t size)
+{
+	size_t at = 0;
+	out[0] = '\0';
+	for (int f = 0; f < F_NFAULTS; f++)
+		if (w->fault[f])
+			at += (size_t)snprintf(out + at, size - at, "%s%s", at ? "," : "", dst_fault_names[f]);
+	if (!at)
+		snprintf(out, size, "none");
+}
+
+static void world_free(struct world *w)
+{
+	w->faults_on = false;
+	/* a failed seed may leave threads parked: they run out with every request failing */
+	for (int s = 0; s < w->nslots; s++)
+		w->inc[s]->dead = true;
+	struct task *t;
+	while (pick_task(w, T_REQ, &t) || pick_task(w, T_NEW, &t) || pick_task(w, T_YIELD, &t)) {
+		if (t->st == T_REQ)
+			sched_answer(w, t, false, 0, "the simulation ended");
+		sched_resume(w, t);
+	}
+	for (int s = 0; s < w->nslots; s++)
+		replica_free(w->inc[s]);
+	bury(w);
+	apis_free(w->api);
+}
+
+/* 0: the seed passed. */
+static int run_seed(uint64_t seed, int steps, const bool fault[F_NFAULTS], int replicas, bool verbose, const char *argv0)
+{
+	static struct world w;
+	memset(&w, 0, sizeof(w));
+	w.seed = seed;
+	w.g.s = seed * 0x2545F4914F6CDD1Dull + 1;
+	memcpy(w.fault, fault, sizeof(w.fault));
+	w.faults_on = true;
+	w.verbose = verbose;
+	w.steps = steps;
+	w.nslots = replicas ? replicas : 2 + (int)rng_below(&w.g, 2);
+	w.wall0_s = 1800000000;
+	w.api = apis_new(DST_NS, w.nslots);
+	for (int s = 0; s < w.nslots; s++)
+		w.inc[s] = replica_start(&w, s);
+	int rc = 0;
+	for (w.step = 1; w.step <= steps && !rc; w.step++) {
+		step(&w);
+		rc = w.failure_pending ? -1 : check_step(&w);
+	}
+	if (!rc) {
+		quiesce(&w);
+		rc = w.failure_pending ? -1 : check_quiescent(&w);
+	}
+	if (rc) {
+		char faults[512];
+		faults_arg(&w, faults, sizeof(faults));
+		printf("FAIL seed %llu (%d replicas) at step %ld: %s\n", (unsigned long long)seed, w.nslots,
+		       w.step > steps ? -1L : w.step - 1, w.failure);
+		printf("trace (last %d steps):\n", DST_TRACE);
+		trace_tail(&w, stdout);
+		printf("replay: %s --seed %llu --steps %d --faults %s -v\n", argv0, (unsigned long long)seed, steps, faults);
+	}
+	world_free(&w);
+	return rc;
+}
+
+/* ---- command line ---- */
+
+static int parse_faults(const char *s, bool fault[F_NFAULTS])
+{
+	char buf[512];
+	snprintf(buf, sizeof(buf), "%s", s);
+	for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		bool val = *t != '-';
+		if (*t == '-' || *t == '+')
+			t++;
+		if (!strcmp(t, "all") || !strcmp(t, "none")) {
+			for (int f = 0; f < F_NFAULTS; f++)
+				fault[f] = !strcmp(t, "all");
+			continue;
+		}
+		if (!strcmp(t, "default")) {
+			for (int f = 0; f < F_NFAULTS; f++) {
+				fault[f] = true;
+				for (int d = 0; default_off[d]; d++)
+					if (!strcmp(default_off[d], dst_fault_names[f]))
+						fault[f] = false;
+			}
+			continue;
+		}
+		int f = 0;
+		while (f < F_NFAULTS && strcmp(t, dst_fault_names[f]))
+			f++;
+		if (f == F_NFAULTS) {
+			fprintf(stderr, "dst: unknown fault kind '%s'\n", t);
+			return -1;
+		}
+		fault[f] = val;
+	}
+	return 0;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: dst [--seed N | --seeds A-B] [--steps N] [--replicas 2|3] [--faults LIST] [-v]\n"
+			"  LIST: default (all but those finding known bugs), all, none, then +kind or -kind, comma-separated\n"
+			"  kinds:");
+	for (int f = 0; f < F_NFAULTS; f++)
+		fprintf(stderr, " %s", dst_fault_names[f]);
+	fprintf(stderr, "\n");
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t first = 1, last = 100;
+	int steps = 200, replicas = 0;
+	bool verbose = false, fault[F_NFAULTS];
+	parse_faults("default", fault);
+	for (int i = 1; i < argc; i++) {
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(argv[i], "--seed") && v) {
+			first = last = strtoull(v, NULL, 10);
+			i++;
+		} else if (!strcmp(argv[i], "--seeds") && v) {
+			if (sscanf(v, "%lu-%lu", &first, &last) != 2 || last < first) {
+				usage();
+				return 2;
+			}
+			i++;
+		} else if (!strcmp(argv[i], "--steps") && v) {
+			steps = atoi(v);
+			i++;
+		} else if (!strcmp(argv[i], "--replicas") && v) {
+			replicas = atoi(v);
+			i++;
+		} else if (!strcmp(argv[i], "--faults") && v) {
+			if (parse_faults(v, fault))
+				return 2;
+			i++;
+		} else if (!strcmp(argv[i], "-v")) {
+			verbose = true;
+		} else {
+			usage();
+			return 2;
+		}
+	}
+	if (replicas && (replicas < 2 || replicas > DST_SLOTS)) {
+		usage();
+		return 2;
+	}
+	jsonarena_install();
+	log_setup(verbose ? LOG_INFO : LOG_ERROR + 1, false);
+	sched_init();
+	long passed = 0, failed = 0;
+	for (uint64_t s = first; s <= last; s++) {
+		if (run_seed(s, steps, fault, replicas, verbose, argv[0]))
+			failed++;
+		else
+			passed++;
+	}
+	clock_real();
+	printf("dst: %ld passed, %ld failed (seeds %llu-%llu, %d steps each)\n", passed, failed, (unsigned long long)first,
+	       (unsigned long long)last, steps);
+	return failed ? 1 : 0;
+}
