@@ -502,6 +502,8 @@ JSON
   local out
   out=$(bind_as system:kube-scheduler '{"cdi.k8s.io/x":"gpu.scheduling/gpu=all"}')
   [[ $out == *"$POLICY_BIND"*" 403" ]] || { echo "cdi: $out"; return 1; }
+  kubectl -n "$NS" create role binder --verb=create --resource=pods/binding >/dev/null &&
+    kubectl -n "$NS" create rolebinding extender-binder --role=binder --user="$EXT_SA" >/dev/null || return 1
   out=$(bind_as "$EXT_SA" '{"gpu.scheduling/allocated":"gpu-x:0"}')
   [[ $out == *" 201" || $out == *" 200" ]] || { echo "the extender's binding refused: $out"; return 1; }
   out=$(bind_as system:kube-scheduler '{}')
