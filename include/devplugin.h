@@ -165,6 +165,7 @@ bool dp_slot_device(const char *slot_id, char *out, size_t size);
 struct dp_container {
 	char name[64];
 	bool init;
+	bool restartable;                       /* a sidecar (init, restartPolicy Always): keeps its devices */
 	int want[DP_NRES];                      /* its limits of each resource */
 	bool done[DP_NRES];                     /* kubelet allocated them (Allocate answered) */
 };
@@ -176,6 +177,8 @@ struct dp_pod {
 	uint64_t seen;                          /* when the plugin first saw it bound here (order) */
 	int64_t created;                        /* creationTimestamp, seconds */
 	bool admitted;                          /* kubelet is past admission (started or ended) */
+	bool finished;                          /* Succeeded or Failed (kubelet refused it, or it ended) */
+	bool deleting;                          /* deletionTimestamp set: kubelet admits it no more */
 	int nids;
 	int ids[GPU_MAX_DEVICES];               /* the bound GpuNodeStatus ids */
 	char uuids[GPU_MAX_DEVICES][96];        /* the UUIDs the binding named, "" when not given */
@@ -214,6 +217,13 @@ void dp_pods_mark_done(struct dp_pods *p, const char *uid, int container, enum d
 /* The same by names (from kubelet's PodResources record); false when no such pod or container. */
 bool dp_pods_mark_named(struct dp_pods *p, const char *ns, const char *name, const char *container,
 			enum dp_resource r);
+/*
+ * kubelet restarted: it lists the node's pods anew and admits those it has
+ * not admitted yet in creation order (one batch), whatever order they were
+ * bound in. Makes every such pod one arrival, so dp_pod_order falls back
+ * to creation time for them.
+ */
+void dp_pods_kubelet_restarted(struct dp_pods *p);
 /* Adds pods built elsewhere (tests; PodResources at start marks pods done). */
 void dp_pods_put(struct dp_pods *p, const struct dp_pod *pod);
 

@@ -558,6 +558,10 @@ static void *server_main(void *arg)
 			if (kubelet_changed(dp)) {
 				log_info("kubelet restarted or its plugin directory was cleaned; registering again",
 					 "dir=%s", dp->cfg.plugin_dir);
+				/* kubelet admits the pods it finds in creation order, not in the
+				   order they were bound: so must the guess */
+				dp_pods_kubelet_restarted(dp->pods);
+				dp->current[0] = '\0';
 				listen_all(dp);
 			}
 			sync_kubelet(dp);

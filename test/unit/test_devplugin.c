@@ -615,6 +615,107 @@ static void test_match(void **state)
 	rm_tree(root);
 }
 
+
+/* ---- the guessing rules (finding 3) ---- */
+
+/* A pod on its way out is not admitted by kubelet: never the one it admits. */
+static void test_prefer_skips_deleting(void **state)
+{
+	(void)state;
+	struct dp_inventory *inv = inventory_of(2, 0);
+	cJSON *j = cJSON_Parse(pod_json);
+	cJSON_AddStringToObject(cJSON_GetObjectItem(j, "metadata"), "deletionTimestamp", "2026-01-02T03:05:00Z");
+	struct dp_pod p;
+	char err[200];
+	assert_int_equal(dp_pod_parse(j, "n1", &p, err, sizeof(err)), 1);
+	cJSON_Delete(j);
+	p.nids = 1;
+	p.ids[0] = 1;
+	p.uuids[0][0] = '\0';
+	const char *avail[] = { "GPU-0000", "GPU-0001" };
+	struct dp_choice ch;
+	char why[256];
+	assert_int_equal(dp_prefer(inv, DP_GPU, &p, 1, NULL, avail, 2, NULL, 0, 1, &ch, why, sizeof(why)), -1);
+	const char *ids[] = { "GPU-0001" };
+	assert_int_equal(dp_match(inv, DP_GPU, &p, 1, NULL, ids, 1, &ch, err, sizeof(err)), -1);
+	free(inv);
+	rm_tree(root);
+}
+
+/* A sidecar (restartable init container) keeps its share slot: the main container's
+ * slot is on the next bound GPU, not the sidecar's. */
+static void test_prefer_sidecar_share(void **state)
+{
+	(void)state;
+	struct dp_inventory *inv = inventory_of(2, 0);
+	const char *js =
+		"{\"metadata\":{\"name\":\"sc\",\"namespace\":\"ml\",\"uid\":\"u-sc\",\"annotations\":{"
+		"\"gpu.scheduling/allocated\":\"n1:0,1\",\"gpu.scheduling/shared-memory-mib\":\"1024\"}},"
+		"\"spec\":{\"nodeName\":\"n1\",\"initContainers\":[{\"name\":\"side\",\"restartPolicy\":\"Always\","
+		"\"resources\":{\"limits\":{\"gpu.scheduling/gpu-share\":\"1\"}}}],"
+		"\"containers\":[{\"name\":\"main\",\"resources\":{\"limits\":{\"gpu.scheduling/gpu-share\":\"1\"}}}]},"
+		"\"status\":{\"phase\":\"Pending\"}}";
+	cJSON *j = cJSON_Parse(js);
+	struct dp_pod p;
+	char err[200];
+	assert_int_equal(dp_pod_parse(j, "n1", &p, err, sizeof(err)), 1);
+	cJSON_Delete(j);
+	assert_true(p.c[0].init);
+	assert_true(p.c[0].restartable);
+	const char *slots[] = { "GPU-0000::0", "GPU-0000::1", "GPU-0001::0", "GPU-0001::1" };
+	struct dp_choice ch;
+	char why[256];
+	assert_int_equal(dp_prefer(inv, DP_SHARE, &p, 1, NULL, slots, 4, NULL, 0, 1, &ch, why, sizeof(why)), 0);
+	assert_int_equal(ch.container, 0);
+	assert_string_equal(ch.id[0], "GPU-0000::0");
+	dp_choice_release(&ch);
+	p.c[0].done[DP_SHARE] = true;
+	assert_int_equal(dp_prefer(inv, DP_SHARE, &p, 1, NULL, slots + 1, 3, NULL, 0, 1, &ch, why, sizeof(why)), 0);
+	assert_int_equal(ch.container, 1);
+	assert_string_equal(ch.id[0], "GPU-0001::0");       /* the sidecar keeps GPU 0's slot */
+	dp_choice_release(&ch);
+	free(inv);
+	rm_tree(root);
+}
+
+/* After kubelet restarts it admits every pod it finds in creation order: two pods
+ * bound out of creation order (Y first, then X) are admitted X first. */
+static void test_order_after_kubelet_restart(void **state)
+{
+	(void)state;
+	struct dp_inventory *inv = inventory_of(2, 0);
+	char err[128];
+	struct dp_pods *ps = dp_pods_start(NULL, "n1", err, sizeof(err));
+	int ix[] = { 0 }, iy[] = { 1 }, iz[] = { 1 };
+	struct dp_pod y = pod_of("y", 0, iy, 1, DP_GPU, 1), x = pod_of("x", 0, ix, 1, DP_GPU, 1);
+	y.created = 200;
+	x.created = 100;
+	dp_pods_put(ps, &y);      /* bound first */
+	dp_pods_put(ps, &x);
+	struct dp_pod z = pod_of("z", 0, iz, 1, DP_GPU, 1);   /* admitted before the restart */
+	z.created = 50;
+	z.admitted = true;
+	dp_pods_put(ps, &z);
+	const char *avail[] = { "GPU-0000", "GPU-0001" };
+	struct dp_choice ch;
+	char why[256];
+	int n;
+	struct dp_pod *pods = dp_pods_copy(ps, &n);
+	assert_int_equal(dp_prefer(inv, DP_GPU, pods, n, NULL, avail, 2, NULL, 0, 1, &ch, why, sizeof(why)), 0);
+	assert_string_equal(pods[ch.pod].uid, "y");        /* while kubelet runs: arrival order */
+	dp_choice_release(&ch);
+	free(pods);
+	dp_pods_kubelet_restarted(ps);
+	pods = dp_pods_copy(ps, &n);
+	assert_int_equal(dp_prefer(inv, DP_GPU, pods, n, NULL, avail, 2, NULL, 0, 1, &ch, why, sizeof(why)), 0);
+	assert_string_equal(pods[ch.pod].uid, "x");        /* after: creation order */
+	dp_choice_release(&ch);
+	free(pods);
+	dp_pods_stop(ps);
+	free(inv);
+	rm_tree(root);
+}
+
 /* ---- responses ---- */
 
 static const char *env_of(const struct dp_response *r, const char *name)
@@ -732,6 +833,9 @@ int main(void)
 		cmocka_unit_test(test_prefer_whole),
 		cmocka_unit_test(test_prefer_shares_and_tickets),
 		cmocka_unit_test(test_match),
+		cmocka_unit_test(test_prefer_skips_deleting),
+		cmocka_unit_test(test_prefer_sidecar_share),
+		cmocka_unit_test(test_order_after_kubelet_restart),
 		cmocka_unit_test(test_response_modes),
 		cmocka_unit_test(test_cdi_spec),
 	};
