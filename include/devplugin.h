@@ -301,6 +301,79 @@ struct dp_response {
 int dp_response_build(const struct dp_inventory *inv, const struct dp_config *cfg, const int *devs, int ndev,
 		      const struct dp_pod *share, struct dp_response *out, char *err, size_t errlen);
 
+/* ---- checking what kubelet did against the bindings (verify.c, pure) ---- */
+
+/* One container's devices of one of our resources, as kubelet recorded them (PodResources). */
+struct dp_held {
+	char ns[64];
+	char pod[254];
+	char container[64];
+	enum dp_resource r;
+	int nids;
+	char ids[GPU_MAX_DEVICES][DP_ID_MAX];
+};
+/* kubelet's whole record: every live pod's containers that hold our resources. */
+struct dp_record {
+	int n, cap;
+	struct dp_held *h;
+};
+void dp_record_init(struct dp_record *rec);
+void dp_record_release(struct dp_record *rec);
+/* Adds one (container, resource); resources that are not ours are skipped. 0, or -1 out of memory. */
+int dp_record_add(struct dp_record *rec, const char *ns, const char *pod, const char *container,
+		  const char *resource, const char *const *ids, size_t nids);
+
+/* What dp_prestart_check found. */
+enum dp_verdict {
+	DP_REFUSED = -1,     /* the container must not start: msg names the pods */
+	DP_VERIFIED = 0,     /* the devices are in the binding of the pod kubelet gave them to */
+	DP_UNVERIFIED = 1,   /* kubelet's record names no holder (msg says why): nothing to compare */
+};
+
+/*
+ * PreStartContainer: kubelet is about to start a container it gave ids of r.
+ * Which pod's container that is, kubelet's own record says (rec: the
+ * containers holding these ids; kubelet never gives one device to two
+ * pods). That pod must be bound here by the extender and the ids must be
+ * in its binding: for DP_GPU the bound UUIDs, for DP_SHARE slots on its
+ * bound GPUs (and, when delivered names the pod Allocate answered for these
+ * ids, a share of the same size), for DP_CLAIM a claim-only pod, and the one
+ * whose devices Allocate delivered for the ticket (delivered: that pod's
+ * uid, "" when the agent does not know). *holder gets the index in pods of
+ * the pod kubelet gave the ids to, or -1. Anything else is DP_REFUSED with
+ * a message naming the pod kubelet chose and the pod the devices are bound to.
+ */
+enum dp_verdict dp_prestart_check(const struct dp_inventory *inv, enum dp_resource r, const char *const *ids,
+				  size_t nids, const struct dp_record *rec, const struct dp_pod *pods, int npods,
+				  const char *delivered, int *holder, char *msg, size_t msglen);
+
+/* What the audit finds wrong (metric label in parentheses). */
+enum dp_problem_kind {
+	DP_PROB_TWICE = 0,        /* (held_twice) a GPU held by two live pods, not both shares */
+	DP_PROB_UNBOUND,          /* (unbound) a container holds our devices; the extender bound its pod nothing here */
+	DP_PROB_OUTSIDE,          /* (outside_binding) a container holds a GPU outside its pod's binding */
+	DP_PROB_NOT_IN_LEDGER,    /* (not_in_ledger) a bound device the node's ledger does not reserve for the pod */
+	DP_NPROB,
+};
+const char *dp_problem_name(enum dp_problem_kind k);
+
+struct dp_problem {
+	enum dp_problem_kind kind;
+	char ns[64], pod[254];              /* the pod the Event goes on */
+	char other_ns[64], other[254];      /* held_twice: the second pod; else "" */
+	char key[400];                      /* the same problem has the same key next time */
+	char msg[512];
+};
+
+struct ledger;
+/*
+ * Compares kubelet's record (rec) with the bindings of the node's pods and
+ * with the node's ledger (NULL: not read; that comparison is skipped).
+ * Writes at most max problems to out; returns how many there are in all.
+ */
+int dp_audit(const struct dp_inventory *inv, const struct dp_record *rec, const struct dp_pod *pods, int npods,
+	     const struct ledger *ledger, struct dp_problem *out, int max);
+
 /* ---- CDI (cdi.c) ---- */
 
 /* The CDI spec (JSON) of every device: kind DP_CDI_KIND, one entry per kubelet id. Heap; NULL on no memory. */

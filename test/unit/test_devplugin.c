@@ -9,6 +9,7 @@
 
 #include "devplugin.h"
 #include "h2rpc.h"
+#include "ledger.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -716,6 +717,162 @@ static void test_order_after_kubelet_restart(void **state)
 	rm_tree(root);
 }
 
+
+/* ---- what kubelet did, checked against the bindings ---- */
+
+static void record_add1(struct dp_record *rec, const char *pod, const char *ctr, const char *res, const char *a,
+			const char *b)
+{
+	const char *ids[] = { a, b };
+	assert_int_equal(dp_record_add(rec, "ml", pod, ctr, res, ids, b ? 2 : 1), 0);
+}
+
+/* Two pods bound out of creation order and swapped by a wrong guess: kubelet's record gives
+ * pod-x the GPUs bound to pod-y; PreStart refuses to start pod-x's container, naming both. */
+static void test_prestart_swap_refused(void **state)
+{
+	(void)state;
+	struct dp_inventory *inv = inventory_of(4, 0);
+	int ix[] = { 0, 1 }, iy[] = { 2, 3 };
+	struct dp_pod pods[2] = { pod_of("x", 1, ix, 2, DP_GPU, 2), pod_of("y", 2, iy, 2, DP_GPU, 2) };
+	struct dp_record rec;
+	dp_record_init(&rec);
+	record_add1(&rec, "pod-x", "main", "gpu.scheduling/gpu", "GPU-0002", "GPU-0003");
+	record_add1(&rec, "pod-z", "main", "cpu", "0", NULL);              /* not ours: skipped */
+	assert_int_equal(rec.n, 1);
+	const char *ids[] = { "GPU-0003", "GPU-0002" };
+	int holder;
+	char msg[512];
+	assert_int_equal(dp_prestart_check(inv, DP_GPU, ids, 2, &rec, pods, 2, "", &holder, msg, sizeof(msg)),
+			 DP_REFUSED);
+	assert_int_equal(holder, 0);
+	assert_non_null(strstr(msg, "ml/pod-x"));
+	assert_non_null(strstr(msg, "ml/pod-y"));
+	/* the right devices start */
+	rec.n = 0;
+	record_add1(&rec, "pod-y", "main", "gpu.scheduling/gpu", "GPU-0002", "GPU-0003");
+	assert_int_equal(dp_prestart_check(inv, DP_GPU, ids, 2, &rec, pods, 2, "", &holder, msg, sizeof(msg)),
+			 DP_VERIFIED);
+	assert_int_equal(holder, 1);
+	/* a pod the extender did not bind (spec.nodeName) never starts with a bound pod's GPU */
+	rec.n = 0;
+	record_add1(&rec, "stray", "main", "gpu.scheduling/gpu", "GPU-0002", NULL);
+	assert_int_equal(dp_prestart_check(inv, DP_GPU, ids + 1, 1, &rec, pods, 2, "", &holder, msg, sizeof(msg)),
+			 DP_REFUSED);
+	assert_non_null(strstr(msg, "ml/stray"));
+	/* not in kubelet's record (an ordinary init container's): nothing to compare */
+	rec.n = 0;
+	assert_int_equal(dp_prestart_check(inv, DP_GPU, ids, 2, &rec, pods, 2, "", &holder, msg, sizeof(msg)),
+			 DP_UNVERIFIED);
+	dp_record_release(&rec);
+	free(inv);
+	rm_tree(root);
+}
+
+static void test_prestart_shares_and_tickets(void **state)
+{
+	(void)state;
+	struct dp_inventory *inv = inventory_of(2, 0);
+	int i0[] = { 0 }, i1[] = { 1 }, both[] = { 0, 1 };
+	struct dp_pod pods[3] = { pod_of("s", 1, i0, 1, DP_SHARE, 1), pod_of("t", 2, i1, 1, DP_SHARE, 1),
+				  pod_of("c", 3, both, 2, DP_CLAIM, 1) };
+	pods[0].shared = pods[1].shared = true;
+	pods[0].mem_mib = 1024;
+	pods[1].mem_mib = 1024;
+	struct dp_record rec;
+	dp_record_init(&rec);
+	record_add1(&rec, "pod-s", "main", "gpu.scheduling/gpu-share", "GPU-0001::4", NULL);
+	const char *slot[] = { "GPU-0001::4" };
+	int holder;
+	char msg[512];
+	/* a slot on another pod's GPU */
+	assert_int_equal(dp_prestart_check(inv, DP_SHARE, slot, 1, &rec, pods, 3, "t", &holder, msg, sizeof(msg)),
+			 DP_REFUSED);
+	assert_non_null(strstr(msg, "ml/pod-t"));
+	/* a slot on its own GPU, delivered for another share of the same size: the same answer */
+	const char *own[] = { "GPU-0000::4" };
+	rec.n = 0;
+	record_add1(&rec, "pod-s", "main", "gpu.scheduling/gpu-share", "GPU-0000::4", NULL);
+	assert_int_equal(dp_prestart_check(inv, DP_SHARE, own, 1, &rec, pods, 3, "t", &holder, msg, sizeof(msg)),
+			 DP_VERIFIED);
+	pods[1].mem_mib = 2048;            /* ... of another size: its limits would be wrong */
+	assert_int_equal(dp_prestart_check(inv, DP_SHARE, own, 1, &rec, pods, 3, "t", &holder, msg, sizeof(msg)),
+			 DP_REFUSED);
+	/* a claim ticket: the pod must be the claim pod Allocate delivered for */
+	const char *ticket[] = { "claim-3" };
+	rec.n = 0;
+	record_add1(&rec, "pod-c", "main", "gpu.scheduling/claim", "claim-3", NULL);
+	assert_int_equal(dp_prestart_check(inv, DP_CLAIM, ticket, 1, &rec, pods, 3, "c", &holder, msg, sizeof(msg)),
+			 DP_VERIFIED);
+	assert_int_equal(dp_prestart_check(inv, DP_CLAIM, ticket, 1, &rec, pods, 3, "s", &holder, msg, sizeof(msg)),
+			 DP_REFUSED);
+	assert_int_equal(dp_prestart_check(inv, DP_CLAIM, ticket, 1, &rec, pods, 3, "", &holder, msg, sizeof(msg)),
+			 DP_UNVERIFIED);
+	rec.n = 0;
+	record_add1(&rec, "pod-s", "main", "gpu.scheduling/claim", "claim-3", NULL);   /* not a claim pod */
+	assert_int_equal(dp_prestart_check(inv, DP_CLAIM, ticket, 1, &rec, pods, 3, "c", &holder, msg, sizeof(msg)),
+			 DP_REFUSED);
+	dp_record_release(&rec);
+	free(inv);
+	rm_tree(root);
+}
+
+static bool has_problem(const struct dp_problem *p, int n, enum dp_problem_kind k, const char *text)
+{
+	for (int i = 0; i < n; i++)
+		if (p[i].kind == k && strstr(p[i].msg, text))
+			return true;
+	return false;
+}
+
+static void test_audit(void **state)
+{
+	(void)state;
+	struct dp_inventory *inv = inventory_of(4, 0);
+	int ix[] = { 0, 1 }, iy[] = { 2 }, is[] = { 3 };
+	struct dp_pod pods[4] = { pod_of("x", 1, ix, 2, DP_GPU, 2), pod_of("y", 2, iy, 1, DP_GPU, 1),
+				  pod_of("s", 3, is, 1, DP_SHARE, 1), pod_of("t", 4, is, 1, DP_SHARE, 1) };
+	pods[2].shared = pods[3].shared = true;
+	struct ledger l;
+	ledger_init(&l, "n1");
+	const struct dp_pod *in_ledger[] = { &pods[0], &pods[2], &pods[3] };
+	for (int i = 0; i < 3; i++) {
+		struct ledger_entry e;
+		memset(&e, 0, sizeof(e));
+		snprintf(e.a.uid, sizeof(e.a.uid), "%s", in_ledger[i]->uid);
+		for (int k = 0; k < in_ledger[i]->nids; k++)
+			assert_int_equal(alloc_add_id(&e.a, in_ledger[i]->ids[k]), 0);
+		assert_int_equal(ledger_add(&l, &e), 0);
+	}
+	struct dp_record rec;
+	dp_record_init(&rec);
+	record_add1(&rec, "pod-x", "main", "gpu.scheduling/gpu", "GPU-0000", "GPU-0001");
+	record_add1(&rec, "pod-s", "main", "gpu.scheduling/gpu-share", "GPU-0003::0", NULL);
+	record_add1(&rec, "pod-t", "main", "gpu.scheduling/gpu-share", "GPU-0003::1", NULL);
+	struct dp_problem probs[8];
+	/* all as bound, except that y's binding is missing from the ledger */
+	int n = dp_audit(inv, &rec, pods, 4, &l, probs, 8);
+	assert_int_equal(n, 1);
+	assert_int_equal(probs[0].kind, DP_PROB_NOT_IN_LEDGER);
+	assert_non_null(strstr(probs[0].msg, "ml/pod-y"));
+	/* a container without a binding holding y's GPU, and a share slot on x's: held twice */
+	record_add1(&rec, "stray", "main", "gpu.scheduling/gpu", "GPU-0002", NULL);
+	record_add1(&rec, "pod-t", "side", "gpu.scheduling/gpu-share", "GPU-0001::0", NULL);
+	n = dp_audit(inv, &rec, pods, 4, NULL, probs, 8);
+	assert_true(has_problem(probs, n, DP_PROB_UNBOUND, "ml/stray"));
+	assert_true(has_problem(probs, n, DP_PROB_OUTSIDE, "GPU 1 (GPU-0001)"));
+	assert_true(has_problem(probs, n, DP_PROB_TWICE, "GPU 1 (GPU-0001) is held by two pods: ml/pod-x"));
+	assert_false(has_problem(probs, n, DP_PROB_TWICE, "GPU-0003"));     /* two shares of one GPU are fine */
+	assert_int_equal(n, 3);
+	/* more problems than room: all counted */
+	assert_int_equal(dp_audit(inv, &rec, pods, 4, NULL, probs, 1), 3);
+	assert_string_equal(dp_problem_name(DP_PROB_OUTSIDE), "outside_binding");
+	dp_record_release(&rec);
+	ledger_release(&l);
+	free(inv);
+	rm_tree(root);
+}
+
 /* ---- responses ---- */
 
 static const char *env_of(const struct dp_response *r, const char *name)
@@ -836,6 +993,9 @@ int main(void)
 		cmocka_unit_test(test_prefer_skips_deleting),
 		cmocka_unit_test(test_prefer_sidecar_share),
 		cmocka_unit_test(test_order_after_kubelet_restart),
+		cmocka_unit_test(test_prestart_swap_refused),
+		cmocka_unit_test(test_prestart_shares_and_tickets),
+		cmocka_unit_test(test_audit),
 		cmocka_unit_test(test_response_modes),
 		cmocka_unit_test(test_cdi_spec),
 	};
