@@ -88,6 +88,9 @@ struct dp_config {
 	enum dp_delivery delivery;
 	int share_slots;                        /* per whole GPU */
 	int claim_tickets;
+	char ledger_ns[64];                     /* where the extender keeps the ledger Leases */
+	char metrics_listen[128];               /* "host:port" of /metrics; "" = not served */
+	int audit_every_s;                      /* the audit's period */
 };
 void dp_config_default(struct dp_config *c);
 
@@ -340,12 +343,14 @@ enum dp_verdict {
  * ids, a share of the same size), for DP_CLAIM a claim-only pod, and the one
  * whose devices Allocate delivered for the ticket (delivered: that pod's
  * uid, "" when the agent does not know). *holder gets the index in pods of
- * the pod kubelet gave the ids to, or -1. Anything else is DP_REFUSED with
- * a message naming the pod kubelet chose and the pod the devices are bound to.
+ * the pod kubelet gave the ids to, *owner that of the pod the devices are
+ * bound to when that is another (-1 when none). Anything else is
+ * DP_REFUSED with a message naming the pod kubelet chose and the pod the
+ * devices are bound to.
  */
 enum dp_verdict dp_prestart_check(const struct dp_inventory *inv, enum dp_resource r, const char *const *ids,
 				  size_t nids, const struct dp_record *rec, const struct dp_pod *pods, int npods,
-				  const char *delivered, int *holder, char *msg, size_t msglen);
+				  const char *delivered, int *holder, int *owner, char *msg, size_t msglen);
 
 /* What the audit finds wrong (metric label in parentheses). */
 enum dp_problem_kind {
@@ -392,6 +397,34 @@ typedef void (*dp_podres_fn)(void *ctx, const char *ns, const char *pod, const c
  * reachable, an answer that does not decode).
  */
 int dp_podresources_each(const char *socket, dp_podres_fn fn, void *ctx, char *err, size_t errlen);
+/* kubelet's record of our resources into rec (emptied first). 0, or -1 with err. */
+int dp_record_read(const char *socket, struct dp_record *rec, char *err, size_t errlen);
+
+/* ---- the audit (audit.c) ---- */
+
+/*
+ * The auditor: a thread that compares kubelet's record with the bindings
+ * and the ledger (dp_audit) every cfg->audit_every_s seconds and soon after
+ * each kick, and reports each problem that lasts AUDIT_PERSIST_S: a log
+ * line, a Warning Event on the pod (at most one per problem, a few a
+ * minute in all) and the /metrics gauges and counters (docs/node.md,
+ * "Watching it"). PreStart verdicts are counted and refusals reported at
+ * once. Serves /metrics on cfg->metrics_listen when set.
+ */
+#define DP_AUDIT_PERSIST_S 10
+struct dp_auditor;
+struct dp_auditor *dp_auditor_start(const struct dp_config *cfg, struct kube_client *kube, struct dp_pods *pods,
+				    char *err, size_t errlen);
+/* The devices to audit against (copied). */
+void dp_auditor_inventory(struct dp_auditor *a, const struct dp_inventory *inv);
+/* Audit soon (after an Allocate or a PreStart). */
+void dp_auditor_kick(struct dp_auditor *a);
+/* A PreStart verdict; a refusal is reported on pod (and other, when set) with msg at once. */
+void dp_auditor_prestart(struct dp_auditor *a, enum dp_verdict v, const char *ns, const char *pod,
+			 const char *other_ns, const char *other, const char *msg);
+/* The Prometheus text of the counters and gauges (tests; /metrics). */
+void dp_auditor_metrics(struct dp_auditor *a, struct buf *out);
+void dp_auditor_stop(struct dp_auditor *a);
 
 /* ---- the plugin (plugin.c) ---- */
 

@@ -162,9 +162,9 @@ static int holder_of(const struct dp_record *rec, enum dp_resource r, const char
 
 enum dp_verdict dp_prestart_check(const struct dp_inventory *inv, enum dp_resource r, const char *const *ids,
 				  size_t nids, const struct dp_record *rec, const struct dp_pod *pods, int npods,
-				  const char *delivered, int *holder, char *msg, size_t msglen)
+				  const char *delivered, int *holder, int *owner, char *msg, size_t msglen)
 {
-	*holder = -1;
+	*holder = *owner = -1;
 	msg[0] = '\0';
 	int at, second;
 	int n = holder_of(rec, r, ids, nids, &at, &second);
@@ -205,6 +205,7 @@ enum dp_verdict dp_prestart_check(const struct dp_inventory *inv, enum dp_resour
 			for (int i = 0; i < npods && p < 0; i++)
 				if (!strcmp(pods[i].uid, delivered))
 					p = i;
+			*owner = p;
 			snprintf(msg, msglen,
 				 "container %s of pod %s/%s was given the devices of pod %s (claim ticket %s); "
 				 "not starting it",
@@ -220,6 +221,7 @@ enum dp_verdict dp_prestart_check(const struct dp_inventory *inv, enum dp_resour
 		if (d >= 0 && bound_to(inv, k, d) && (r != DP_SHARE || k->shared))
 			continue;
 		int p = d >= 0 ? bound_elsewhere(inv, pods, npods, ki, d) : -1;
+		*owner = p;
 		if (p >= 0)
 			snprintf(msg, msglen,
 				 "container %s of pod %s/%s was given %s, which the extender bound to pod %s/%s "
@@ -235,6 +237,7 @@ enum dp_verdict dp_prestart_check(const struct dp_inventory *inv, enum dp_resour
 		for (int i = 0; i < npods; i++)
 			if (!strcmp(pods[i].uid, delivered) &&
 			    (pods[i].mem_mib != k->mem_mib || pods[i].core_pct != k->core_pct)) {
+				*owner = i;
 				snprintf(msg, msglen,
 					 "container %s of pod %s/%s was given the share limits of pod %s/%s; not starting it",
 					 h->container, h->ns, h->pod, pods[i].ns, pods[i].name);

@@ -741,28 +741,29 @@ static void test_prestart_swap_refused(void **state)
 	record_add1(&rec, "pod-z", "main", "cpu", "0", NULL);              /* not ours: skipped */
 	assert_int_equal(rec.n, 1);
 	const char *ids[] = { "GPU-0003", "GPU-0002" };
-	int holder;
+	int holder, owner;
 	char msg[512];
-	assert_int_equal(dp_prestart_check(inv, DP_GPU, ids, 2, &rec, pods, 2, "", &holder, msg, sizeof(msg)),
+	assert_int_equal(dp_prestart_check(inv, DP_GPU, ids, 2, &rec, pods, 2, "", &holder, &owner, msg, sizeof(msg)),
 			 DP_REFUSED);
 	assert_int_equal(holder, 0);
+	assert_int_equal(owner, 1);
 	assert_non_null(strstr(msg, "ml/pod-x"));
 	assert_non_null(strstr(msg, "ml/pod-y"));
 	/* the right devices start */
 	rec.n = 0;
 	record_add1(&rec, "pod-y", "main", "gpu.scheduling/gpu", "GPU-0002", "GPU-0003");
-	assert_int_equal(dp_prestart_check(inv, DP_GPU, ids, 2, &rec, pods, 2, "", &holder, msg, sizeof(msg)),
+	assert_int_equal(dp_prestart_check(inv, DP_GPU, ids, 2, &rec, pods, 2, "", &holder, &owner, msg, sizeof(msg)),
 			 DP_VERIFIED);
 	assert_int_equal(holder, 1);
 	/* a pod the extender did not bind (spec.nodeName) never starts with a bound pod's GPU */
 	rec.n = 0;
 	record_add1(&rec, "stray", "main", "gpu.scheduling/gpu", "GPU-0002", NULL);
-	assert_int_equal(dp_prestart_check(inv, DP_GPU, ids + 1, 1, &rec, pods, 2, "", &holder, msg, sizeof(msg)),
+	assert_int_equal(dp_prestart_check(inv, DP_GPU, ids + 1, 1, &rec, pods, 2, "", &holder, &owner, msg, sizeof(msg)),
 			 DP_REFUSED);
 	assert_non_null(strstr(msg, "ml/stray"));
 	/* not in kubelet's record (an ordinary init container's): nothing to compare */
 	rec.n = 0;
-	assert_int_equal(dp_prestart_check(inv, DP_GPU, ids, 2, &rec, pods, 2, "", &holder, msg, sizeof(msg)),
+	assert_int_equal(dp_prestart_check(inv, DP_GPU, ids, 2, &rec, pods, 2, "", &holder, &owner, msg, sizeof(msg)),
 			 DP_UNVERIFIED);
 	dp_record_release(&rec);
 	free(inv);
@@ -783,34 +784,34 @@ static void test_prestart_shares_and_tickets(void **state)
 	dp_record_init(&rec);
 	record_add1(&rec, "pod-s", "main", "gpu.scheduling/gpu-share", "GPU-0001::4", NULL);
 	const char *slot[] = { "GPU-0001::4" };
-	int holder;
+	int holder, owner;
 	char msg[512];
 	/* a slot on another pod's GPU */
-	assert_int_equal(dp_prestart_check(inv, DP_SHARE, slot, 1, &rec, pods, 3, "t", &holder, msg, sizeof(msg)),
+	assert_int_equal(dp_prestart_check(inv, DP_SHARE, slot, 1, &rec, pods, 3, "t", &holder, &owner, msg, sizeof(msg)),
 			 DP_REFUSED);
 	assert_non_null(strstr(msg, "ml/pod-t"));
 	/* a slot on its own GPU, delivered for another share of the same size: the same answer */
 	const char *own[] = { "GPU-0000::4" };
 	rec.n = 0;
 	record_add1(&rec, "pod-s", "main", "gpu.scheduling/gpu-share", "GPU-0000::4", NULL);
-	assert_int_equal(dp_prestart_check(inv, DP_SHARE, own, 1, &rec, pods, 3, "t", &holder, msg, sizeof(msg)),
+	assert_int_equal(dp_prestart_check(inv, DP_SHARE, own, 1, &rec, pods, 3, "t", &holder, &owner, msg, sizeof(msg)),
 			 DP_VERIFIED);
 	pods[1].mem_mib = 2048;            /* ... of another size: its limits would be wrong */
-	assert_int_equal(dp_prestart_check(inv, DP_SHARE, own, 1, &rec, pods, 3, "t", &holder, msg, sizeof(msg)),
+	assert_int_equal(dp_prestart_check(inv, DP_SHARE, own, 1, &rec, pods, 3, "t", &holder, &owner, msg, sizeof(msg)),
 			 DP_REFUSED);
 	/* a claim ticket: the pod must be the claim pod Allocate delivered for */
 	const char *ticket[] = { "claim-3" };
 	rec.n = 0;
 	record_add1(&rec, "pod-c", "main", "gpu.scheduling/claim", "claim-3", NULL);
-	assert_int_equal(dp_prestart_check(inv, DP_CLAIM, ticket, 1, &rec, pods, 3, "c", &holder, msg, sizeof(msg)),
+	assert_int_equal(dp_prestart_check(inv, DP_CLAIM, ticket, 1, &rec, pods, 3, "c", &holder, &owner, msg, sizeof(msg)),
 			 DP_VERIFIED);
-	assert_int_equal(dp_prestart_check(inv, DP_CLAIM, ticket, 1, &rec, pods, 3, "s", &holder, msg, sizeof(msg)),
+	assert_int_equal(dp_prestart_check(inv, DP_CLAIM, ticket, 1, &rec, pods, 3, "s", &holder, &owner, msg, sizeof(msg)),
 			 DP_REFUSED);
-	assert_int_equal(dp_prestart_check(inv, DP_CLAIM, ticket, 1, &rec, pods, 3, "", &holder, msg, sizeof(msg)),
+	assert_int_equal(dp_prestart_check(inv, DP_CLAIM, ticket, 1, &rec, pods, 3, "", &holder, &owner, msg, sizeof(msg)),
 			 DP_UNVERIFIED);
 	rec.n = 0;
 	record_add1(&rec, "pod-s", "main", "gpu.scheduling/claim", "claim-3", NULL);   /* not a claim pod */
-	assert_int_equal(dp_prestart_check(inv, DP_CLAIM, ticket, 1, &rec, pods, 3, "c", &holder, msg, sizeof(msg)),
+	assert_int_equal(dp_prestart_check(inv, DP_CLAIM, ticket, 1, &rec, pods, 3, "c", &holder, &owner, msg, sizeof(msg)),
 			 DP_REFUSED);
 	dp_record_release(&rec);
 	free(inv);
@@ -869,6 +870,46 @@ static void test_audit(void **state)
 	assert_string_equal(dp_problem_name(DP_PROB_OUTSIDE), "outside_binding");
 	dp_record_release(&rec);
 	ledger_release(&l);
+	free(inv);
+	rm_tree(root);
+}
+
+
+/* The auditor's thread and counters: PreStart verdicts counted, an unreadable kubelet
+ * record counted as an audit error (the metric an alert would watch). */
+static void test_auditor_metrics(void **state)
+{
+	(void)state;
+	struct dp_inventory *inv = inventory_of(1, 0);
+	struct dp_config cfg;
+	dp_config_default(&cfg);
+	snprintf(cfg.node, sizeof(cfg.node), "n1");
+	snprintf(cfg.podresources_socket, sizeof(cfg.podresources_socket), "/tmp/no-such-podresources.sock");
+	cfg.audit_every_s = 1;
+	char err[256];
+	struct dp_pods *ps = dp_pods_start(NULL, "n1", err, sizeof(err));
+	struct dp_auditor *a = dp_auditor_start(&cfg, NULL, ps, err, sizeof(err));
+	assert_non_null(a);
+	dp_auditor_inventory(a, inv);
+	dp_auditor_prestart(a, DP_REFUSED, "ml", "pod-x", "ml", "pod-y", "container main of pod ml/pod-x ...");
+	dp_auditor_prestart(a, DP_VERIFIED, "ml", "pod-y", "", "", "");
+	struct buf m;
+	buf_init(&m, 1 << 16);
+	bool counted = false;
+	for (int i = 0; i < 60 && !counted; i++) {
+		usleep(50000);
+		buf_clear(&m);
+		dp_auditor_metrics(a, &m);
+		counted = strstr(buf_cstr(&m), "gpu_agent_audit_errors_total{source=\"podresources\"} 0") == NULL;
+	}
+	assert_true(counted);
+	assert_non_null(strstr(buf_cstr(&m), "gpu_agent_prestart_checks_total{result=\"refused\"} 1"));
+	assert_non_null(strstr(buf_cstr(&m), "gpu_agent_prestart_checks_total{result=\"verified\"} 1"));
+	assert_non_null(strstr(buf_cstr(&m), "gpu_agent_allocation_problems{kind=\"held_twice\"} 0"));
+	assert_non_null(strstr(buf_cstr(&m), "# TYPE gpu_agent_allocation_problems_found_total counter"));
+	buf_release(&m);
+	dp_auditor_stop(a);
+	dp_pods_stop(ps);
 	free(inv);
 	rm_tree(root);
 }
@@ -996,6 +1037,7 @@ int main(void)
 		cmocka_unit_test(test_prestart_swap_refused),
 		cmocka_unit_test(test_prestart_shares_and_tickets),
 		cmocka_unit_test(test_audit),
+		cmocka_unit_test(test_auditor_metrics),
 		cmocka_unit_test(test_response_modes),
 		cmocka_unit_test(test_cdi_spec),
 	};
