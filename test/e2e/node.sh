@@ -392,6 +392,9 @@ if e2e_want 12; then
   prestart_refusal() {
     local refused0 msg
     refused0=$(metric 'gpu_agent_prestart_checks_total{result="refused"}')
+    # kubelet frees the devices of force-deleted pods once it has torn them down
+    cluster_wait 60 "kubelet's record without the earlier test pods" \
+      bash -c "! '$AGENT' podresources | grep -q '\"namespace\":\"$NS\"'" || return 1
     kubelet_stop || return 1
     # stray: 1 GPU, bound by the default scheduler (no binding of the extender), created
     # first; victim: 1 GPU, bound by the extender. kubelet admits stray first, and the
