@@ -391,6 +391,8 @@ fi
 if e2e_want 12; then
   prestart_refusal() {
     local refused0 msg
+    # (the default scheduler places stray by the node's allocatable: the plugin must be registered)
+    cluster_wait 60 "the device plugin registered" allocatable_is gpu.scheduling/gpu 8 || return 1
     refused0=$(metric 'gpu_agent_prestart_checks_total{result="refused"}')
     # kubelet frees the devices of force-deleted pods once it has torn them down
     cluster_wait 60 "kubelet's record without the earlier test pods" \

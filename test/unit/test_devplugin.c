@@ -639,6 +639,18 @@ static void test_prefer_skips_deleting(void **state)
 	assert_int_equal(dp_prefer(inv, DP_GPU, &p, 1, NULL, avail, 2, NULL, 0, 1, &ch, why, sizeof(why)), -1);
 	const char *ids[] = { "GPU-0001" };
 	assert_int_equal(dp_match(inv, DP_GPU, &p, 1, NULL, ids, 1, &ch, err, sizeof(err)), -1);
+	/* a pod kubelet refused (Failed, with kubelet's reason) is done with */
+	j = cJSON_Parse(pod_json);
+	cJSON *st = cJSON_GetObjectItem(j, "status");
+	cJSON_ReplaceItemInObject(st, "phase", cJSON_CreateString("Failed"));
+	cJSON_AddStringToObject(st, "reason", "OutOfcpu");
+	assert_int_equal(dp_pod_parse(j, "n1", &p, err, sizeof(err)), 1);
+	cJSON_Delete(j);
+	assert_true(p.finished);
+	p.nids = 1;
+	p.ids[0] = 1;
+	p.uuids[0][0] = '\0';
+	assert_int_equal(dp_prefer(inv, DP_GPU, &p, 1, NULL, avail, 2, NULL, 0, 1, &ch, why, sizeof(why)), -1);
 	free(inv);
 	rm_tree(root);
 }
