@@ -12,8 +12,8 @@
  * a new inventory under the mutex and wakes the server.
  *
  * kubelet restarts wipe the directory (our sockets go) and make a new
- * kubelet.sock: the server checks both every second and, when either
- * changed, listens again and asks the registrar to register again.
+ * kubelet.sock: the server checks both every CHECK_EVERY_MS and, when
+ * either changed, listens again and asks the registrar to register again.
  */
 #include "devplugin.h"
 
@@ -32,7 +32,9 @@
 #include <time.h>
 
 #define MAX_WATCH 8                 /* ListAndWatch streams per resource (kubelet keeps one) */
-#define CHECK_EVERY_MS 1000
+/* kubelet.sock checked this often: a restarted kubelet admits the pods it finds
+   at once, and fails those asking our resources until we have registered again */
+#define CHECK_EVERY_MS 100
 #define REGISTER_TIMEOUT_MS 10000
 #define BACKOFF_MAX_MS 30000
 
@@ -674,7 +676,7 @@ static void *server_main(void *arg)
 	struct devplugin *dp = arg;
 	int64_t next_check = 0;
 	while (!atomic_load(&dp->stop)) {
-		if (h2rpc_serve(dp->srv, 500))
+		if (h2rpc_serve(dp->srv, CHECK_EVERY_MS))
 			log_error("the device plugin's poll failed", "error=\"%s\"", strerror(errno));
 		take_update(dp);
 		int64_t now = clock_mono_ms();
