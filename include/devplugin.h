@@ -88,6 +88,9 @@ struct dp_config {
 	enum dp_delivery delivery;
 	int share_slots;                        /* per whole GPU */
 	int claim_tickets;
+	char ledger_ns[64];                     /* where the extender keeps the ledger Leases */
+	char metrics_listen[128];               /* "host:port" of /metrics; "" = not served */
+	int audit_every_s;                      /* the audit's period */
 };
 void dp_config_default(struct dp_config *c);
 
@@ -165,6 +168,7 @@ bool dp_slot_device(const char *slot_id, char *out, size_t size);
 struct dp_container {
 	char name[64];
 	bool init;
+	bool restartable;                       /* a sidecar (init, restartPolicy Always): keeps its devices */
 	int want[DP_NRES];                      /* its limits of each resource */
 	bool done[DP_NRES];                     /* kubelet allocated them (Allocate answered) */
 };
@@ -176,6 +180,8 @@ struct dp_pod {
 	uint64_t seen;                          /* when the plugin first saw it bound here (order) */
 	int64_t created;                        /* creationTimestamp, seconds */
 	bool admitted;                          /* kubelet is past admission (started or ended) */
+	bool finished;                          /* Succeeded or Failed (kubelet refused it, or it ended) */
+	bool deleting;                          /* deletionTimestamp set: kubelet admits it no more */
 	int nids;
 	int ids[GPU_MAX_DEVICES];               /* the bound GpuNodeStatus ids */
 	char uuids[GPU_MAX_DEVICES][96];        /* the UUIDs the binding named, "" when not given */
@@ -214,6 +220,13 @@ void dp_pods_mark_done(struct dp_pods *p, const char *uid, int container, enum d
 /* The same by names (from kubelet's PodResources record); false when no such pod or container. */
 bool dp_pods_mark_named(struct dp_pods *p, const char *ns, const char *name, const char *container,
 			enum dp_resource r);
+/*
+ * kubelet restarted: it lists the node's pods anew and admits those it has
+ * not admitted yet in creation order (one batch), whatever order they were
+ * bound in. Makes every such pod one arrival, so dp_pod_order falls back
+ * to creation time for them.
+ */
+void dp_pods_kubelet_restarted(struct dp_pods *p);
 /* Adds pods built elsewhere (tests; PodResources at start marks pods done). */
 void dp_pods_put(struct dp_pods *p, const struct dp_pod *pod);
 
@@ -291,6 +304,81 @@ struct dp_response {
 int dp_response_build(const struct dp_inventory *inv, const struct dp_config *cfg, const int *devs, int ndev,
 		      const struct dp_pod *share, struct dp_response *out, char *err, size_t errlen);
 
+/* ---- checking what kubelet did against the bindings (verify.c, pure) ---- */
+
+/* One container's devices of one of our resources, as kubelet recorded them (PodResources). */
+struct dp_held {
+	char ns[64];
+	char pod[254];
+	char container[64];
+	enum dp_resource r;
+	int nids;
+	char ids[GPU_MAX_DEVICES][DP_ID_MAX];
+};
+/* kubelet's whole record: every live pod's containers that hold our resources. */
+struct dp_record {
+	int n, cap;
+	struct dp_held *h;
+};
+void dp_record_init(struct dp_record *rec);
+void dp_record_release(struct dp_record *rec);
+/* Adds one (container, resource); resources that are not ours are skipped. 0, or -1 out of memory. */
+int dp_record_add(struct dp_record *rec, const char *ns, const char *pod, const char *container,
+		  const char *resource, const char *const *ids, size_t nids);
+
+/* What dp_prestart_check found. */
+enum dp_verdict {
+	DP_REFUSED = -1,     /* the container must not start: msg names the pods */
+	DP_VERIFIED = 0,     /* the devices are in the binding of the pod kubelet gave them to */
+	DP_UNVERIFIED = 1,   /* kubelet's record names no holder (msg says why): nothing to compare */
+};
+
+/*
+ * PreStartContainer: kubelet is about to start a container it gave ids of r.
+ * Which pod's container that is, kubelet's own record says (rec: the
+ * containers holding these ids; kubelet never gives one device to two
+ * pods). That pod must be bound here by the extender and the ids must be
+ * in its binding: for DP_GPU the bound UUIDs, for DP_SHARE slots on its
+ * bound GPUs (and, when delivered names the pod Allocate answered for these
+ * ids, a share of the same size), for DP_CLAIM a claim-only pod, and the one
+ * whose devices Allocate delivered for the ticket (delivered: that pod's
+ * uid, "" when the agent does not know). *holder gets the index in pods of
+ * the pod kubelet gave the ids to, *owner that of the pod the devices are
+ * bound to when that is another (-1 when none). Anything else is
+ * DP_REFUSED with a message naming the pod kubelet chose and the pod the
+ * devices are bound to.
+ */
+enum dp_verdict dp_prestart_check(const struct dp_inventory *inv, enum dp_resource r, const char *const *ids,
+				  size_t nids, const struct dp_record *rec, const struct dp_pod *pods, int npods,
+				  const char *delivered, int *holder, int *owner, char *msg, size_t msglen);
+
+/* What the audit finds wrong (metric label in parentheses). */
+enum dp_problem_kind {
+	DP_PROB_TWICE = 0,        /* (held_twice) a GPU held by two live pods, not both shares */
+	DP_PROB_UNBOUND,          /* (unbound) a container holds our devices; the extender bound its pod nothing here */
+	DP_PROB_OUTSIDE,          /* (outside_binding) a container holds a GPU outside its pod's binding */
+	DP_PROB_NOT_IN_LEDGER,    /* (not_in_ledger) a bound device the node's ledger does not reserve for the pod */
+	DP_NPROB,
+};
+const char *dp_problem_name(enum dp_problem_kind k);
+
+struct dp_problem {
+	enum dp_problem_kind kind;
+	char ns[64], pod[254];              /* the pod the Event goes on */
+	char other_ns[64], other[254];      /* held_twice: the second pod; else "" */
+	char key[400];                      /* the same problem has the same key next time */
+	char msg[512];
+};
+
+struct ledger;
+/*
+ * Compares kubelet's record (rec) with the bindings of the node's pods and
+ * with the node's ledger (NULL: not read; that comparison is skipped).
+ * Writes at most max problems to out; returns how many there are in all.
+ */
+int dp_audit(const struct dp_inventory *inv, const struct dp_record *rec, const struct dp_pod *pods, int npods,
+	     const struct ledger *ledger, struct dp_problem *out, int max);
+
 /* ---- CDI (cdi.c) ---- */
 
 /* The CDI spec (JSON) of every device: kind DP_CDI_KIND, one entry per kubelet id. Heap; NULL on no memory. */
@@ -309,6 +397,34 @@ typedef void (*dp_podres_fn)(void *ctx, const char *ns, const char *pod, const c
  * reachable, an answer that does not decode).
  */
 int dp_podresources_each(const char *socket, dp_podres_fn fn, void *ctx, char *err, size_t errlen);
+/* kubelet's record of our resources into rec (emptied first). 0, or -1 with err. */
+int dp_record_read(const char *socket, struct dp_record *rec, char *err, size_t errlen);
+
+/* ---- the audit (audit.c) ---- */
+
+/*
+ * The auditor: a thread that compares kubelet's record with the bindings
+ * and the ledger (dp_audit) every cfg->audit_every_s seconds and soon after
+ * each kick, and reports each problem that lasts AUDIT_PERSIST_S: a log
+ * line, a Warning Event on the pod (at most one per problem, a few a
+ * minute in all) and the /metrics gauges and counters (docs/node.md,
+ * "Watching it"). PreStart verdicts are counted and refusals reported at
+ * once. Serves /metrics on cfg->metrics_listen when set.
+ */
+#define DP_AUDIT_PERSIST_S 10
+struct dp_auditor;
+struct dp_auditor *dp_auditor_start(const struct dp_config *cfg, struct kube_client *kube, struct dp_pods *pods,
+				    char *err, size_t errlen);
+/* The devices to audit against (copied). */
+void dp_auditor_inventory(struct dp_auditor *a, const struct dp_inventory *inv);
+/* Audit soon (after an Allocate or a PreStart). */
+void dp_auditor_kick(struct dp_auditor *a);
+/* A PreStart verdict; a refusal is reported on pod (and other, when set) with msg at once. */
+void dp_auditor_prestart(struct dp_auditor *a, enum dp_verdict v, const char *ns, const char *pod,
+			 const char *other_ns, const char *other, const char *msg);
+/* The Prometheus text of the counters and gauges (tests; /metrics). */
+void dp_auditor_metrics(struct dp_auditor *a, struct buf *out);
+void dp_auditor_stop(struct dp_auditor *a);
 
 /* ---- the plugin (plugin.c) ---- */
 

@@ -85,6 +85,14 @@ static void usage(FILE *f)
 	      "                     not read (default 110, kubelet's pod limit)\n"
 	      "  --mps-pipe-dir DIR the MPS control daemon's pipe directory on the host: shared\n"
 	      "                     containers get it mounted and CUDA_MPS_PIPE_DIRECTORY set\n"
+	      "  --metrics-listen HOST:PORT\n"
+	      "                     serve the allocation audit's /metrics there (default: not\n"
+	      "                     served; the DaemonSet uses 0.0.0.0:9402)\n"
+	      "  --ledger-namespace NS\n"
+	      "                     where the extender keeps the ledger Leases the audit\n"
+	      "                     reads (default gpu-system)\n"
+	      "  --audit-interval S compare kubelet's record with the bindings and the ledger\n"
+	      "                     every S seconds, and after each Allocate (default 30)\n"
 	      "  --device-root DIR  TEST ONLY: the device files are under DIR instead of /\n"
 	      "                     (fake GPUs made by the test harness)\n"
 	      "  -h, --help         this text\n"
@@ -149,7 +157,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		OPT_NODE = 256, OPT_TOOLS, OPT_TIMEOUT, OPT_COMPACT, OPT_NOTS, OPT_LEVEL, OPT_LJSON, OPT_VERSION,
 		OPT_KUBECONFIG, OPT_CONTEXT, OPT_INTERVAL, OPT_RESYNC, OPT_ONCE, OPT_HOST_ROOT,
 		OPT_DEVICE_PLUGIN, OPT_DELIVERY, OPT_PLUGIN_DIR, OPT_PODRES, OPT_CDI_DIR, OPT_SHARE_SLOTS,
-		OPT_CLAIM_TICKETS, OPT_MPS_PIPE_DIR, OPT_DEVICE_ROOT,
+		OPT_CLAIM_TICKETS, OPT_MPS_PIPE_DIR, OPT_DEVICE_ROOT, OPT_METRICS_LISTEN, OPT_LEDGER_NS, OPT_AUDIT_EVERY,
 	};
 	static const struct option longopts[] = {
 		{ "node", required_argument, NULL, OPT_NODE },
@@ -174,6 +182,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "claim-tickets", required_argument, NULL, OPT_CLAIM_TICKETS },
 		{ "mps-pipe-dir", required_argument, NULL, OPT_MPS_PIPE_DIR },
 		{ "device-root", required_argument, NULL, OPT_DEVICE_ROOT },
+		{ "metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN },
+		{ "ledger-namespace", required_argument, NULL, OPT_LEDGER_NS },
+		{ "audit-interval", required_argument, NULL, OPT_AUDIT_EVERY },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -269,6 +280,24 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_SHARE_SLOTS:
 			if (!int_option(&o->dp.share_slots, "--share-slots", optarg, 1, 100, "a number"))
+				return 2;
+			break;
+		case OPT_METRICS_LISTEN:
+			if (!strchr(optarg, ':') || strlen(optarg) >= sizeof(o->dp.metrics_listen)) {
+				fprintf(stderr, "gpu-agent: --metrics-listen wants HOST:PORT, not '%s'\n", optarg);
+				return 2;
+			}
+			snprintf(o->dp.metrics_listen, sizeof(o->dp.metrics_listen), "%s", optarg);
+			break;
+		case OPT_LEDGER_NS:
+			if (!*optarg || strlen(optarg) >= sizeof(o->dp.ledger_ns) || strchr(optarg, '/')) {
+				fprintf(stderr, "gpu-agent: --ledger-namespace wants a namespace, not '%s'\n", optarg);
+				return 2;
+			}
+			snprintf(o->dp.ledger_ns, sizeof(o->dp.ledger_ns), "%s", optarg);
+			break;
+		case OPT_AUDIT_EVERY:
+			if (!int_option(&o->dp.audit_every_s, "--audit-interval", optarg, 1, 86400, "whole seconds"))
 				return 2;
 			break;
 		case OPT_CLAIM_TICKETS:

@@ -146,10 +146,12 @@ static bool prefer_for(const struct dp_inventory *inv, enum dp_resource r, const
 				snprintf(out->id[out->nid++], DP_ID_MAX, "%s", kid);
 		}
 	} else if (r == DP_SHARE) {
-		/* one slot on each bound GPU, starting after the GPUs earlier containers took */
+		/* one slot on each bound GPU, starting after the GPUs that containers
+		   running beside this one took: earlier app containers and sidecars
+		   (an ordinary init container's end before the next starts) */
 		int start = 0;
 		for (int k = 0; k < ck; k++)
-			if (!p->c[k].init && !p->c[ck].init)
+			if (p->c[k].restartable || (!p->c[k].init && !p->c[ck].init))
 				start += p->c[k].want[DP_SHARE];
 		for (int step = 0; step < p->nids && out->nid < size; step++) {
 			const struct dp_device *d = &inv->dev[devs[(start + step) % p->nids]];
@@ -167,7 +169,7 @@ static bool prefer_for(const struct dp_inventory *inv, enum dp_resource r, const
 
 static bool pod_takes(const struct dp_pod *p, enum dp_resource r)
 {
-	if (p->admitted || !p->nids)
+	if (p->admitted || p->finished || p->deleting || !p->nids)
 		return false;
 	/* a share never takes a whole GPU: kubelet would hand it out exclusively */
 	return r != DP_GPU || !p->shared;

@@ -60,6 +60,8 @@ void dp_config_default(struct dp_config *c)
 	c->delivery = DP_DELIVERY_DEVICES;
 	c->share_slots = DP_DEFAULT_SHARE_SLOTS;
 	c->claim_tickets = DP_DEFAULT_CLAIM_TICKETS;
+	snprintf(c->ledger_ns, sizeof(c->ledger_ns), "gpu-system");
+	c->audit_every_s = 30;
 }
 
 /* ---- device files --------------------------------------------------------- */

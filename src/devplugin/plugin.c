@@ -12,8 +12,8 @@
  * a new inventory under the mutex and wakes the server.
  *
  * kubelet restarts wipe the directory (our sockets go) and make a new
- * kubelet.sock: the server checks both every second and, when either
- * changed, listens again and asks the registrar to register again.
+ * kubelet.sock: the server checks both every CHECK_EVERY_MS and, when
+ * either changed, listens again and asks the registrar to register again.
  */
 #include "devplugin.h"
 
@@ -32,7 +32,9 @@
 #include <time.h>
 
 #define MAX_WATCH 8                 /* ListAndWatch streams per resource (kubelet keeps one) */
-#define CHECK_EVERY_MS 1000
+/* kubelet.sock checked this often: a restarted kubelet admits the pods it finds
+   at once, and fails those asking our resources until we have registered again */
+#define CHECK_EVERY_MS 100
 #define REGISTER_TIMEOUT_MS 10000
 #define BACKOFF_MAX_MS 30000
 
@@ -42,9 +44,21 @@ struct res_state {
 	struct h2rpc_ref watch[MAX_WATCH];
 };
 
+/*
+ * What an Allocate answered: for kubelet's ids (a hash of them, sorted) of
+ * a resource, the pod whose devices or share it delivered. PreStart
+ * compares it with the pod kubelet's record names (claim tickets, shares).
+ */
+#define MAX_DELIVERED 256
+struct delivered {
+	uint64_t key;
+	char uid[64];
+};
+
 struct devplugin {
 	struct dp_config cfg;
 	struct dp_pods *pods;
+	struct dp_auditor *auditor;
 	struct h2rpc_server *srv;
 	pthread_t server_thread, registrar_thread;
 	atomic_bool stop;
@@ -62,6 +76,8 @@ struct devplugin {
 	char current[64];               /* uid of the pod kubelet is admitting, as far as we know */
 	bool kubelet_synced;            /* kubelet's record read once the pods were listed */
 	int sync_failures;
+	int ndelivered;                 /* ring: the last MAX_DELIVERED Allocate answers */
+	struct delivered delivered[MAX_DELIVERED];
 };
 
 /* ---- encoding the answers ------------------------------------------------------ */
@@ -238,6 +254,51 @@ static void pb_container_fill(struct pb_container *pc, struct dp_response *r)
 	pc->msg.cdi_devices = pc->cdip;
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* FNV-1a of the resource and the ids in sorted order (kubelet's order of them varies). */
+static uint64_t ids_key(enum dp_resource r, const char *const *ids, size_t n)
+{
+	const char **sorted = malloc((n ? n : 1) * sizeof(*sorted));
+	uint64_t h = 1469598103934665603ULL ^ (uint64_t)r;
+	if (!sorted)
+		return 0;
+	memcpy(sorted, ids, n * sizeof(*sorted));
+	qsort(sorted, n, sizeof(*sorted), cmp_str);
+	for (size_t i = 0; i < n; i++)
+		for (const char *c = sorted[i]; ; c++) {
+			h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+			if (!*c)
+				break;
+		}
+	free(sorted);
+	return h;
+}
+
+static void remember_delivery(struct devplugin *dp, enum dp_resource r, const char *const *ids, size_t n,
+			      const char *uid)
+{
+	struct delivered *d = &dp->delivered[dp->ndelivered++ % MAX_DELIVERED];
+	d->key = ids_key(r, ids, n);
+	snprintf(d->uid, sizeof(d->uid), "%s", uid);
+}
+
+/* The uid of the pod the newest Allocate of these ids delivered for; "" when not remembered. */
+static const char *delivered_to(const struct devplugin *dp, enum dp_resource r, const char *const *ids, size_t n)
+{
+	uint64_t key = ids_key(r, ids, n);
+	int have = dp->ndelivered < MAX_DELIVERED ? dp->ndelivered : MAX_DELIVERED;
+	for (int i = 1; i <= have; i++) {
+		const struct delivered *d = &dp->delivered[(dp->ndelivered - i) % MAX_DELIVERED];
+		if (d->key == key)
+			return d->uid;
+	}
+	return "";
+}
+
 /* One container of an Allocate: find its pod, build its response. 0 or -1 with err. */
 static int allocate_one(struct devplugin *dp, enum dp_resource r, const V1beta1__ContainerAllocateRequest *c,
 			struct dp_response *out, char *err, size_t errlen)
@@ -256,6 +317,7 @@ static int allocate_one(struct devplugin *dp, enum dp_resource r, const V1beta1_
 		rc = dp_response_build(dp->inv, &dp->cfg, ch.dev, ch.ndev, p->shared ? p : NULL, out, err, errlen);
 		if (!rc) {
 			dp_pods_mark_done(dp->pods, p->uid, ch.container, r);
+			remember_delivery(dp, r, ids, c->n_devices_ids, p->uid);
 			snprintf(dp->current, sizeof(dp->current), "%s", p->uid);
 			char list[512] = "";
 			for (int k = 0; k < ch.ndev && strlen(list) < sizeof(list) - 100; k++)
@@ -301,10 +363,74 @@ static void on_allocate(struct devplugin *dp, enum dp_resource r, const struct h
 		out.container_responses = cp;
 		answer(dp, req->ref, &out.base, true);
 	}
+	dp_auditor_kick(dp->auditor);
 	free(cp);
 	free(pc);
 	free(resp);
 	v1beta1__allocate_request__free_unpacked(in, NULL);
+}
+
+/*
+ * kubelet is about to start a container it gave these devices: its own
+ * record (PodResources) says which pod's container that is. The container
+ * starts only when the devices are in that pod's binding; otherwise kubelet
+ * gets the error (the container does not start; kubelet retries it) and
+ * the refusal is reported (docs/node.md, "Which pod is kubelet admitting?").
+ */
+static void on_prestart(struct devplugin *dp, enum dp_resource r, const struct h2rpc_request *req)
+{
+	V1beta1__PreStartContainerRequest *in = v1beta1__pre_start_container_request__unpack(NULL, req->len, req->msg);
+	if (!in) {
+		h2rpc_finish(dp->srv, req->ref, H2RPC_INVALID_ARGUMENT, "cannot decode PreStartContainerRequest");
+		return;
+	}
+	const char *const *ids = (const char *const *)in->devices_ids;
+	size_t nids = in->n_devices_ids;
+	struct dp_record rec;
+	dp_record_init(&rec);
+	char msg[512] = "";
+	enum dp_verdict v = DP_UNVERIFIED;
+	int holder = -1, owner = -1, n = 0;
+	struct dp_pod *pods = NULL;
+	if (dp_record_read(dp->cfg.podresources_socket, &rec, msg, sizeof(msg))) {
+		/* msg says why: the container starts (the audit keeps looking) */
+	} else {
+		const char *deliv = delivered_to(dp, r, ids, nids);
+		for (int attempt = 0; attempt < 2 && (attempt == 0 || v == DP_REFUSED); attempt++) {
+			free(pods);
+			pods = pods_for(dp, attempt, &n);
+			v = dp_prestart_check(dp->inv, r, ids, nids, &rec, pods, n, deliv, &holder, &owner, msg,
+					      sizeof(msg));
+		}
+	}
+	const struct dp_pod *k = holder >= 0 ? &pods[holder] : NULL, *o = owner >= 0 ? &pods[owner] : NULL;
+	if (v == DP_REFUSED) {
+		log_error("refusing to start a container with devices not bound to its pod", "resource=%s error=\"%s\"",
+			  dp_resource_name(r), LOG_Q(msg));
+		h2rpc_finish(dp->srv, req->ref, H2RPC_FAILED_PRECONDITION, msg);
+	} else {
+		if (v == DP_UNVERIFIED)
+			log_warn("cannot check a container's devices before it starts; starting it", "resource=%s reason=\"%s\"",
+				 dp_resource_name(r), LOG_Q(msg));
+		else
+			log_debug("container devices match the binding", "resource=%s pod=%s/%s", dp_resource_name(r),
+				  k->ns, k->name);
+		V1beta1__PreStartContainerResponse o2 = V1BETA1__PRE_START_CONTAINER_RESPONSE__INIT;
+		answer(dp, req->ref, &o2.base, true);
+	}
+	/* the pod kubelet chose is named in the record even when the extender did not bind it */
+	const char *kns = k ? k->ns : "", *kname = k ? k->name : "";
+	for (int i = 0; !k && v == DP_REFUSED && i < rec.n; i++)
+		for (size_t j = 0; j < nids && !kname[0]; j++)
+			for (int m = 0; m < rec.h[i].nids; m++)
+				if (rec.h[i].r == r && !strcmp(rec.h[i].ids[m], ids[j])) {
+					kns = rec.h[i].ns;
+					kname = rec.h[i].pod;
+				}
+	dp_auditor_prestart(dp->auditor, v, kns, kname, o ? o->ns : "", o ? o->name : "", msg);
+	free(pods);
+	dp_record_release(&rec);
+	v1beta1__pre_start_container_request__free_unpacked(in, NULL);
 }
 
 static void on_request(void *ctx, const struct h2rpc_request *req)
@@ -325,6 +451,7 @@ static void on_request(void *ctx, const struct h2rpc_request *req)
 	if (!strcmp(req->path, DP_RPC_OPTIONS)) {
 		V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
 		o.get_preferred_allocation_available = 1;
+		o.pre_start_required = 1;     /* the check of kubelet's choice, before each container start */
 		answer(dp, req->ref, &o.base, true);
 	} else if (!strcmp(req->path, DP_RPC_LIST_AND_WATCH)) {
 		struct res_state *rs = &dp->res[r];
@@ -340,8 +467,7 @@ static void on_request(void *ctx, const struct h2rpc_request *req)
 	} else if (!strcmp(req->path, DP_RPC_ALLOCATE)) {
 		on_allocate(dp, r, req);
 	} else if (!strcmp(req->path, DP_RPC_PRESTART)) {
-		V1beta1__PreStartContainerResponse o = V1BETA1__PRE_START_CONTAINER_RESPONSE__INIT;
-		answer(dp, req->ref, &o.base, true);
+		on_prestart(dp, r, req);
 	} else {
 		h2rpc_finish(dp->srv, req->ref, H2RPC_UNIMPLEMENTED, "unknown method");
 	}
@@ -404,6 +530,7 @@ static int register_one(const struct dp_config *cfg, enum dp_resource r, char *e
 {
 	V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
 	o.get_preferred_allocation_available = 1;
+	o.pre_start_required = 1;
 	V1beta1__RegisterRequest req = V1BETA1__REGISTER_REQUEST__INIT;
 	req.version = DP_API_VERSION;
 	req.endpoint = (char *)dp_resource_socket(r);
@@ -538,8 +665,10 @@ static void take_update(struct devplugin *dp)
 	}
 	free(dp->inv);
 	dp->inv = next;
-	if (changed)
+	if (changed) {
+		dp_auditor_inventory(dp->auditor, next);
 		broadcast(dp);
+	}
 }
 
 static void *server_main(void *arg)
@@ -547,7 +676,7 @@ static void *server_main(void *arg)
 	struct devplugin *dp = arg;
 	int64_t next_check = 0;
 	while (!atomic_load(&dp->stop)) {
-		if (h2rpc_serve(dp->srv, 500))
+		if (h2rpc_serve(dp->srv, CHECK_EVERY_MS))
 			log_error("the device plugin's poll failed", "error=\"%s\"", strerror(errno));
 		take_update(dp);
 		int64_t now = clock_mono_ms();
@@ -558,6 +687,10 @@ static void *server_main(void *arg)
 			if (kubelet_changed(dp)) {
 				log_info("kubelet restarted or its plugin directory was cleaned; registering again",
 					 "dir=%s", dp->cfg.plugin_dir);
+				/* kubelet admits the pods it finds in creation order, not in the
+				   order they were bound: so must the guess */
+				dp_pods_kubelet_restarted(dp->pods);
+				dp->current[0] = '\0';
 				listen_all(dp);
 			}
 			sync_kubelet(dp);
@@ -589,6 +722,8 @@ struct devplugin *devplugin_start(const struct dp_config *cfg, struct kube_clien
 	}
 	if (!(dp->pods = dp_pods_start(kube, cfg->node, err, errlen)))
 		goto fail;
+	if (!(dp->auditor = dp_auditor_start(cfg, kube, dp->pods, err, errlen)))
+		goto fail;
 	if (!(dp->srv = h2rpc_server_new(&ops))) {
 		snprintf(err, errlen, "cannot create the gRPC server");
 		goto fail;
@@ -611,6 +746,7 @@ struct devplugin *devplugin_start(const struct dp_config *cfg, struct kube_clien
 	return dp;
 fail:
 	h2rpc_server_free(dp->srv);
+	dp_auditor_stop(dp->auditor);
 	dp_pods_stop(dp->pods);
 	pthread_cond_destroy(&dp->cv);
 	pthread_mutex_destroy(&dp->mu);
@@ -655,6 +791,7 @@ void devplugin_stop(struct devplugin *dp)
 	pthread_join(dp->server_thread, NULL);
 	pthread_join(dp->registrar_thread, NULL);
 	h2rpc_server_free(dp->srv);     /* removes our sockets: kubelet sees the plugin go */
+	dp_auditor_stop(dp->auditor);
 	dp_pods_stop(dp->pods);
 	free(dp->inv);
 	free(dp->next);

@@ -78,3 +78,29 @@ int dp_podresources_each(const char *socket, dp_podres_fn fn, void *ctx, char *e
 	v1__list_pod_resources_response__free_unpacked(list, NULL);
 	return rc;
 }
+
+struct record_ctx {
+	struct dp_record *rec;
+	bool oom;
+};
+
+static void record_one(void *ctx, const char *ns, const char *pod, const char *container, const char *resource,
+		       const char *const *ids, size_t nids)
+{
+	struct record_ctx *rc = ctx;
+	if (!rc->oom && dp_record_add(rc->rec, ns, pod, container, resource, ids, nids))
+		rc->oom = true;
+}
+
+int dp_record_read(const char *socket, struct dp_record *rec, char *err, size_t errlen)
+{
+	struct record_ctx rc = { rec, false };
+	rec->n = 0;
+	if (dp_podresources_each(socket, record_one, &rc, err, errlen))
+		return -1;
+	if (rc.oom) {
+		snprintf(err, errlen, "out of memory reading kubelet's record");
+		return -1;
+	}
+	return 0;
+}

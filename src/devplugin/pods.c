@@ -96,6 +96,8 @@ static int add_containers(struct dp_pod *p, const cJSON *list, bool init, char *
 		struct dp_container *c = &p->c[p->ncontainers++];
 		snprintf(c->name, sizeof(c->name), "%s", api_str(ctr, "name") ? api_str(ctr, "name") : "");
 		c->init = init;
+		const char *policy = api_str(ctr, "restartPolicy");
+		c->restartable = init && policy && !strcmp(policy, "Always");
 		for (int r = 0; r < DP_NRES; r++)
 			c->want[r] = limit_of(ctr, dp_resource_name((enum dp_resource)r));
 	}
@@ -156,6 +158,9 @@ int dp_pod_parse(const cJSON *pod, const char *node, struct dp_pod *out, char *e
 	}
 	out->created = parse_time(api_str(api_path(pod, "metadata"), "creationTimestamp"));
 	out->admitted = pod_admitted(pod);
+	const char *phase = api_str(api_path(pod, "status"), "phase");
+	out->finished = phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"));
+	out->deleting = api_str(api_path(pod, "metadata"), "deletionTimestamp") != NULL;
 	/* kubelet allocates init containers first, then the others, each in spec order */
 	if (add_containers(out, api_path(pod, "spec.initContainers"), true, err, errlen) ||
 	    add_containers(out, api_path(pod, "spec.containers"), false, err, errlen))
@@ -415,6 +420,16 @@ bool dp_pods_mark_named(struct dp_pods *p, const char *ns, const char *name, con
 	}
 	pthread_mutex_unlock(&p->mu);
 	return found;
+}
+
+void dp_pods_kubelet_restarted(struct dp_pods *p)
+{
+	pthread_mutex_lock(&p->mu);
+	uint64_t batch = ++p->seq;
+	for (int i = 0; i < p->n; i++)
+		if (!p->e[i].pod.admitted)
+			p->e[i].pod.seen = batch;
+	pthread_mutex_unlock(&p->mu);
 }
 
 void dp_pods_put(struct dp_pods *p, const struct dp_pod *pod)

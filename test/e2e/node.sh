@@ -17,8 +17,12 @@
 # is a GPU pod another scheduler placed; after the agent and kubelet restart,
 # running pods keep their devices and new ones start; an unhealthy GPU gets
 # no new pod; the three delivery modes (device files, NVIDIA volume mounts,
-# CDI through containerd) each deliver; and a gang (a PodGroup of three
-# 2-GPU pods) runs whole, each member with its own devices.
+# CDI through containerd) each deliver; a gang (a PodGroup of three
+# 2-GPU pods) runs whole, each member with its own devices; kubelet
+# restarted with pods bound out of creation order while it was down gives
+# each its own devices, and the agent's audit finds nothing wrong; and a
+# pod another scheduler bound, admitted before a bound pod, is not started
+# with that pod's devices (PreStartContainer), with an Event and the metric.
 #
 #   test/e2e/node.sh            (root; make all first: the image is build/)
 #   E2E_SCENARIOS="1 3" test/e2e/node.sh
@@ -30,7 +34,7 @@ cd "$(dirname "$0")/../.."
 . test/e2e/lib.sh
 . test/node/deploy.sh
 
-E2E_SCENARIOS=${E2E_SCENARIOS:-"1 2 3 4 5 6 7 8 9 10"}
+E2E_SCENARIOS=${E2E_SCENARIOS:-"1 2 3 4 5 6 7 8 9 10 11 12"}
 NS=ml
 export KUBECTL AGENT=$E2E_ROOT/build/gpu-agent
 
@@ -72,14 +76,14 @@ product_logs() {
 }
 cluster_add_cleanup product_logs
 
-# node_pod NAME LIMITS_JSON [ANNOTATIONS_JSON [SCHEDULER [ENV_JSON [LABELS_JSON]]]]: a
+# node_pod NAME LIMITS_JSON [ANNOTATIONS_JSON [SCHEDULER [ENV_JSON [LABELS_JSON [GATES_JSON]]]]]: a
 # busybox pod on the real node that prints what it sees (node_check.py reads it) and sleeps.
 node_pod() {
-  local name=$1 limits=$2 ann=${3:-'{}'} sched=${4:-gpu-scheduler} env=${5:-'[]'} labels=${6:-'{}'}
+  local name=$1 limits=$2 ann=${3:-'{}'} sched=${4:-gpu-scheduler} env=${5:-'[]'} labels=${6:-'{}'} gates=${7:-'[]'}
   kubectl apply -f - <<JSON
 {"apiVersion":"v1","kind":"Pod","metadata":{"name":"$name","namespace":"$NS","annotations":$ann,"labels":$labels},
  "spec":{"schedulerName":"$sched","restartPolicy":"Never","terminationGracePeriodSeconds":0,
-   "nodeSelector":{"gpu-extender.test/real-node":"true"},
+   "nodeSelector":{"gpu-extender.test/real-node":"true"},"schedulingGates":$gates,
    "containers":[{"name":"main","image":"$CLUSTER_BUSYBOX_IMAGE","imagePullPolicy":"Never","env":$env,
      "command":["sh","-c","echo \"devices=\$(ls /dev | grep '^nvidia[0-9]' | tr '\\\\n' ' ')\"; echo \"mounts=\$(ls /var/run/nvidia-container-devices 2>/dev/null | tr '\\\\n' ' ')\"; env | grep -E '^(CUDA|NVIDIA|GPU_SCHEDULING|ROCR)_'; exec sleep 100000"],
      "resources":{"limits":$limits}}]}}
@@ -316,6 +320,120 @@ JSON
   }
   e2e_check "a gang (PodGroup, minMember 3, 2 GPUs each) runs whole: each member its own devices; the PodGroup says Bound 3" gang
   clean_pods
+fi
+
+# ---- 11-12. kubelet restarted with pods waiting for admission ----------------------
+
+metric() {  # NAME{LABELS}: the agent's /metrics value of that series (test overlay: 127.0.0.1:9402)
+  curl -s --max-time 5 http://127.0.0.1:9402/metrics | awk -v m="$1" '$1 == m {print $2}'
+}
+problems_none() {
+  local k v
+  for k in held_twice unbound outside_binding not_in_ledger; do
+    v=$(metric "gpu_agent_allocation_problems_found_total{kind=\"$k\"}")
+    [[ $v == 0 ]] || { echo "the audit found $k: ${v:-no metric}"; return 1; }
+  done
+}
+audits_after() {  # N: the agent completed more than N audits
+  local n
+  n=$(metric gpu_agent_audits_total)
+  [[ -n $n ]] && ((n > $1))
+}
+# gated_pod NAME LIMITS: a node_pod held back from scheduling by a scheduling gate.
+gated_pod() { node_pod "$1" "$2" '{}' gpu-scheduler '[]' '{}' '[{"name":"gpu-extender.test/hold"}]'; }
+ungate() { kubectl -n "$NS" patch pod "$1" --type=json -p '[{"op":"remove","path":"/spec/schedulingGates"}]' >/dev/null; }
+bound() { [[ -n $(kubectl -n "$NS" get pod "$1" -o 'jsonpath={.spec.nodeName}' 2>/dev/null) ]]; }
+kubelet_stop() { cluster_kill kubelet; }
+kubelet_start() {
+  _cluster_node_start_kubelet || return 1
+  cluster_wait 60 "the device plugin registered again" allocatable_is gpu.scheduling/gpu 8
+}
+
+if e2e_want 11; then
+  restart_order() {
+    local before t=$SECONDS
+    node_pod running '{"gpu.scheduling/gpu":"2"}' >/dev/null && wait_running running || return 1
+    kubelet_stop || return 1
+    # x is created first but held back; y, created after it, is bound first; then x.
+    gated_pod order-x '{"gpu.scheduling/gpu":"2"}' >/dev/null || return 1
+    sleep 1.2   # creationTimestamp has whole seconds: kubelet must see x as the older
+    node_pod order-y '{"gpu.scheduling/gpu":"2"}' >/dev/null || return 1
+    cluster_wait 30 "order-y bound" bound order-y || return 1
+    ungate order-x && cluster_wait 30 "order-x bound" bound order-x || return 1
+    e2e_note "bound while kubelet was down: order-y ($(e2e_ann "$NS" order-y gpu.scheduling/allocated)), then order-x ($(e2e_ann "$NS" order-x gpu.scheduling/allocated))"
+    kubelet_start || return 1
+    wait_running order-x 90 && wait_running order-y 60 || {
+      kubectl -n "$NS" get pods -o wide; return 1; }
+    check devices "$NS" order-x && check devices "$NS" order-y && check devices "$NS" running &&
+      check disjoint "$NS" order-x "$NS" order-y && check disjoint "$NS" running "$NS" order-x &&
+      check disjoint "$NS" running "$NS" order-y || return 1
+    e2e_note "kubelet back and both pods running with their own GPUs $((SECONDS - t))s after the stop"
+  }
+  e2e_check "kubelet restarted with two GPU pods bound out of creation order while it was down: each container's devices are its binding and kubelet's record" restart_order
+  audit_quiet() {
+    local before
+    before=$(metric gpu_agent_audits_total)
+    [[ -n $before ]] || { echo "no /metrics from the agent"; return 1; }
+    # an audit after every problem could have lasted DP_AUDIT_PERSIST_S (10 s)
+    sleep 12
+    cluster_wait 30 "another audit" audits_after "$before" || return 1
+    problems_none || return 1
+    [[ $(metric 'gpu_agent_prestart_checks_total{result="refused"}') == 0 ]] || { echo "a PreStart was refused"; return 1; }
+    local ok
+    ok=$(metric 'gpu_agent_prestart_checks_total{result="verified"}')
+    ((ok >= 2)) || { echo "PreStart verified ${ok:-no} containers"; return 1; }
+    e2e_note "audits: $(metric gpu_agent_audits_total), PreStart checks verified: $ok"
+  }
+  e2e_check "the agent's audit (kubelet's record vs bindings vs the node's ledger) reports nothing; every PreStart check passed" audit_quiet
+  clean_pods
+fi
+
+if e2e_want 12; then
+  prestart_refusal() {
+    local refused0 msg
+    # (the default scheduler places stray by the node's allocatable: the plugin must be registered)
+    cluster_wait 60 "the device plugin registered" allocatable_is gpu.scheduling/gpu 8 || return 1
+    refused0=$(metric 'gpu_agent_prestart_checks_total{result="refused"}')
+    # kubelet restores its checkpoint at start, stale entries of pods deleted just before
+    # included, and prunes them only once its sources are ready: a running pod's
+    # allocation has kubelet write a checkpoint without the earlier test pods
+    node_pod keeper '{"gpu.scheduling/gpu":"1"}' >/dev/null && wait_running keeper || return 1
+    kubelet_stop || return 1
+    # stray: 1 GPU, bound by the default scheduler (no binding of the extender), created
+    # first; victim: 1 GPU, bound by the extender. kubelet admits stray first, and the
+    # agent's guess hands it the victim's GPU.
+    node_pod stray '{"gpu.scheduling/gpu":"1"}' '{}' default-scheduler >/dev/null || return 1
+    cluster_wait 30 "stray bound" bound stray || return 1
+    sleep 1.2
+    node_pod victim '{"gpu.scheduling/gpu":"1"}' >/dev/null || return 1
+    cluster_wait 30 "victim bound" bound victim || return 1
+    kubelet_start || return 1
+    stray_refused() {
+      kubectl -n "$NS" get pod stray -o 'jsonpath={.status.containerStatuses[0].state.waiting.message}' 2>/dev/null |
+        grep -q 'not starting it\|did not bind'
+    }
+    if ! cluster_wait 90 "stray's container refused" stray_refused; then
+      kubectl -n "$NS" get pod stray -o 'jsonpath={.status}'; echo; return 1
+    fi
+    msg=$(kubectl -n "$NS" get pod stray -o 'jsonpath={.status.containerStatuses[0].state.waiting.message}')
+    e2e_note "kubelet: ${msg:0:200}"
+    ! kubectl -n "$NS" logs stray 2>/dev/null | grep -q '^devices=' || { echo "stray's container ran"; return 1; }
+    refused_more() { (($(metric 'gpu_agent_prestart_checks_total{result="refused"}') > ${refused0:-0})); }
+    cluster_wait 20 "the refusal counted" refused_more || return 1
+    event_on() {  # POD REASON
+      [[ -n $(kubectl -n "$NS" get events --field-selector "involvedObject.name=$1,reason=$2" -o name 2>/dev/null) ]]
+    }
+    cluster_wait 30 "a GPUPreStartRefused Event on stray" event_on stray GPUPreStartRefused || return 1
+    cluster_wait 60 "the audit reports stray's GPU without a binding" bash -c \
+      "curl -s http://127.0.0.1:9402/metrics | grep -qx 'gpu_agent_allocation_problems{kind=\"unbound\"} 1'" || return 1
+    cluster_wait 30 "a GPUWithoutBinding Event on stray" event_on stray GPUWithoutBinding || return 1
+    e2e_note "Event: $(kubectl -n "$NS" get events --field-selector involvedObject.name=stray,reason=GPUWithoutBinding -o 'jsonpath={.items[0].message}')"
+    e2e_note "victim: $(kubectl -n "$NS" get pod victim -o 'jsonpath={.status.phase} {.status.reason}')"
+  }
+  e2e_check "a pod another scheduler bound, admitted first after a kubelet restart, is not started with the GPU bound to another pod: PreStart refuses it, with an Event, and the audit reports it (metric and Event)" prestart_refusal
+  clean_pods
+  gone() { [[ $(metric 'gpu_agent_allocation_problems{kind="unbound"}') == 0 ]]; }
+  e2e_check "once the pods are gone the audit's gauge is back to 0" cluster_wait 40 "the gauge at 0" gone
 fi
 
 e2e_note "node suite took $((SECONDS - t0))s"

@@ -58,6 +58,9 @@ done
 for v in get create update; do row gpu-agent yes "$v" gpunodestatuses.gpu.scheduling -; done
 row gpu-agent yes patch nodes -
 row gpu-agent yes list pods -
+# ... and reads (only) its node's ledger and posts Events for the allocation audit (docs/node.md).
+for v in get list watch; do row gpu-agent yes "$v" leases.coordination.k8s.io gpu-system; done
+row gpu-agent yes create events
 # The second scheduler: kube-scheduler's own role, leader election in gpu-system.
 row gpu-scheduler yes create pods/binding
 row gpu-scheduler yes get nodes -
@@ -91,6 +94,10 @@ row gpu-extender no update podgroups.scheduling.x-k8s.io
 row gpu-agent no create pods/binding
 row gpu-agent no delete gpunodestatuses.gpu.scheduling -
 row gpu-agent no update leases.coordination.k8s.io gpu-system
+for v in create patch delete; do row gpu-agent no "$v" leases.coordination.k8s.io gpu-system; done
+row gpu-agent no get leases.coordination.k8s.io
+row gpu-agent no update events
+row gpu-agent no delete events
 row gpu-agent no update gpuclaims.gpu.scheduling/status
 row gpu-scheduler no update leases.coordination.k8s.io
 row gpu-scheduler no update gpunodestatuses.gpu.scheduling -

@@ -9,6 +9,7 @@
 
 #include "devplugin.h"
 #include "h2rpc.h"
+#include "ledger.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -615,6 +616,316 @@ static void test_match(void **state)
 	rm_tree(root);
 }
 
+
+/* ---- the guessing rules (finding 3) ---- */
+
+/* A pod on its way out is not admitted by kubelet: never the one it admits. */
+static void test_prefer_skips_deleting(void **state)
+{
+	(void)state;
+	struct dp_inventory *inv = inventory_of(2, 0);
+	cJSON *j = cJSON_Parse(pod_json);
+	cJSON_AddStringToObject(cJSON_GetObjectItem(j, "metadata"), "deletionTimestamp", "2026-01-02T03:05:00Z");
+	struct dp_pod p;
+	char err[200];
+	assert_int_equal(dp_pod_parse(j, "n1", &p, err, sizeof(err)), 1);
+	cJSON_Delete(j);
+	p.nids = 1;
+	p.ids[0] = 1;
+	p.uuids[0][0] = '\0';
+	const char *avail[] = { "GPU-0000", "GPU-0001" };
+	struct dp_choice ch;
+	char why[256];
+	assert_int_equal(dp_prefer(inv, DP_GPU, &p, 1, NULL, avail, 2, NULL, 0, 1, &ch, why, sizeof(why)), -1);
+	const char *ids[] = { "GPU-0001" };
+	assert_int_equal(dp_match(inv, DP_GPU, &p, 1, NULL, ids, 1, &ch, err, sizeof(err)), -1);
+	/* a pod kubelet refused (Failed, with kubelet's reason) is done with */
+	j = cJSON_Parse(pod_json);
+	cJSON *st = cJSON_GetObjectItem(j, "status");
+	cJSON_ReplaceItemInObject(st, "phase", cJSON_CreateString("Failed"));
+	cJSON_AddStringToObject(st, "reason", "OutOfcpu");
+	assert_int_equal(dp_pod_parse(j, "n1", &p, err, sizeof(err)), 1);
+	cJSON_Delete(j);
+	assert_true(p.finished);
+	p.nids = 1;
+	p.ids[0] = 1;
+	p.uuids[0][0] = '\0';
+	assert_int_equal(dp_prefer(inv, DP_GPU, &p, 1, NULL, avail, 2, NULL, 0, 1, &ch, why, sizeof(why)), -1);
+	free(inv);
+	rm_tree(root);
+}
+
+/* A sidecar (restartable init container) keeps its share slot: the main container's
+ * slot is on the next bound GPU, not the sidecar's. */
+static void test_prefer_sidecar_share(void **state)
+{
+	(void)state;
+	struct dp_inventory *inv = inventory_of(2, 0);
+	const char *js =
+		"{\"metadata\":{\"name\":\"sc\",\"namespace\":\"ml\",\"uid\":\"u-sc\",\"annotations\":{"
+		"\"gpu.scheduling/allocated\":\"n1:0,1\",\"gpu.scheduling/shared-memory-mib\":\"1024\"}},"
+		"\"spec\":{\"nodeName\":\"n1\",\"initContainers\":[{\"name\":\"side\",\"restartPolicy\":\"Always\","
+		"\"resources\":{\"limits\":{\"gpu.scheduling/gpu-share\":\"1\"}}}],"
+		"\"containers\":[{\"name\":\"main\",\"resources\":{\"limits\":{\"gpu.scheduling/gpu-share\":\"1\"}}}]},"
+		"\"status\":{\"phase\":\"Pending\"}}";
+	cJSON *j = cJSON_Parse(js);
+	struct dp_pod p;
+	char err[200];
+	assert_int_equal(dp_pod_parse(j, "n1", &p, err, sizeof(err)), 1);
+	cJSON_Delete(j);
+	assert_true(p.c[0].init);
+	assert_true(p.c[0].restartable);
+	const char *slots[] = { "GPU-0000::0", "GPU-0000::1", "GPU-0001::0", "GPU-0001::1" };
+	struct dp_choice ch;
+	char why[256];
+	assert_int_equal(dp_prefer(inv, DP_SHARE, &p, 1, NULL, slots, 4, NULL, 0, 1, &ch, why, sizeof(why)), 0);
+	assert_int_equal(ch.container, 0);
+	assert_string_equal(ch.id[0], "GPU-0000::0");
+	dp_choice_release(&ch);
+	p.c[0].done[DP_SHARE] = true;
+	assert_int_equal(dp_prefer(inv, DP_SHARE, &p, 1, NULL, slots + 1, 3, NULL, 0, 1, &ch, why, sizeof(why)), 0);
+	assert_int_equal(ch.container, 1);
+	assert_string_equal(ch.id[0], "GPU-0001::0");       /* the sidecar keeps GPU 0's slot */
+	dp_choice_release(&ch);
+	free(inv);
+	rm_tree(root);
+}
+
+/* After kubelet restarts it admits every pod it finds in creation order: two pods
+ * bound out of creation order (Y first, then X) are admitted X first. */
+static void test_order_after_kubelet_restart(void **state)
+{
+	(void)state;
+	struct dp_inventory *inv = inventory_of(2, 0);
+	char err[128];
+	struct dp_pods *ps = dp_pods_start(NULL, "n1", err, sizeof(err));
+	int ix[] = { 0 }, iy[] = { 1 }, iz[] = { 1 };
+	struct dp_pod y = pod_of("y", 0, iy, 1, DP_GPU, 1), x = pod_of("x", 0, ix, 1, DP_GPU, 1);
+	y.created = 200;
+	x.created = 100;
+	dp_pods_put(ps, &y);      /* bound first */
+	dp_pods_put(ps, &x);
+	struct dp_pod z = pod_of("z", 0, iz, 1, DP_GPU, 1);   /* admitted before the restart */
+	z.created = 50;
+	z.admitted = true;
+	dp_pods_put(ps, &z);
+	const char *avail[] = { "GPU-0000", "GPU-0001" };
+	struct dp_choice ch;
+	char why[256];
+	int n;
+	struct dp_pod *pods = dp_pods_copy(ps, &n);
+	assert_int_equal(dp_prefer(inv, DP_GPU, pods, n, NULL, avail, 2, NULL, 0, 1, &ch, why, sizeof(why)), 0);
+	assert_string_equal(pods[ch.pod].uid, "y");        /* while kubelet runs: arrival order */
+	dp_choice_release(&ch);
+	free(pods);
+	dp_pods_kubelet_restarted(ps);
+	pods = dp_pods_copy(ps, &n);
+	assert_int_equal(dp_prefer(inv, DP_GPU, pods, n, NULL, avail, 2, NULL, 0, 1, &ch, why, sizeof(why)), 0);
+	assert_string_equal(pods[ch.pod].uid, "x");        /* after: creation order */
+	dp_choice_release(&ch);
+	free(pods);
+	dp_pods_stop(ps);
+	free(inv);
+	rm_tree(root);
+}
+
+
+/* ---- what kubelet did, checked against the bindings ---- */
+
+static void record_add1(struct dp_record *rec, const char *pod, const char *ctr, const char *res, const char *a,
+			const char *b)
+{
+	const char *ids[] = { a, b };
+	assert_int_equal(dp_record_add(rec, "ml", pod, ctr, res, ids, b ? 2 : 1), 0);
+}
+
+/* Two pods bound out of creation order and swapped by a wrong guess: kubelet's record gives
+ * pod-x the GPUs bound to pod-y; PreStart refuses to start pod-x's container, naming both. */
+static void test_prestart_swap_refused(void **state)
+{
+	(void)state;
+	struct dp_inventory *inv = inventory_of(4, 0);
+	int ix[] = { 0, 1 }, iy[] = { 2, 3 };
+	struct dp_pod pods[2] = { pod_of("x", 1, ix, 2, DP_GPU, 2), pod_of("y", 2, iy, 2, DP_GPU, 2) };
+	struct dp_record rec;
+	dp_record_init(&rec);
+	record_add1(&rec, "pod-x", "main", "gpu.scheduling/gpu", "GPU-0002", "GPU-0003");
+	record_add1(&rec, "pod-z", "main", "cpu", "0", NULL);              /* not ours: skipped */
+	assert_int_equal(rec.n, 1);
+	const char *ids[] = { "GPU-0003", "GPU-0002" };
+	int holder, owner;
+	char msg[512];
+	assert_int_equal(dp_prestart_check(inv, DP_GPU, ids, 2, &rec, pods, 2, "", &holder, &owner, msg, sizeof(msg)),
+			 DP_REFUSED);
+	assert_int_equal(holder, 0);
+	assert_int_equal(owner, 1);
+	assert_non_null(strstr(msg, "ml/pod-x"));
+	assert_non_null(strstr(msg, "ml/pod-y"));
+	/* the right devices start */
+	rec.n = 0;
+	record_add1(&rec, "pod-y", "main", "gpu.scheduling/gpu", "GPU-0002", "GPU-0003");
+	assert_int_equal(dp_prestart_check(inv, DP_GPU, ids, 2, &rec, pods, 2, "", &holder, &owner, msg, sizeof(msg)),
+			 DP_VERIFIED);
+	assert_int_equal(holder, 1);
+	/* a pod the extender did not bind (spec.nodeName) never starts with a bound pod's GPU */
+	rec.n = 0;
+	record_add1(&rec, "stray", "main", "gpu.scheduling/gpu", "GPU-0002", NULL);
+	assert_int_equal(dp_prestart_check(inv, DP_GPU, ids + 1, 1, &rec, pods, 2, "", &holder, &owner, msg, sizeof(msg)),
+			 DP_REFUSED);
+	assert_non_null(strstr(msg, "ml/stray"));
+	/* not in kubelet's record (an ordinary init container's): nothing to compare */
+	rec.n = 0;
+	assert_int_equal(dp_prestart_check(inv, DP_GPU, ids, 2, &rec, pods, 2, "", &holder, &owner, msg, sizeof(msg)),
+			 DP_UNVERIFIED);
+	dp_record_release(&rec);
+	free(inv);
+	rm_tree(root);
+}
+
+static void test_prestart_shares_and_tickets(void **state)
+{
+	(void)state;
+	struct dp_inventory *inv = inventory_of(2, 0);
+	int i0[] = { 0 }, i1[] = { 1 }, both[] = { 0, 1 };
+	struct dp_pod pods[3] = { pod_of("s", 1, i0, 1, DP_SHARE, 1), pod_of("t", 2, i1, 1, DP_SHARE, 1),
+				  pod_of("c", 3, both, 2, DP_CLAIM, 1) };
+	pods[0].shared = pods[1].shared = true;
+	pods[0].mem_mib = 1024;
+	pods[1].mem_mib = 1024;
+	struct dp_record rec;
+	dp_record_init(&rec);
+	record_add1(&rec, "pod-s", "main", "gpu.scheduling/gpu-share", "GPU-0001::4", NULL);
+	const char *slot[] = { "GPU-0001::4" };
+	int holder, owner;
+	char msg[512];
+	/* a slot on another pod's GPU */
+	assert_int_equal(dp_prestart_check(inv, DP_SHARE, slot, 1, &rec, pods, 3, "t", &holder, &owner, msg, sizeof(msg)),
+			 DP_REFUSED);
+	assert_non_null(strstr(msg, "ml/pod-t"));
+	/* a slot on its own GPU, delivered for another share of the same size: the same answer */
+	const char *own[] = { "GPU-0000::4" };
+	rec.n = 0;
+	record_add1(&rec, "pod-s", "main", "gpu.scheduling/gpu-share", "GPU-0000::4", NULL);
+	assert_int_equal(dp_prestart_check(inv, DP_SHARE, own, 1, &rec, pods, 3, "t", &holder, &owner, msg, sizeof(msg)),
+			 DP_VERIFIED);
+	pods[1].mem_mib = 2048;            /* ... of another size: its limits would be wrong */
+	assert_int_equal(dp_prestart_check(inv, DP_SHARE, own, 1, &rec, pods, 3, "t", &holder, &owner, msg, sizeof(msg)),
+			 DP_REFUSED);
+	/* a claim ticket: the pod must be the claim pod Allocate delivered for */
+	const char *ticket[] = { "claim-3" };
+	rec.n = 0;
+	record_add1(&rec, "pod-c", "main", "gpu.scheduling/claim", "claim-3", NULL);
+	assert_int_equal(dp_prestart_check(inv, DP_CLAIM, ticket, 1, &rec, pods, 3, "c", &holder, &owner, msg, sizeof(msg)),
+			 DP_VERIFIED);
+	assert_int_equal(dp_prestart_check(inv, DP_CLAIM, ticket, 1, &rec, pods, 3, "s", &holder, &owner, msg, sizeof(msg)),
+			 DP_REFUSED);
+	assert_int_equal(dp_prestart_check(inv, DP_CLAIM, ticket, 1, &rec, pods, 3, "", &holder, &owner, msg, sizeof(msg)),
+			 DP_UNVERIFIED);
+	rec.n = 0;
+	record_add1(&rec, "pod-s", "main", "gpu.scheduling/claim", "claim-3", NULL);   /* not a claim pod */
+	assert_int_equal(dp_prestart_check(inv, DP_CLAIM, ticket, 1, &rec, pods, 3, "c", &holder, &owner, msg, sizeof(msg)),
+			 DP_REFUSED);
+	dp_record_release(&rec);
+	free(inv);
+	rm_tree(root);
+}
+
+static bool has_problem(const struct dp_problem *p, int n, enum dp_problem_kind k, const char *text)
+{
+	for (int i = 0; i < n; i++)
+		if (p[i].kind == k && strstr(p[i].msg, text))
+			return true;
+	return false;
+}
+
+static void test_audit(void **state)
+{
+	(void)state;
+	struct dp_inventory *inv = inventory_of(4, 0);
+	int ix[] = { 0, 1 }, iy[] = { 2 }, is[] = { 3 };
+	struct dp_pod pods[4] = { pod_of("x", 1, ix, 2, DP_GPU, 2), pod_of("y", 2, iy, 1, DP_GPU, 1),
+				  pod_of("s", 3, is, 1, DP_SHARE, 1), pod_of("t", 4, is, 1, DP_SHARE, 1) };
+	pods[2].shared = pods[3].shared = true;
+	struct ledger l;
+	ledger_init(&l, "n1");
+	const struct dp_pod *in_ledger[] = { &pods[0], &pods[2], &pods[3] };
+	for (int i = 0; i < 3; i++) {
+		struct ledger_entry e;
+		memset(&e, 0, sizeof(e));
+		snprintf(e.a.uid, sizeof(e.a.uid), "%s", in_ledger[i]->uid);
+		for (int k = 0; k < in_ledger[i]->nids; k++)
+			assert_int_equal(alloc_add_id(&e.a, in_ledger[i]->ids[k]), 0);
+		assert_int_equal(ledger_add(&l, &e), 0);
+	}
+	struct dp_record rec;
+	dp_record_init(&rec);
+	record_add1(&rec, "pod-x", "main", "gpu.scheduling/gpu", "GPU-0000", "GPU-0001");
+	record_add1(&rec, "pod-s", "main", "gpu.scheduling/gpu-share", "GPU-0003::0", NULL);
+	record_add1(&rec, "pod-t", "main", "gpu.scheduling/gpu-share", "GPU-0003::1", NULL);
+	struct dp_problem probs[8];
+	/* all as bound, except that y's binding is missing from the ledger */
+	int n = dp_audit(inv, &rec, pods, 4, &l, probs, 8);
+	assert_int_equal(n, 1);
+	assert_int_equal(probs[0].kind, DP_PROB_NOT_IN_LEDGER);
+	assert_non_null(strstr(probs[0].msg, "ml/pod-y"));
+	/* a container without a binding holding y's GPU, and a share slot on x's: held twice */
+	record_add1(&rec, "stray", "main", "gpu.scheduling/gpu", "GPU-0002", NULL);
+	record_add1(&rec, "pod-t", "side", "gpu.scheduling/gpu-share", "GPU-0001::0", NULL);
+	n = dp_audit(inv, &rec, pods, 4, NULL, probs, 8);
+	assert_true(has_problem(probs, n, DP_PROB_UNBOUND, "ml/stray"));
+	assert_true(has_problem(probs, n, DP_PROB_OUTSIDE, "GPU 1 (GPU-0001)"));
+	assert_true(has_problem(probs, n, DP_PROB_TWICE, "GPU 1 (GPU-0001) is held by two pods: ml/pod-x"));
+	assert_false(has_problem(probs, n, DP_PROB_TWICE, "GPU-0003"));     /* two shares of one GPU are fine */
+	assert_int_equal(n, 3);
+	/* more problems than room: all counted */
+	assert_int_equal(dp_audit(inv, &rec, pods, 4, NULL, probs, 1), 3);
+	assert_string_equal(dp_problem_name(DP_PROB_OUTSIDE), "outside_binding");
+	dp_record_release(&rec);
+	ledger_release(&l);
+	free(inv);
+	rm_tree(root);
+}
+
+
+/* The auditor's thread and counters: PreStart verdicts counted, an unreadable kubelet
+ * record counted as an audit error (the metric an alert would watch). */
+static void test_auditor_metrics(void **state)
+{
+	(void)state;
+	struct dp_inventory *inv = inventory_of(1, 0);
+	struct dp_config cfg;
+	dp_config_default(&cfg);
+	snprintf(cfg.node, sizeof(cfg.node), "n1");
+	snprintf(cfg.podresources_socket, sizeof(cfg.podresources_socket), "/tmp/no-such-podresources.sock");
+	cfg.audit_every_s = 1;
+	char err[256];
+	struct dp_pods *ps = dp_pods_start(NULL, "n1", err, sizeof(err));
+	struct dp_auditor *a = dp_auditor_start(&cfg, NULL, ps, err, sizeof(err));
+	assert_non_null(a);
+	dp_auditor_inventory(a, inv);
+	dp_auditor_prestart(a, DP_REFUSED, "ml", "pod-x", "ml", "pod-y", "container main of pod ml/pod-x ...");
+	dp_auditor_prestart(a, DP_VERIFIED, "ml", "pod-y", "", "", "");
+	struct buf m;
+	buf_init(&m, 1 << 16);
+	bool counted = false;
+	for (int i = 0; i < 60 && !counted; i++) {
+		usleep(50000);
+		buf_clear(&m);
+		dp_auditor_metrics(a, &m);
+		counted = strstr(buf_cstr(&m), "gpu_agent_audit_errors_total{source=\"podresources\"} 0") == NULL;
+	}
+	assert_true(counted);
+	assert_non_null(strstr(buf_cstr(&m), "gpu_agent_prestart_checks_total{result=\"refused\"} 1"));
+	assert_non_null(strstr(buf_cstr(&m), "gpu_agent_prestart_checks_total{result=\"verified\"} 1"));
+	assert_non_null(strstr(buf_cstr(&m), "gpu_agent_allocation_problems{kind=\"held_twice\"} 0"));
+	assert_non_null(strstr(buf_cstr(&m), "# TYPE gpu_agent_allocation_problems_found_total counter"));
+	buf_release(&m);
+	dp_auditor_stop(a);
+	dp_pods_stop(ps);
+	free(inv);
+	rm_tree(root);
+}
+
 /* ---- responses ---- */
 
 static const char *env_of(const struct dp_response *r, const char *name)
@@ -732,6 +1043,13 @@ int main(void)
 		cmocka_unit_test(test_prefer_whole),
 		cmocka_unit_test(test_prefer_shares_and_tickets),
 		cmocka_unit_test(test_match),
+		cmocka_unit_test(test_prefer_skips_deleting),
+		cmocka_unit_test(test_prefer_sidecar_share),
+		cmocka_unit_test(test_order_after_kubelet_restart),
+		cmocka_unit_test(test_prestart_swap_refused),
+		cmocka_unit_test(test_prestart_shares_and_tickets),
+		cmocka_unit_test(test_audit),
+		cmocka_unit_test(test_auditor_metrics),
 		cmocka_unit_test(test_response_modes),
 		cmocka_unit_test(test_cdi_spec),
 	};

@@ -1,0 +1,502 @@
+/*
+ * The auditor: watches, on the node, that the promise holds. kubelet's
+ * record (PodResources) says which container holds which device; the
+ * bindings say which devices the extender gave each pod; the node's ledger
+ * Lease says what it reserved. dp_audit (verify.c) compares the three; this
+ * file runs it on a thread of its own, every audit_every_s seconds and
+ * shortly after each Allocate or PreStart, and reports what lasts: a log
+ * line, a Warning Event on the pod, and the /metrics it serves.
+ *
+ * A problem must be seen for DP_AUDIT_PERSIST_S before it is reported:
+ * the three sources are read one after another, and a pod deleted or bound
+ * between two reads looks wrong for a moment. Each problem is reported
+ * once while it lasts; Events are also rate limited (EVENT_BURST, then one
+ * every EVENT_REFILL_S), so a node that goes wrong all at once cannot
+ * flood the API server. The agent only reads the ledger.
+ */
+#include "devplugin.h"
+
+#include "api.h"
+#include "clock.h"
+#include "httpd.h"
+#include "ledger.h"
+#include "log.h"
+#include "strnum.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_PROBLEMS 256
+#define MAX_TRACKED 256
+#define EVENT_BURST 10
+#define EVENT_REFILL_S 6
+#define KICK_DELAY_MS 1000
+#define MAX_QUEUE 16
+
+enum { PS_VERIFIED, PS_UNVERIFIED, PS_REFUSED, PS_N };
+enum { SRC_PODRESOURCES, SRC_LEDGER, SRC_N };
+enum { EV_SENT, EV_FAILED, EV_DROPPED, EV_N };
+
+static const char *const problem_reason[DP_NPROB] = { "GPUHeldTwice", "GPUWithoutBinding", "GPUOutsideBinding",
+						      "GPUNotInLedger" };
+
+struct tracked {
+	struct dp_problem p;
+	int64_t first;               /* wall seconds when first seen */
+	bool reported, present;
+};
+
+/* A PreStart refusal to report (the server thread queues it, the auditor posts it). */
+struct refusal {
+	char ns[64], pod[254], other_ns[64], other[254];
+	char msg[512];
+};
+
+struct dp_auditor {
+	struct dp_config cfg;
+	struct kube_client *kube;
+	struct dp_pods *pods;
+	pthread_t thread;
+	struct httpd *httpd;
+
+	pthread_mutex_t mu;          /* guards the block below */
+	pthread_cond_t cv;
+	bool stop;
+	int64_t kick_at;             /* monotonic ms of a pending early audit; 0 none */
+	struct dp_inventory *inv;
+	int nq;
+	struct refusal q[MAX_QUEUE];
+
+	/* the auditor thread's own */
+	struct tracked *t;
+	int nt;
+	double tokens;
+	int64_t tokens_at;
+	bool failing[SRC_N];
+
+	/* metrics: written by the auditor and the server thread, read by /metrics */
+	atomic_uint_fast64_t now[DP_NPROB], found[DP_NPROB], prestart[PS_N], audits, errors[SRC_N], events[EV_N];
+	atomic_int_fast64_t last_audit;
+};
+
+/* ---- Events ------------------------------------------------------------------------- */
+
+static bool take_token(struct dp_auditor *a)
+{
+	int64_t now = clock_mono_ms();
+	if (!a->tokens_at)
+		a->tokens = EVENT_BURST;
+	else
+		a->tokens += (double)(now - a->tokens_at) / (EVENT_REFILL_S * 1000.0);
+	if (a->tokens > EVENT_BURST)
+		a->tokens = EVENT_BURST;
+	a->tokens_at = now;
+	if (a->tokens < 1)
+		return false;
+	a->tokens -= 1;
+	return true;
+}
+
+/* The pod's uid (kubectl describe finds Events by it); false when it is gone. */
+static bool pod_uid(struct dp_auditor *a, const char *ns, const char *pod, char *uid, size_t size)
+{
+	char path[600], err[256];
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns, pod);
+	cJSON *obj = kube_get_object(a->kube, path, "pod", err, sizeof(err));
+	const char *u = obj ? api_str(api_path(obj, "metadata"), "uid") : NULL;
+	snprintf(uid, size, "%s", u ? u : "");
+	cJSON_Delete(obj);
+	return u != NULL;
+}
+
+/* A Warning Event on the pod: reason and message. */
+static void post_event(struct dp_auditor *a, const char *ns, const char *pod, const char *reason, const char *msg)
+{
+	if (!a->kube || !ns[0] || !pod[0])
+		return;
+	if (!take_token(a)) {
+		atomic_fetch_add(&a->events[EV_DROPPED], 1);
+		log_warn("too many GPU allocation Events; this one is only logged", "pod=%s/%s reason=%s", ns, pod,
+			 reason);
+		return;
+	}
+	char uid[64], ts[32], path[400], err[256];
+	if (!pod_uid(a, ns, pod, uid, sizeof(uid)))
+		return;                        /* gone: nobody to tell */
+	time_t t = (time_t)clock_wall_s();
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "apiVersion", "v1");
+	cJSON_AddStringToObject(ev, "kind", "Event");
+	cJSON *md = cJSON_AddObjectToObject(ev, "metadata");
+	char gen[300];
+	snprintf(gen, sizeof(gen), "%.240s.", pod);
+	cJSON_AddStringToObject(md, "generateName", gen);
+	cJSON_AddStringToObject(md, "namespace", ns);
+	cJSON *io = cJSON_AddObjectToObject(ev, "involvedObject");
+	cJSON_AddStringToObject(io, "apiVersion", "v1");
+	cJSON_AddStringToObject(io, "kind", "Pod");
+	cJSON_AddStringToObject(io, "namespace", ns);
+	cJSON_AddStringToObject(io, "name", pod);
+	cJSON_AddStringToObject(io, "uid", uid);
+	cJSON_AddStringToObject(ev, "reason", reason);
+	cJSON_AddStringToObject(ev, "message", msg);
+	cJSON_AddStringToObject(ev, "type", "Warning");
+	cJSON *src = cJSON_AddObjectToObject(ev, "source");
+	cJSON_AddStringToObject(src, "component", "gpu-agent");
+	cJSON_AddStringToObject(src, "host", a->cfg.node);
+	cJSON_AddStringToObject(ev, "firstTimestamp", ts);
+	cJSON_AddStringToObject(ev, "lastTimestamp", ts);
+	cJSON_AddNumberToObject(ev, "count", 1);
+	char *body = cJSON_PrintUnformatted(ev);
+	cJSON_Delete(ev);
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events", ns);
+	struct kube_response r;
+	kube_response_init(&r);
+	int rc = body ? kube_request(a->kube, "POST", path, body, NULL, 10, &r, err, sizeof(err)) : -1;
+	if (!rc && r.status != 201 && r.status != 200) {
+		char m[200];
+		snprintf(err, sizeof(err), "HTTP %ld: %s", r.status, kube_status_message(&r, m, sizeof(m)));
+		rc = -1;
+	}
+	atomic_fetch_add(&a->events[rc ? EV_FAILED : EV_SENT], 1);
+	if (rc)
+		log_warn("cannot post an Event", "pod=%s/%s reason=%s error=\"%s\"", ns, pod, reason, LOG_Q(err));
+	kube_response_release(&r);
+	free(body);
+}
+
+/* ---- one audit -------------------------------------------------------------------- */
+
+/* The node's ledger into l: true when read (a node without one has an empty ledger). */
+static bool read_ledger(struct dp_auditor *a, struct ledger *l, char *err, size_t errlen)
+{
+	char name[LEDGER_NAME_MAX], path[600];
+	ledger_lease_name(a->cfg.node, name, sizeof(name));
+	snprintf(path, sizeof(path), "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", a->cfg.ledger_ns, name);
+	ledger_init(l, a->cfg.node);
+	if (!a->kube) {
+		snprintf(err, errlen, "no API server");
+		return false;
+	}
+	struct kube_response r;
+	kube_response_init(&r);
+	bool ok = false;
+	if (kube_request(a->kube, "GET", path, NULL, NULL, 10, &r, err, errlen)) {
+		/* err says why */
+	} else if (r.status == 404) {
+		ok = true;
+	} else if (r.status != 200) {
+		char m[200];
+		snprintf(err, errlen, "reading %s/%s: HTTP %ld: %s", a->cfg.ledger_ns, name, r.status,
+			 kube_status_message(&r, m, sizeof(m)));
+	} else {
+		cJSON *obj = cJSON_ParseWithLength(r.body.data, r.body.len);
+		ok = obj && !ledger_decode(obj, l, err, errlen);
+		if (!obj)
+			snprintf(err, errlen, "reading %s/%s: the answer is not JSON", a->cfg.ledger_ns, name);
+		cJSON_Delete(obj);
+	}
+	kube_response_release(&r);
+	return ok;
+}
+
+/* One log line per failing streak of a source. */
+static void source_state(struct dp_auditor *a, int src, bool ok, const char *err)
+{
+	static const char *const names[SRC_N] = { "kubelet's PodResources", "the node's ledger" };
+	if (!ok) {
+		atomic_fetch_add(&a->errors[src], 1);
+		if (!a->failing[src])
+			log_warn("the GPU allocation audit cannot read a source", "source=\"%s\" error=\"%s\"", names[src],
+				 LOG_Q(err));
+	} else if (a->failing[src]) {
+		log_info("the GPU allocation audit reads its source again", "source=\"%s\"", names[src]);
+	}
+	a->failing[src] = !ok;
+}
+
+static void report(struct dp_auditor *a, const struct dp_problem *p)
+{
+	atomic_fetch_add(&a->found[p->kind], 1);
+	log_error("GPU allocation problem", "kind=%s pod=%s/%s message=\"%s\"", dp_problem_name(p->kind), p->ns, p->pod,
+		  LOG_Q(p->msg));
+	post_event(a, p->ns, p->pod, problem_reason[p->kind], p->msg);
+	if (p->other[0])
+		post_event(a, p->other_ns, p->other, problem_reason[p->kind], p->msg);
+}
+
+/* Keeps the problems seen, reports those that lasted, forgets those gone. */
+static void track(struct dp_auditor *a, const struct dp_problem *probs, int n, int64_t now)
+{
+	for (int i = 0; i < a->nt; i++)
+		a->t[i].present = false;
+	for (int i = 0; i < n; i++) {
+		int k = 0;
+		while (k < a->nt && strcmp(a->t[k].p.key, probs[i].key))
+			k++;
+		if (k == a->nt) {
+			if (a->nt == MAX_TRACKED)
+				continue;            /* counted by the next audit, once others are gone */
+			a->t[a->nt].p = probs[i];
+			a->t[a->nt].first = now;
+			a->t[a->nt++].reported = false;
+		}
+		a->t[k].present = true;
+	}
+	uint64_t count[DP_NPROB] = { 0 };
+	for (int i = a->nt - 1; i >= 0; i--) {
+		struct tracked *t = &a->t[i];
+		if (!t->present) {
+			if (t->reported)
+				log_info("GPU allocation problem gone", "kind=%s pod=%s/%s", dp_problem_name(t->p.kind),
+					 t->p.ns, t->p.pod);
+			a->t[i] = a->t[--a->nt];
+			continue;
+		}
+		if (!t->reported && now - t->first >= DP_AUDIT_PERSIST_S) {
+			report(a, &t->p);
+			t->reported = true;
+		}
+		if (t->reported)
+			count[t->p.kind]++;
+	}
+	for (int k = 0; k < DP_NPROB; k++)
+		atomic_store(&a->now[k], count[k]);
+}
+
+static void audit_once(struct dp_auditor *a)
+{
+	pthread_mutex_lock(&a->mu);
+	struct dp_inventory *inv = a->inv ? malloc(sizeof(*inv)) : NULL;
+	if (inv)
+		*inv = *a->inv;
+	pthread_mutex_unlock(&a->mu);
+	struct dp_record rec;
+	dp_record_init(&rec);
+	struct dp_problem *probs = malloc(MAX_PROBLEMS * sizeof(*probs));
+	char err[512];
+	if (!inv || !probs || !dp_pods_ready(a->pods))
+		goto out;
+	bool ok = !dp_record_read(a->cfg.podresources_socket, &rec, err, sizeof(err));
+	source_state(a, SRC_PODRESOURCES, ok, err);
+	if (!ok)
+		goto out;
+	int npods;
+	struct dp_pod *pods = dp_pods_copy(a->pods, &npods);
+	struct ledger l;
+	bool have = read_ledger(a, &l, err, sizeof(err));
+	source_state(a, SRC_LEDGER, have, err);
+	int n = dp_audit(inv, &rec, pods, npods, have ? &l : NULL, probs, MAX_PROBLEMS);
+	track(a, probs, n < MAX_PROBLEMS ? n : MAX_PROBLEMS, clock_wall_s());
+	if (have)
+		ledger_release(&l);
+	free(pods);
+	atomic_fetch_add(&a->audits, 1);
+	atomic_store(&a->last_audit, clock_wall_s());
+out:
+	dp_record_release(&rec);
+	free(probs);
+	free(inv);
+}
+
+static void *auditor_main(void *arg)
+{
+	struct dp_auditor *a = arg;
+	int64_t next = clock_mono_ms() + KICK_DELAY_MS;
+	pthread_mutex_lock(&a->mu);
+	while (!a->stop) {
+		if (a->nq) {
+			struct refusal r = a->q[--a->nq];
+			pthread_mutex_unlock(&a->mu);
+			post_event(a, r.ns, r.pod, "GPUPreStartRefused", r.msg);
+			if (r.other[0])
+				post_event(a, r.other_ns, r.other, "GPUPreStartRefused", r.msg);
+			pthread_mutex_lock(&a->mu);
+			continue;
+		}
+		int64_t now = clock_mono_ms();
+		if (a->kick_at && a->kick_at < next)
+			next = a->kick_at;
+		if (now < next) {
+			struct timespec until = clock_deadline_ms(next - now);
+			pthread_cond_timedwait(&a->cv, &a->mu, &until);
+			continue;
+		}
+		a->kick_at = 0;
+		pthread_mutex_unlock(&a->mu);
+		audit_once(a);
+		pthread_mutex_lock(&a->mu);
+		next = clock_mono_ms() + (int64_t)a->cfg.audit_every_s * 1000;
+	}
+	pthread_mutex_unlock(&a->mu);
+	return NULL;
+}
+
+/* ---- metrics ------------------------------------------------------------------------ */
+
+void dp_auditor_metrics(struct dp_auditor *a, struct buf *out)
+{
+	static const char *const ps[PS_N] = { "verified", "unverified", "refused" };
+	static const char *const src[SRC_N] = { "podresources", "ledger" };
+	static const char *const ev[EV_N] = { "sent", "failed", "dropped" };
+	buf_adds(out, "# HELP gpu_agent_allocation_problems Problems the audit sees now (lasting "
+		      "10 s or more), by kind.\n# TYPE gpu_agent_allocation_problems gauge\n");
+	for (int k = 0; k < DP_NPROB; k++)
+		buf_printf(out, "gpu_agent_allocation_problems{kind=\"%s\"} %llu\n", dp_problem_name(k),
+			   (unsigned long long)atomic_load(&a->now[k]));
+	buf_adds(out, "# HELP gpu_agent_allocation_problems_found_total Problems reported (log line and Event), "
+		      "by kind.\n# TYPE gpu_agent_allocation_problems_found_total counter\n");
+	for (int k = 0; k < DP_NPROB; k++)
+		buf_printf(out, "gpu_agent_allocation_problems_found_total{kind=\"%s\"} %llu\n", dp_problem_name(k),
+			   (unsigned long long)atomic_load(&a->found[k]));
+	buf_adds(out, "# HELP gpu_agent_prestart_checks_total PreStartContainer checks of a container's devices "
+		      "against its pod's binding, by result.\n# TYPE gpu_agent_prestart_checks_total counter\n");
+	for (int k = 0; k < PS_N; k++)
+		buf_printf(out, "gpu_agent_prestart_checks_total{result=\"%s\"} %llu\n", ps[k],
+			   (unsigned long long)atomic_load(&a->prestart[k]));
+	buf_printf(out, "# HELP gpu_agent_audits_total Audits completed.\n# TYPE gpu_agent_audits_total counter\n"
+			"gpu_agent_audits_total %llu\n", (unsigned long long)atomic_load(&a->audits));
+	buf_adds(out, "# HELP gpu_agent_audit_errors_total Audits that could not read a source.\n"
+		      "# TYPE gpu_agent_audit_errors_total counter\n");
+	for (int k = 0; k < SRC_N; k++)
+		buf_printf(out, "gpu_agent_audit_errors_total{source=\"%s\"} %llu\n", src[k],
+			   (unsigned long long)atomic_load(&a->errors[k]));
+	buf_printf(out, "# HELP gpu_agent_audit_last_timestamp_seconds Unix time of the last completed audit.\n"
+			"# TYPE gpu_agent_audit_last_timestamp_seconds gauge\ngpu_agent_audit_last_timestamp_seconds %lld\n",
+		   (long long)atomic_load(&a->last_audit));
+	buf_adds(out, "# HELP gpu_agent_events_total Events about GPU allocation problems, by result.\n"
+		      "# TYPE gpu_agent_events_total counter\n");
+	for (int k = 0; k < EV_N; k++)
+		buf_printf(out, "gpu_agent_events_total{result=\"%s\"} %llu\n", ev[k],
+			   (unsigned long long)atomic_load(&a->events[k]));
+}
+
+static void on_metrics(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	(void)req;
+	dp_auditor_metrics(ctx, &resp->body);
+	resp->content_type = "text/plain; version=0.0.4";
+}
+
+static struct httpd *serve_metrics(struct dp_auditor *a, char *err, size_t errlen)
+{
+	char host[128];
+	snprintf(host, sizeof(host), "%s", a->cfg.metrics_listen);
+	char *colon = strrchr(host, ':');
+	int port = 0;
+	if (!colon || !strnum_int(colon + 1, 1, 65535, &port)) {
+		snprintf(err, errlen, "--metrics-listen wants host:port, not '%s'", a->cfg.metrics_listen);
+		return NULL;
+	}
+	*colon = '\0';
+	struct http_route routes[] = { { "GET", "/metrics", on_metrics, a, VERB_OTHER, false, NULL, false } };
+	struct httpd_config hc = { .host = host[0] ? host : "0.0.0.0", .port = port, .url_prefix = "",
+				   .max_body = 4096, .threads = 1, .max_connections = 32, .max_per_address = 8 };
+	struct httpd *h = httpd_start(&hc, routes, 1, err, errlen);
+	if (h)
+		log_info("serving the agent's /metrics", "address=%s:%d", hc.host, httpd_port(h));
+	return h;
+}
+
+/* ---- the interface ------------------------------------------------------------------ */
+
+struct dp_auditor *dp_auditor_start(const struct dp_config *cfg, struct kube_client *kube, struct dp_pods *pods,
+				    char *err, size_t errlen)
+{
+	struct dp_auditor *a = calloc(1, sizeof(*a));
+	if (!a) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	a->t = calloc(MAX_TRACKED, sizeof(*a->t));
+	a->cfg = *cfg;
+	if (a->cfg.audit_every_s <= 0)
+		a->cfg.audit_every_s = 30;
+	a->kube = kube;
+	a->pods = pods;
+	pthread_mutex_init(&a->mu, NULL);
+	pthread_cond_init(&a->cv, NULL);
+	if (!a->t || (cfg->metrics_listen[0] && !(a->httpd = serve_metrics(a, err, errlen))))
+		goto fail;
+	if (pthread_create(&a->thread, NULL, auditor_main, a)) {
+		snprintf(err, errlen, "cannot start a thread");
+		goto fail;
+	}
+	return a;
+fail:
+	if (!a->t)
+		snprintf(err, errlen, "out of memory");
+	if (a->httpd)
+		httpd_stop(a->httpd);
+	pthread_cond_destroy(&a->cv);
+	pthread_mutex_destroy(&a->mu);
+	free(a->t);
+	free(a);
+	return NULL;
+}
+
+void dp_auditor_inventory(struct dp_auditor *a, const struct dp_inventory *inv)
+{
+	struct dp_inventory *copy = malloc(sizeof(*copy));
+	if (!copy)
+		return;                 /* the previous one stays */
+	*copy = *inv;
+	pthread_mutex_lock(&a->mu);
+	free(a->inv);
+	a->inv = copy;
+	pthread_mutex_unlock(&a->mu);
+}
+
+void dp_auditor_kick(struct dp_auditor *a)
+{
+	pthread_mutex_lock(&a->mu);
+	if (!a->kick_at)
+		a->kick_at = clock_mono_ms() + KICK_DELAY_MS;
+	pthread_cond_signal(&a->cv);
+	pthread_mutex_unlock(&a->mu);
+}
+
+void dp_auditor_prestart(struct dp_auditor *a, enum dp_verdict v, const char *ns, const char *pod,
+			 const char *other_ns, const char *other, const char *msg)
+{
+	atomic_fetch_add(&a->prestart[v == DP_REFUSED ? PS_REFUSED : v == DP_UNVERIFIED ? PS_UNVERIFIED : PS_VERIFIED],
+			 1);
+	pthread_mutex_lock(&a->mu);
+	if (v == DP_REFUSED && a->nq < MAX_QUEUE) {
+		struct refusal *r = &a->q[a->nq++];
+		snprintf(r->ns, sizeof(r->ns), "%s", ns ? ns : "");
+		snprintf(r->pod, sizeof(r->pod), "%s", pod ? pod : "");
+		snprintf(r->other_ns, sizeof(r->other_ns), "%s", other_ns ? other_ns : "");
+		snprintf(r->other, sizeof(r->other), "%s", other ? other : "");
+		snprintf(r->msg, sizeof(r->msg), "%s", msg);
+	}
+	if (!a->kick_at)
+		a->kick_at = clock_mono_ms() + KICK_DELAY_MS;
+	pthread_cond_signal(&a->cv);
+	pthread_mutex_unlock(&a->mu);
+}
+
+void dp_auditor_stop(struct dp_auditor *a)
+{
+	if (!a)
+		return;
+	pthread_mutex_lock(&a->mu);
+	a->stop = true;
+	pthread_cond_signal(&a->cv);
+	pthread_mutex_unlock(&a->mu);
+	pthread_join(a->thread, NULL);
+	if (a->httpd)
+		httpd_stop(a->httpd);
+	pthread_cond_destroy(&a->cv);
+	pthread_mutex_destroy(&a->mu);
+	free(a->inv);
+	free(a->t);
+	free(a);
+}
