@@ -147,7 +147,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!cache && !(cache = cache_new()))
 		abort();
 	struct seen whole = { .hash = 0xcbf29ce484222325ull, .cache = cache };
-	struct kube_watch_ops ops = { on_event, on_flush, &whole };
+	struct kube_watch_ops ops = { .event = on_event, .flush = on_flush, .ctx = &whole };
 	struct kube_watch_parser p;
 	kube_watch_parser_init(&p, &ops, cap);
 	int end_whole = feed(&p, stream, len, 0);
