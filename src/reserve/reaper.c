@@ -21,7 +21,17 @@ struct lookup {
 	char node[254], uid[64], ns[64], pod[254], claim[254];
 	struct resv_id id;        /* the entry's version, so that a reservation made again stays */
 	bool late;                /* not bound within the bind timeout, as this replica measures it */
+	char ids[256];            /* the entry's devices, "0,1" */
 };
+
+/* "0,1" of a packed entry's devices. */
+static void rec_ids(const struct alloc_rec *e, char *out, size_t size)
+{
+	size_t len = 0;
+	out[0] = '\0';
+	for (int k = 0; k < e->ndev && len < size; k++)
+		len += (size_t)snprintf(out + len, size - len, "%s%d", k ? "," : "", e->id_base + e->id_off[k]);
+}
 
 /* A reservation to release: a lookup plus the reason (its first member). */
 struct release {
@@ -230,6 +240,34 @@ static void look_unwatched(struct reserve *r)
 }
 
 /*
+ * The pod's entry on node made to hold the devices of its annotation
+ * allocated, which a fresh read just showed (any version of the entry; one
+ * write). Devices another entry holds are not taken: both stay held.
+ */
+static void rewrite_entry(struct reserve *r, const char *ns, const char *pod, const char *uid, const char *node,
+			  const char *allocated)
+{
+	struct adopt_ctx ac = { .r = r, .uid = uid, .token = reserve_new_token(r) };
+	if (reserve_parse_allocated(allocated, node, &ac.want))
+		return;
+	struct gpu_node *devices = cache_clone_devices(r->o.cache, node);
+	if (!devices)
+		return;
+	ac.devices = devices;
+	char err[256] = "";
+	int rc = reserve_ledger_update(r, node, reserve_edit_adopt, &ac, err, sizeof(err));
+	if (rc == 0)
+		log_warn("rewrote a reservation to the devices its pod was bound with", "pod=%s/%s allocated=%s", ns, pod,
+			 allocated);
+	else if (ac.clash)
+		log_error("a bound pod's GPUs are reserved by another pod; both stay held, check the ledger",
+			  "pod=%s/%s allocated=%s", ns, pod, allocated);
+	else if (rc < 0)
+		log_warn("cannot rewrite a reservation to its pod's devices now", "pod=%s/%s error=\"%s\"", ns, pod, LOG_Q(err));
+	gpu_node_free(devices);
+}
+
+/*
  * Looks a pod up with a fresh read (a GET without resourceVersion is a quorum
  * read); the same answers as classify(), or -3 when it cannot. A pod found
  * gone is remembered as gone: its GPUs are free in the cache at once.
@@ -251,8 +289,12 @@ static int classify_by_get(struct reserve *r, const struct lookup *l)
 			reason = verdict(api_pod_finished(pod), node ? node : "", l->node, l->late);
 		const char *ann = api_annotation(pod, ANN_ALLOCATED);
 		settled = reason == REL_POD_FINISHED || (reason == -1 && node && !strcmp(node, l->node) && ann);
+		size_t nl = strlen(l->node);
 		if (reason == -1 && settled)
 			give_lease(r, l->ns, l->pod, l->uid, l->node, ann);
+		/* bound here on other devices than its entry's (an unwatched pod's; fix_devices does the watched) */
+		if (reason == -1 && settled && !strncmp(ann, l->node, nl) && ann[nl] == ':' && strcmp(ann + nl + 1, l->ids))
+			rewrite_entry(r, l->ns, l->pod, l->uid, l->node, ann);
 	}
 	cJSON_Delete(pod);
 	pthread_mutex_lock(&r->lock);
@@ -532,10 +574,7 @@ static bool mismatched(const struct pod_state *p, const char *node, const struct
 	if (p->finished || strcmp(on, node) || strncmp(allocated, node, nl) || allocated[nl] != ':')
 		return false;
 	char ids[256];
-	size_t len = 0;
-	ids[0] = '\0';
-	for (int k = 0; k < e->ndev && len < sizeof(ids); k++)
-		len += (size_t)snprintf(ids + len, sizeof(ids) - len, "%s%d", k ? "," : "", e->id_base + e->id_off[k]);
+	rec_ids(e, ids, sizeof(ids));
 	return strcmp(ids, allocated + nl + 1) != 0;
 }
 
@@ -569,25 +608,8 @@ static void fix_devices(struct reserve *r, const struct repair *x)
 	bool confirmed = !strcmp(ref.uid, x->uid) && !api_pod_finished(pod) && node && !strcmp(node, x->node) && ann &&
 			 !strcmp(ann, x->allocated);
 	cJSON_Delete(pod);
-	struct adopt_ctx ac = { .r = r, .uid = x->uid, .token = reserve_new_token(r) };
-	if (!confirmed || reserve_parse_allocated(x->allocated, x->node, &ac.want))
-		return;
-	struct gpu_node *devices = cache_clone_devices(r->o.cache, x->node);
-	if (!devices)
-		return;
-	ac.devices = devices;
-	char err[256] = "";
-	int rc = reserve_ledger_update(r, x->node, reserve_edit_adopt, &ac, err, sizeof(err));
-	if (rc == 0)
-		log_warn("rewrote a reservation to the devices its pod was bound with", "pod=%s/%s allocated=%s", x->ns,
-			 x->pod, x->allocated);
-	else if (ac.clash)
-		log_error("a bound pod's GPUs are reserved by another pod; both stay held, check the ledger",
-			  "pod=%s/%s allocated=%s", x->ns, x->pod, x->allocated);
-	else if (rc < 0)
-		log_warn("cannot rewrite a reservation to its pod's devices now", "pod=%s/%s error=\"%s\"", x->ns, x->pod,
-			 LOG_Q(err));
-	gpu_node_free(devices);
+	if (confirmed)
+		rewrite_entry(r, x->ns, x->pod, x->uid, x->node, x->allocated);
 }
 
 /* Classifies every ledger entry; false when the walk could not finish (the ledgers' table grew meanwhile). */
@@ -633,6 +655,7 @@ static bool walk_ledgers(struct reserve *r, struct hold *h, struct pass *ps)
 				snprintf(x->claim, sizeof(x->claim), "%s", names.claim);
 				x->id = (struct resv_id){ e->since, e->token };
 				x->late = late;
+				rec_ids(e, x->ids, sizeof(x->ids));
 			}
 		}
 		/* (between ledgers: box may be gone once the lock was let go) */
