@@ -21,7 +21,17 @@ struct lookup {
 	char node[254], uid[64], ns[64], pod[254], claim[254];
 	struct resv_id id;        /* the entry's version, so that a reservation made again stays */
 	bool late;                /* not bound within the bind timeout, as this replica measures it */
+	char ids[256];            /* the entry's devices, "0,1" */
 };
+
+/* "0,1" of a packed entry's devices. */
+static void rec_ids(const struct alloc_rec *e, char *out, size_t size)
+{
+	size_t len = 0;
+	out[0] = '\0';
+	for (int k = 0; k < e->ndev && len < size; k++)
+		len += (size_t)snprintf(out + len, size - len, "%s%d", k ? "," : "", e->id_base + e->id_off[k]);
+}
 
 /* A reservation to release: a lookup plus the reason (its first member). */
 struct release {
@@ -156,6 +166,108 @@ static int get_pod(struct reserve *r, const char *ns, const char *name, cJSON **
 }
 
 /*
+ * A pod alive and bound where its entry is, that the pod watch does not
+ * follow (its managed label went): it gets the reservation Lease a bind
+ * gives such a pod, so that stale_or_lost puts its entry back should the
+ * ledger lose it. Once: a Lease the reservations watch shows is left alone.
+ */
+static void give_lease(struct reserve *r, const char *ns, const char *pod, const char *uid, const char *node,
+		       const char *allocated)
+{
+	char name[128], key[256];
+	ledger_reservation_name(uid, node, name, sizeof(name));
+	snprintf(key, sizeof(key), "%s/%s", ns, name);
+	pthread_mutex_lock(&r->lock);
+	bool skip = keyset_get(&r->pods, uid) || strmap_get(&r->resv, key);
+	pthread_mutex_unlock(&r->lock);
+	struct ledger_entry e;
+	memset(&e, 0, sizeof(e));
+	if (skip || reserve_parse_allocated(allocated, node, &e.a))
+		return;
+	snprintf(e.a.uid, sizeof(e.a.uid), "%s", uid);
+	ledger_entry_set_pod(&e, ns, pod);
+	char err[256];
+	if (reserve_create_reservation(r, &e, node, err, sizeof(err)))
+		log_warn("reaper: cannot give an unwatched pod its reservation Lease", "pod=%s/%s node=%s error=\"%s\"", ns,
+			 pod, node, LOG_Q(err));
+	else
+		log_info("gave an unwatched bound pod its reservation Lease", "pod=%s/%s node=%s", ns, pod, node);
+}
+
+/*
+ * Pods the pod watch lost sight of (struct unwatched_pod), up to
+ * MAX_GETS_PER_PASS a pass: a fresh read gives one alive, bound with its
+ * annotation, a reservation Lease (its entry, if the ledger lost it, is put
+ * back from there); one gone, finished or unbound is forgotten (a bind of
+ * an unwatched pod gives it a Lease itself); one that cannot be read waits
+ * for the next pass.
+ */
+static void look_unwatched(struct reserve *r)
+{
+	struct { char uid[64]; struct unwatched_pod u; } *todo = NULL;
+	size_t n = 0, cap = 0;
+	const char *key;
+	void *val;
+	pthread_mutex_lock(&r->lock);
+	for (size_t pos = 0; n < MAX_GETS_PER_PASS && strmap_next(&r->unwatched, &pos, &key, &val);) {
+		void *x = push(&todo, &n, &cap, sizeof(*todo));
+		if (!x)
+			break;
+		snprintf(todo[n - 1].uid, sizeof(todo[n - 1].uid), "%s", key);
+		todo[n - 1].u = *(struct unwatched_pod *)val;
+	}
+	pthread_mutex_unlock(&r->lock);
+	for (size_t i = 0; i < n; i++) {
+		const struct unwatched_pod *u = &todo[i].u;
+		cJSON *pod;
+		int status = get_pod(r, u->ns, u->pod, &pod);
+		if (status == 200) {
+			struct api_pod_ref ref;
+			api_pod_ref(pod, &ref);
+			const char *node = api_str(api_path(pod, "spec"), "nodeName");
+			const char *ann = api_annotation(pod, ANN_ALLOCATED);
+			if (!strcmp(ref.uid, todo[i].uid) && !api_pod_finished(pod) && node && node[0] && ann)
+				give_lease(r, u->ns, u->pod, todo[i].uid, node, ann);
+		}
+		cJSON_Delete(pod);
+		if (status > 0) {
+			pthread_mutex_lock(&r->lock);
+			free(strmap_del(&r->unwatched, todo[i].uid));
+			pthread_mutex_unlock(&r->lock);
+		}
+	}
+	free(todo);
+}
+
+/*
+ * The pod's entry on node made to hold the devices of its annotation
+ * allocated, which a fresh read just showed (any version of the entry; one
+ * write). Devices another entry holds are not taken: both stay held.
+ */
+static void rewrite_entry(struct reserve *r, const char *ns, const char *pod, const char *uid, const char *node,
+			  const char *allocated)
+{
+	struct adopt_ctx ac = { .r = r, .uid = uid, .token = reserve_new_token(r) };
+	if (reserve_parse_allocated(allocated, node, &ac.want))
+		return;
+	struct gpu_node *devices = cache_clone_devices(r->o.cache, node);
+	if (!devices)
+		return;
+	ac.devices = devices;
+	char err[256] = "";
+	int rc = reserve_ledger_update(r, node, reserve_edit_adopt, &ac, err, sizeof(err));
+	if (rc == 0)
+		log_warn("rewrote a reservation to the devices its pod was bound with", "pod=%s/%s allocated=%s", ns, pod,
+			 allocated);
+	else if (ac.clash)
+		log_error("a bound pod's GPUs are reserved by another pod; both stay held, check the ledger",
+			  "pod=%s/%s allocated=%s", ns, pod, allocated);
+	else if (rc < 0)
+		log_warn("cannot rewrite a reservation to its pod's devices now", "pod=%s/%s error=\"%s\"", ns, pod, LOG_Q(err));
+	gpu_node_free(devices);
+}
+
+/*
  * Looks a pod up with a fresh read (a GET without resourceVersion is a quorum
  * read); the same answers as classify(), or -3 when it cannot. A pod found
  * gone is remembered as gone: its GPUs are free in the cache at once.
@@ -164,6 +276,7 @@ static int classify_by_get(struct reserve *r, const struct lookup *l)
 {
 	cJSON *pod;
 	int status = get_pod(r, l->ns, l->pod, &pod), reason = -3;
+	bool settled = false;       /* nothing left for look_unwatched to do */
 	if (status == 404) {
 		reason = REL_POD_GONE;
 	} else if (status == 200) {
@@ -174,17 +287,110 @@ static int classify_by_get(struct reserve *r, const struct lookup *l)
 			reason = REL_POD_GONE;          /* a new pod of the same name */
 		else    /* (a lookup for a deleted Lease may come before the timeout) */
 			reason = verdict(api_pod_finished(pod), node ? node : "", l->node, l->late);
+		const char *ann = api_annotation(pod, ANN_ALLOCATED);
+		settled = reason == REL_POD_FINISHED || (reason == -1 && node && !strcmp(node, l->node) && ann);
+		size_t nl = strlen(l->node);
+		if (reason == -1 && settled)
+			give_lease(r, l->ns, l->pod, l->uid, l->node, ann);
+		/* bound here on other devices than its entry's (an unwatched pod's; fix_devices does the watched) */
+		if (reason == -1 && settled && !strncmp(ann, l->node, nl) && ann[nl] == ':' && strcmp(ann + nl + 1, l->ids))
+			rewrite_entry(r, l->ns, l->pod, l->uid, l->node, ann);
 	}
 	cJSON_Delete(pod);
-	if (reason == REL_POD_GONE) {
-		pthread_mutex_lock(&r->lock);
+	pthread_mutex_lock(&r->lock);
+	if (reason == REL_POD_GONE)
 		reserve_mark_gone(r, l->uid);
-		pthread_mutex_unlock(&r->lock);
-	}
+	if (reason == REL_POD_GONE || settled)
+		free(strmap_del(&r->unwatched, l->uid));
+	pthread_mutex_unlock(&r->lock);
 	return reason;
 }
 
 /* ---- putting back a reservation a ledger lost ---- */
+
+int reserve_parse_allocated(const char *allocated, const char *node, struct alloc *a)
+{
+	size_t nl = strlen(node);
+	if (strncmp(allocated, node, nl) || allocated[nl] != ':')
+		return -1;
+	a->ndev = 0;
+	a->id_base = 0;
+	char num[16];
+	for (const char *s = allocated + nl + 1; *s;) {
+		size_t len = strcspn(s, ",");
+		int id;
+		snprintf(num, sizeof(num), "%.*s", (int)(len < sizeof(num) - 1 ? len : sizeof(num) - 1), s);
+		if (!strnum_int(num, 0, 1000000, &id) || alloc_add_id(a, id))
+			return -1;
+		s += len + (s[len] == ',');
+	}
+	return a->ndev ? 0 : -1;
+}
+
+/*
+ * Whether a's devices are free in ledger version l, its entry skip (-1:
+ * none) left out: 1, 0 (another entry holds one), -1 out of memory.
+ */
+static int devices_free(const struct gpu_node *devices, const struct ledger *l, int skip, const struct alloc *a)
+{
+	struct gpu_node *n = gpu_node_clone(devices);
+	if (!n)
+		return -1;
+	for (int k = 0; k < l->n; k++)
+		if (k != skip)
+			alloc_apply(n, &l->e[k].a);
+	int fits = 1;
+	for (int k = 0; k < a->ndev; k++) {
+		int i = gpu_node_find_device(n, alloc_id(a, k));
+		const struct gpu_device *d = i >= 0 ? &n->dev[i] : NULL;
+		bool ok = d && !d->exclusive && (a->mode == CLAIM_SHARED
+			? gpu_free_mib(d) >= a->mem_mib && gpu_free_core(d) >= a->core : !d->shared);
+		if (!ok)
+			fits = 0;
+	}
+	gpu_node_free(n);
+	return fits;
+}
+
+static bool same_ids(const struct alloc *a, const struct alloc *b)
+{
+	char x[256], y[256];
+	alloc_ids(a, x, sizeof(x));
+	alloc_ids(b, y, sizeof(y));
+	return !strcmp(x, y);
+}
+
+int reserve_edit_adopt(void *ctx, struct ledger *l, char *err, size_t errlen)
+{
+	struct adopt_ctx *ac = ctx;
+	ac->clash = false;
+	int i = ledger_find(l, ac->uid);
+	if (i < 0)
+		return LEDGER_UNCHANGED;    /* released meanwhile, or lost: a lost one is put back from the annotation */
+	struct alloc *a = &l->e[i].a;
+	if (ac->only_id && (a->since != ac->only_id->since || a->token != ac->only_id->token))
+		return LEDGER_UNCHANGED;
+	if (same_ids(a, &ac->want)) {
+		ac->now = *a;
+		return LEDGER_UNCHANGED;
+	}
+	struct alloc was = *a;
+	a->ndev = 0;
+	a->id_base = 0;
+	for (int k = 0; k < ac->want.ndev; k++)
+		alloc_add_id(a, alloc_id(&ac->want, k));   /* (as many as want holds: it parsed) */
+	int fits = devices_free(ac->devices, l, i, a);
+	if (fits <= 0) {
+		*a = was;
+		ac->clash = fits == 0;
+		snprintf(err, errlen, fits ? "out of memory" : "its devices are reserved by another pod");
+		return fits ? -BIND_ERROR : LEDGER_UNCHANGED;
+	}
+	a->since = clock_wall_s();
+	a->token = ac->token;
+	ac->now = *a;
+	return LEDGER_WRITE;
+}
 
 struct repair_ctx {
 	struct reserve *r;
@@ -209,33 +415,14 @@ static int edit_repair(void *ctx, struct ledger *l, char *err, size_t errlen)
 	e.a.core = p->mode == CLAIM_SHARED ? p->core : 0;
 	e.a.since = clock_wall_s();
 	e.a.token = reserve_new_token(rc->r);
-	/* "node:0,1" -> the ids. */
-	const char *ids = strchr(p->allocated, ':');
-	char num[16];
-	for (const char *s = ids ? ids + 1 : ""; *s && e.a.ndev < GPU_MAX_DEVICES;) {
-		size_t len = strcspn(s, ",");
-		int id;
-		snprintf(num, sizeof(num), "%.*s", (int)(len < sizeof(num) - 1 ? len : sizeof(num) - 1), s);
-		if (!strnum_int(num, 0, 1000000, &id) || alloc_add_id(&e.a, id)) {
-			snprintf(err, errlen, "pod %s/%s: bad %s annotation '%s'", p->ns, p->pod, ANN_ALLOCATED, p->allocated);
-			return LEDGER_UNCHANGED;
-		}
-		s += len + (s[len] == ',');
+	if (reserve_parse_allocated(p->allocated, p->node, &e.a)) {
+		snprintf(err, errlen, "pod %s/%s: bad %s annotation '%s'", p->ns, p->pod, ANN_ALLOCATED, p->allocated);
+		return LEDGER_UNCHANGED;
 	}
 	/* Only when the devices are still free in this ledger version. */
-	struct gpu_node *n = gpu_node_clone(rc->devices);
-	for (int k = 0; n && k < l->n; k++)
-		alloc_apply(n, &l->e[k].a);
-	for (int k = 0; n && k < e.a.ndev; k++) {
-		int i = gpu_node_find_device(n, alloc_id(&e.a, k));
-		const struct gpu_device *d = i >= 0 ? &n->dev[i] : NULL;
-		bool ok = d && !d->exclusive && (e.a.mode == CLAIM_SHARED
-			? gpu_free_mib(d) >= e.a.mem_mib && gpu_free_core(d) >= e.a.core : !d->shared);
-		if (!ok)
-			rc->clash = true;
-	}
-	gpu_node_free(n);
-	if (rc->clash || !n) {
+	int fits = devices_free(rc->devices, l, -1, &e.a);
+	rc->clash = fits == 0;
+	if (fits <= 0) {
 		snprintf(err, errlen, "devices %s of node %s are reserved by another pod", p->allocated, p->node);
 		return LEDGER_UNCHANGED;
 	}
@@ -371,9 +558,59 @@ struct pass {
 	struct release *rel;
 	struct lookup *look;
 	struct repair *rep;
+	struct repair *fix;         /* entries whose devices differ from their pods' annotations */
 	struct stale_lease *stale;
-	size_t nrel, crel, nlook, clook, nrep, crep, nstale, cstale;
+	size_t nrel, crel, nlook, clook, nrep, crep, nfix, cfix, nstale, cstale;
 };
+
+/*
+ * Whether a watched pod, bound to node with its allocation annotation of
+ * node, has an entry there with other devices (a retried bind's, say).
+ */
+static bool mismatched(const struct pod_state *p, const char *node, const struct alloc_rec *e)
+{
+	const char *on = pod_str(p, POD_NODE), *allocated = pod_str(p, POD_ALLOCATED);
+	size_t nl = strlen(node);
+	if (p->finished || strcmp(on, node) || strncmp(allocated, node, nl) || allocated[nl] != ':')
+		return false;
+	char ids[256];
+	rec_ids(e, ids, sizeof(ids));
+	return strcmp(ids, allocated + nl + 1) != 0;
+}
+
+static void note_fix(struct pass *ps, const struct pod_state *p)
+{
+	struct repair *x = push(&ps->fix, &ps->nfix, &ps->cfix, sizeof(*ps->fix));
+	if (!x)
+		return;
+	snprintf(x->node, sizeof(x->node), "%s", pod_str(p, POD_NODE));
+	snprintf(x->uid, sizeof(x->uid), "%s", pod_str(p, POD_UID));
+	snprintf(x->ns, sizeof(x->ns), "%s", pod_str(p, POD_NS));
+	snprintf(x->pod, sizeof(x->pod), "%s", pod_str(p, POD_NAME));
+	snprintf(x->allocated, sizeof(x->allocated), "%s", pod_str(p, POD_ALLOCATED));
+}
+
+/*
+ * An entry whose devices differ from its pod's annotation: the annotation is
+ * the truth (the binding wrote it with spec.nodeName), and the entry is
+ * rewritten to it in one write. That frees the entry's other devices, so a
+ * fresh read of the pod must first confirm what the watch showed. Devices
+ * another entry holds are not taken: both stay held, and an error is logged.
+ */
+static void fix_devices(struct reserve *r, const struct repair *x)
+{
+	cJSON *pod;
+	if (get_pod(r, x->ns, x->pod, &pod) != 200)
+		return;
+	struct api_pod_ref ref;
+	api_pod_ref(pod, &ref);
+	const char *node = api_str(api_path(pod, "spec"), "nodeName"), *ann = api_annotation(pod, ANN_ALLOCATED);
+	bool confirmed = !strcmp(ref.uid, x->uid) && !api_pod_finished(pod) && node && !strcmp(node, x->node) && ann &&
+			 !strcmp(ann, x->allocated);
+	cJSON_Delete(pod);
+	if (confirmed)
+		rewrite_entry(r, x->ns, x->pod, x->uid, x->node, x->allocated);
+}
 
 /* Classifies every ledger entry; false when the walk could not finish (the ledgers' table grew meanwhile). */
 static bool walk_ledgers(struct reserve *r, struct hold *h, struct pass *ps)
@@ -391,6 +628,8 @@ static bool walk_ledgers(struct reserve *r, struct hold *h, struct pass *ps)
 				p->held_in_pass = ps->id;
 			else if (strmap_get(&r->gone, uid) || strmap_get(&r->check, uid))
 				strmap_put(&ps->held, uid, (void *)1, NULL);
+			if (p && mismatched(p, box->node, e))
+				note_fix(ps, p);
 			bool late;
 			int why = classify(r, box->node, e, p, ps->now, ps->id, ps->now_ms, &late);
 			struct lookup *x = NULL;
@@ -416,6 +655,7 @@ static bool walk_ledgers(struct reserve *r, struct hold *h, struct pass *ps)
 				snprintf(x->claim, sizeof(x->claim), "%s", names.claim);
 				x->id = (struct resv_id){ e->since, e->token };
 				x->late = late;
+				rec_ids(e, x->ids, sizeof(x->ids));
 			}
 		}
 		/* (between ledgers: box may be gone once the lock was let go) */
@@ -607,6 +847,9 @@ void reserve_reap(struct reserve *r)
 	}
 	for (size_t i = 0; i < ps.nrep; i++)
 		repair(r, &ps.rep[i]);
+	for (size_t i = 0; i < ps.nfix; i++)
+		fix_devices(r, &ps.fix[i]);
+	look_unwatched(r);
 	for (size_t i = 0; i < ps.nstale; i++)
 		stale_or_lost(r, &ps.stale[i]);
 	if (ps.more) {
@@ -618,6 +861,7 @@ void reserve_reap(struct reserve *r)
 	free(ps.rel);
 	free(ps.look);
 	free(ps.rep);
+	free(ps.fix);
 	free(ps.stale);
 }
 
@@ -721,6 +965,7 @@ struct reserve *reserve_new(const struct reserve_opts *o)
 	strmap_init(&r->gone);
 	strmap_init(&r->check);
 	strmap_init(&r->first_seen);
+	strmap_init(&r->unwatched);
 	strmap_init(&r->resv);
 	r->token_salt = (uint32_t)strmap_hash(r->identity);
 	strmap_init(&r->gang_status);
@@ -795,6 +1040,9 @@ void reserve_free(struct reserve *r)
 	for (size_t pos = 0; strmap_next(&r->first_seen, &pos, &key, &val);)
 		free(val);
 	strmap_release(&r->first_seen);
+	for (size_t pos = 0; strmap_next(&r->unwatched, &pos, &key, &val);)
+		free(val);
+	strmap_release(&r->unwatched);
 	strmap_release(&r->check);
 	strmap_release(&r->resv);
 	strmap_release(&r->gang_status);

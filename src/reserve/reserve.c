@@ -386,8 +386,8 @@ static bool pod_seen(struct reserve *r, const char *uid, char *node, size_t size
  * so its delete fails rather than take this reservation's Lease. A Lease the
  * reaper deleted first (404 on the renewal) is made again.
  */
-static int create_reservation(struct reserve *r, const struct ledger_entry *e, const char *node,
-			      char *err, size_t errlen)
+int reserve_create_reservation(struct reserve *r, const struct ledger_entry *e, const char *node, char *err,
+			       size_t errlen)
 {
 	struct buf body;
 	buf_init(&body, 1 << 16);
@@ -636,8 +636,13 @@ static void add_annotations(struct buf *out, const struct gpu_node *n, const str
 /* What became of a binding whose POST failed. */
 enum { BINDING_REFUSED = -1, BINDING_UNKNOWN = -2 };
 
-/* Where the API server has the pod now: 0 with its node ("" while unbound), 1 when it is gone, -1 when it cannot tell. */
-static int pod_node_now(struct reserve *r, const struct bind_request *req, char *node, size_t size)
+/*
+ * Where the API server has the pod now: 0 with its node ("" while unbound)
+ * and its allocation annotation ("" when none), 1 when it is gone, -1 when
+ * it cannot tell.
+ */
+static int pod_node_now(struct reserve *r, const struct bind_request *req, char *node, size_t size, char *allocated,
+			size_t asize)
 {
 	char path[768], err[256];
 	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", req->ns, req->name);
@@ -655,7 +660,9 @@ static int pod_node_now(struct reserve *r, const struct bind_request *req, char 
 			if (pod && req->uid[0] && strcmp(ref.uid, req->uid)) {
 				rc = 1;                 /* another pod of that name */
 			} else if (pod) {
+				const char *ann = api_annotation(pod, ANN_ALLOCATED);
 				snprintf(node, size, "%s", on ? on : "");
+				snprintf(allocated, asize, "%s", ann ? ann : "");
 				rc = 0;
 			}
 			jsonarena_delete(pod);  /* during /bind the tree is the request arena's */
@@ -670,11 +677,15 @@ static int pod_node_now(struct reserve *r, const struct bind_request *req, char 
  * BINDING_REFUSED when it is not, BINDING_UNKNOWN when nobody can tell: no
  * answer came (a connection reset or a timeout after the request went out)
  * or a 5xx did, and the API server may have bound the pod all the same. Then
- * a read of the pod decides when it can.
+ * a read of the pod decides when it can. When the pod was on the node
+ * already (an earlier try bound it, or this one's answer was lost), *had is
+ * its allocation annotation as a read of it showed ("" when not read): an
+ * earlier try may have bound it with other devices than e's.
  */
 static int post_binding(struct reserve *r, const struct bind_request *req, const struct gpu_node *n,
-			const struct ledger_entry *e, char *err, size_t errlen)
+			const struct ledger_entry *e, char *had, size_t hadsize, char *err, size_t errlen)
 {
+	had[0] = '\0';
 	struct buf body;
 	buf_init(&body, 1 << 16);
 	buf_adds(&body, "{\"apiVersion\":\"v1\",\"kind\":\"Binding\",\"metadata\":{\"name\":");
@@ -704,7 +715,10 @@ static int post_binding(struct reserve *r, const struct bind_request *req, const
 		char want[300];
 		snprintf(want, sizeof(want), "already assigned to node \"%s\"", req->node);
 		if (resp.status == 409 && strstr(msg, want)) {
+			char on[256] = "";
 			rc = 0;
+			if (e && (pod_node_now(r, req, on, sizeof(on), had, hadsize) || strcmp(on, req->node)))
+				had[0] = '\0';
 		} else {
 			snprintf(err, errlen, "binding the pod: HTTP %ld: %s", resp.status, msg);
 			rc = resp.status >= 500 ? BINDING_UNKNOWN : BINDING_REFUSED;
@@ -714,7 +728,7 @@ static int post_binding(struct reserve *r, const struct bind_request *req, const
 	}
 	if (rc == BINDING_UNKNOWN) {
 		char on[256] = "";
-		int known = pod_node_now(r, req, on, sizeof(on));
+		int known = pod_node_now(r, req, on, sizeof(on), had, hadsize);
 		if (!known && !strcmp(on, req->node)) {
 			log_info("the binding went through; its answer was lost", "pod=%s/%s node=%s error=\"%s\"", req->ns,
 				 req->name, req->node, LOG_Q(err));
@@ -722,17 +736,64 @@ static int post_binding(struct reserve *r, const struct bind_request *req, const
 		} else if (known > 0 || (!known && on[0])) {
 			rc = BINDING_REFUSED;   /* the pod is gone, or on another node */
 		}
+		if (rc)
+			had[0] = '\0';
 	}
 	kube_response_release(&resp);
 	buf_release(&body);
 	return rc;
 }
 
+/*
+ * The pod was on the node already, bound by an earlier try with devices had
+ * (its annotation): when this try reserved others, its entry must not stand
+ * for the pod. One ledger write makes the entry (this try's version only)
+ * hold had's devices, so that neither set looks free meanwhile; ids becomes
+ * what the pod holds.
+ */
+static void adopt_bound(struct reserve *r, const struct bind_request *req, struct bind_ctx *b, const char *had,
+			char *ids, size_t idsize)
+{
+	struct resv_id mine = resv_id_of(&b->entry.a);
+	struct adopt_ctx ac = { .r = r, .uid = req->uid, .only_id = &mine, .token = b->token, .want = b->entry.a,
+				.devices = b->node };
+	char err[256] = "";
+	if (reserve_parse_allocated(had, req->node, &ac.want)) {
+		log_error("a bound pod's allocation annotation names no devices of its node; its reservation stays as reserved",
+			  "pod=%s/%s node=%s allocated=\"%s\" reserved=%s", req->ns, req->name, req->node, LOG_Q(had), ids);
+		return;
+	}
+	char want[256];
+	alloc_ids(&ac.want, want, sizeof(want));
+	if (!strcmp(want, ids))
+		return;
+	int rc = reserve_ledger_update(r, req->node, reserve_edit_adopt, &ac, err, sizeof(err));
+	if (rc == 0) {
+		log_warn("the pod was bound already with other devices; its reservation now holds those",
+			 "pod=%s/%s node=%s gpus=%s reserved=%s", req->ns, req->name, req->node, want, ids);
+		cache_lock(r->o.cache);
+		cache_remove_alloc(r->o.cache, req->uid, req->node);
+		cache_add_alloc(r->o.cache, req->node, &ac.now);
+		cache_unlock(r->o.cache);
+		snprintf(ids, idsize, "%s", want);
+	} else if (ac.clash) {
+		log_error("a bound pod's GPUs are reserved by another pod; both stay held, check the ledger",
+			  "pod=%s/%s node=%s gpus=%s reserved=%s", req->ns, req->name, req->node, want, ids);
+	} else {
+		log_warn("cannot make a bound pod's reservation hold its devices now; the reaper will",
+			 "pod=%s/%s node=%s gpus=%s reserved=%s error=\"%s\"", req->ns, req->name, req->node, want, ids,
+			 LOG_Q(err));
+	}
+}
+
 int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t errlen)
 {
 	struct reserve *r = ctx;
 	if (!claim_wants_gpu(req->claim))
-		return post_binding(r, req, NULL, NULL, err, errlen) ? BIND_ERROR : BIND_OK;
+	{
+		char had[8];
+		return post_binding(r, req, NULL, NULL, had, sizeof(had), err, errlen) ? BIND_ERROR : BIND_OK;
+	}
 
 	char pod[320];
 	snprintf(pod, sizeof(pod), "%s/%s", req->ns, req->name);
@@ -779,8 +840,9 @@ int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t er
 	alloc_ids(&b.entry.a, ids, sizeof(ids));
 	reserve_claim_status(r, req->ns, req->claim->gpuclaim, "Reserved", req->node, ids, pod, "binding the pod");
 	int posted = 0;
-	if ((!pod_seen(r, req->uid, NULL, 0) && create_reservation(r, &b.entry, req->node, err, errlen)) ||
-	    (posted = post_binding(r, req, b.node, &b.entry, err, errlen))) {
+	char had[512] = "";
+	if ((!pod_seen(r, req->uid, NULL, 0) && reserve_create_reservation(r, &b.entry, req->node, err, errlen)) ||
+	    (posted = post_binding(r, req, b.node, &b.entry, had, sizeof(had), err, errlen))) {
 		char why[512];
 		snprintf(why, sizeof(why), "%s", err);
 		if (posted == BINDING_UNKNOWN) {
@@ -826,6 +888,8 @@ int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t er
 		gpu_node_free(b.node);
 		return BIND_ERROR;
 	}
+	if (had[0])
+		adopt_bound(r, req, &b, had, ids, sizeof(ids));
 	if (moved) {
 		const char *uid = req->uid;
 		char rel_err[256];

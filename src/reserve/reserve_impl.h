@@ -96,6 +96,7 @@ struct reserve {
 	struct strmap gone;             /* uid -> (void *)time: pod gone, as a fresh read of it said */
 	struct strmap check;            /* uid -> (void *)time: the pod watch lost sight of it, or its
 					 * reservation Lease went; look the pod up */
+	struct strmap unwatched;        /* uid -> struct unwatched_pod *: bound pods the watch lost sight of */
 	struct strmap first_seen;       /* "uid@node" -> struct entry_seen *: reservations waiting for a bind */
 	struct strmap resv;             /* "ns/name" -> struct resv_lease *: the reservation Leases watched */
 	uint64_t resv_gen;
@@ -115,6 +116,15 @@ struct reserve {
 	atomic_bool reconciled;         /* the first reap after the lists ran */
 	atomic_uint tokens;             /* bind tries so far (reserve_new_token) */
 	uint32_t token_salt;            /* from the identity: tokens differ between replicas */
+};
+
+/*
+ * A pod asking for GPUs that the pod watch lost sight of (deleted, or its
+ * managed label taken off): the reaper reads it, and gives one alive and
+ * bound a reservation Lease, the record of it an unwatched pod has.
+ */
+struct unwatched_pod {
+	char ns[64], pod[254];
 };
 
 /* A reservation Lease as the reservations watch saw it. */
@@ -236,6 +246,32 @@ bool reserve_gang_has_places(struct reserve *r, const char *ns, const char *gang
 struct ledger_entry;
 bool reserve_gang_can_take(struct reserve *r, const struct gpu_node *devices, const struct ledger_entry *e,
 			   const char *ns, const struct claim *c);
+/*
+ * The ids of an allocation annotation ("node:0,1") of node into a (its
+ * ids only; a's other fields stay). -1 when it names another node or is bad.
+ */
+int reserve_parse_allocated(const char *allocated, const char *node, struct alloc *a);
+/*
+ * An edit that makes the pod's entry hold the devices its pod has (the
+ * allocation annotation, which the binding wrote with spec.nodeName): its
+ * ids replaced in one write, so that neither set looks free meanwhile. With
+ * only_id, only while the entry is still that version. Devices another entry
+ * holds are never taken: clash is set and nothing changes (both stay held).
+ */
+struct adopt_ctx {
+	struct reserve *r;
+	const char *uid;
+	const struct resv_id *only_id;  /* NULL: any version */
+	uint32_t token;                 /* the rewritten entry's */
+	struct alloc want;              /* the ids the pod has */
+	const struct gpu_node *devices; /* the node's */
+	bool clash;
+	struct alloc now;               /* the entry as written */
+};
+int reserve_edit_adopt(void *ctx, struct ledger *l, char *err, size_t errlen);
+/* Creates the pod's reservation Lease on the node (ownerReference to the pod), or renews it. */
+int reserve_create_reservation(struct reserve *r, const struct ledger_entry *e, const char *node, char *err,
+			       size_t errlen);
 /* Frees what gang.c keeps in r (reserve_free). */
 void reserve_gang_free(struct reserve *r);
 /* A member's bind took a place of its gang over: Bound once none is left. */

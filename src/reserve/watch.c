@@ -233,9 +233,21 @@ void reserve_mark_gone(struct reserve *r, const char *uid)
  * hint, not proof: its GPUs stay held until the reaper's fresh read of the
  * pod says it is gone. Under r->lock.
  */
-static void lost_sight(struct reserve *r, const char *uid)
+static void lost_sight(struct reserve *r, const struct pod_state *p)
 {
+	const char *uid = pod_str(p, POD_UID);
 	strmap_put(&r->check, uid, (void *)(intptr_t)clock_wall_s(), NULL);
+	/* Asking for GPUs (bound, or maybe bound since, unseen by a silent watch): should it live on
+	 * unwatched, its entry has no other record (should the ledger lose it). */
+	if (p->wants_gpu && !p->finished && !strmap_get(&r->unwatched, uid)) {
+		struct unwatched_pod *u = calloc(1, sizeof(*u));
+		if (u && !strmap_put(&r->unwatched, uid, u, NULL)) {
+			snprintf(u->ns, sizeof(u->ns), "%s", pod_str(p, POD_NS));
+			snprintf(u->pod, sizeof(u->pod), "%s", pod_str(p, POD_NAME));
+		} else {
+			free(u);
+		}
+	}
 	reaper_kick(r);
 }
 
@@ -352,10 +364,16 @@ static void pod_apply(void *ctx, bool deleted, const cJSON *obj)
 	if (!ref.uid[0])
 		return;
 	if (deleted) {
-		free(keyset_del(&r->pods, ref.uid));
-		lost_sight(r, ref.uid);
+		struct pod_state *was = keyset_del(&r->pods, ref.uid);
+		if (was)
+			lost_sight(r, was);
+		else
+			strmap_put(&r->check, ref.uid, (void *)(intptr_t)clock_wall_s(), NULL);
+		free(was);
+		reaper_kick(r);
 		return;
 	}
+	free(strmap_del(&r->unwatched, ref.uid));   /* (in sight again) */
 	struct claim c;
 	char err[256];
 	cache_claims_rdlock(r->o.cache);
@@ -392,7 +410,7 @@ static void pods_end(void *ctx)
 	for (size_t pos = 0; (p = keyset_next(&r->pods, &pos));) {
 		if (p->gen == r->pods_gen)
 			continue;
-		lost_sight(r, pod_str(p, POD_UID));
+		lost_sight(r, p);
 		keyset_del(&r->pods, pod_str(p, POD_UID));
 		free(p);
 	}

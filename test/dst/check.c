@@ -77,6 +77,8 @@ static void found_again(struct world *w, const char *uid)
 		}
 }
 
+static bool taken(struct world *w, const struct apis_pod *p);
+
 /*
  * Live bound pods: no device twice; annotation on the pod's node; an entry
  * in its ledger. (A pod whose entry lose-entry took is exempt until it is
@@ -114,7 +116,8 @@ int check_step(struct world *w)
 			holder_uid[k][ids[d]] = p->uid;
 		}
 		bool held = have[k] && ledger_find(&l[k], p->uid) >= 0;
-		if (held && exempt)
+		/* (back on other devices, its own taken meanwhile: both stay held, still exempt) */
+		if (held && exempt && !taken(w, p))
 			found_again(w, p->uid);
 		else if (!rc && !held && !exempt)
 			rc = fail(w, "live pod %s bound with %s has no entry in the ledger of %s", p->name, p->allocated, p->node);
@@ -180,7 +183,7 @@ int check_quiescent(struct world *w)
 			else {
 				char want[300];
 				snprintf(want, sizeof(want), "%s:%s", node, ids);
-				if (!p->allocated || strcmp(p->allocated, want))
+				if ((!p->allocated || strcmp(p->allocated, want)) && !(lost(w, p->uid) && taken(w, p)))
 					rc = fail(w, "ledger of %s holds %s of pod %s, not the devices it was bound with", node, want,
 						  p->name);
 			}

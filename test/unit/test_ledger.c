@@ -971,6 +971,94 @@ static void test_edit_decided_again_forgets(void **state)
 	cache_free(c);
 }
 
+/*
+ * A retried bind that found the pod bound already, with other devices than
+ * it reserved (an earlier try's, whose entry was lost): one edit makes its
+ * entry hold the pod's devices; at no version are those free. Only this
+ * try's version is rewritten; devices another entry holds are never taken
+ * (both stay held).
+ */
+static void test_adopt_the_bound_devices(void **state)
+{
+	(void)state;
+	struct cache *c = cache_new();
+	struct reserve_opts o = { .cache = c, .ns = "gpu-system", .identity = "r1" };
+	struct reserve *r = reserve_new(&o);
+	struct gpu_node *devices = tu_node("n1", 8, GPU_VENDOR_NVIDIA, "H100", 81559);
+	struct ledger l;
+	ledger_init(&l, "n1");
+	struct ledger_entry mine = entry("u9", CLAIM_EXCLUSIVE, 4, 2), other = entry("u2", CLAIM_EXCLUSIVE, 2, 1);
+	mine.a.token = 7;
+	assert_int_equal(ledger_add(&l, &mine), 0);
+	assert_int_equal(ledger_add(&l, &other), 0);
+	struct resv_id id = resv_id_of(&mine.a), stale = { mine.a.since, 6 };
+	struct adopt_ctx ac = { .r = r, .uid = "u9", .only_id = &stale, .token = 8, .devices = devices };
+	char err[256], ids[64];
+	assert_int_equal(reserve_parse_allocated("n1:0,1", "n1", &ac.want), 0);
+	assert_int_equal(reserve_parse_allocated("n2:0,1", "n1", &ac.want), -1);
+	assert_int_equal(reserve_parse_allocated("n1:0,1", "n1", &ac.want), 0);
+	/* Another version of the entry: left alone. */
+	assert_int_equal(reserve_edit_adopt(&ac, &l, err, sizeof(err)), LEDGER_UNCHANGED);
+	ac.only_id = &id;
+	assert_int_equal(reserve_edit_adopt(&ac, &l, err, sizeof(err)), LEDGER_WRITE);
+	int i = ledger_find(&l, "u9");
+	assert_true(i >= 0);
+	assert_int_equal(l.n, 2);
+	alloc_ids(&l.e[i].a, ids, sizeof(ids));
+	assert_string_equal(ids, "0,1");
+	assert_int_equal(l.e[i].a.token, 8);
+	assert_int_equal(ac.now.token, 8);
+	/* Already so: nothing to write. */
+	ac.only_id = NULL;
+	assert_int_equal(reserve_edit_adopt(&ac, &l, err, sizeof(err)), LEDGER_UNCHANGED);
+	assert_false(ac.clash);
+	/* The pod's devices held by another entry: a clash, and both stay as they are. */
+	assert_int_equal(reserve_parse_allocated("n1:1,2", "n1", &ac.want), 0);
+	assert_int_equal(reserve_edit_adopt(&ac, &l, err, sizeof(err)), LEDGER_UNCHANGED);
+	assert_true(ac.clash);
+	alloc_ids(&l.e[ledger_find(&l, "u9")].a, ids, sizeof(ids));
+	assert_string_equal(ids, "0,1");
+	assert_true(ledger_find(&l, "u2") >= 0);
+	/* No entry of the pod (released, or lost): nothing written. */
+	ac.uid = "u5";
+	assert_int_equal(reserve_edit_adopt(&ac, &l, err, sizeof(err)), LEDGER_UNCHANGED);
+	ledger_release(&l);
+	gpu_node_free(devices);
+	reserve_free(r);
+	cache_free(c);
+}
+
+/*
+ * A pod asking for GPUs that the pod watch loses sight of (its managed label
+ * went, or it was deleted) is noted for the reaper, which reads it and gives
+ * one alive and bound a reservation Lease; seen again, it is not.
+ */
+static void test_lost_sight_is_noted(void **state)
+{
+	(void)state;
+	struct reaper_rig g;
+	rig_up(&g);
+	struct reserve *r = g.r;
+	pod_event(r, false, "u1");
+	pod_event(r, false, "u2");
+	pod_event(r, true, "u1");
+	pod_event(r, true, "u2");
+	pod_event(r, false, "u2");     /* its label back */
+	pthread_mutex_lock(&r->lock);
+	const struct unwatched_pod *u = strmap_get(&r->unwatched, "u1");
+	assert_non_null(u);
+	assert_string_equal(u->ns, "ml");
+	assert_string_equal(u->pod, "pod-u1");
+	assert_null(strmap_get(&r->unwatched, "u2"));
+	pthread_mutex_unlock(&r->lock);
+	/* The read fails (no API server): noted until one answers. */
+	pass(r);
+	pthread_mutex_lock(&r->lock);
+	assert_non_null(strmap_get(&r->unwatched, "u1"));
+	pthread_mutex_unlock(&r->lock);
+	rig_down(&g);
+}
+
 /* The try token survives the ledger's JSON, and a ledger without one (an older replica's) reads as 0. */
 static void test_token_roundtrip(void **state)
 {
@@ -1066,6 +1154,8 @@ int main(void)
 		cmocka_unit_test(test_unbound_late_is_read_first),
 		cmocka_unit_test(test_release_spares_another_try),
 		cmocka_unit_test(test_edit_decided_again_forgets),
+		cmocka_unit_test(test_adopt_the_bound_devices),
+		cmocka_unit_test(test_lost_sight_is_noted),
 		cmocka_unit_test(test_token_roundtrip),
 		cmocka_unit_test(test_gang_intent_and_place_uids),
 	};
