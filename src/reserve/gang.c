@@ -701,6 +701,7 @@ static void reserve_places(struct reserve *r, const struct api_pod_ref *pod, con
 		while (end < p.nslots && p.slots[end].node == p.slots[done].node)
 			end++;
 		const char *node = nodes[p.slots[done].node]->name;
+		reserve_confirm_hints(r, node);
 		if (clock_mono_ms() > deadline) {
 			snprintf(err, sizeof(err), "writing its places took longer than %d s", write_window_s(timeout) / 2);
 			break;

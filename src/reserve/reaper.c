@@ -267,6 +267,41 @@ static void rewrite_entry(struct reserve *r, const char *ns, const char *pod, co
 	gpu_node_free(devices);
 }
 
+#define MAX_CONFIRMS 16   /* pods a caller about to decide on one ledger reads at once */
+
+void reserve_confirm_hints(struct reserve *r, const char *node)
+{
+	struct {
+		char uid[64], ns[64], name[254];
+	} look[MAX_CONFIRMS];
+	int n = 0;
+	pthread_mutex_lock(&r->lock);
+	const struct ledger_box *box = keyset_get(&r->ledgers, node);
+	struct ledger_packed_strs e;
+	for (size_t pos = 0; box && n < MAX_CONFIRMS && ledger_packed_next_strs(&box->p, &pos, &e);) {
+		if (!strmap_get(&r->check, e.uid) || strmap_get(&r->gone, e.uid) || keyset_get(&r->pods, e.uid))
+			continue;
+		snprintf(look[n].uid, sizeof(look[n].uid), "%s", e.uid);
+		snprintf(look[n].ns, sizeof(look[n].ns), "%s", e.ns);
+		snprintf(look[n].name, sizeof(look[n].name), "%s", e.name);
+		n++;
+	}
+	pthread_mutex_unlock(&r->lock);
+	for (int i = 0; i < n; i++) {
+		cJSON *pod;
+		int status = get_pod(r, look[i].ns, look[i].name, &pod);
+		struct api_pod_ref ref;
+		if (status == 200)
+			api_pod_ref(pod, &ref);
+		if (status == 404 || (status == 200 && strcmp(ref.uid, look[i].uid))) {
+			pthread_mutex_lock(&r->lock);
+			reserve_mark_gone(r, look[i].uid);
+			pthread_mutex_unlock(&r->lock);
+		}
+		cJSON_Delete(pod);
+	}
+}
+
 /*
  * Looks a pod up with a fresh read (a GET without resourceVersion is a quorum
  * read); the same answers as classify(), or -3 when it cannot. A pod found
@@ -795,6 +830,8 @@ void reserve_reap(struct reserve *r)
 
 	for (size_t i = 0; i < ps.nlook; i++) {
 		int why = classify_by_get(r, &ps.look[i]);
+		if (why < 0)    /* kept: shown held again if the watch's hint freed it in the cache */
+			reserve_cache_hold_again(r, ps.look[i].node, ps.look[i].uid);
 		if (why != -3) {
 			/* Answered (marks from after this pass began stay, for the next one). */
 			pthread_mutex_lock(&r->lock);

@@ -151,6 +151,22 @@ struct entry_seen {
 /* The pod is gone (a fresh read said so): its GPUs are free in the cache at once; the reaper releases
  * them in the ledger. Under r->lock. */
 void reserve_mark_gone(struct reserve *r, const char *uid);
+/*
+ * A pod the watch lost sight of (its GPUs freed in the cache on that hint)
+ * that a fresh read found alive, or could not tell: the cache shows the
+ * node's kept ledger again, so the pod holds its GPUs there too. Takes r->lock.
+ */
+void reserve_cache_hold_again(struct reserve *r, const char *node, const char *uid);
+/*
+ * Reads now the pods the pod watch lost sight of that hold entries in the
+ * node's kept ledger (a few): one found gone is marked gone (its entries
+ * then count for nothing in decisions on that ledger), without waiting for
+ * the reaper. For a caller about to decide on the ledger that would
+ * otherwise find GPUs held by pods deleted a moment ago and give up (a
+ * gang's reservation, which kube-scheduler retries only on a later event).
+ * Takes r->lock.
+ */
+void reserve_confirm_hints(struct reserve *r, const char *node);
 
 /* Wakes the reaper for a pass now; the caller holds r->lock. */
 static inline void reaper_kick(struct reserve *r)

@@ -217,26 +217,55 @@ static void unlock(void *ctx)
 	pthread_mutex_unlock(&((struct reserve *)ctx)->lock);
 }
 
-void reserve_mark_gone(struct reserve *r, const char *uid)
+/* The pod's GPUs shown free by the cache (what filters read); its ledger entries are untouched. */
+static void free_in_cache(struct reserve *r, const char *uid)
 {
-	strmap_put(&r->gone, uid, (void *)(intptr_t)clock_wall_s(), NULL);
 	cache_lock(r->o.cache);
 	while (cache_remove_alloc(r->o.cache, uid, NULL))
 		;
 	cache_unlock(r->o.cache);
+}
+
+void reserve_mark_gone(struct reserve *r, const char *uid)
+{
+	strmap_put(&r->gone, uid, (void *)(intptr_t)clock_wall_s(), NULL);
+	free_in_cache(r, uid);
 	reaper_kick(r);
+}
+
+void reserve_cache_hold_again(struct reserve *r, const char *node, const char *uid)
+{
+	pthread_mutex_lock(&r->lock);
+	cache_lock(r->o.cache);
+	struct alloc a;
+	char on[256];
+	struct ledger_box *box = keyset_get(&r->ledgers, node);
+	struct ledger kept;
+	if (box && !strmap_get(&r->gone, uid) && !cache_find_alloc(r->o.cache, uid, &a, on, sizeof(on)) &&
+	    ledger_packed_holds(&box->p, uid) && !ledger_unpack(&box->p, node, box->rv, &kept)) {
+		cache_from_ledger(r, node, &kept, &box->p);
+		ledger_release(&kept);
+	}
+	cache_unlock(r->o.cache);
+	pthread_mutex_unlock(&r->lock);
 }
 
 /*
  * The pod watch lost sight of a pod: deleted, or only no longer selected
  * (its label taken off sends DELETED too), or missing from a relist. A
- * hint, not proof: its GPUs stay held until the reaper's fresh read of the
- * pod says it is gone. Under r->lock.
+ * hint, not proof: its ledger entries stay until the reaper's fresh read of
+ * the pod says it is gone. Only the cache frees its GPUs at once, so that
+ * kube-scheduler's retry at the pod's deletion, which comes before that
+ * read, finds them: a bind decides on the ledger, where they are still
+ * held (a bind that comes too early is refused and retried), and a pod the
+ * read finds alive is shown holding them again (reserve_cache_hold_again).
+ * Under r->lock.
  */
 static void lost_sight(struct reserve *r, const struct pod_state *p)
 {
 	const char *uid = pod_str(p, POD_UID);
 	strmap_put(&r->check, uid, (void *)(intptr_t)clock_wall_s(), NULL);
+	free_in_cache(r, uid);
 	/* Asking for GPUs (bound, or maybe bound since, unseen by a silent watch): should it live on
 	 * unwatched, its entry has no other record (should the ledger lose it). */
 	if (p->wants_gpu && !p->finished && !strmap_get(&r->unwatched, uid)) {
