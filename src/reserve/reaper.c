@@ -505,11 +505,7 @@ static void stale_or_lost(struct reserve *r, const struct stale_lease *l)
 		const char *node = api_str(api_path(pod, "spec"), "nodeName"), *ann = api_annotation(pod, ANN_ALLOCATED);
 		size_t nl = strlen(l->node);
 		struct claim c;
-		char err[256];
-		cache_claims_rdlock(r->o.cache);
-		bool wants = !api_pod_claim(pod, r->o.res, cache_gpuclaim_lookup, r->o.cache, &c, err, sizeof(err)) &&
-			     claim_wants_gpu(&c);
-		cache_claims_unlock(r->o.cache);
+		bool wants = reserve_pod_wants(r, pod, &c);
 		lost = wants && !strcmp(ref.uid, l->uid) && !api_pod_finished(pod) && node && !strcmp(node, l->node) &&
 		       ann && !strncmp(ann, l->node, nl) && ann[nl] == ':';
 		if (lost) {

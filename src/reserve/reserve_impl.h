@@ -167,6 +167,8 @@ void reserve_cache_hold_again(struct reserve *r, const char *node, const char *u
  * Takes r->lock.
  */
 void reserve_confirm_hints(struct reserve *r, const char *node);
+/* The pod's claim (*c, the caller releases it) and whether it asks for GPUs; takes the claims' lock. */
+bool reserve_pod_wants(struct reserve *r, const cJSON *pod, struct claim *c);
 
 /* Wakes the reaper for a pass now; the caller holds r->lock. */
 static inline void reaper_kick(struct reserve *r)

@@ -385,6 +385,16 @@ static struct pod_state *pod_state_new(const char *const str[POD_STRINGS])
 	return p;
 }
 
+bool reserve_pod_wants(struct reserve *r, const cJSON *pod, struct claim *c)
+{
+	char err[256];
+	cache_claims_rdlock(r->o.cache);
+	bool wants = !api_pod_claim(pod, r->o.res, cache_gpuclaim_lookup, r->o.cache, c, err, sizeof(err)) &&
+		     claim_wants_gpu(c);
+	cache_claims_unlock(r->o.cache);
+	return wants;
+}
+
 static void pod_apply(void *ctx, bool deleted, const cJSON *obj)
 {
 	struct reserve *r = ctx;
@@ -404,11 +414,7 @@ static void pod_apply(void *ctx, bool deleted, const cJSON *obj)
 	}
 	free(strmap_del(&r->unwatched, ref.uid));   /* (in sight again) */
 	struct claim c;
-	char err[256];
-	cache_claims_rdlock(r->o.cache);
-	bool wants = !api_pod_claim(obj, r->o.res, cache_gpuclaim_lookup, r->o.cache, &c, err, sizeof(err)) &&
-		     claim_wants_gpu(&c);
-	cache_claims_unlock(r->o.cache);
+	bool wants = reserve_pod_wants(r, obj, &c);
 	const char *node = api_str(api_path(obj, "spec"), "nodeName"), *ann = api_annotation(obj, ANN_ALLOCATED);
 	const char *str[POD_STRINGS] = { ref.uid, ref.ns, ref.name, node ? node : "", ann ? ann : "",
 					 wants ? c.gang : "", wants ? c.gpuclaim : "" };
