@@ -341,41 +341,39 @@ static void *auditor_main(void *arg)
 
 /* ---- metrics ------------------------------------------------------------------------ */
 
+/* One labelled family: its HELP and TYPE lines, then a line per label value. */
+static void family(struct buf *out, const char *name, const char *type, const char *help, const char *label,
+		   const char *const *values, const atomic_uint_fast64_t *v, int n)
+{
+	buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+	for (int k = 0; k < n; k++)
+		buf_printf(out, "%s{%s=\"%s\"} %llu\n", name, label, values[k], (unsigned long long)atomic_load(&v[k]));
+}
+
 void dp_auditor_metrics(struct dp_auditor *a, struct buf *out)
 {
 	static const char *const ps[PS_N] = { "verified", "unverified", "refused" };
 	static const char *const src[SRC_N] = { "podresources", "ledger" };
 	static const char *const ev[EV_N] = { "sent", "failed", "dropped" };
-	buf_adds(out, "# HELP gpu_agent_allocation_problems Problems the audit sees now (lasting "
-		      "10 s or more), by kind.\n# TYPE gpu_agent_allocation_problems gauge\n");
+	const char *kinds[DP_NPROB];
 	for (int k = 0; k < DP_NPROB; k++)
-		buf_printf(out, "gpu_agent_allocation_problems{kind=\"%s\"} %llu\n", dp_problem_name(k),
-			   (unsigned long long)atomic_load(&a->now[k]));
-	buf_adds(out, "# HELP gpu_agent_allocation_problems_found_total Problems reported (log line and Event), "
-		      "by kind.\n# TYPE gpu_agent_allocation_problems_found_total counter\n");
-	for (int k = 0; k < DP_NPROB; k++)
-		buf_printf(out, "gpu_agent_allocation_problems_found_total{kind=\"%s\"} %llu\n", dp_problem_name(k),
-			   (unsigned long long)atomic_load(&a->found[k]));
-	buf_adds(out, "# HELP gpu_agent_prestart_checks_total PreStartContainer checks of a container's devices "
-		      "against its pod's binding, by result.\n# TYPE gpu_agent_prestart_checks_total counter\n");
-	for (int k = 0; k < PS_N; k++)
-		buf_printf(out, "gpu_agent_prestart_checks_total{result=\"%s\"} %llu\n", ps[k],
-			   (unsigned long long)atomic_load(&a->prestart[k]));
+		kinds[k] = dp_problem_name(k);
+	family(out, "gpu_agent_allocation_problems", "gauge",
+	       "Problems the audit sees now (lasting 10 s or more), by kind.", "kind", kinds, a->now, DP_NPROB);
+	family(out, "gpu_agent_allocation_problems_found_total", "counter",
+	       "Problems reported (log line and Event), by kind.", "kind", kinds, a->found, DP_NPROB);
+	family(out, "gpu_agent_prestart_checks_total", "counter",
+	       "PreStartContainer checks of a container's devices against its pod's binding, by result.", "result", ps,
+	       a->prestart, PS_N);
 	buf_printf(out, "# HELP gpu_agent_audits_total Audits completed.\n# TYPE gpu_agent_audits_total counter\n"
 			"gpu_agent_audits_total %llu\n", (unsigned long long)atomic_load(&a->audits));
-	buf_adds(out, "# HELP gpu_agent_audit_errors_total Audits that could not read a source.\n"
-		      "# TYPE gpu_agent_audit_errors_total counter\n");
-	for (int k = 0; k < SRC_N; k++)
-		buf_printf(out, "gpu_agent_audit_errors_total{source=\"%s\"} %llu\n", src[k],
-			   (unsigned long long)atomic_load(&a->errors[k]));
+	family(out, "gpu_agent_audit_errors_total", "counter", "Audits that could not read a source.", "source", src,
+	       a->errors, SRC_N);
 	buf_printf(out, "# HELP gpu_agent_audit_last_timestamp_seconds Unix time of the last completed audit.\n"
 			"# TYPE gpu_agent_audit_last_timestamp_seconds gauge\ngpu_agent_audit_last_timestamp_seconds %lld\n",
 		   (long long)atomic_load(&a->last_audit));
-	buf_adds(out, "# HELP gpu_agent_events_total Events about GPU allocation problems, by result.\n"
-		      "# TYPE gpu_agent_events_total counter\n");
-	for (int k = 0; k < EV_N; k++)
-		buf_printf(out, "gpu_agent_events_total{result=\"%s\"} %llu\n", ev[k],
-			   (unsigned long long)atomic_load(&a->events[k]));
+	family(out, "gpu_agent_events_total", "counter", "Events about GPU allocation problems, by result.", "result", ev,
+	       a->events, EV_N);
 }
 
 static void on_metrics(void *ctx, const struct http_request *req, struct http_response *resp)

@@ -145,8 +145,12 @@ static int classify(struct reserve *r, const char *node, const struct alloc_rec 
 	return *late ? -2 : -1;
 }
 
-/* The pod as a fresh read has it: 200 (*out its object), 404, or -1 when it cannot tell. */
-static int get_pod(struct reserve *r, const char *ns, const char *name, cJSON **out)
+/*
+ * The pod named ns/name with uid, as a fresh read (a GET without
+ * resourceVersion: a quorum read) has it: 1 alive (*out its object), 0 gone
+ * (404, or another pod of that name now), -1 cannot tell.
+ */
+static int read_pod(struct reserve *r, const char *ns, const char *name, const char *uid, cJSON **out)
 {
 	char path[768], err[256];
 	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns, name);
@@ -157,9 +161,15 @@ static int get_pod(struct reserve *r, const char *ns, const char *name, cJSON **
 	if (kube_request(r->o.client, "GET", path, NULL, NULL, 10, &resp, err, sizeof(err))) {
 		log_warn("reaper: cannot look a pod up; trying later", "pod=%s/%s error=\"%s\"", ns, name, LOG_Q(err));
 	} else if (resp.status == 404) {
-		rc = 404;
+		rc = 0;
 	} else if (resp.status == 200 && (*out = cJSON_ParseWithLength(resp.body.data, resp.body.len))) {
-		rc = 200;
+		struct api_pod_ref ref;
+		api_pod_ref(*out, &ref);
+		rc = !strcmp(ref.uid, uid);
+		if (!rc) {
+			cJSON_Delete(*out);
+			*out = NULL;
+		}
 	}
 	kube_response_release(&resp);
 	return rc;
@@ -220,17 +230,15 @@ static void look_unwatched(struct reserve *r)
 	for (size_t i = 0; i < n; i++) {
 		const struct unwatched_pod *u = &todo[i].u;
 		cJSON *pod;
-		int status = get_pod(r, u->ns, u->pod, &pod);
-		if (status == 200) {
-			struct api_pod_ref ref;
-			api_pod_ref(pod, &ref);
+		int alive = read_pod(r, u->ns, u->pod, todo[i].uid, &pod);
+		if (alive > 0) {
 			const char *node = api_str(api_path(pod, "spec"), "nodeName");
 			const char *ann = api_annotation(pod, ANN_ALLOCATED);
-			if (!strcmp(ref.uid, todo[i].uid) && !api_pod_finished(pod) && node && node[0] && ann)
+			if (!api_pod_finished(pod) && node && node[0] && ann)
 				give_lease(r, u->ns, u->pod, todo[i].uid, node, ann);
 		}
 		cJSON_Delete(pod);
-		if (status > 0) {
+		if (alive >= 0) {
 			pthread_mutex_lock(&r->lock);
 			free(strmap_del(&r->unwatched, todo[i].uid));
 			pthread_mutex_unlock(&r->lock);
@@ -289,11 +297,7 @@ void reserve_confirm_hints(struct reserve *r, const char *node)
 	pthread_mutex_unlock(&r->lock);
 	for (int i = 0; i < n; i++) {
 		cJSON *pod;
-		int status = get_pod(r, look[i].ns, look[i].name, &pod);
-		struct api_pod_ref ref;
-		if (status == 200)
-			api_pod_ref(pod, &ref);
-		if (status == 404 || (status == 200 && strcmp(ref.uid, look[i].uid))) {
+		if (!read_pod(r, look[i].ns, look[i].name, look[i].uid, &pod)) {
 			pthread_mutex_lock(&r->lock);
 			reserve_mark_gone(r, look[i].uid);
 			pthread_mutex_unlock(&r->lock);
@@ -310,18 +314,14 @@ void reserve_confirm_hints(struct reserve *r, const char *node)
 static int classify_by_get(struct reserve *r, const struct lookup *l)
 {
 	cJSON *pod;
-	int status = get_pod(r, l->ns, l->pod, &pod), reason = -3;
+	int alive = read_pod(r, l->ns, l->pod, l->uid, &pod), reason = -3;
 	bool settled = false;       /* nothing left for look_unwatched to do */
-	if (status == 404) {
-		reason = REL_POD_GONE;
-	} else if (status == 200) {
-		struct api_pod_ref ref;
-		api_pod_ref(pod, &ref);
+	if (!alive) {
+		reason = REL_POD_GONE;  /* (or a new pod of the same name) */
+	} else if (alive > 0) {
 		const char *node = api_str(api_path(pod, "spec"), "nodeName");
-		if (strcmp(ref.uid, l->uid))
-			reason = REL_POD_GONE;          /* a new pod of the same name */
-		else    /* (a lookup for a deleted Lease may come before the timeout) */
-			reason = verdict(api_pod_finished(pod), node ? node : "", l->node, l->late);
+		/* (a lookup for a deleted Lease may come before the timeout) */
+		reason = verdict(api_pod_finished(pod), node ? node : "", l->node, l->late);
 		const char *ann = api_annotation(pod, ANN_ALLOCATED);
 		settled = reason == REL_POD_FINISHED || (reason == -1 && node && !strcmp(node, l->node) && ann);
 		size_t nl = strlen(l->node);
@@ -493,20 +493,18 @@ static void repair(struct reserve *r, const struct repair *p)
 static void stale_or_lost(struct reserve *r, const struct stale_lease *l)
 {
 	cJSON *pod = NULL;
-	int status = l->pod[0] ? get_pod(r, l->ns, l->pod, &pod) : 404;
-	if (status < 0)
+	int alive = l->pod[0] ? read_pod(r, l->ns, l->pod, l->uid, &pod) : 0;
+	if (alive < 0)
 		return;
 	struct repair x;
 	memset(&x, 0, sizeof(x));
 	bool lost = false;
-	if (status == 200) {
-		struct api_pod_ref ref;
-		api_pod_ref(pod, &ref);
+	if (alive) {
 		const char *node = api_str(api_path(pod, "spec"), "nodeName"), *ann = api_annotation(pod, ANN_ALLOCATED);
 		size_t nl = strlen(l->node);
 		struct claim c;
 		bool wants = reserve_pod_wants(r, pod, &c);
-		lost = wants && !strcmp(ref.uid, l->uid) && !api_pod_finished(pod) && node && !strcmp(node, l->node) &&
+		lost = wants && !api_pod_finished(pod) && node && !strcmp(node, l->node) &&
 		       ann && !strncmp(ann, l->node, nl) && ann[nl] == ':';
 		if (lost) {
 			snprintf(x.node, sizeof(x.node), "%s", l->node);
@@ -631,12 +629,10 @@ static void note_fix(struct pass *ps, const struct pod_state *p)
 static void fix_devices(struct reserve *r, const struct repair *x)
 {
 	cJSON *pod;
-	if (get_pod(r, x->ns, x->pod, &pod) != 200)
+	if (read_pod(r, x->ns, x->pod, x->uid, &pod) <= 0)
 		return;
-	struct api_pod_ref ref;
-	api_pod_ref(pod, &ref);
 	const char *node = api_str(api_path(pod, "spec"), "nodeName"), *ann = api_annotation(pod, ANN_ALLOCATED);
-	bool confirmed = !strcmp(ref.uid, x->uid) && !api_pod_finished(pod) && node && !strcmp(node, x->node) && ann &&
+	bool confirmed = !api_pod_finished(pod) && node && !strcmp(node, x->node) && ann &&
 			 !strcmp(ann, x->allocated);
 	cJSON_Delete(pod);
 	if (confirmed)
