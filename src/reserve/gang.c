@@ -7,20 +7,22 @@
  * each. A lock Lease per gang keeps two replicas from reserving one gang
  * twice; places no member took within the gang's timeout go with the reaper.
  */
+#include "reserve_gang.h"
 #include "api.h"
 #include "clock.h"
 #include "gang.h"
 #include "log.h"
 #include "metrics.h"
-#include "reserve_impl.h"
+#include "podread.h"
+#include "status.h"
+#include "store.h"
+#include "update.h"
+#include "watch.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#define GANG_LOCK_LABEL "gpu.scheduling/gang-lock"
-#define GANG_ANN "gpu.scheduling/gang"
 
 /* A place of a plan seen Written, where it is. */
 struct free_place {
@@ -301,41 +303,6 @@ void reserve_gang_status(struct reserve *r, const char *ns, const char *gang, co
 
 /* ---- the lock: one replica reserves a gang at a time ---- */
 
-static void lock_path(const struct reserve *r, const char *id, bool item, char *out, size_t size)
-{
-	snprintf(out, size, "/apis/coordination.k8s.io/v1/namespaces/%s/leases%s%s", r->o.ns, item ? "/gpu-gang." : "",
-		 item ? id : "");
-}
-
-/* A lock Lease's end (renewTime + leaseDurationSeconds), unix seconds; 0 when unreadable. */
-static int64_t lock_end(const cJSON *lease)
-{
-	const cJSON *spec = api_path(lease, "spec");
-	const char *renew = api_str(spec, "renewTime");
-	double secs;
-	struct tm tm;
-	memset(&tm, 0, sizeof(tm));
-	if (!renew || !strptime(renew, "%Y-%m-%dT%H:%M:%S", &tm) ||
-	    !api_whole(cJSON_GetObjectItemCaseSensitive(spec, "leaseDurationSeconds"), 1, 1e6, &secs))
-		return 0;
-	return (int64_t)timegm(&tm) + (int64_t)secs;
-}
-
-/* Deletes the lock when it is still the version seen (an expired one: its holder is gone). */
-static void lock_delete(struct reserve *r, const char *id, const char *rv)
-{
-	char path[512], body[256], err[256];
-	lock_path(r, id, true, path, sizeof(path));
-	snprintf(body, sizeof(body), "{\"preconditions\":{\"resourceVersion\":\"%s\"}}", rv);
-	struct kube_response resp;
-	kube_response_init(&resp);
-	if (kube_request(r->o.client, "DELETE", path, rv[0] ? body : NULL, NULL, 10, &resp, err, sizeof(err)) ||
-	    (resp.status >= 300 && resp.status != 404 && resp.status != 409))
-		log_warn("cannot delete a gang's lock Lease; it expires on its own", "lease=gpu-gang.%s status=%ld", id,
-			 resp.status);
-	kube_response_release(&resp);
-}
-
 /*
  * How long a plan may stay Writing: its writer gives up at half of it, and
  * another replica takes it back once it saw the lock unchanged this long
@@ -347,139 +314,40 @@ static int write_window_s(int timeout)
 	return w < 5 ? 5 : w > 30 ? 30 : w;
 }
 
-/* The lock Lease to create: held by this replica, with the plan it is about to write. */
-static void lock_body(struct reserve *r, const char *ns, const char *gang, const char *id, int timeout,
-		      const struct gang_intent *in, struct buf *out)
-{
-	char now[40], key[256];
-	ledger_microtime(now, sizeof(now));
-	struct buf intent;
-	buf_init(&intent, 1 << 20);
-	ledger_intent_encode(in, &intent);
-	buf_printf(out, "{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\",\"metadata\":{\"name\":"
-			"\"gpu-gang.%s\",\"labels\":{\"" GANG_LOCK_LABEL "\":\"true\"},\"annotations\":{\"" GANG_ANN
-			"\":", id);
-	snprintf(key, sizeof(key), "%s/%s", ns, gang);
-	buf_add_json_str(out, key);
-	buf_adds(out, ",\"" GANG_PLAN_ANN "\":");
-	buf_add_json_str(out, buf_cstr(&intent));
-	buf_adds(out, "}},\"spec\":{\"holderIdentity\":");
-	buf_add_json_str(out, r->identity);
-	buf_printf(out, ",\"leaseDurationSeconds\":%d,\"acquireTime\":\"%s\",\"renewTime\":\"%s\"}}", timeout, now, now);
-	buf_release(&intent);
-}
-
 /*
- * Writes lease (a lock Lease as read, with its resourceVersion) back with
- * its plan in state st. 0: done (*lease is then the new version); 1: the
- * lock changed or went meanwhile; -1: no answer (err).
- */
-static int lock_put_state(struct reserve *r, cJSON **lease, enum gang_plan_state st, char *err, size_t errlen)
-{
-	const char *name = api_str(api_path(*lease, "metadata"), "name");
-	cJSON *ann = cJSON_GetObjectItemCaseSensitive(api_path(*lease, "metadata"), "annotations");
-	const char *text = api_str(ann, GANG_PLAN_ANN);
-	struct gang_intent in;
-	if (!name || strncmp(name, "gpu-gang.", 9) || ledger_intent_decode(text, &in, err, errlen))
-		return -1;
-	in.state = st;
-	struct buf b;
-	buf_init(&b, 1 << 20);
-	ledger_intent_encode(&in, &b);
-	ledger_intent_release(&in);
-	cJSON_ReplaceItemInObjectCaseSensitive(ann, GANG_PLAN_ANN, cJSON_CreateString(buf_cstr(&b)));
-	buf_release(&b);
-	char path[512];
-	lock_path(r, name + 9, true, path, sizeof(path));
-	char *body = cJSON_PrintUnformatted(*lease);
-	struct kube_response resp;
-	kube_response_init(&resp);
-	int rc = -1;
-	if (!body)
-		snprintf(err, errlen, "out of memory");
-	else if (!kube_request(r->o.client, "PUT", path, body, NULL, 10, &resp, err, errlen)) {
-		if (resp.status == 200) {
-			cJSON *now = cJSON_ParseWithLength(resp.body.data, resp.body.len);
-			if (now) {
-				cJSON_Delete(*lease);
-				*lease = now;
-			}
-			rc = 0;
-		} else if (resp.status == 404 || resp.status == 409) {
-			rc = 1;
-		} else {
-			snprintf(err, errlen, "writing the gang's lock Lease: HTTP %ld", resp.status);
-		}
-	}
-	cJSON_free(body);
-	kube_response_release(&resp);
-	return rc;
-}
-
-/*
- * 0: this replica holds the gang's lock now, recording the plan in (*lease:
- * the Lease as created); 1: another does (holder says which); -1: err.
+ * 0: this replica holds the gang's lock now, recording the plan in (*lock:
+ * as created); 1: another does (holder says which); -1: err.
  */
 static int lock_take(struct reserve *r, const char *ns, const char *gang, const char *id, int timeout,
-		     const struct gang_intent *in, cJSON **lease, char *holder, size_t hsize, char *err, size_t errlen)
+		     const struct gang_intent *in, struct store_lock *lock, char *holder, size_t hsize, char *err,
+		     size_t errlen)
 {
-	char path[512], msg[256];
-	struct buf body;
-	buf_init(&body, 1 << 20);
-	lock_body(r, ns, gang, id, timeout, in, &body);
-	struct kube_response resp;
-	kube_response_init(&resp);
-	int rc = -1;
-	*lease = NULL;
 	for (int attempt = 0; attempt < 3; attempt++) {
-		lock_path(r, id, false, path, sizeof(path));
-		kube_response_release(&resp);
-		kube_response_init(&resp);
-		if (kube_request(r->o.client, "POST", path, buf_cstr(&body), NULL, 10, &resp, err, errlen))
-			break;
-		if (resp.status == 201 || resp.status == 200) {
-			*lease = cJSON_ParseWithLength(resp.body.data, resp.body.len);
-			rc = *lease ? 0 : -1;
-			if (!*lease)
-				snprintf(err, errlen, "the gang's lock Lease came back unreadable");
-			break;
-		}
-		if (resp.status != 409) {
-			snprintf(err, errlen, "creating the gang's lock Lease: HTTP %ld: %s", resp.status,
-				 kube_status_message(&resp, msg, sizeof(msg)));
-			break;
-		}
+		int rc = store_lock_create(&r->store, ns, gang, id, timeout, in, lock, err, errlen);
+		if (rc != STORE_CONFLICT)
+			return rc == STORE_OK ? 0 : -1;
 		/* Held: by a live replica, or left by one that died while reserving. */
-		lock_path(r, id, true, path, sizeof(path));
-		kube_response_release(&resp);
-		kube_response_init(&resp);
-		if (kube_request(r->o.client, "GET", path, NULL, NULL, 10, &resp, err, errlen))
-			break;
-		cJSON *old = resp.status == 200 ? cJSON_ParseWithLength(resp.body.data, resp.body.len) : NULL;
-		const char *h = api_str(api_path(old, "spec"), "holderIdentity");
-		const char *rv = api_str(api_path(old, "metadata"), "resourceVersion");
-		struct gang_intent was;
-		bool unfinished = !ledger_intent_decode(api_annotation(old, GANG_PLAN_ANN), &was, msg, sizeof(msg)) &&
-				  was.state != PLAN_WRITTEN;
-		ledger_intent_release(&was);
-		snprintf(holder, hsize, "%s", h ? h : "another replica");
+		struct store_lock old;
+		rc = store_lock_read(&r->store, id, &old, err, errlen);
+		if (rc == STORE_ERROR)
+			return -1;
+		bool unfinished = old.planned && old.in.state != PLAN_WRITTEN;
+		snprintf(holder, hsize, "%s", old.holder[0] ? old.holder : "another replica");
 		/*
 		 * Ours, from a reservation of this gang that lost a place since (a
 		 * failed bind): made again for the new plan. One that expired: its
 		 * holder is gone. Not one whose plan is unfinished: the reaper takes
 		 * its places back first.
 		 */
-		bool gone = old && !unfinished && ((h && !strcmp(h, r->identity)) || lock_end(old) < clock_wall_s());
+		bool gone = rc == STORE_OK && !unfinished &&
+			    (!strcmp(old.holder, r->identity) || old.end < clock_wall_s());
 		if (gone)
-			lock_delete(r, id, rv ? rv : "");
-		cJSON_Delete(old);
-		rc = 1;
+			store_lock_delete(&r->store, id, old.rv);
+		store_lock_release(&old);
 		if (!gone)
-			break;
+			return 1;
 	}
-	kube_response_release(&resp);
-	buf_release(&body);
-	return rc;
+	return 1;
 }
 
 /* Remembers that a plan of the gang is Written: its places may be taken. */
@@ -499,17 +367,12 @@ static void plan_is_written(struct reserve *r, const char *id, const char *plan)
 /* Reads the gang's lock: whether it records plan as Written (then remembered). */
 static bool plan_confirm(struct reserve *r, const char *ns, const char *gang, const char *plan)
 {
-	char id[17], path[512], what[300], err[256];
+	char id[17], err[256];
 	ledger_gang_id(ns, gang, id);
-	lock_path(r, id, true, path, sizeof(path));
-	snprintf(what, sizeof(what), "the lock of gang %s/%s", ns, gang);
-	cJSON *lease = kube_get_object(r->o.client, path, what, err, sizeof(err));
-	struct gang_intent in;
-	bool written = lease && !ledger_intent_decode(api_annotation(lease, GANG_PLAN_ANN), &in, err, sizeof(err)) &&
-		       !strcmp(in.plan, plan) && in.state == PLAN_WRITTEN;
-	if (lease)
-		ledger_intent_release(&in);
-	cJSON_Delete(lease);
+	struct store_lock lock;
+	bool written = store_lock_read(&r->store, id, &lock, err, sizeof(err)) == STORE_OK && lock.planned &&
+		       !strcmp(lock.in.plan, plan) && lock.in.state == PLAN_WRITTEN;
+	store_lock_release(&lock);
 	if (written)
 		plan_is_written(r, id, plan);
 	return written;
@@ -657,6 +520,90 @@ static void test_pause_after_places(const char *gang, const char *node)
 	nanosleep(&t, NULL);
 }
 
+/*
+ * Writes the plan's places node by node (one ledger write per node) within
+ * half the write window: how many slots were written (all: p->nslots);
+ * *tried: how many a write was tried for (one with no answer may have
+ * gone through). err says why it stopped short.
+ */
+static int write_places(struct reserve *r, const struct api_pod_ref *pod, const struct claim *c, const char *gang,
+			const char *id, const struct gang_intent *in, int timeout, const struct gang_plan *p,
+			const struct gpu_node *const *nodes, struct ledger_entry *made, int *tried, char *err,
+			size_t errlen)
+{
+	int64_t deadline = clock_mono_ms() + (int64_t)write_window_s(timeout) * 500;
+	int done = 0;
+	*tried = 0;
+	while (done < p->nslots) {
+		int end = done;
+		while (end < p->nslots && p->slots[end].node == p->slots[done].node)
+			end++;
+		const char *node = nodes[p->slots[done].node]->name;
+		reserve_confirm_hints(r, node);
+		if (clock_mono_ms() > deadline) {
+			snprintf(err, errlen, "writing its places took longer than %d s", write_window_s(timeout) / 2);
+			break;
+		}
+		struct place_ctx pc = { .r = r, .pod = pod, .gang = gang, .id = id, .plan = in->plan, .node = node, .c = c,
+					.devices = cache_clone_devices(r->o.cache, node), .first = done,
+					.count = end - done, .timeout = timeout, .made = made + done };
+		*tried = end;
+		int rc = pc.devices ? reserve_ledger_update(r, node, edit_places, &pc, err, errlen) : -BIND_NO_FIT;
+		if (!pc.devices)
+			snprintf(err, errlen, "node %s has no GpuNodeStatus", node);
+		gpu_node_free((struct gpu_node *)pc.devices);
+		if (rc < 0)
+			break;
+		done = end;
+		if (done < p->nslots)
+			test_pause_after_places(gang, node);
+	}
+	return done;
+}
+
+/* The intent of a new plan p: its id, its places, its nodes; false when out of memory. */
+static bool plan_intent(struct reserve *r, const struct gang_plan *p, const struct gpu_node *const *nodes,
+			struct gang_intent *in)
+{
+	*in = (struct gang_intent){ .total = p->nslots, .state = PLAN_WRITING };
+	new_plan_id(r, in->plan);
+	in->nodes = calloc((size_t)p->nodes + 1, sizeof(*in->nodes));
+	for (int s = 0; in->nodes && s < p->nslots; s++)
+		if (!s || p->slots[s].node != p->slots[s - 1].node)
+			snprintf(in->nodes[in->nnodes++], sizeof(*in->nodes), "%s", nodes[p->slots[s].node]->name);
+	return in->nodes != NULL;
+}
+
+/*
+ * Writes the plan's places under the gang's lock, then marks the plan
+ * Written (members may take its places only then; a fenced lock refuses
+ * it). 0, or -1 with err: what was written is taken back (or left to any
+ * replica's reaper, the plan marked RolledBack).
+ */
+static int write_plan(struct reserve *r, const struct api_pod_ref *pod, const struct claim *c, const char *gang,
+		      const char *id, const struct gang_intent *in, int members, int timeout, const struct gang_plan *p,
+		      const struct gpu_node *const *nodes, struct store_lock *lock, char *err, size_t errlen)
+{
+	struct ledger_entry *made = calloc((size_t)members, sizeof(*made));
+	int tried = 0, done = made ? write_places(r, pod, c, gang, id, in, timeout, p, nodes, made, &tried, err, errlen)
+				   : 0;
+	bool all = made && done == p->nslots;
+	if (!made)
+		snprintf(err, errlen, "out of memory");
+	free(made);
+	int marked = all ? store_lock_set_state(&r->store, lock, PLAN_WRITTEN, err, errlen) : STORE_ERROR;
+	if (marked == STORE_OK)
+		return 0;
+	if (all && marked == STORE_CONFLICT)
+		snprintf(err, errlen, "another replica took its unfinished places back");
+	/* A write with no answer may have gone through: its node's places go too. */
+	if (unwrite(r, p, nodes, id, in->plan, marked == STORE_ERROR && all ? p->nslots : tried))
+		store_lock_delete(&r->store, id, lock->rv);
+	else if (marked != STORE_ERROR)
+		store_lock_set_state(&r->store, lock, PLAN_ROLLED_BACK, err, errlen);   /* any replica's reaper finishes it */
+	return -1;
+}
+
 /* Plans and reserves every place of the gang; out says where the pod may go, or why nowhere. */
 static void reserve_places(struct reserve *r, const struct api_pod_ref *pod, const struct claim *c, const char *gang,
 			   int members, int timeout, const struct gpu_node *const *nodes, int n, struct gang_route *out)
@@ -675,88 +622,36 @@ static void reserve_places(struct reserve *r, const struct api_pod_ref *pod, con
 	char id[17], holder[128], err[256] = "";
 	ledger_gang_id(pod->ns, gang, id);
 	/* The intent first, durably: the plan, its places, its nodes (docs/gang.md, "Crashes"). */
-	struct gang_intent in = { .total = p.nslots, .state = PLAN_WRITING };
-	new_plan_id(r, in.plan);
-	in.nodes = calloc((size_t)p.nodes + 1, sizeof(*in.nodes));
-	for (int s = 0; in.nodes && s < p.nslots; s++)
-		if (!s || p.slots[s].node != p.slots[s - 1].node)
-			snprintf(in.nodes[in.nnodes++], sizeof(*in.nodes), "%s", nodes[p.slots[s].node]->name);
-	cJSON *lease = NULL;
-	int locked = in.nodes ? lock_take(r, pod->ns, gang, id, timeout, &in, &lease, holder, sizeof(holder), err,
-					  sizeof(err)) : -1;
+	struct gang_intent in;
+	struct store_lock lock;
+	memset(&lock, 0, sizeof(lock));
+	int locked = plan_intent(r, &p, nodes, &in) ? lock_take(r, pod->ns, gang, id, timeout, &in, &lock, holder,
+								 sizeof(holder), err, sizeof(err)) : -1;
 	if (locked) {
 		snprintf(out->reason, sizeof(out->reason), "gang %s/%s is being reserved by %s; retrying", pod->ns, gang,
 			 locked > 0 ? holder : in.nodes ? err : "out of memory");
 		metrics_inc(M_GANGS, GANG_CONFLICT);
-		ledger_intent_release(&in);
-		gang_plan_release(&p);
-		return;
-	}
-	/* The slots come grouped by node: one ledger write per node, within half the write window. */
-	int64_t deadline = clock_mono_ms() + (int64_t)write_window_s(timeout) * 500;
-	struct ledger_entry *made = calloc((size_t)members, sizeof(*made));
-	int done = 0, tried = 0;
-	while (made && done < p.nslots) {
-		int end = done;
-		while (end < p.nslots && p.slots[end].node == p.slots[done].node)
-			end++;
-		const char *node = nodes[p.slots[done].node]->name;
-		reserve_confirm_hints(r, node);
-		if (clock_mono_ms() > deadline) {
-			snprintf(err, sizeof(err), "writing its places took longer than %d s", write_window_s(timeout) / 2);
-			break;
-		}
-		struct place_ctx pc = { .r = r, .pod = pod, .gang = gang, .id = id, .plan = in.plan, .node = node, .c = c,
-					.devices = cache_clone_devices(r->o.cache, node), .first = done,
-					.count = end - done, .timeout = timeout, .made = made + done };
-		tried = end;
-		int rc = pc.devices ? reserve_ledger_update(r, node, edit_places, &pc, err, sizeof(err)) : -BIND_NO_FIT;
-		if (!pc.devices)
-			snprintf(err, sizeof(err), "node %s has no GpuNodeStatus", node);
-		gpu_node_free((struct gpu_node *)pc.devices);
-		if (rc < 0)
-			break;
-		done = end;
-		if (done < p.nslots)
-			test_pause_after_places(gang, node);
-	}
-	/* Written only once every place is: then members may take them (a fenced lock refuses it). */
-	int marked = made && done == p.nslots ? lock_put_state(r, &lease, PLAN_WRITTEN, err, sizeof(err)) : -1;
-	if (marked) {
-		if (made && done == p.nslots && marked > 0)
-			snprintf(err, sizeof(err), "another replica took its unfinished places back");
-		/* A write with no answer may have gone through: its node's places go too. */
-		bool clean = unwrite(r, &p, nodes, id, in.plan, marked < 0 && done == p.nslots ? p.nslots : tried);
-		const char *rv = api_str(api_path(lease, "metadata"), "resourceVersion");
-		if (clean)
-			lock_delete(r, id, rv ? rv : "");
-		else if (lease && marked >= 0)
-			lock_put_state(r, &lease, PLAN_ROLLED_BACK, err, sizeof(err));   /* any replica's reaper finishes it */
+	} else if (write_plan(r, pod, c, gang, id, &in, members, timeout, &p, nodes, &lock, err, sizeof(err))) {
 		snprintf(out->reason, sizeof(out->reason), "gang %s/%s could not be reserved whole (%s); retrying", pod->ns,
-			 gang, made ? err : "out of memory");
+			 gang, err);
 		metrics_inc(M_GANGS, GANG_CONFLICT);
-		cJSON_Delete(lease);
-		ledger_intent_release(&in);
-		free(made);
-		gang_plan_release(&p);
-		return;
+	} else {
+		plan_is_written(r, id, in.plan);
+		/* Where the places are: the pod may go to any of them. */
+		out->ok = true;
+		out->nodes = in.nodes;
+		out->n = in.nnodes;
+		in.nodes = NULL;
+		metrics_inc(M_GANGS, GANG_RESERVED);
+		log_info("reserved a gang", "gang=%s/%s members=%d gpus_each=%d nodes=%d domains=%d timeout_s=%d plan=%s",
+			 pod->ns, gang, members, c->count, p.nodes, p.domains, timeout, in.plan);
+		char msg[160];
+		snprintf(msg, sizeof(msg), "%d place%s on %d node%s in %d topology domain%s", members,
+			 members == 1 ? "" : "s", p.nodes, p.nodes == 1 ? "" : "s", p.domains, p.domains == 1 ? "" : "s");
+		reserve_gang_status(r, pod->ns, gang, c->gpuclaim, "Reserved", 0, &p, msg);
 	}
-	plan_is_written(r, id, in.plan);
-	cJSON_Delete(lease);
-	/* Where the places are: the pod may go to any of them. */
-	out->ok = true;
-	out->nodes = in.nodes;
-	out->n = in.nnodes;
-	in.nodes = NULL;
-	metrics_inc(M_GANGS, GANG_RESERVED);
-	log_info("reserved a gang", "gang=%s/%s members=%d gpus_each=%d nodes=%d domains=%d timeout_s=%d plan=%s", pod->ns,
-		 gang, members, c->count, p.nodes, p.domains, timeout, in.plan);
-	char msg[160];
-	snprintf(msg, sizeof(msg), "%d place%s on %d node%s in %d topology domain%s", members, members == 1 ? "" : "s",
-		 p.nodes, p.nodes == 1 ? "" : "s", p.domains, p.domains == 1 ? "" : "s");
-	reserve_gang_status(r, pod->ns, gang, c->gpuclaim, "Reserved", 0, &p, msg);
+	store_lock_release(&lock);
 	ledger_intent_release(&in);
-	free(made);
 	gang_plan_release(&p);
 }
 
@@ -951,72 +846,44 @@ static void forget_locks(struct reserve *r, uint32_t pass)
  * gave no sign for the write window, or one a replica began to take back,
  * is taken back whole; then the lock goes, and the gang may be planned again.
  */
-static void recover_lock(struct reserve *r, cJSON **lockp, time_t now, uint32_t pass)
+static void recover_lock(struct reserve *r, struct store_lock *lock, time_t now, uint32_t pass)
 {
-	cJSON *lock = *lockp;
-	const char *n = api_str(api_path(lock, "metadata"), "name");
-	const char *rv = api_str(api_path(lock, "metadata"), "resourceVersion");
-	const char *h = api_str(api_path(lock, "spec"), "holderIdentity"), *g = api_annotation(lock, GANG_ANN);
-	if (!n || strncmp(n, "gpu-gang.", 9) || !rv)
-		return;
-	/* (copies: a fence swaps the object) */
-	char name[256], holder[128], gang[256];
-	snprintf(name, sizeof(name), "%s", n);
-	snprintf(holder, sizeof(holder), "%s", h ? h : "?");
-	snprintf(gang, sizeof(gang), "%s", g ? g : "?");
-	bool expired = lock_end(lock) < (int64_t)now;
-	struct gang_intent in;
-	char err[256];
-	bool planned = !ledger_intent_decode(api_annotation(lock, GANG_PLAN_ANN), &in, err, sizeof(err));
-	if (!planned || in.state == PLAN_WRITTEN) {
-		ledger_intent_release(&in);
+	bool expired = lock->end < (int64_t)now;
+	if (!lock->planned || lock->in.state == PLAN_WRITTEN) {
 		if (expired)   /* (a lock from before plans, or a Written one) */
-			lock_delete(r, name + 9, rv);
+			store_lock_delete(&r->store, lock->id, lock->rv);
 		return;
 	}
-	double secs = 0;
-	api_whole(cJSON_GetObjectItemCaseSensitive(api_path(lock, "spec"), "leaseDurationSeconds"), 1, 1e6, &secs);
-	if (in.state == PLAN_WRITING && !expired && !writing_too_long(r, name, rv, write_window_s((int)secs), pass)) {
-		ledger_intent_release(&in);
+	char name[80], err[256];
+	snprintf(name, sizeof(name), "gpu-gang.%s", lock->id);
+	if (lock->in.state == PLAN_WRITING && !expired &&
+	    !writing_too_long(r, name, lock->rv, write_window_s(lock->duration_s), pass))
 		return;
-	}
 	/* Fenced first: the writer's Written now fails, and it stops. */
-	int fenced = in.state == PLAN_WRITING ? lock_put_state(r, lockp, PLAN_ROLLED_BACK, err, sizeof(err)) : 0;
-	if (fenced == 0 && plan_rollback(r, name + 9, &in)) {
+	int fenced = lock->in.state == PLAN_WRITING ? store_lock_set_state(&r->store, lock, PLAN_ROLLED_BACK, err,
+									   sizeof(err)) : STORE_OK;
+	if (fenced == STORE_OK && plan_rollback(r, lock->id, &lock->in)) {
 		metrics_inc(M_GANGS, GANG_ROLLED_BACK);
 		log_warn("rolled back a gang's unfinished reservation", "gang=%s plan=%s places=%d nodes=%d writer=%s",
-			 gang, in.plan, in.total, in.nnodes, holder);
-		const char *now_rv = api_str(api_path(*lockp, "metadata"), "resourceVersion");
-		lock_delete(r, name + 9, now_rv ? now_rv : "");
+			 lock->gang[0] ? lock->gang : "?", lock->in.plan, lock->in.total, lock->in.nnodes,
+			 lock->holder[0] ? lock->holder : "?");
+		store_lock_delete(&r->store, lock->id, lock->rv);
 	}
-	ledger_intent_release(&in);
 }
 
 void reserve_gang_reap(struct reserve *r, time_t now)
 {
-	char path[512], err[256];
-	snprintf(path, sizeof(path), "/apis/coordination.k8s.io/v1/namespaces/%s/leases?labelSelector=" GANG_LOCK_LABEL
-		 "%%3Dtrue", r->o.ns);
-	struct kube_response resp;
-	kube_response_init(&resp);
-	if (kube_request(r->o.client, "GET", path, NULL, NULL, 10, &resp, err, sizeof(err)) || resp.status != 200) {
-		kube_response_release(&resp);
+	struct store_lock *locks;
+	int n;
+	char err[256];
+	if (store_lock_list(&r->store, &locks, &n, err, sizeof(err)))
 		return;
-	}
 	static _Atomic uint32_t passes;
 	uint32_t pass = atomic_fetch_add(&passes, 1) + 1;
-	cJSON *list = cJSON_ParseWithLength(resp.body.data, resp.body.len);
-	const cJSON *it;
-	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(list, "items")) {
-		/* A copy: recover_lock may swap it for its new version (and cJSON 1.7.15 cannot put an item back last). */
-		cJSON *own = cJSON_Duplicate(it, true);
-		if (own)
-			recover_lock(r, &own, now, pass);
-		cJSON_Delete(own);
-	}
+	for (int i = 0; i < n; i++)
+		recover_lock(r, &locks[i], now, pass);
 	forget_locks(r, pass);
-	cJSON_Delete(list);
-	kube_response_release(&resp);
+	store_lock_free_all(locks, n);
 }
 
 void reserve_gang_free(struct reserve *r)

@@ -1,10 +1,15 @@
 /* The reaper, and the reservation module's lifecycle. */
 #include "api.h"
+#include "binding.h"
 #include "clock.h"
 #include "log.h"
 #include "metrics.h"
-#include "reserve_impl.h"
-#include "strnum.h"
+#include "podread.h"
+#include "reserve_gang.h"
+#include "status.h"
+#include "store.h"
+#include "update.h"
+#include "watch.h"
 
 #include <malloc.h>
 #include <stdio.h>
@@ -146,36 +151,6 @@ static int classify(struct reserve *r, const char *node, const struct alloc_rec 
 }
 
 /*
- * The pod named ns/name with uid, as a fresh read (a GET without
- * resourceVersion: a quorum read) has it: 1 alive (*out its object), 0 gone
- * (404, or another pod of that name now), -1 cannot tell.
- */
-static int read_pod(struct reserve *r, const char *ns, const char *name, const char *uid, cJSON **out)
-{
-	char path[768], err[256];
-	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns, name);
-	struct kube_response resp;
-	kube_response_init(&resp);
-	int rc = -1;
-	*out = NULL;
-	if (kube_request(r->o.client, "GET", path, NULL, NULL, 10, &resp, err, sizeof(err))) {
-		log_warn("reaper: cannot look a pod up; trying later", "pod=%s/%s error=\"%s\"", ns, name, LOG_Q(err));
-	} else if (resp.status == 404) {
-		rc = 0;
-	} else if (resp.status == 200 && (*out = cJSON_ParseWithLength(resp.body.data, resp.body.len))) {
-		struct api_pod_ref ref;
-		api_pod_ref(*out, &ref);
-		rc = !strcmp(ref.uid, uid);
-		if (!rc) {
-			cJSON_Delete(*out);
-			*out = NULL;
-		}
-	}
-	kube_response_release(&resp);
-	return rc;
-}
-
-/*
  * A pod alive and bound where its entry is, that the pod watch does not
  * follow (its managed label went): it gets the reservation Lease a bind
  * gives such a pod, so that stale_or_lost puts its entry back should the
@@ -197,7 +172,7 @@ static void give_lease(struct reserve *r, const char *ns, const char *pod, const
 	snprintf(e.a.uid, sizeof(e.a.uid), "%s", uid);
 	ledger_entry_set_pod(&e, ns, pod);
 	char err[256];
-	if (reserve_create_reservation(r, &e, node, err, sizeof(err)))
+	if (store_resv_put(&r->store, &e, node, err, sizeof(err)))
 		log_warn("reaper: cannot give an unwatched pod its reservation Lease", "pod=%s/%s node=%s error=\"%s\"", ns,
 			 pod, node, LOG_Q(err));
 	else
@@ -230,7 +205,7 @@ static void look_unwatched(struct reserve *r)
 	for (size_t i = 0; i < n; i++) {
 		const struct unwatched_pod *u = &todo[i].u;
 		cJSON *pod;
-		int alive = read_pod(r, u->ns, u->pod, todo[i].uid, &pod);
+		int alive = reserve_read_pod(r, u->ns, u->pod, todo[i].uid, &pod);
 		if (alive > 0) {
 			const char *node = api_str(api_path(pod, "spec"), "nodeName");
 			const char *ann = api_annotation(pod, ANN_ALLOCATED);
@@ -275,37 +250,6 @@ static void rewrite_entry(struct reserve *r, const char *ns, const char *pod, co
 	gpu_node_free(devices);
 }
 
-#define MAX_CONFIRMS 16   /* pods a caller about to decide on one ledger reads at once */
-
-void reserve_confirm_hints(struct reserve *r, const char *node)
-{
-	struct {
-		char uid[64], ns[64], name[254];
-	} look[MAX_CONFIRMS];
-	int n = 0;
-	pthread_mutex_lock(&r->lock);
-	const struct ledger_box *box = keyset_get(&r->ledgers, node);
-	struct ledger_packed_strs e;
-	for (size_t pos = 0; box && n < MAX_CONFIRMS && ledger_packed_next_strs(&box->p, &pos, &e);) {
-		if (!strmap_get(&r->check, e.uid) || strmap_get(&r->gone, e.uid) || keyset_get(&r->pods, e.uid))
-			continue;
-		snprintf(look[n].uid, sizeof(look[n].uid), "%s", e.uid);
-		snprintf(look[n].ns, sizeof(look[n].ns), "%s", e.ns);
-		snprintf(look[n].name, sizeof(look[n].name), "%s", e.name);
-		n++;
-	}
-	pthread_mutex_unlock(&r->lock);
-	for (int i = 0; i < n; i++) {
-		cJSON *pod;
-		if (!read_pod(r, look[i].ns, look[i].name, look[i].uid, &pod)) {
-			pthread_mutex_lock(&r->lock);
-			reserve_mark_gone(r, look[i].uid);
-			pthread_mutex_unlock(&r->lock);
-		}
-		cJSON_Delete(pod);
-	}
-}
-
 /*
  * Looks a pod up with a fresh read (a GET without resourceVersion is a quorum
  * read); the same answers as classify(), or -3 when it cannot. A pod found
@@ -314,7 +258,7 @@ void reserve_confirm_hints(struct reserve *r, const char *node)
 static int classify_by_get(struct reserve *r, const struct lookup *l)
 {
 	cJSON *pod;
-	int alive = read_pod(r, l->ns, l->pod, l->uid, &pod), reason = -3;
+	int alive = reserve_read_pod(r, l->ns, l->pod, l->uid, &pod), reason = -3;
 	bool settled = false;       /* nothing left for look_unwatched to do */
 	if (!alive) {
 		reason = REL_POD_GONE;  /* (or a new pod of the same name) */
@@ -339,92 +283,6 @@ static int classify_by_get(struct reserve *r, const struct lookup *l)
 		free(strmap_del(&r->unwatched, l->uid));
 	pthread_mutex_unlock(&r->lock);
 	return reason;
-}
-
-/* ---- putting back a reservation a ledger lost ---- */
-
-int reserve_parse_allocated(const char *allocated, const char *node, struct alloc *a)
-{
-	size_t nl = strlen(node);
-	if (strncmp(allocated, node, nl) || allocated[nl] != ':')
-		return -1;
-	a->ndev = 0;
-	a->id_base = 0;
-	char num[16];
-	for (const char *s = allocated + nl + 1; *s;) {
-		size_t len = strcspn(s, ",");
-		int id;
-		snprintf(num, sizeof(num), "%.*s", (int)(len < sizeof(num) - 1 ? len : sizeof(num) - 1), s);
-		if (!strnum_int(num, 0, 1000000, &id) || alloc_add_id(a, id))
-			return -1;
-		s += len + (s[len] == ',');
-	}
-	return a->ndev ? 0 : -1;
-}
-
-/*
- * Whether a's devices are free in ledger version l, its entry skip (-1:
- * none) left out: 1, 0 (another entry holds one), -1 out of memory.
- */
-static int devices_free(const struct gpu_node *devices, const struct ledger *l, int skip, const struct alloc *a)
-{
-	struct gpu_node *n = gpu_node_clone(devices);
-	if (!n)
-		return -1;
-	for (int k = 0; k < l->n; k++)
-		if (k != skip)
-			alloc_apply(n, &l->e[k].a);
-	int fits = 1;
-	for (int k = 0; k < a->ndev; k++) {
-		int i = gpu_node_find_device(n, alloc_id(a, k));
-		const struct gpu_device *d = i >= 0 ? &n->dev[i] : NULL;
-		bool ok = d && !d->exclusive && (a->mode == CLAIM_SHARED
-			? gpu_free_mib(d) >= a->mem_mib && gpu_free_core(d) >= a->core : !d->shared);
-		if (!ok)
-			fits = 0;
-	}
-	gpu_node_free(n);
-	return fits;
-}
-
-static bool same_ids(const struct alloc *a, const struct alloc *b)
-{
-	char x[256], y[256];
-	alloc_ids(a, x, sizeof(x));
-	alloc_ids(b, y, sizeof(y));
-	return !strcmp(x, y);
-}
-
-int reserve_edit_adopt(void *ctx, struct ledger *l, char *err, size_t errlen)
-{
-	struct adopt_ctx *ac = ctx;
-	ac->clash = false;
-	int i = ledger_find(l, ac->uid);
-	if (i < 0)
-		return LEDGER_UNCHANGED;    /* released meanwhile, or lost: a lost one is put back from the annotation */
-	struct alloc *a = &l->e[i].a;
-	if (ac->only_id && (a->since != ac->only_id->since || a->token != ac->only_id->token))
-		return LEDGER_UNCHANGED;
-	if (same_ids(a, &ac->want)) {
-		ac->now = *a;
-		return LEDGER_UNCHANGED;
-	}
-	struct alloc was = *a;
-	a->ndev = 0;
-	a->id_base = 0;
-	for (int k = 0; k < ac->want.ndev; k++)
-		alloc_add_id(a, alloc_id(&ac->want, k));   /* (as many as want holds: it parsed) */
-	int fits = devices_free(ac->devices, l, i, a);
-	if (fits <= 0) {
-		*a = was;
-		ac->clash = fits == 0;
-		snprintf(err, errlen, fits ? "out of memory" : "its devices are reserved by another pod");
-		return fits ? -BIND_ERROR : LEDGER_UNCHANGED;
-	}
-	a->since = clock_wall_s();
-	a->token = ac->token;
-	ac->now = *a;
-	return LEDGER_WRITE;
 }
 
 struct repair_ctx {
@@ -455,7 +313,7 @@ static int edit_repair(void *ctx, struct ledger *l, char *err, size_t errlen)
 		return LEDGER_UNCHANGED;
 	}
 	/* Only when the devices are still free in this ledger version. */
-	int fits = devices_free(rc->devices, l, -1, &e.a);
+	int fits = reserve_devices_free(rc->devices, l, -1, &e.a);
 	rc->clash = fits == 0;
 	if (fits <= 0) {
 		snprintf(err, errlen, "devices %s of node %s are reserved by another pod", p->allocated, p->node);
@@ -493,7 +351,7 @@ static void repair(struct reserve *r, const struct repair *p)
 static void stale_or_lost(struct reserve *r, const struct stale_lease *l)
 {
 	cJSON *pod = NULL;
-	int alive = l->pod[0] ? read_pod(r, l->ns, l->pod, l->uid, &pod) : 0;
+	int alive = l->pod[0] ? reserve_read_pod(r, l->ns, l->pod, l->uid, &pod) : 0;
 	if (alive < 0)
 		return;
 	struct repair x;
@@ -629,7 +487,7 @@ static void note_fix(struct pass *ps, const struct pod_state *p)
 static void fix_devices(struct reserve *r, const struct repair *x)
 {
 	cJSON *pod;
-	if (read_pod(r, x->ns, x->pod, x->uid, &pod) <= 0)
+	if (reserve_read_pod(r, x->ns, x->pod, x->uid, &pod) <= 0)
 		return;
 	const char *node = api_str(api_path(pod, "spec"), "nodeName"), *ann = api_annotation(pod, ANN_ALLOCATED);
 	bool confirmed = !api_pod_finished(pod) && node && !strcmp(node, x->node) && ann &&
@@ -998,28 +856,21 @@ struct reserve *reserve_new(const struct reserve_opts *o)
 	strmap_init(&r->resv);
 	r->token_salt = (uint32_t)strmap_hash(r->identity);
 	strmap_init(&r->gang_status);
+	r->store = (struct store){ .client = o->client, .ns = r->ns, .identity = r->identity };
+	reserve_watch_events(r);
 	return r;
 }
 
 int reserve_start(struct reserve *r, struct cluster *cl, char *err, size_t errlen)
 {
-	char ledgers[256];
-	snprintf(ledgers, sizeof(ledgers), "/apis/coordination.k8s.io/v1/namespaces/%s/leases", r->ns);
-	struct reflector_opts o[3] = {
-		{ .name = "ledgers", .resource = RES_LEASES, .path = ledgers, .label_selector = LEDGER_LABEL "=true" },
-		{ .name = "reservations", .resource = RES_LEASES, .path = "/apis/coordination.k8s.io/v1/leases",
-		  .label_selector = RESERVATION_LABEL "=true" },
-		{ .name = "pods", .resource = RES_PODS, .path = "/api/v1/pods", .label_selector = r->selector },
-	};
-	reserve_ledger_sink(r, &o[0].sink);
-	reserve_reservation_sink(r, &o[1].sink);
-	reserve_pod_sink(r, &o[2].sink);
-	for (int i = 0; i < 3; i++) {
-		o[i].idle_timeout_s = r->o.watch_idle_timeout_s;
-		r->watch[i] = reflector_start(r->o.client, &o[i], err, errlen);
-		if (!r->watch[i] || cluster_add(cl, r->watch[i]))
-			return -1;
-	}
+	if (store_watch_start(&r->store, cl, r->o.watch_idle_timeout_s, r->watch, err, errlen))
+		return -1;
+	struct reflector_opts pods = { .name = "pods", .resource = RES_PODS, .path = "/api/v1/pods",
+				       .label_selector = r->selector, .idle_timeout_s = r->o.watch_idle_timeout_s };
+	reserve_pod_sink(r, &pods.sink);
+	r->watch[2] = reflector_start(r->o.client, &pods, err, errlen);
+	if (!r->watch[2] || cluster_add(cl, r->watch[2]))
+		return -1;
 	if (pthread_create(&r->reaper, NULL, reaper_main, r)) {
 		snprintf(err, errlen, "cannot start the reaper thread");
 		return -1;

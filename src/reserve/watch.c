@@ -1,8 +1,9 @@
 /* The reservation module's watches: ledgers, reservation Leases, GPU pods. */
+#include "watch.h"
 #include "api.h"
 #include "clock.h"
 #include "log.h"
-#include "reserve_impl.h"
+#include "store.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -153,37 +154,34 @@ void reserve_ledger_written(struct reserve *r, const char *node, struct ledger *
 	ledger_unlock(r);
 }
 
-static void ledger_apply(void *ctx, bool deleted, const cJSON *obj)
+static void ledger_put(void *ctx, const char *node, struct ledger *l)
+{
+	ledger_store(ctx, node, l);
+}
+
+static void ledger_deleted(void *ctx, const char *node, const char *rv)
 {
 	struct reserve *r = ctx;
-	const char *node = api_annotation(obj, LEDGER_ANN_NODE);
-	if (!node)
-		return;
-	if (deleted) {
-		const char *rv = api_str(api_path(obj, "metadata"), "resourceVersion");
-		if (rv && kept_is_newer(r, node, rv))
-			return;   /* deleted before this replica made it again */
-		box_free(keyset_del(&r->ledgers, node));
-		cache_set_allocs(r->o.cache, node, NULL, 0);
-		return;
-	}
-	struct ledger l;
-	char err[256];
-	if (ledger_decode(obj, &l, err, sizeof(err))) {
-		/* Keep what we had: an unreadable ledger must not free its GPUs. */
-		log_error("cannot read a ledger; keeping its last good state", "node=%s error=\"%s\"", node, LOG_Q(err));
-		struct ledger_box *box = keyset_get(&r->ledgers, node);
-		struct ledger kept;
-		if (box) {
-			box->gen = r->ledger_gen;
-			if (!ledger_unpack(&box->p, node, box->rv, &kept)) {
-				cache_from_ledger(r, node, &kept, &box->p);
-				ledger_release(&kept);
-			}
+	if (rv && kept_is_newer(r, node, rv))
+		return;   /* deleted before this replica made it again */
+	box_free(keyset_del(&r->ledgers, node));
+	cache_set_allocs(r->o.cache, node, NULL, 0);
+}
+
+static void ledger_unreadable(void *ctx, const char *node, const char *err)
+{
+	struct reserve *r = ctx;
+	/* Keep what we had: an unreadable ledger must not free its GPUs. */
+	log_error("cannot read a ledger; keeping its last good state", "node=%s error=\"%s\"", node, LOG_Q(err));
+	struct ledger_box *box = keyset_get(&r->ledgers, node);
+	struct ledger kept;
+	if (box) {
+		box->gen = r->ledger_gen;
+		if (!ledger_unpack(&box->p, node, box->rv, &kept)) {
+			cache_from_ledger(r, node, &kept, &box->p);
+			ledger_release(&kept);
 		}
-		return;
 	}
-	ledger_store(r, node, &l);
 }
 
 static void ledger_end(void *ctx)
@@ -202,7 +200,7 @@ static void ledger_end(void *ctx)
 
 void reserve_ledger_sink(struct reserve *r, struct reflector_sink *out)
 {
-	*out = (struct reflector_sink){ ledger_lock, ledger_unlock, ledger_begin, ledger_apply, ledger_end, r };
+	store_ledger_sink(&r->store.ledger_ev, out);
 }
 
 /* ---- common ---- */
@@ -282,22 +280,6 @@ static void lost_sight(struct reserve *r, const struct pod_state *p)
 
 /* ---- reservation Leases: the garbage collector deletes them with their pod ---- */
 
-/* The owning pod's uid (and name, when pod is not NULL). */
-static const char *owner_uid(const cJSON *obj, const char **pod)
-{
-	const cJSON *refs = api_path(obj, "metadata.ownerReferences");
-	const cJSON *ref;
-	cJSON_ArrayForEach(ref, refs) {
-		const char *kind = api_str(ref, "kind");
-		if (kind && !strcmp(kind, "Pod")) {
-			if (pod)
-				*pod = api_str(ref, "name");
-			return api_str(ref, "uid");
-		}
-	}
-	return NULL;
-}
-
 static void resv_begin(void *ctx)
 {
 	((struct reserve *)ctx)->resv_gen++;
@@ -306,29 +288,29 @@ static void resv_begin(void *ctx)
 /*
  * A deletion: usually the garbage collector, with the pod; but an extender
  * releasing a reservation deletes its Lease too. Either way the reaper looks
- * the pod up (the pod watch, or a GET) rather than taking it for gone. The
- * Leases that exist are kept too: the reaper deletes those whose ledger
- * entry is gone (a release whose answer was lost, a deletion that failed).
+ * the pod up (the pod watch, or a GET) rather than taking it for gone.
  */
-static void resv_apply(void *ctx, bool deleted, const cJSON *obj)
+static void resv_deleted(void *ctx, const char *ns, const char *name, const char *uid)
 {
 	struct reserve *r = ctx;
-	const char *pod = NULL, *uid = owner_uid(obj, &pod);
-	const cJSON *md = api_path(obj, "metadata");
-	const char *ns = api_str(md, "namespace"), *name = api_str(md, "name");
 	char key[256];
-	snprintf(key, sizeof(key), "%s/%s", ns ? ns : "", name ? name : "");
-	if (deleted) {
-		free(strmap_del(&r->resv, key));
-		if (uid) {
-			strmap_put(&r->check, uid, (void *)(intptr_t)clock_wall_s(), NULL);
-			reaper_kick(r);
-		}
-		return;
+	snprintf(key, sizeof(key), "%s/%s", ns, name);
+	free(strmap_del(&r->resv, key));
+	if (uid) {
+		strmap_put(&r->check, uid, (void *)(intptr_t)clock_wall_s(), NULL);
+		reaper_kick(r);
 	}
-	const char *node = api_annotation(obj, LEDGER_ANN_NODE);
-	if (!uid || !ns || !name || !node)
-		return;
+}
+
+/*
+ * The Leases that exist are kept too: the reaper deletes those whose ledger
+ * entry is gone (a release whose answer was lost, a deletion that failed).
+ */
+static void resv_put(void *ctx, const char *ns, const char *name, const char *uid, const char *pod, const char *node)
+{
+	struct reserve *r = ctx;
+	char key[256];
+	snprintf(key, sizeof(key), "%s/%s", ns, name);
 	struct resv_lease *l = strmap_get(&r->resv, key);
 	if (!l) {
 		if (!(l = calloc(1, sizeof(*l))) || strmap_put(&r->resv, key, l, NULL)) {
@@ -340,7 +322,7 @@ static void resv_apply(void *ctx, bool deleted, const cJSON *obj)
 	snprintf(l->ns, sizeof(l->ns), "%s", ns);
 	snprintf(l->uid, sizeof(l->uid), "%s", uid);
 	snprintf(l->node, sizeof(l->node), "%s", node);
-	snprintf(l->pod, sizeof(l->pod), "%s", pod ? pod : "");
+	snprintf(l->pod, sizeof(l->pod), "%s", pod);
 	l->gen = r->resv_gen;
 }
 
@@ -357,7 +339,14 @@ static void resv_end(void *ctx)
 
 void reserve_reservation_sink(struct reserve *r, struct reflector_sink *out)
 {
-	*out = (struct reflector_sink){ lock, unlock, resv_begin, resv_apply, resv_end, r };
+	store_resv_sink(&r->store.resv_ev, out);
+}
+
+void reserve_watch_events(struct reserve *r)
+{
+	r->store.ledger_ev = (struct store_ledger_events){ r, ledger_lock, ledger_unlock, ledger_begin, ledger_end,
+							    ledger_put, ledger_unreadable, ledger_deleted };
+	r->store.resv_ev = (struct store_resv_events){ r, lock, unlock, resv_begin, resv_end, resv_put, resv_deleted };
 }
 
 /* ---- pods that hold GPUs ---- */
@@ -454,4 +443,18 @@ static void pods_end(void *ctx)
 void reserve_pod_sink(struct reserve *r, struct reflector_sink *out)
 {
 	*out = (struct reflector_sink){ lock, unlock, pods_begin, pod_apply, pods_end, r };
+}
+
+struct gpu_node *reserve_node_in_ledger(struct reserve *r, const struct gpu_node *devices, const struct ledger *l)
+{
+	struct gpu_node *n = gpu_node_clone(devices);
+	if (!n)
+		return NULL;
+	/* a deleted pod's entry waits for the reaper, but its GPUs are free */
+	pthread_mutex_lock(&r->lock);
+	for (int k = 0; k < l->n; k++)
+		if (!strmap_get(&r->gone, l->e[k].a.uid))
+			alloc_apply(n, &l->e[k].a);
+	pthread_mutex_unlock(&r->lock);
+	return n;
 }

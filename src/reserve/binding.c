@@ -1,0 +1,305 @@
+/*
+ * The binding: the Binding POST with the allocation annotations (which the
+ * API server stores with spec.nodeName in one write), and a reservation
+ * made to hold the devices a bound pod's annotation names.
+ */
+#include "binding.h"
+#include "api.h"
+#include "clock.h"
+#include "jsonarena.h"
+#include "log.h"
+#include "metrics.h"
+#include "strnum.h"
+#include "update.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* The binding's annotations: the allocation, the UUIDs, one per visible-devices variable. */
+static void add_annotations(struct buf *out, const struct gpu_node *n, const struct ledger_entry *e,
+			    const char *node)
+{
+	struct buf uuids, cuda, rocr, ze;
+	buf_init(&uuids, 8192);
+	buf_init(&cuda, 8192);
+	buf_init(&rocr, 8192);
+	buf_init(&ze, 8192);
+	char ids[256], alloc[512];
+	alloc_ids(&e->a, ids, sizeof(ids));
+	for (int k = 0; k < e->a.ndev; k++) {
+		int i = gpu_node_find_device(n, alloc_id(&e->a, k));
+		if (i < 0)
+			continue;
+		const struct gpu_device_info *in = &n->info[i];
+		char idx[16];
+		snprintf(idx, sizeof(idx), "%d", in->vendor_index);
+		/* UUIDs when known: valid in CUDA/NVIDIA/ROCR lists and stable across renumbering. */
+		const char *name = in->uuid[0] ? in->uuid : idx;
+		buf_printf(&uuids, "%s%s", uuids.len ? "," : "", in->uuid);
+		switch (n->dev[i].vendor) {
+		case GPU_VENDOR_NVIDIA:
+			buf_printf(&cuda, "%s%s", cuda.len ? "," : "", name);
+			break;
+		case GPU_VENDOR_AMD:
+			buf_printf(&rocr, "%s%s", rocr.len ? "," : "", name);
+			break;
+		case GPU_VENDOR_INTEL:
+			buf_printf(&ze, "%s%s", ze.len ? "," : "", idx);
+			break;
+		default:
+			break;
+		}
+	}
+	snprintf(alloc, sizeof(alloc), "%s:%s", node, ids);
+	struct { const char *key; const char *value; } anns[] = {
+		{ ANN_ALLOCATED, alloc }, { ANN_UUIDS, buf_cstr(&uuids) }, { ANN_CUDA, buf_cstr(&cuda) },
+		{ ANN_NVIDIA, buf_cstr(&cuda) }, { ANN_ROCR, buf_cstr(&rocr) }, { ANN_ZE, buf_cstr(&ze) },
+	};
+	for (size_t i = 0; i < sizeof(anns) / sizeof(anns[0]); i++) {
+		buf_adds(out, i ? "," : "");
+		buf_add_json_str(out, anns[i].key);
+		buf_addc(out, ':');
+		buf_add_json_str(out, anns[i].value);
+	}
+	if (e->a.mode == CLAIM_SHARED)
+		buf_printf(out, ",\"" ANN_SHARED_MEMORY "\":\"%u\",\"" ANN_SHARED_CORE "\":\"%u\"", e->a.mem_mib,
+			   e->a.core / 10);
+	buf_release(&uuids);
+	buf_release(&cuda);
+	buf_release(&rocr);
+	buf_release(&ze);
+}
+
+/*
+ * Where the API server has the pod now: 0 with its node ("" while unbound)
+ * and its allocation annotation ("" when none), 1 when it is gone, -1 when
+ * it cannot tell.
+ */
+static int pod_node_now(struct reserve *r, const struct bind_request *req, char *node, size_t size, char *allocated,
+			size_t asize)
+{
+	char path[768], err[256];
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", req->ns, req->name);
+	struct kube_response resp;
+	kube_response_init(&resp);
+	int rc = -1;
+	if (!kube_request(r->o.client, "GET", path, NULL, NULL, 5, &resp, err, sizeof(err))) {
+		if (resp.status == 404) {
+			rc = 1;
+		} else if (resp.status == 200) {
+			cJSON *pod = cJSON_ParseWithLength(resp.body.data, resp.body.len);
+			struct api_pod_ref ref;
+			api_pod_ref(pod, &ref);
+			const char *on = api_str(api_path(pod, "spec"), "nodeName");
+			if (pod && req->uid[0] && strcmp(ref.uid, req->uid)) {
+				rc = 1;                 /* another pod of that name */
+			} else if (pod) {
+				const char *ann = api_annotation(pod, ANN_ALLOCATED);
+				snprintf(node, size, "%s", on ? on : "");
+				snprintf(allocated, asize, "%s", ann ? ann : "");
+				rc = 0;
+			}
+			jsonarena_delete(pod);  /* during /bind the tree is the request arena's */
+		}
+	}
+	kube_response_release(&resp);
+	return rc;
+}
+
+/*
+ * POST pods/binding; 0 when the pod is (now, or already) on the node,
+ * BINDING_REFUSED when it is not, BINDING_UNKNOWN when nobody can tell: no
+ * answer came (a connection reset or a timeout after the request went out)
+ * or a 5xx did, and the API server may have bound the pod all the same. Then
+ * a read of the pod decides when it can. When the pod was on the node
+ * already (an earlier try bound it, or this one's answer was lost), *had is
+ * its allocation annotation as a read of it showed ("" when not read): an
+ * earlier try may have bound it with other devices than e's.
+ */
+int binding_post(struct reserve *r, const struct bind_request *req, const struct gpu_node *n,
+			const struct ledger_entry *e, char *had, size_t hadsize, char *err, size_t errlen)
+{
+	had[0] = '\0';
+	struct buf body;
+	buf_init(&body, 1 << 16);
+	buf_adds(&body, "{\"apiVersion\":\"v1\",\"kind\":\"Binding\",\"metadata\":{\"name\":");
+	buf_add_json_str(&body, req->name);
+	buf_adds(&body, ",\"namespace\":");
+	buf_add_json_str(&body, req->ns);
+	if (req->uid[0]) {
+		buf_adds(&body, ",\"uid\":");
+		buf_add_json_str(&body, req->uid);
+	}
+	if (e) {
+		buf_adds(&body, ",\"annotations\":{");
+		add_annotations(&body, n, e, req->node);
+		buf_addc(&body, '}');
+	}
+	buf_adds(&body, "},\"target\":{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"name\":");
+	buf_add_json_str(&body, req->node);
+	buf_adds(&body, "}}");
+	char path[768], msg[512];
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s/binding", req->ns, req->name);
+	struct kube_response resp;
+	kube_response_init(&resp);
+	int rc = kube_request(r->o.client, "POST", path, buf_cstr(&body), NULL, 10, &resp, err, errlen);
+	if (!rc && resp.status != 201 && resp.status != 200) {
+		kube_status_message(&resp, msg, sizeof(msg));
+		/* A retried bind finds the pod already on our node: that is success. */
+		char want[300];
+		snprintf(want, sizeof(want), "already assigned to node \"%s\"", req->node);
+		if (resp.status == 409 && strstr(msg, want)) {
+			char on[256] = "";
+			rc = 0;
+			if (e && (pod_node_now(r, req, on, sizeof(on), had, hadsize) || strcmp(on, req->node)))
+				had[0] = '\0';
+		} else {
+			snprintf(err, errlen, "binding the pod: HTTP %ld: %s", resp.status, msg);
+			rc = resp.status >= 500 ? BINDING_UNKNOWN : BINDING_REFUSED;
+		}
+	} else if (rc) {
+		rc = BINDING_UNKNOWN;
+	}
+	if (rc == BINDING_UNKNOWN) {
+		char on[256] = "";
+		int known = pod_node_now(r, req, on, sizeof(on), had, hadsize);
+		if (!known && !strcmp(on, req->node)) {
+			log_info("the binding went through; its answer was lost", "pod=%s/%s node=%s error=\"%s\"", req->ns,
+				 req->name, req->node, LOG_Q(err));
+			rc = 0;
+		} else if (known > 0 || (!known && on[0])) {
+			rc = BINDING_REFUSED;   /* the pod is gone, or on another node */
+		}
+		if (rc)
+			had[0] = '\0';
+	}
+	kube_response_release(&resp);
+	buf_release(&body);
+	return rc;
+}
+
+/*
+ * The pod was on the node already, bound by an earlier try with devices had
+ * (its annotation): when this try reserved others, its entry must not stand
+ * for the pod. One ledger write makes the entry (this try's version only)
+ * hold had's devices, so that neither set looks free meanwhile; ids becomes
+ * what the pod holds.
+ */
+void binding_adopt(struct reserve *r, const struct bind_request *req, const struct alloc *reserved, uint32_t token,
+		   const struct gpu_node *devices, const char *had, char *ids, size_t idsize)
+{
+	struct resv_id mine = resv_id_of(reserved);
+	struct adopt_ctx ac = { .r = r, .uid = req->uid, .only_id = &mine, .token = token, .want = *reserved,
+				.devices = devices };
+	char err[256] = "";
+	if (reserve_parse_allocated(had, req->node, &ac.want)) {
+		log_error("a bound pod's allocation annotation names no devices of its node; its reservation stays as reserved",
+			  "pod=%s/%s node=%s allocated=\"%s\" reserved=%s", req->ns, req->name, req->node, LOG_Q(had), ids);
+		return;
+	}
+	char want[256];
+	alloc_ids(&ac.want, want, sizeof(want));
+	if (!strcmp(want, ids))
+		return;
+	int rc = reserve_ledger_update(r, req->node, reserve_edit_adopt, &ac, err, sizeof(err));
+	if (rc == 0) {
+		log_warn("the pod was bound already with other devices; its reservation now holds those",
+			 "pod=%s/%s node=%s gpus=%s reserved=%s", req->ns, req->name, req->node, want, ids);
+		cache_lock(r->o.cache);
+		cache_remove_alloc(r->o.cache, req->uid, req->node);
+		cache_add_alloc(r->o.cache, req->node, &ac.now);
+		cache_unlock(r->o.cache);
+		snprintf(ids, idsize, "%s", want);
+	} else if (ac.clash) {
+		log_error("a bound pod's GPUs are reserved by another pod; both stay held, check the ledger",
+			  "pod=%s/%s node=%s gpus=%s reserved=%s", req->ns, req->name, req->node, want, ids);
+	} else {
+		log_warn("cannot make a bound pod's reservation hold its devices now; the reaper will",
+			 "pod=%s/%s node=%s gpus=%s reserved=%s error=\"%s\"", req->ns, req->name, req->node, want, ids,
+			 LOG_Q(err));
+	}
+}
+
+int reserve_parse_allocated(const char *allocated, const char *node, struct alloc *a)
+{
+	size_t nl = strlen(node);
+	if (strncmp(allocated, node, nl) || allocated[nl] != ':')
+		return -1;
+	a->ndev = 0;
+	a->id_base = 0;
+	char num[16];
+	for (const char *s = allocated + nl + 1; *s;) {
+		size_t len = strcspn(s, ",");
+		int id;
+		snprintf(num, sizeof(num), "%.*s", (int)(len < sizeof(num) - 1 ? len : sizeof(num) - 1), s);
+		if (!strnum_int(num, 0, 1000000, &id) || alloc_add_id(a, id))
+			return -1;
+		s += len + (s[len] == ',');
+	}
+	return a->ndev ? 0 : -1;
+}
+
+/*
+ * Whether a's devices are free in ledger version l, its entry skip (-1:
+ * none) left out: 1, 0 (another entry holds one), -1 out of memory.
+ */
+int reserve_devices_free(const struct gpu_node *devices, const struct ledger *l, int skip, const struct alloc *a)
+{
+	struct gpu_node *n = gpu_node_clone(devices);
+	if (!n)
+		return -1;
+	for (int k = 0; k < l->n; k++)
+		if (k != skip)
+			alloc_apply(n, &l->e[k].a);
+	int fits = 1;
+	for (int k = 0; k < a->ndev; k++) {
+		int i = gpu_node_find_device(n, alloc_id(a, k));
+		const struct gpu_device *d = i >= 0 ? &n->dev[i] : NULL;
+		bool ok = d && !d->exclusive && (a->mode == CLAIM_SHARED
+			? gpu_free_mib(d) >= a->mem_mib && gpu_free_core(d) >= a->core : !d->shared);
+		if (!ok)
+			fits = 0;
+	}
+	gpu_node_free(n);
+	return fits;
+}
+
+static bool same_ids(const struct alloc *a, const struct alloc *b)
+{
+	char x[256], y[256];
+	alloc_ids(a, x, sizeof(x));
+	alloc_ids(b, y, sizeof(y));
+	return !strcmp(x, y);
+}
+
+int reserve_edit_adopt(void *ctx, struct ledger *l, char *err, size_t errlen)
+{
+	struct adopt_ctx *ac = ctx;
+	ac->clash = false;
+	int i = ledger_find(l, ac->uid);
+	if (i < 0)
+		return LEDGER_UNCHANGED;    /* released meanwhile, or lost: a lost one is put back from the annotation */
+	struct alloc *a = &l->e[i].a;
+	if (ac->only_id && (a->since != ac->only_id->since || a->token != ac->only_id->token))
+		return LEDGER_UNCHANGED;
+	if (same_ids(a, &ac->want)) {
+		ac->now = *a;
+		return LEDGER_UNCHANGED;
+	}
+	struct alloc was = *a;
+	a->ndev = 0;
+	a->id_base = 0;
+	for (int k = 0; k < ac->want.ndev; k++)
+		alloc_add_id(a, alloc_id(&ac->want, k));   /* (as many as want holds: it parsed) */
+	int fits = reserve_devices_free(ac->devices, l, i, a);
+	if (fits <= 0) {
+		*a = was;
+		ac->clash = fits == 0;
+		snprintf(err, errlen, fits ? "out of memory" : "its devices are reserved by another pod");
+		return fits ? -BIND_ERROR : LEDGER_UNCHANGED;
+	}
+	a->since = clock_wall_s();
+	a->token = ac->token;
+	ac->now = *a;
+	return LEDGER_WRITE;
+}

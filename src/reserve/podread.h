@@ -1,0 +1,29 @@
+/*
+ * Internal to src/reserve: fresh reads of pods (a GET without
+ * resourceVersion is a quorum read), the proof a release rests on where
+ * the pod watch gives only a hint. Pods are the API server's whatever
+ * storage keeps the reservations, so their reads are not the store's.
+ */
+#ifndef GPU_RESERVE_PODREAD_H
+#define GPU_RESERVE_PODREAD_H
+
+#include "reserve_impl.h"
+
+/*
+ * The pod named ns/name with uid, as a fresh read has it: 1 alive (*out its
+ * object, the caller deletes it), 0 gone (404, or another pod of that name
+ * now), -1 cannot tell. *out is NULL unless alive.
+ */
+int reserve_read_pod(struct reserve *r, const char *ns, const char *name, const char *uid, cJSON **out);
+/*
+ * Reads now the pods the pod watch lost sight of that hold entries in the
+ * node's kept ledger (a few): one found gone is marked gone (its entries
+ * then count for nothing in decisions on that ledger), without waiting for
+ * the reaper. For a caller about to decide on the ledger that would
+ * otherwise find GPUs held by pods deleted a moment ago and give up (a
+ * gang's reservation, which kube-scheduler retries only on a later event).
+ * Takes r->lock.
+ */
+void reserve_confirm_hints(struct reserve *r, const char *node);
+
+#endif

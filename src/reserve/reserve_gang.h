@@ -1,0 +1,33 @@
+/* Internal to src/reserve: what gang.c offers the bind (reserve.c) and the reaper. */
+#ifndef GPU_RESERVE_GANG_H
+#define GPU_RESERVE_GANG_H
+
+#include "reserve_impl.h"
+
+struct gang_plan;
+
+/* Deletes the lock Leases of gangs whose time is up, and takes back unfinished plans (a reaper pass). */
+void reserve_gang_reap(struct reserve *r, time_t now);
+/*
+ * The gang's phase (Waiting, Reserved, Bound, TimedOut) where kubectl shows
+ * it: the GpuClaim's status.gang, or the PodGroup's status (claim ""), when
+ * it changed. size 0: not known here (left as it was); plan: the spread
+ * (nodes, topology domains) of the places just reserved, or NULL.
+ */
+void reserve_gang_status(struct reserve *r, const char *ns, const char *gang, const char *claim, const char *phase,
+			 int size, const struct gang_plan *plan, const char *message);
+/* Whether the gang holds places no member took yet (its members may then take nothing else). */
+bool reserve_gang_has_places(struct reserve *r, const char *ns, const char *gang);
+/*
+ * Whether a member asking c (of namespace ns) may take ledger entry e over:
+ * a free place of its gang, of a plan seen Written, whose devices hold c's
+ * whole claim (devices: the node's, unused).
+ */
+bool reserve_gang_can_take(struct reserve *r, const struct gpu_node *devices, const struct ledger_entry *e,
+			   const char *ns, const struct claim *c);
+/* A member's bind took a place of its gang over: Bound once none is left. */
+void reserve_gang_place_taken(struct reserve *r, const char *ns, const struct claim *c);
+/* Frees what gang.c keeps in r (reserve_free). */
+void reserve_gang_free(struct reserve *r);
+
+#endif
