@@ -652,6 +652,69 @@ static void forget(struct reserve *r, const struct pass *ps)
 			free(strmap_del(&r->first_seen, key));
 }
 
+/* The pods the walk could not decide on, read fresh; those to release join ps->rel. */
+static void look_up(struct reserve *r, struct pass *ps)
+{
+	for (size_t i = 0; i < ps->nlook; i++) {
+		int why = classify_by_get(r, &ps->look[i]);
+		if (why < 0)    /* kept: shown held again if the watch's hint freed it in the cache */
+			reserve_cache_hold_again(r, ps->look[i].node, ps->look[i].uid);
+		if (why != -3) {
+			/* Answered (marks from after this pass began stay, for the next one). */
+			pthread_mutex_lock(&r->lock);
+			void *when = strmap_get(&r->check, ps->look[i].uid);
+			if (when && (time_t)(intptr_t)when < ps->now)
+				strmap_del(&r->check, ps->look[i].uid);
+			pthread_mutex_unlock(&r->lock);
+		}
+		struct release *y = why >= 0 ? push(&ps->rel, &ps->nrel, &ps->crel, sizeof(*ps->rel)) : NULL;
+		if (!y)
+			continue;
+		y->at = ps->look[i];
+		y->reason = why;
+	}
+}
+
+/* Releases what the pass found to release: one ledger write per node for (up to 64 of) its releases. */
+static void release_all(struct reserve *r, struct pass *ps)
+{
+	for (size_t i = 0; i < ps->nrel; i++) {
+		if (!ps->rel[i].at.node[0])
+			continue;
+		const char *uids[64];
+		struct resv_id ids[64];
+		size_t idx[64];
+		int n = 0;
+		for (size_t j = i; j < ps->nrel && n < 64; j++) {
+			if (ps->rel[j].at.node[0] && !strcmp(ps->rel[j].at.node, ps->rel[i].at.node)) {
+				idx[n] = j;
+				ids[n] = ps->rel[j].at.id;
+				uids[n++] = ps->rel[j].at.uid;
+			}
+		}
+		char err[256];
+		bool ok = !reserve_release(r, ps->rel[i].at.node, uids, ids, n, err, sizeof(err));
+		if (!ok)
+			log_warn("reaper: cannot release now; retrying next pass", "node=%s error=\"%s\"", ps->rel[i].at.node, LOG_Q(err));
+		for (int k = 0; k < n; k++) {
+			struct release *x = &ps->rel[idx[k]];
+			if (ok) {
+				metrics_inc(M_RELEASED, x->reason);
+				log_info("released a reservation", "pod=%s/%s node=%s reason=\"%s\"", x->at.ns, x->at.pod,
+					 x->at.node, LOG_Q(reason_names[x->reason]));
+				char msg[128];
+				snprintf(msg, sizeof(msg), "released: %s", reason_names[x->reason]);
+				if (x->reason == REL_GANG_TIMEOUT)   /* a place: at.pod is its gang */
+					reserve_gang_status(r, x->at.ns, x->at.pod, x->at.claim, "TimedOut", 0, NULL,
+							    "places no member took in time were released");
+				else
+					reserve_claim_status(r, x->at.ns, x->at.claim, "Pending", "", "", "", msg);
+			}
+			x->at.node[0] = '\0';
+		}
+	}
+}
+
 void reserve_reap(struct reserve *r)
 {
 	struct pass ps = { .now = (time_t)clock_wall_s(), .now_ms = clock_mono_ms() };
@@ -678,60 +741,8 @@ void reserve_reap(struct reserve *r)
 		  "ms=%.1f longest_hold_ms=%.2f holds=%d whole=%d releases=%d lookups=%d repairs=%d", st.ms,
 		  st.longest_hold_ms, st.holds, whole, st.releases, st.lookups, st.repairs);
 
-	for (size_t i = 0; i < ps.nlook; i++) {
-		int why = classify_by_get(r, &ps.look[i]);
-		if (why < 0)    /* kept: shown held again if the watch's hint freed it in the cache */
-			reserve_cache_hold_again(r, ps.look[i].node, ps.look[i].uid);
-		if (why != -3) {
-			/* Answered (marks from after this pass began stay, for the next one). */
-			pthread_mutex_lock(&r->lock);
-			void *when = strmap_get(&r->check, ps.look[i].uid);
-			if (when && (time_t)(intptr_t)when < ps.now)
-				strmap_del(&r->check, ps.look[i].uid);
-			pthread_mutex_unlock(&r->lock);
-		}
-		struct release *y = why >= 0 ? push(&ps.rel, &ps.nrel, &ps.crel, sizeof(*ps.rel)) : NULL;
-		if (!y)
-			continue;
-		y->at = ps.look[i];
-		y->reason = why;
-	}
-	/* One ledger write per node for (up to 64 of) its releases; the rest next round. */
-	for (size_t i = 0; i < ps.nrel; i++) {
-		if (!ps.rel[i].at.node[0])
-			continue;
-		const char *uids[64];
-		struct resv_id ids[64];
-		size_t idx[64];
-		int n = 0;
-		for (size_t j = i; j < ps.nrel && n < 64; j++) {
-			if (ps.rel[j].at.node[0] && !strcmp(ps.rel[j].at.node, ps.rel[i].at.node)) {
-				idx[n] = j;
-				ids[n] = ps.rel[j].at.id;
-				uids[n++] = ps.rel[j].at.uid;
-			}
-		}
-		char err[256];
-		bool ok = !reserve_release(r, ps.rel[i].at.node, uids, ids, n, err, sizeof(err));
-		if (!ok)
-			log_warn("reaper: cannot release now; retrying next pass", "node=%s error=\"%s\"", ps.rel[i].at.node, LOG_Q(err));
-		for (int k = 0; k < n; k++) {
-			struct release *x = &ps.rel[idx[k]];
-			if (ok) {
-				metrics_inc(M_RELEASED, x->reason);
-				log_info("released a reservation", "pod=%s/%s node=%s reason=\"%s\"", x->at.ns, x->at.pod,
-					 x->at.node, LOG_Q(reason_names[x->reason]));
-				char msg[128];
-				snprintf(msg, sizeof(msg), "released: %s", reason_names[x->reason]);
-				if (x->reason == REL_GANG_TIMEOUT)   /* a place: at.pod is its gang */
-					reserve_gang_status(r, x->at.ns, x->at.pod, x->at.claim, "TimedOut", 0, NULL,
-							    "places no member took in time were released");
-				else
-					reserve_claim_status(r, x->at.ns, x->at.claim, "Pending", "", "", "", msg);
-			}
-			x->at.node[0] = '\0';
-		}
-	}
+	look_up(r, &ps);
+	release_all(r, &ps);
 	for (size_t i = 0; i < ps.nrep; i++)
 		repair(r, &ps.rep[i]);
 	for (size_t i = 0; i < ps.nfix; i++)
