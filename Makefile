@@ -29,7 +29,11 @@ SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recove
 
 # Every module but the two programs' entry points goes into one library.
 MAINS := src/main.c src/agent/main.c
-LIB_SRCS := $(filter-out $(MAINS),$(shell find src -name '*.c' | sort))
+# The reservation storage behind src/reserve/store.h: the API server's Leases
+# (store.c); another storage is a src/reserve/store_<name>.c named here.
+RESERVE_STORE ?= src/reserve/store.c
+OTHER_STORES := $(filter-out $(RESERVE_STORE),$(wildcard src/reserve/store*.c))
+LIB_SRCS := $(filter-out $(MAINS) $(OTHER_STORES),$(shell find src -name '*.c' | sort))
 HDRS := $(wildcard include/*.h src/*/*.h)
 UNIT_SRCS := $(wildcard test/unit/test_*.c)
 
