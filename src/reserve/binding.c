@@ -106,18 +106,8 @@ static int pod_node_now(struct reserve *r, const struct bind_request *req, char 
 	return rc;
 }
 
-/*
- * POST pods/binding; 0 when the pod is (now, or already) on the node,
- * BINDING_REFUSED when it is not, BINDING_UNKNOWN when nobody can tell: no
- * answer came (a connection reset or a timeout after the request went out)
- * or a 5xx did, and the API server may have bound the pod all the same. Then
- * a read of the pod decides when it can. When the pod was on the node
- * already (an earlier try bound it, or this one's answer was lost), *had is
- * its allocation annotation as a read of it showed ("" when not read): an
- * earlier try may have bound it with other devices than e's.
- */
 int binding_post(struct reserve *r, const struct bind_request *req, const struct gpu_node *n,
-			const struct ledger_entry *e, char *had, size_t hadsize, char *err, size_t errlen)
+		 const struct ledger_entry *e, char *had, size_t hadsize, char *err, size_t errlen)
 {
 	had[0] = '\0';
 	struct buf body;
@@ -178,13 +168,6 @@ int binding_post(struct reserve *r, const struct bind_request *req, const struct
 	return rc;
 }
 
-/*
- * The pod was on the node already, bound by an earlier try with devices had
- * (its annotation): when this try reserved others, its entry must not stand
- * for the pod. One ledger write makes the entry (this try's version only)
- * hold had's devices, so that neither set looks free meanwhile; ids becomes
- * what the pod holds.
- */
 void binding_adopt(struct reserve *r, const struct bind_request *req, const struct alloc *reserved, uint32_t token,
 		   const struct gpu_node *devices, const char *had, char *ids, size_t idsize)
 {
@@ -239,10 +222,6 @@ int reserve_parse_allocated(const char *allocated, const char *node, struct allo
 	return a->ndev ? 0 : -1;
 }
 
-/*
- * Whether a's devices are free in ledger version l, its entry skip (-1:
- * none) left out: 1, 0 (another entry holds one), -1 out of memory.
- */
 int reserve_devices_free(const struct gpu_node *devices, const struct ledger *l, int skip, const struct alloc *a)
 {
 	struct gpu_node *n = gpu_node_clone(devices);
