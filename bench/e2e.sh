@@ -146,11 +146,15 @@ metric_mean() {  # METRICS_TEXT NAME [LABEL_MATCH]: sum/count in ms
     END { if (c > 0) printf "%.2f", s / c * 1000; else printf "-" }' <<<"$1"
 }
 
-# CPU seconds used so far by every process of those names (NAME|NAME...;
-# utime + stime, in clock ticks from /proc/PID/stat: ps rounds to whole seconds).
+# CPU seconds used so far by the harness's processes of those names
+# (NAME|NAME...; utime + stime, in clock ticks from /proc/PID/stat: ps
+# rounds to whole seconds). Only this cluster's: each process it started
+# leads a process group of its own (cluster_spawn), and other programs of
+# the same name on a shared machine (a test's extender) are not counted.
 cpu_s() {
-  local pids name
-  pids=$(for name in ${1//|/ }; do pgrep -x "$name"; done | sed 's#.*#/proc/&/stat#')
+  local pids name groups
+  groups=$(awk '{ print $2 }' "$CLUSTER_DIR/pids" | paste -sd, -)
+  pids=$(for name in ${1//|/ }; do pgrep -x -g "$groups" "$name"; done | sed 's#.*#/proc/&/stat#')
   [[ -n $pids ]] || { echo 0; return; }
   # shellcheck disable=SC2086
   cat $pids 2>/dev/null | sed 's/^.*) //' | awk -v hz="$(getconf CLK_TCK)" '{ s += $12 + $13 } END { printf "%.3f", s / hz }'
