@@ -59,9 +59,10 @@ import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
-API = os.environ["CLUSTER_API_URL"]
-TOKEN = open(os.environ["CLUSTER_ADMIN_TOKEN_FILE"]).read().strip()
-CTX = ssl.create_default_context(cafile=os.environ["CLUSTER_CA_FILE"])
+# Unset for the commands that need no API server (table).
+API = os.environ.get("CLUSTER_API_URL", "")
+TOKEN = open(os.environ["CLUSTER_ADMIN_TOKEN_FILE"]).read().strip() if API else ""
+CTX = ssl.create_default_context(cafile=os.environ["CLUSTER_CA_FILE"]) if API else None
 
 
 def request(method, path, body=None, ctype="application/json", timeout=30, raw=False):
@@ -222,35 +223,38 @@ def cmd_table(argv):
             by[r["row"]] = {}
         by[r["row"]][int(r["round"])] = r
 
-    def ratio_to(row, ref):
+    def cpu_all(r):
+        return sum(num(r["cpu_" + p]) or 0.0 for p in CPU_PARTS)
+
+    def ratio_to(row, ref, of=lambda r: num(r["rate"])):
         if ref not in by or row == ref:
             return None
-        rs = [num(by[row][k]["rate"]) / num(by[ref][k]["rate"]) for k in by[row]
-              if k in by[ref] and num(by[row][k]["rate"]) and num(by[ref][k]["rate"])]
+        rs = [of(by[row][k]) / of(by[ref][k]) for k in by[row] if k in by[ref] and of(by[row][k]) and of(by[ref][k])]
         return median(rs)
 
     print("| row | rounds | bound | pods/s median | min-max | spread | / plain | / floor | start-to-bound p50 / p99 s "
-          "| CPU ms/pod apiserver / etcd / scheduler / extender | CPU ms/pod all | API writes/pod "
+          "| CPU ms/pod apiserver / etcd / scheduler / extender | CPU ms/pod all | CPU / floor | API writes/pod "
           "| filter / prioritize / bind ms |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         rr = [by[row][k] for k in sorted(by[row])]
         rates = [num(r["rate"]) or 0.0 for r in rr]
         med = median(rates)
         spread = (max(rates) - min(rates)) / med * 100 if med else None
         cpu = [median(num(r["cpu_" + p]) for r in rr) for p in CPU_PARTS]
-        total = median(sum(num(r["cpu_" + p]) or 0.0 for p in CPU_PARTS) for r in rr)
+        total = median(cpu_all(r) for r in rr)
         verbs = " / ".join(fmt(median(num(r[v]) for r in rr), "%.2f") for v in ("filter_ms", "prioritize_ms", "bind_ms"))
-        print("| %s | %d | %d-%d/%s | %s | %s-%s | %s | %s | %s | %s / %s | %s | %s | %s | %s |" % (
+        print("| %s | %d | %d-%d/%s | %s | %s-%s | %s | %s | %s | %s / %s | %s | %s | %s | %s | %s |" % (
             row, len(rr), min(int(r["bound"]) for r in rr), max(int(r["bound"]) for r in rr), rr[0]["pods"],
             fmt(med), fmt(min(rates)), fmt(max(rates)), fmt(spread, "%.0f %%"),
             fmt(ratio_to(row, "plain"), "%.2f"), fmt(ratio_to(row, "floor"), "%.2f"),
             fmt(median(num(r["lat_p50"]) for r in rr), "%.2f"), fmt(median(num(r["lat_p99"]) for r in rr), "%.2f"),
-            " / ".join(fmt(c, "%.2f") for c in cpu), fmt(total, "%.2f"),
+            " / ".join(fmt(c, "%.2f") for c in cpu), fmt(total, "%.2f"), fmt(ratio_to(row, "floor", cpu_all), "%.2f"),
             fmt(median(num(r["writes"]) for r in rr), "%.2f"), verbs))
     print()
     print("spread: (max - min) / median of the row's rounds, what the same build moves from round to round;")
     print("/ plain, / floor: the median over rounds of the row's pods/s over that round's plain (floor) row;")
+    print("CPU / floor: the same for CPU ms per pod, all four components;")
     print("start-to-bound: from the row's scheduler start (all its pods pending) to each pod's binding;")
     print("CPU: utime + stime from /proc/PID/stat, before and after the row's scheduling, per pod bound")
 
