@@ -63,12 +63,16 @@
 # first correct answer (a filter that passes exactly the node with room) are
 # printed, with its RSS then; then the same for --baseline-extender.
 #
-# --sustained SECONDS instead: kube-scheduler with the extender; rounds of
-# PODS pods created, all bound, all deleted, until SECONDS have passed. The
-# extender's RSS, open files and threads after the first round and at the
-# end, and its mean filter+prioritize and bind time in the first and the
-# last rounds (from /metrics), are printed: a leak or a drift shows there.
-# Then its RSS by kind of memory (/proc/PID/smaps) at both times.
+# --sustained SECONDS instead (make bench-sustained: 30 minutes at 1000
+# nodes): kube-scheduler with the extender; rounds of PODS pods created, all
+# bound, all deleted, until SECONDS have passed. The extender's RSS, open
+# files and threads after the first round and at the end, and its mean
+# filter+prioritize and bind time in the first and the last rounds (from
+# /metrics), are printed; then the same at the end of every minute (the
+# verbs' means over that minute), and from minute 5 on: RSS against minute
+# 5's, the range of open files and threads, and the verbs' means of
+# minutes 5-9 against the last five minutes': a leak or a drift shows
+# there. Then its RSS by kind of memory (/proc/PID/smaps) at both times.
 set -u
 cd "$(dirname "$0")/.."
 NODES=1000 PODS=2000 ROUNDS=5 EXT=$PWD/build/gpu-extender BASE="" ONLY="" COLD="" SUSTAIN="" REPLICAS="" PPROF="" FLOOR=1 HTTP_TIMEOUT=""
@@ -297,7 +301,7 @@ if [[ -n $SUSTAIN ]]; then
   cluster_start_scheduler "$CLUSTER_DIR/sched-sus.yaml" sched-sus >/dev/null || fail "scheduler"
   pid=$(pgrep -f "identity ext-sus" | head -1)
   # RSS MiB, open files, threads of the extender
-  usage() { echo "$(awk '/VmRSS/ { printf "%.0f", $2 / 1024 }' "/proc/$pid/status") $(ls "/proc/$pid/fd" | wc -l) $(ls "/proc/$pid/task" | wc -l)"; }
+  usage() { echo "$(awk '/VmRSS/ { printf "%.1f", $2 / 1024 }' "/proc/$pid/status") $(ls "/proc/$pid/fd" | wc -l) $(ls "/proc/$pid/task" | wc -l)"; }
   # cumulative seconds of filter+prioritize, filter count, seconds of binds, bind count
   sums() {
     curl -sf "$E2E_URL/metrics" | awk '
@@ -323,14 +327,16 @@ if [[ -n $SUSTAIN ]]; then
   round 0 || fail "the first round failed"
   SUMS+=("$(sums)")
   first_use=$(usage) first_kinds=$(load rss "$pid")
-  k=1 curve="" minute=1
+  k=1 minute=1 mark=${SUMS[1]} MINUTES=()
   while ((SECONDS - t0 < SUSTAIN)); do
     round "$k" || fail "round $k failed"
     SUMS+=("$(sums)")
     k=$((k + 1))
-    # RSS once a minute: whether growth levels off shows in its shape
+    # Once a minute: the extender's RSS, open files and threads, and its
+    # verbs' mean times over the minute: a leak or a drift shows in their shape.
     if ((SECONDS - t0 >= minute * 60)); then
-      curve+="${curve:+ }$(usage | cut -d' ' -f1)"
+      MINUTES+=("$minute $k $(usage) $(means "$mark" "${SUMS[$k]}")")
+      mark=${SUMS[$k]}
       minute=$((minute + 1))
     fi
   done
@@ -343,7 +349,27 @@ if [[ -n $SUSTAIN ]]; then
   read -r r f th <<<"$last_use"; read -r fp b <<<"$(means "${SUMS[$w]}" "${SUMS[$k]}")"
   echo "| $((SECONDS - t0)) s (means: last $((k - w)) rounds) | $k | $((k * PODS)) | $r | $f | $th | $fp | $b |"
   echo
-  echo "RSS MiB at the end of each minute: $curve"
+  echo "At the end of each minute (verbs: means over that minute):"
+  echo "| minute | rounds | RSS MiB | open files | threads | filter+prioritize ms | bind ms |"
+  echo "|---|---|---|---|---|---|---|"
+  printf '%s\n' "${MINUTES[@]}" | awk '{ printf "| %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7 }'
+  # From minute 5 on: RSS against minute 5's (the goal: within 5 %), open
+  # files and threads (constant), and the verbs' means of minutes 5-9
+  # against the last five minutes' (no drift).
+  printf '%s\n' "${MINUTES[@]}" | awk '$1 >= 5 {
+      if (!n++) { r0 = $3; lo = hi = $3; flo = fhi = $4; tlo = thi = $5 }
+      if ($3 < lo) lo = $3; if ($3 > hi) hi = $3
+      if ($4 < flo) flo = $4; if ($4 > fhi) fhi = $4
+      if ($5 < tlo) tlo = $5; if ($5 > thi) thi = $5
+      fp[n] = $6; bd[n] = $7 }
+    END {
+      if (n < 2) { print "from minute 5 on: too short a run (--sustained 1800 for 30 minutes)"; exit }
+      m = n < 5 ? n : 5
+      for (i = 1; i <= m; i++) { a += fp[i]; b += bd[i]; c += fp[n - m + i]; d += bd[n - m + i] }
+      printf "from minute 5 on: RSS %s to %s MiB (%+.1f %% to %+.1f %% of minute 5'"'"'s %s); open files %s to %s; threads %s to %s\n",
+        lo, hi, (lo - r0) / r0 * 100, (hi - r0) / r0 * 100, r0, flo, fhi, tlo, thi
+      printf "filter+prioritize ms: %.3f over minutes 5-%d, %.3f over the last %d; bind ms: %.1f, %.1f\n",
+        a / m, 4 + m, c / m, m, b / m, d / m }'
   echo
   echo "| RSS MiB | main heap | threads' heaps | threads' stacks | other anonymous | files |"
   echo "|---|---|---|---|---|---|"
