@@ -1029,7 +1029,8 @@ static void http_scale(const char *extender, int nodes, int per_node, int iters)
 	unlink(inv);
 	reset_peak_of(srv);
 
-	/* The allocations, by two connections at once. */
+	/* The allocations, by two connections at once (processes of their own). */
+	fflush(NULL);
 	t0 = now_s();
 	pid_t kids[2];
 	for (int k = 0; k < 2; k++) {
