@@ -6,8 +6,15 @@
 #                   (normal and ASan+UBSan builds), then e2e
 #   make fuzz       the libFuzzer targets, 10 minutes each
 #   make bench      latency and throughput of filter+prioritize
+#   make bench-http-scale
+#                   filter+prioritize over HTTP at 65000 nodes and 520k allocations, as
+#                   kube-scheduler sends them there (5 % of the nodes), and the server's RSS
 #   make bench-e2e  GPU pods per second placed by kube-scheduler, alone and with the
-#                   extender, on the test harness's control plane (BENCH_E2E_ARGS)
+#                   extender, on the test harness's control plane, in interleaved rounds
+#                   (BENCH_E2E_ARGS, e.g. "--nodes 5000 --rounds 3")
+#   make bench-sustained
+#                   30 minutes (SUSTAINED_S) of create/bind/delete rounds at 1000 nodes: the
+#                   extender's RSS, open files, threads and verb times, minute by minute
 #   make sim        regenerate docs/simulation.md from the openb traces
 #   make dst        the deterministic simulation of the reservation protocol (a phase of
 #                   `make test`); `make soak SEEDS=N` runs N more seeds
@@ -62,7 +69,7 @@ TEST_PKGS := libcmocka-dev openssl curl python3 wrk \
 DEPS_STAMP := $(BUILD)/.deps-build
 TEST_DEPS_STAMP := $(BUILD)/.deps-test
 
-.PHONY: all deps run test unit dst soak blackbox e2e bench bench-e2e sim fuzz proto clean
+.PHONY: all deps run test unit dst soak blackbox e2e bench bench-http-scale bench-e2e bench-sustained sim fuzz proto clean
 all: $(BUILD)/gpu-extender $(BUILD)/gpu-agent
 
 define install_missing
@@ -145,8 +152,15 @@ bench: $(BUILD)/gpu-extender $(BUILD)/bench | $(TEST_DEPS_STAMP)
 	@echo
 	@$(BUILD)/bench --scale --busy
 
+bench-http-scale: $(BUILD)/gpu-extender $(BUILD)/bench | $(TEST_DEPS_STAMP)
+	@$(BUILD)/bench --http-scale --extender $(BUILD)/gpu-extender
+
 bench-e2e: all
 	@bench/e2e.sh --extender $(BUILD)/gpu-extender $(BENCH_E2E_ARGS)
+
+SUSTAINED_S ?= 1800
+bench-sustained: all
+	@bench/e2e.sh --sustained $(SUSTAINED_S) --nodes 1000 --pods 400 --extender $(BUILD)/gpu-extender
 
 $(BUILD)/bench: bench/bench.c $(BUILD)/libgpu.a
 	@echo "  LD      $@"

@@ -2,7 +2,7 @@
 # make bench-e2e: GPU pods per second that a real kube-scheduler places on a
 # real API server, alone and with the extender in the loop, in one run.
 #
-#   bench/e2e.sh [--nodes 1000] [--pods 2000] [--extender PATH] [--baseline-extender PATH] [--replicas] [--floor] [--only ROWS] [--pprof DIR] [--http-timeout D]
+#   bench/e2e.sh [--nodes 1000] [--pods 2000] [--rounds 5] [--extender PATH] [--baseline-extender PATH] [--replicas] [--no-floor] [--only ROWS] [--pprof DIR] [--http-timeout D]
 #   bench/e2e.sh --cold-start [--nodes 5000] [--extender PATH] [--baseline-extender PATH]
 #   bench/e2e.sh --sustained SECONDS [--nodes 1000] [--pods 400] [--extender PATH]
 #
@@ -12,36 +12,50 @@
 # watch notes when each pod is bound: the rate is (pods - 1) / (last binding -
 # first binding). Rows:
 #   plain      kube-scheduler alone; the pods ask for example.com/gpu
-#   extender   kube-scheduler with the extender (filter, prioritize, bind through
-#              the ledgers); the pods ask for gpu.scheduling/gpu
-#   keep-1     the same with filterKeepsBest 1: filter passes only the node the
-#              policy rates best, so kube-scheduler calls no prioritize and runs
-#              none of its own scoring for the pod
+#   floor      bench/floor, the least an extender that binds can cost (filter
+#              passes one node with room, bind posts the Binding; no ledger, no
+#              watches); what kube-scheduler and the API server spend on any
+#              extender in the loop. Built with Go into the harness's cache;
+#              --no-floor leaves it out.
+#   keep-1     the extender with filterKeepsBest 1: filter passes only the node
+#              the policy rates best, so kube-scheduler calls no prioritize and
+#              runs none of its own scoring for the pod
+#   extender   kube-scheduler with the extender as `serve` starts by default
+#              (filter, prioritize, bind through the ledgers); the pods ask for
+#              gpu.scheduling/gpu
 #   baseline   the same with --baseline-extender (another build), when given
 #   proxy-1    with --replicas: the extender behind a TCP proxy (test/e2e/faultproxy.py)
 #   proxy-2    two extender replicas behind it, each new connection to the next
-#   floor      with --floor: bench/floor, the least an extender that binds can
-#              cost (filter passes one node with room, bind posts the Binding;
-#              no ledger, no watches); what kube-scheduler and the API server
-#              spend on any extender in the loop. Built with Go into the
-#              harness's cache.
-# The rows run in that order, or in the order --only names them (a comma
-# list), since the row that runs last tends to be the slowest.
+#
+# The rows run in interleaved rounds (--rounds, 5 by default): every row once
+# a round, the order rotated by one each round (round 2 starts with the
+# second row), so that no row always runs first or last and a neighbour's
+# burst on the shared machine falls on different rows. --only ROWS (a comma
+# list) picks rows and their first round's order.
+# The closing table gives per row the median pods/s and its range over the
+# rounds (the same build's round-to-round spread), the medians of the
+# per-round ratios to plain and to floor, start-to-bound latency p50/p99
+# (from the row's scheduler start, all its pods pending, to each binding),
+# and CPU milliseconds per pod of kube-apiserver, etcd, kube-scheduler and
+# the extender (utime + stime from /proc/PID/stat before and after the
+# row's scheduling), which a busy neighbour disturbs less than wall time.
+# A table of every round and row comes before it: the API server's write
+# requests per pod, the scheduler's mean scheduling attempt, the extender's
+# mean time per verb, its refused binds (kube-scheduler retries those pods),
+# ledger conflicts, connections refused at its connection limits, and the
+# CPU seconds each component used.
 # --http-timeout D: kube-scheduler's httpTimeout for the extender rows, e.g.
 # 30s (config/scheduler-config.yaml's 5s otherwise).
-# Both schedulers talk to the API server with qps and burst 5000. Each row also
-# prints the API server's write requests per pod during the row, the
-# scheduler's mean scheduling attempt (scheduling and binding), the extender's
-# mean time per verb, its refused binds (kube-scheduler retries those pods),
-# ledger conflicts and connections refused at its connection limits, and the
-# CPU seconds each component used during the row.
+# Both schedulers talk to the API server with qps and burst 5000.
 # After each row its pods are deleted and its extenders release their
 # reservations before they stop, so that every row starts on empty nodes
 # and pays for no other row's clean-up.
 # --pprof DIR: 5-second CPU profiles of kube-apiserver and of each row's
 # kube-scheduler, from their /debug/pprof a second into the row, written to
-# DIR/apiserver-ROW.pb.gz and DIR/scheduler-ROW.pb.gz (go tool pprof -top).
-# Set CLUSTER_KEEP=1 to keep the logs (the cluster directory is printed).
+# DIR/apiserver-ROW-rN.pb.gz and DIR/scheduler-ROW-rN.pb.gz (go tool pprof -top).
+# Set CLUSTER_KEEP=1 to keep the logs (the cluster directory is printed);
+# BENCH_E2E_ROUNDS_OUT=FILE keeps the rounds' figures (a JSON object a line;
+# python3 bench/e2e_load.py table FILE prints the table again).
 #
 # --cold-start instead: the nodes, 8 bound one-GPU pods on each (one node
 # keeps a GPU free) with their ledgers, as a running cluster holds them;
@@ -49,15 +63,19 @@
 # first correct answer (a filter that passes exactly the node with room) are
 # printed, with its RSS then; then the same for --baseline-extender.
 #
-# --sustained SECONDS instead: kube-scheduler with the extender; rounds of
-# PODS pods created, all bound, all deleted, until SECONDS have passed. The
-# extender's RSS, open files and threads after the first round and at the
-# end, and its mean filter+prioritize and bind time in the first and the
-# last rounds (from /metrics), are printed: a leak or a drift shows there.
-# Then its RSS by kind of memory (/proc/PID/smaps) at both times.
+# --sustained SECONDS instead (make bench-sustained: 30 minutes at 1000
+# nodes): kube-scheduler with the extender; rounds of PODS pods created, all
+# bound, all deleted, until SECONDS have passed. The extender's RSS, open
+# files and threads after the first round and at the end, and its mean
+# filter+prioritize and bind time in the first and the last rounds (from
+# /metrics), are printed; then the same at the end of every minute (the
+# verbs' means over that minute), and from minute 5 on: RSS against minute
+# 5's, the range of open files and threads, and the verbs' means of
+# minutes 5-9 against the last five minutes': a leak or a drift shows
+# there. Then its RSS by kind of memory (/proc/PID/smaps) at both times.
 set -u
 cd "$(dirname "$0")/.."
-NODES=1000 PODS=2000 EXT=$PWD/build/gpu-extender BASE="" ONLY="" COLD="" SUSTAIN="" REPLICAS="" PPROF="" FLOOR="" HTTP_TIMEOUT=""
+NODES=1000 PODS=2000 ROUNDS=5 EXT=$PWD/build/gpu-extender BASE="" ONLY="" COLD="" SUSTAIN="" REPLICAS="" PPROF="" FLOOR=1 HTTP_TIMEOUT=""
 while (($#)); do
   case $1 in
     --nodes) NODES=$2; shift 2 ;;
@@ -66,12 +84,14 @@ while (($#)); do
     --baseline-extender) BASE=$(realpath "$2"); shift 2 ;;
     --only) ONLY=$2; shift 2 ;;
     --replicas) REPLICAS=1; shift ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
     --floor) FLOOR=1; shift ;;
+    --no-floor) FLOOR=""; shift ;;
     --http-timeout) HTTP_TIMEOUT=$2; shift 2 ;;
     --cold-start) COLD=1; shift ;;
     --sustained) SUSTAIN=$2; shift 2 ;;
     --pprof) PPROF=$(realpath -m "$2"); shift 2 ;;
-    *) echo "usage: bench/e2e.sh [--nodes N] [--pods N] [--extender PATH] [--baseline-extender PATH] [--replicas] [--floor] [--only ROWS] [--pprof DIR] [--http-timeout D]" \
+    *) echo "usage: bench/e2e.sh [--nodes N] [--pods N] [--rounds N] [--extender PATH] [--baseline-extender PATH] [--replicas] [--no-floor] [--only ROWS] [--pprof DIR] [--http-timeout D]" \
          "| --cold-start [--nodes N] | --sustained SECONDS [--nodes N] [--pods N]" >&2; exit 2 ;;
   esac
 done
@@ -82,11 +102,13 @@ fail() { echo "bench-e2e: $*" >&2; exit 1; }
 if [[ -n $ONLY ]]; then
   IFS=, read -r -a ROW_ORDER <<<"$ONLY"
 else
-  ROW_ORDER=(plain extender keep-1)
+  ROW_ORDER=(plain)
+  [[ -n $FLOOR ]] && ROW_ORDER+=(floor)
+  ROW_ORDER+=(keep-1 extender)
   [[ -n $REPLICAS ]] && ROW_ORDER+=(proxy-1 proxy-2)
   [[ -n $BASE ]] && ROW_ORDER+=(baseline)
-  [[ -n $FLOOR ]] && ROW_ORDER+=(floor)
 fi
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || fail "--rounds needs a positive count"
 FLOOR_BIN=""
 for row in "${ROW_ORDER[@]}"; do
   case $row in
@@ -105,7 +127,7 @@ fi
 e2e_setup >/dev/null || fail "cluster setup failed"
 export CLUSTER_API_URL CLUSTER_ADMIN_TOKEN_FILE CLUSTER_CA_FILE
 load() { python3 bench/e2e_load.py "$@"; }
-echo "bench-e2e: $NODES nodes x 8 GPUs, $PODS one-GPU pods per row ($(nproc) CPUs, $(cluster_versions 2>/dev/null | head -1))"
+echo "bench-e2e: $NODES nodes x 8 GPUs, $PODS one-GPU pods per row, $ROUNDS rounds of ${ROW_ORDER[*]} ($(nproc) CPUs, $(cluster_versions 2>/dev/null | head -1))"
 t=$(date +%s)
 load nodes "$NODES" || fail "creating the nodes failed"
 echo "  nodes created in $(( $(date +%s) - t )) s"
@@ -128,16 +150,21 @@ metric_mean() {  # METRICS_TEXT NAME [LABEL_MATCH]: sum/count in ms
     END { if (c > 0) printf "%.2f", s / c * 1000; else printf "-" }' <<<"$1"
 }
 
-# CPU seconds used so far by every process of those names (NAME|NAME...;
-# utime + stime, in clock ticks from /proc: ps rounds to whole seconds).
+# CPU seconds used so far by the harness's processes of those names
+# (NAME|NAME...; utime + stime, in clock ticks from /proc/PID/stat: ps
+# rounds to whole seconds). Only this cluster's: each process it started
+# leads a process group of its own (cluster_spawn), and other programs of
+# the same name on a shared machine (a test's extender) are not counted.
 cpu_s() {
-  local pids name
-  pids=$(for name in ${1//|/ }; do pgrep -x "$name"; done | sed 's#.*#/proc/&/stat#')
+  local pids name groups
+  groups=$(awk '{ print $2 }' "$CLUSTER_DIR/pids" | paste -sd, -)
+  pids=$(for name in ${1//|/ }; do pgrep -x -g "$groups" "$name"; done | sed 's#.*#/proc/&/stat#')
   [[ -n $pids ]] || { echo 0; return; }
   # shellcheck disable=SC2086
-  cat $pids 2>/dev/null | sed 's/^.*) //' | awk -v hz="$(getconf CLK_TCK)" '{ s += $12 + $13 } END { printf "%.2f", s / hz }'
+  cat $pids 2>/dev/null | sed 's/^.*) //' | awk -v hz="$(getconf CLK_TCK)" '{ s += $12 + $13 } END { printf "%.3f", s / hz }'
 }
 CPU_OF=(kube-apiserver etcd kube-scheduler 'gpu-extender|floor-extender')
+CPU_KEYS=(apiserver etcd scheduler extender)
 
 # pprof_row LABEL: CPU profiles of kube-apiserver and the row's kube-scheduler, a second into the row.
 pprof_row() {
@@ -149,13 +176,14 @@ pprof_row() {
   wait
 }
 
-ROWS=() REQUESTS=() RATINGS=()
-# run_row LABEL RESOURCE [EXTENDER_BINARY [REPLICAS]]: with REPLICAS, that many
-# extenders behind test/e2e/faultproxy.py, which hands each new connection to
-# the next one in turn (a Service in front of replicas). EXT_FLAGS: more
-# flags for the extenders.
+ROWS=() REQUESTS=() RATINGS=() ROUND=1
+ROUNDS_FILE=""   # a JSON object a line, one per row and round (e2e_load.py table)
+# run_row LABEL RESOURCE [EXTENDER_BINARY [REPLICAS]]: the row's run in round
+# ROUND. With REPLICAS, that many extenders behind test/e2e/faultproxy.py,
+# which hands each new connection to the next one in turn (a Service in
+# front of replicas). EXT_FLAGS: more flags for the extenders.
 run_row() {
-  local label=$1 resource=$2 bin=${3:-} replicas=${4:-0} ns=bench-$1 url="" ext_metrics="" urls=() ups=() k
+  local row=$1 label=$1-r$ROUND resource=$2 bin=${3:-} replicas=${4:-0} ns=bench-$1 url="" ext_metrics="" urls=() ups=() k
   local flags
   read -r -a flags <<<"${EXT_FLAGS:-}"
   cluster_ensure_namespace "$ns" >/dev/null || fail "namespace $ns"
@@ -177,20 +205,25 @@ run_row() {
   load watch "$ns" "$PODS" "$out" --timeout 900 &
   local watcher=$!
   cluster_wait 60 "the watch of $ns" test -e "$out.ready" || fail "watch did not start"
-  local w0 c cpu0=()
+  local w0 c cpu0=() start
   w0=$(load writes)
   load requests >"$CLUSTER_DIR/requests-$label.before"
   for c in "${CPU_OF[@]}"; do cpu0+=("$(cpu_s "$c")"); done
+  start=$(date +%s.%N)
   scheduler_config "$CLUSTER_DIR/sched-$label.yaml" "sched-$label" "$url"
   cluster_start_scheduler "$CLUSTER_DIR/sched-$label.yaml" "sched-$label" >/dev/null || fail "scheduler $label"
   local profiler=""
   [[ -n $PPROF ]] && { pprof_row "$label" & profiler=$!; }
   wait "$watcher"
   [[ -n $profiler ]] && wait "$profiler"
-  local w1 port sched_metrics cpu="" i
+  local w1 port sched_metrics cpu="" cpu_json="" used i
   w1=$(load writes)
   REQUESTS+=("$label: $(load requests "$CLUSTER_DIR/requests-$label.before" "$PODS")")
-  for i in "${!CPU_OF[@]}"; do cpu+="${cpu:+/}$(awk -v a="${cpu0[$i]}" -v b="$(cpu_s "${CPU_OF[$i]}")" 'BEGIN { printf "%.1f", b - a }')"; done
+  for i in "${!CPU_OF[@]}"; do
+    used=$(awk -v a="${cpu0[$i]}" -v b="$(cpu_s "${CPU_OF[$i]}")" 'BEGIN { printf "%.3f", b - a }')
+    cpu+="${cpu:+/}$(awk -v u="$used" 'BEGIN { printf "%.1f", u }')"
+    cpu_json+=",\"cpu_${CPU_KEYS[$i]}\":\"$(awk -v u="$used" -v n="$PODS" 'BEGIN { printf "%.3f", u * 1000 / n }')\""
+  done
   port=$(cluster_scheduler_port "sched-$label")
   sched_metrics=$(kubectl --server="https://127.0.0.1:$port" --insecure-skip-tls-verify=true get --raw /metrics 2>/dev/null)
   for k in "${urls[@]}"; do ext_metrics+=$(curl -sf "$k/metrics")$'\n'; done   # replicas: summed
@@ -206,8 +239,9 @@ run_row() {
   elif [[ -n $bin ]]; then
     cluster_kill "ext-$label"
   fi
-  local rate bound
+  local rate bound lat50 lat99
   read -r rate bound < <(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%.1f" % r.get("rate", 0), r["bound"])' "$out")
+  read -r lat50 lat99 < <(load latency "$out" "$start")
   local refused conflicts conns
   refused=$(awk '/^gpu_extender_binds_total/ && !/result="ok"/ { s += $2 } END { print s + 0 }' <<<"$ext_metrics")
   conflicts=$(awk '/^gpu_extender_reservation_conflicts_total/ { s += $2 } END { print s + 0 }' <<<"$ext_metrics")
@@ -216,13 +250,17 @@ run_row() {
   [[ -n $bin ]] && RATINGS+=("$label: $(awk '/^gpu_extender_prioritize_ratings_total/ { n[$1] += $2 }
     END { f = n["gpu_extender_prioritize_ratings_total{source=\"filter\"}"]; m = n["gpu_extender_prioritize_ratings_total{source=\"made\"}"]
       if (f + m) printf "%d of %d from the filter'"'"'s ratings", f, f + m; else print "none (or a build without the count)" }' <<<"$ext_metrics")")
-  ROWS+=("$(printf '| %-9s | %5s/%s | %7s | %6s | %8s | %8s | %8s | %8s | %7s | %7s | %7s | %s |' "$label" "$bound" "$PODS" "$rate" \
-    "$(awk -v a="$w0" -v b="$w1" -v n="$PODS" 'BEGIN { printf "%.2f", (b - a) / n }')" \
-    "$(metric_mean "$sched_metrics" scheduler_scheduling_attempt_duration_seconds)" \
-    "$(metric_mean "$ext_metrics" gpu_extender_request_duration_seconds 'verb="filter"')" \
-    "$(metric_mean "$ext_metrics" gpu_extender_request_duration_seconds 'verb="prioritize"')" \
-    "$(metric_mean "$ext_metrics" gpu_extender_request_duration_seconds 'verb="bind"')" "$refused" "$conflicts" "$conns" "$cpu")")
-  eval "RATE_${label//-/_}=$rate"
+  local writes attempt fms pms bms
+  writes=$(awk -v a="$w0" -v b="$w1" -v n="$PODS" 'BEGIN { printf "%.2f", (b - a) / n }')
+  attempt=$(metric_mean "$sched_metrics" scheduler_scheduling_attempt_duration_seconds)
+  fms=$(metric_mean "$ext_metrics" gpu_extender_request_duration_seconds 'verb="filter"')
+  pms=$(metric_mean "$ext_metrics" gpu_extender_request_duration_seconds 'verb="prioritize"')
+  bms=$(metric_mean "$ext_metrics" gpu_extender_request_duration_seconds 'verb="bind"')
+  ROWS+=("$(printf '| %-12s | %5s/%s | %7s | %11s | %6s | %8s | %8s | %8s | %8s | %7s | %7s | %7s | %s |' "$label" "$bound" "$PODS" "$rate" \
+    "$lat50/$lat99" "$writes" "$attempt" "$fms" "$pms" "$bms" "$refused" "$conflicts" "$conns" "$cpu")")
+  printf '{"row":"%s","round":%d,"pods":%d,"bound":%d,"rate":"%s","lat_p50":"%s","lat_p99":"%s","writes":"%s","attempt_ms":"%s","filter_ms":"%s","prioritize_ms":"%s","bind_ms":"%s"%s}\n' \
+    "$row" "$ROUND" "$PODS" "$bound" "$rate" "$lat50" "$lat99" "$writes" "$attempt" "$fms" "$pms" "$bms" "$cpu_json" >>"$ROUNDS_FILE"
+  echo "  round $ROUND $row: $bound/$PODS bound, $rate pods/s, CPU s apiserver/etcd/scheduler/extender $cpu"
 }
 
 if [[ -n $COLD ]]; then
@@ -263,7 +301,7 @@ if [[ -n $SUSTAIN ]]; then
   cluster_start_scheduler "$CLUSTER_DIR/sched-sus.yaml" sched-sus >/dev/null || fail "scheduler"
   pid=$(pgrep -f "identity ext-sus" | head -1)
   # RSS MiB, open files, threads of the extender
-  usage() { echo "$(awk '/VmRSS/ { printf "%.0f", $2 / 1024 }' "/proc/$pid/status") $(ls "/proc/$pid/fd" | wc -l) $(ls "/proc/$pid/task" | wc -l)"; }
+  usage() { echo "$(awk '/VmRSS/ { printf "%.1f", $2 / 1024 }' "/proc/$pid/status") $(ls "/proc/$pid/fd" | wc -l) $(ls "/proc/$pid/task" | wc -l)"; }
   # cumulative seconds of filter+prioritize, filter count, seconds of binds, bind count
   sums() {
     curl -sf "$E2E_URL/metrics" | awk '
@@ -289,14 +327,16 @@ if [[ -n $SUSTAIN ]]; then
   round 0 || fail "the first round failed"
   SUMS+=("$(sums)")
   first_use=$(usage) first_kinds=$(load rss "$pid")
-  k=1 curve="" minute=1
+  k=1 minute=1 mark=${SUMS[1]} MINUTES=()
   while ((SECONDS - t0 < SUSTAIN)); do
     round "$k" || fail "round $k failed"
     SUMS+=("$(sums)")
     k=$((k + 1))
-    # RSS once a minute: whether growth levels off shows in its shape
+    # Once a minute: the extender's RSS, open files and threads, and its
+    # verbs' mean times over the minute: a leak or a drift shows in their shape.
     if ((SECONDS - t0 >= minute * 60)); then
-      curve+="${curve:+ }$(usage | cut -d' ' -f1)"
+      MINUTES+=("$minute $k $(usage) $(means "$mark" "${SUMS[$k]}")")
+      mark=${SUMS[$k]}
       minute=$((minute + 1))
     fi
   done
@@ -309,7 +349,27 @@ if [[ -n $SUSTAIN ]]; then
   read -r r f th <<<"$last_use"; read -r fp b <<<"$(means "${SUMS[$w]}" "${SUMS[$k]}")"
   echo "| $((SECONDS - t0)) s (means: last $((k - w)) rounds) | $k | $((k * PODS)) | $r | $f | $th | $fp | $b |"
   echo
-  echo "RSS MiB at the end of each minute: $curve"
+  echo "At the end of each minute (verbs: means over that minute):"
+  echo "| minute | rounds | RSS MiB | open files | threads | filter+prioritize ms | bind ms |"
+  echo "|---|---|---|---|---|---|---|"
+  printf '%s\n' "${MINUTES[@]}" | awk '{ printf "| %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7 }'
+  # From minute 5 on: RSS against minute 5's (the goal: within 5 %), open
+  # files and threads (constant), and the verbs' means of minutes 5-9
+  # against the last five minutes' (no drift).
+  printf '%s\n' "${MINUTES[@]}" | awk '$1 >= 5 {
+      if (!n++) { r0 = $3; lo = hi = $3; flo = fhi = $4; tlo = thi = $5 }
+      if ($3 < lo) lo = $3; if ($3 > hi) hi = $3
+      if ($4 < flo) flo = $4; if ($4 > fhi) fhi = $4
+      if ($5 < tlo) tlo = $5; if ($5 > thi) thi = $5
+      fp[n] = $6; bd[n] = $7 }
+    END {
+      if (n < 2) { print "from minute 5 on: too short a run (--sustained 1800 for 30 minutes)"; exit }
+      m = n < 5 ? n : 5
+      for (i = 1; i <= m; i++) { a += fp[i]; b += bd[i]; c += fp[n - m + i]; d += bd[n - m + i] }
+      printf "from minute 5 on: RSS %s to %s MiB (%+.1f %% to %+.1f %% of minute 5'"'"'s %s); open files %s to %s; threads %s to %s\n",
+        lo, hi, (lo - r0) / r0 * 100, (hi - r0) / r0 * 100, r0, flo, fhi, tlo, thi
+      printf "filter+prioritize ms: %.3f over minutes 5-%d, %.3f over the last %d; bind ms: %.1f, %.1f\n",
+        a / m, 4 + m, c / m, m, b / m, d / m }'
   echo
   echo "| RSS MiB | main heap | threads' heaps | threads' stacks | other anonymous | files |"
   echo "|---|---|---|---|---|---|"
@@ -331,12 +391,17 @@ one_row() {
     baseline) run_row baseline gpu.scheduling/gpu "$BASE" ;;
   esac
 }
-RATE_plain=0 RATE_extender=0 RATE_keep_1=0 RATE_baseline=0 RATE_proxy_1=0 RATE_proxy_2=0 RATE_floor=0
-for row in "${ROW_ORDER[@]}"; do one_row "$row"; done
+ROUNDS_FILE=$CLUSTER_DIR/rounds.jsonl
+: >"$ROUNDS_FILE"
+n=${#ROW_ORDER[@]}
+for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
+  for ((i = 0; i < n; i++)); do one_row "${ROW_ORDER[(i + ROUND - 1) % n]}"; done
+done
 
 echo
-echo "| row | bound | pods/s | API writes/pod | scheduling attempt ms | filter ms | prioritize ms | bind ms | binds refused | ledger 409s | connections refused | CPU s: apiserver/etcd/scheduler/extender |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "Every round (ROW-rN: round N), in the order they ran:"
+echo "| row | bound | pods/s | start-to-bound p50/p99 s | API writes/pod | scheduling attempt ms | filter ms | prioritize ms | bind ms | binds refused | ledger 409s | connections refused | CPU s: apiserver/etcd/scheduler/extender |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${ROWS[@]}"
 echo
 echo "API requests per pod, by verb and resource:"
@@ -345,14 +410,8 @@ echo
 echo "Prioritize requests, by where their ratings came from:"
 printf '  %s\n' "${RATINGS[@]}"
 echo
-for row in "${ROW_ORDER[@]}"; do
-  [[ $row == plain ]] && continue
-  rate=RATE_${row//-/_}
-  awk -v p="$RATE_plain" -v r="${!rate}" -v n="$row" 'BEGIN { if (p > 0) printf "%s / plain: %.2f\n", n, r / p }'
-done
-awk -v a="$RATE_proxy_1" -v b="$RATE_proxy_2" 'BEGIN { if (a > 0 && b > 0) printf "two replicas / one (both behind the proxy): %.2f\n", b / a }'
-awk -v f="$RATE_floor" -v k="$RATE_keep_1" -v e="$RATE_extender" 'BEGIN {
-  if (f > 0 && e > 0) printf "extender / floor: %.2f\n", e / f
-  if (f > 0 && k > 0) printf "keep-1 / floor: %.2f\n", k / f }'
+echo "bench-e2e: $NODES nodes x 8 GPUs, $PODS one-GPU pods per row, $ROUNDS rounds ($(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg))"
+load table "$ROUNDS_FILE" || fail "no summary"
+[[ -n ${BENCH_E2E_ROUNDS_OUT:-} ]] && cp "$ROUNDS_FILE" "$BENCH_E2E_ROUNDS_OUT"
 cluster_down >/dev/null 2>&1
 exit 0

@@ -13,8 +13,17 @@ the CA in CLUSTER_CA_FILE (as bench/e2e.sh exports them).
   e2e_load.py watch NS COUNT OUT [--timeout 600]
       watches the pods of NS and notes when each is bound; once COUNT are
       bound (or at the timeout) writes a JSON report to OUT: bound, first
-      and last binding (seconds since the watch began) and the rate,
-      (bound - 1) / (last - first). Writes OUT.ready once the watch runs.
+      and last binding (seconds since the watch began), the rate,
+      (bound - 1) / (last - first), and bound_at, each binding's wall-clock
+      time (time.time()). Writes OUT.ready once the watch runs.
+  e2e_load.py latency WATCH_OUT START
+      prints p50 and p99 seconds from START (wall clock: when the scheduler
+      was started, all pods pending) to each pod's binding, from a watch's OUT.
+  e2e_load.py table ROUNDS_FILE [PODS]
+      the summary of bench/e2e.sh's rounds (a JSON object a line, one per
+      row and round): per row the median pods/s and its range, the medians
+      of the per-round ratios to plain and to floor, latency, CPU ms per
+      pod by component, API writes per pod and the verbs' mean times.
   e2e_load.py writes
       prints the API server's count of write requests so far (POST, PUT,
       PATCH, DELETE; from its /metrics).
@@ -50,9 +59,10 @@ import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
-API = os.environ["CLUSTER_API_URL"]
-TOKEN = open(os.environ["CLUSTER_ADMIN_TOKEN_FILE"]).read().strip()
-CTX = ssl.create_default_context(cafile=os.environ["CLUSTER_CA_FILE"])
+# Unset for the commands that need no API server (table).
+API = os.environ.get("CLUSTER_API_URL", "")
+TOKEN = open(os.environ["CLUSTER_ADMIN_TOKEN_FILE"]).read().strip() if API else ""
+CTX = ssl.create_default_context(cafile=os.environ["CLUSTER_CA_FILE"]) if API else None
 
 
 def request(method, path, body=None, ctype="application/json", timeout=30, raw=False):
@@ -129,6 +139,7 @@ def cmd_watch(argv):
     deadline = time.monotonic() + float(o["timeout"])
     t0 = time.monotonic()
     bound = {}
+    wall = []
     listed = request("GET", "/api/v1/namespaces/%s/pods" % ns)
     for p in listed["items"]:
         if p["spec"].get("nodeName"):
@@ -151,16 +162,101 @@ def cmd_watch(argv):
                     name = obj["metadata"]["name"]
                     if obj["spec"].get("nodeName") and name not in bound:
                         bound[name] = time.monotonic() - t0
+                        wall.append(time.time())
                         if len(bound) >= count:
                             break
         except OSError:
             continue
     times = sorted(v for v in bound.values() if v > 0)
-    rep = {"bound": len(bound), "wanted": count}
+    rep = {"bound": len(bound), "wanted": count, "bound_at": sorted(wall)}
     if len(times) >= 2:
         rep.update(first=times[0], last=times[-1], rate=(len(times) - 1) / (times[-1] - times[0]))
     with open(out, "w") as f:
         json.dump(rep, f)
+
+
+def quantile(v, q):
+    """The q-quantile of v (nearest rank), None when v is empty."""
+    v = sorted(v)
+    if not v:
+        return None
+    k = max(0, min(len(v) - 1, int(-(-q * len(v) // 1)) - 1))
+    return v[k]
+
+
+def cmd_latency(argv):
+    rep = json.load(open(argv[0]))
+    start = float(argv[1])
+    lat = [t - start for t in rep.get("bound_at", [])]
+    p50, p99 = quantile(lat, 0.5), quantile(lat, 0.99)
+    print("-" if p50 is None else "%.2f" % p50, "-" if p99 is None else "%.2f" % p99)
+
+
+def num(v):
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def median(v):
+    v = sorted(x for x in v if x is not None)
+    if not v:
+        return None
+    m = len(v) // 2
+    return v[m] if len(v) % 2 else (v[m - 1] + v[m]) / 2
+
+
+def fmt(v, spec="%.1f"):
+    return "-" if v is None else spec % v
+
+
+CPU_PARTS = ("apiserver", "etcd", "scheduler", "extender")
+
+
+def cmd_table(argv):
+    recs = [json.loads(line) for line in open(argv[0]) if line.strip()]
+    rows, by = [], {}
+    for r in recs:
+        if r["row"] not in by:
+            rows.append(r["row"])
+            by[r["row"]] = {}
+        by[r["row"]][int(r["round"])] = r
+
+    def cpu_all(r):
+        return sum(num(r["cpu_" + p]) or 0.0 for p in CPU_PARTS)
+
+    def ratio_to(row, ref, of=lambda r: num(r["rate"])):
+        if ref not in by or row == ref:
+            return None
+        rs = [of(by[row][k]) / of(by[ref][k]) for k in by[row] if k in by[ref] and of(by[row][k]) and of(by[ref][k])]
+        return median(rs)
+
+    print("| row | rounds | bound | pods/s median | min-max | spread | / plain | / floor | start-to-bound p50 / p99 s "
+          "| CPU ms/pod apiserver / etcd / scheduler / extender | CPU ms/pod all | CPU / floor | API writes/pod "
+          "| filter / prioritize / bind ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        rr = [by[row][k] for k in sorted(by[row])]
+        rates = [num(r["rate"]) or 0.0 for r in rr]
+        med = median(rates)
+        spread = (max(rates) - min(rates)) / med * 100 if med else None
+        cpu = [median(num(r["cpu_" + p]) for r in rr) for p in CPU_PARTS]
+        total = median(cpu_all(r) for r in rr)
+        verbs = " / ".join(fmt(median(num(r[v]) for r in rr), "%.2f") for v in ("filter_ms", "prioritize_ms", "bind_ms"))
+        print("| %s | %d | %d-%d/%s | %s | %s-%s | %s | %s | %s | %s / %s | %s | %s | %s | %s | %s |" % (
+            row, len(rr), min(int(r["bound"]) for r in rr), max(int(r["bound"]) for r in rr), rr[0]["pods"],
+            fmt(med), fmt(min(rates)), fmt(max(rates)), fmt(spread, "%.0f %%"),
+            fmt(ratio_to(row, "plain"), "%.2f"), fmt(ratio_to(row, "floor"), "%.2f"),
+            fmt(median(num(r["lat_p50"]) for r in rr), "%.2f"), fmt(median(num(r["lat_p99"]) for r in rr), "%.2f"),
+            " / ".join(fmt(c, "%.2f") for c in cpu), fmt(total, "%.2f"), fmt(ratio_to(row, "floor", cpu_all), "%.2f"),
+            fmt(median(num(r["writes"]) for r in rr), "%.2f"), verbs))
+    print()
+    print("spread: (max - min) / median of the row's rounds, what the same build moves from round to round;")
+    print("/ plain, / floor: the median over rounds of the row's pods/s over that round's plain (floor) row;")
+    print("CPU / floor: the same for CPU ms per pod, all four components;")
+    print("start-to-bound: from the row's scheduler start (all its pods pending) to each pod's binding;")
+    print("CPU: utime + stime from /proc/PID/stat, before and after the row's scheduling, per pod bound")
 
 
 def request_counts():
@@ -299,7 +395,8 @@ def cmd_rss(argv):
 
 def main():
     cmds = {"nodes": cmd_nodes, "pods": cmd_pods, "watch": cmd_watch, "writes": cmd_writes,
-            "requests": cmd_requests, "reserved": cmd_reserved, "drained": cmd_drained, "cold": cmd_cold,
+            "requests": cmd_requests, "reserved": cmd_reserved,
+            "latency": cmd_latency, "table": cmd_table, "drained": cmd_drained, "cold": cmd_cold,
             "rss": cmd_rss}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
         sys.exit(__doc__)
