@@ -4,34 +4,22 @@
  * core on one cache snapshot -> reply JSON, in the exact wire format of
  * k8s.io/kube-scheduler/extender/v1 (docs/api.md).
  *
- * How a bind is carried out is the caller's choice (struct extender_binder):
- * in memory in standalone mode, through Leases and the binding subresource
- * in cluster mode.
+ * How a bind is carried out is the caller's choice (extender_opts.bind, to
+ * the contract of bind.h): in memory in standalone mode
+ * (extender_bind_local), through Leases and the binding subresource in
+ * cluster mode (reserve_bind).
  */
 #ifndef GPU_EXTENDER_H
 #define GPU_EXTENDER_H
 
 #include "api.h"
+#include "bind.h"
 #include "cache.h"
 #include "claim.h"
 #include "httpd.h"
 #include "policy.h"
 
-struct bind_request {
-	const char *ns, *name, *uid, *node;
-	const struct claim *claim;
-	struct policy_ctx policy;    /* how to choose the devices on the node */
-};
-
-/*
- * The allocation a bind of req makes with the devices of f on n: reserved
- * now. -1 with err (when not NULL) when their ids lie more than
- * ALLOC_ID_SPAN apart (cache.h).
- */
-int bind_alloc(struct alloc *a, const struct bind_request *req, const struct gpu_node *n, const struct fit *f,
-	       char *err, size_t errlen);
-
-/* Returns a BIND_* result (metrics.h); on failure err says why in one line. */
+/* Carries out a bind; returns a BIND_* result (bind.h); on failure err says why in one line. */
 typedef int (*extender_bind_fn)(void *ctx, const struct bind_request *req, char *err, size_t errlen);
 
 /*
@@ -41,19 +29,7 @@ typedef int (*extender_bind_fn)(void *ctx, const struct bind_request *req, char 
 typedef int (*extender_fetch_fn)(void *ctx, const char *ns, const char *name, const char *uid,
 				 struct claim *out, char *err, size_t errlen);
 
-/*
- * Where a gang member may go (docs/gang.md). Not steered: place it as any
- * pod. Steered and ok: only the nodes that hold a place of its gang (its
- * places are reserved first if the gang has none). Steered and not ok: no
- * node now, and reason says why (the gang does not fit, or waits for its
- * members).
- */
-struct gang_route {
-	bool steered, ok;
-	int n;
-	char (*nodes)[254];          /* malloc'd by the gang fn; the caller frees it */
-	char reason[320];
-};
+/* Where a gang member may go (struct gang_route, bind.h). */
 typedef void (*extender_gang_fn)(void *ctx, const struct api_pod_ref *pod, const struct claim *c,
 				 const struct gpu_node *const *nodes, int n, struct gang_route *out);
 /* Whether the cache can be trusted yet; else why not. */

@@ -17,7 +17,7 @@ enum metric_verb {
 
 /* Counters with one label; the label's values are fixed per family. */
 enum metric_counter {
-	M_BINDS = 0,           /* result: ok, no_fit, conflict, error */
+	M_BINDS = 0,           /* result: ok, no_fit, conflict, error (BIND_*, bind.h) */
 	M_RESERVE_CONFLICTS,   /* resource: lease */
 	M_WATCH_RESTARTS,      /* resource: nodes, gpunodestatuses, gpuclaims, pods, leases */
 	M_RELISTS,             /* resource */
@@ -29,7 +29,6 @@ enum metric_counter {
 	M_COUNTER_COUNT
 };
 
-enum { BIND_OK = 0, BIND_NO_FIT, BIND_CONFLICT, BIND_ERROR };
 enum { GANG_RESERVED = 0, GANG_NO_FIT, GANG_WAITING, GANG_CONFLICT, GANG_ROLLED_BACK };
 enum { RES_NODES = 0, RES_GNS, RES_GPUCLAIMS, RES_PODS, RES_LEASES, RES_COUNT };
 enum { RATINGS_KEPT = 0, RATINGS_MADE };

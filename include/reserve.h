@@ -23,9 +23,9 @@
 #define GPU_RESERVE_H
 
 #include "api.h"
+#include "bind.h"
 #include "cache.h"
 #include "cluster.h"
-#include "extender.h"
 #include "kube.h"
 
 struct reserve_opts {

@@ -14,7 +14,7 @@
 # Two mechanical edits before protoc-c, neither of which changes a byte on
 # the wire:
 #  - the `service` blocks are left out: protoc-c would generate protobuf-c's
-#    own RPC stubs, which we do not use (src/agent/h2rpc.c carries gRPC, and
+#    own RPC stubs, which we do not use (src/devplugin/h2rpc.c carries gRPC, and
 #    the method paths are in include/devplugin.h), and its stub for the
 #    Registration service names a struct member `register`, a C keyword;
 #  - `optional` on a proto3 field (podresources' ClaimResource.share_id) is

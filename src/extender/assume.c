@@ -1,0 +1,54 @@
+/*
+ * Devices counted in the cache ahead of the ledger (cluster mode): a bind's
+ * from its arrival until it is answered, and the node a filter chose alone
+ * (filterKeepsBest 1) until the pod's bind arrives. kube-scheduler places
+ * the next pods meanwhile; they must see these devices taken.
+ */
+#include "extender_impl.h"
+#include "clock.h"
+
+bool extender_assume_devices(struct extender *x, const struct api_pod_ref *pod, const char *node,
+			     const struct claim *c)
+{
+	struct bind_request br = {
+		.ns = pod->ns, .name = pod->name, .uid = pod->uid, .node = node, .claim = c,
+		.policy = { .id = extender_policy(x, c), .seed = policy_hash(pod->uid) },
+	};
+	bool ok = false;
+	cache_lock(x->o.cache);
+	const struct gpu_node *view = cache_peek(x->o.cache, node);
+	struct fit f;
+	double score;
+	if (view && policy_place(&br.policy, view, c, &f, &score)) {
+		struct alloc al;
+		ok = !bind_alloc(&al, &br, view, &f, NULL, 0) && !cache_assume(x->o.cache, node, &al);
+	}
+	cache_unlock(x->o.cache);
+	return ok;
+}
+
+void extender_forget_assumed(struct extender *x, const char *uid, const char *node)
+{
+	cache_lock(x->o.cache);
+	cache_forget(x->o.cache, uid, node);
+	cache_unlock(x->o.cache);
+}
+
+void extender_forget_choices(struct extender *x, const char *uid)
+{
+	struct choice old[16];
+	if (uid && choices_take(&x->choices, uid, &old[0]))
+		extender_forget_assumed(x, old[0].uid, old[0].node);
+	int n;
+	while ((n = choices_take_expired(&x->choices, clock_mono_ms(), old, 16)) > 0)
+		for (int i = 0; i < n; i++)
+			extender_forget_assumed(x, old[i].uid, old[i].node);
+}
+
+void extender_assume_choice(struct extender *x, const struct api_pod_ref *pod, const char *node,
+			    const struct claim *c)
+{
+	if (extender_assume_devices(x, pod, node, c) &&
+	    !choices_put(&x->choices, pod->uid, node, clock_mono_ms() + CHOICE_TTL_MS))
+		extender_forget_assumed(x, pod->uid, node);   /* full: not counted rather than never forgotten */
+}
