@@ -42,7 +42,6 @@
 #define DP_PODRESOURCES_SOCKET "/var/lib/kubelet/pod-resources/kubelet.sock"
 #define DP_CDI_DIR "/var/run/cdi"
 #define DP_CDI_KIND "gpu.scheduling/gpu"
-#define DP_NVIDIA_MOUNT_DIR "/var/run/nvidia-container-devices"
 #define DP_DEFAULT_SHARE_SLOTS 48   /* MPS serves at most 48 clients per GPU */
 #define DP_DEFAULT_CLAIM_TICKETS 110 /* kubelet's default pod limit */
 
