@@ -12,6 +12,8 @@
 #include "vendor.h"
 #include "webhook.h"
 
+#include "../../src/agent/detect.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -172,6 +174,37 @@ static void test_names_as_before(void **state)
 	assert_string_equal(gpu_vendor_name(GPU_VENDOR_AMD), "amd");
 	assert_string_equal(gpu_vendor_name(GPU_VENDOR_INTEL), "intel");
 	assert_int_equal(vendor_get(GPU_VENDOR_INTEL)->naming, VENDOR_NAME_INDEX);
+}
+
+/* Every vendor of the table has a detector of its own in the node agent, and its count label. */
+static void test_every_vendor_detected(void **state)
+{
+	(void)state;
+	assert_null(detect_vendor_of(GPU_VENDOR_ANY));
+	assert_null(detect_vendor_of((enum gpu_vendor)(VENDOR_COUNT + 1)));
+	EACH_VENDOR(v) {
+		const struct detect_vendor *d = detect_vendor_of(v->id);
+		assert_non_null(d);
+		assert_int_equal(d->vendor, v->id);
+		assert_true(d->work_size > 0);
+		assert_true(d->ntools >= 1 && d->ntools <= DETECT_MAX_TOOLS);
+		for (int k = 0; k < d->ntools; k++) {
+			const struct detect_tool *t = &d->tool[k];
+			assert_true(t->run || (t->argv && t->argv[0] && t->parse));
+		}
+		assert_non_null(d->merge);
+		assert_non_null(d->member_gbps);
+		assert_true(d->fast_link != AGENT_LINK_UNKNOWN && d->fast_link != AGENT_LINK_SELF &&
+			    d->fast_link != AGENT_LINK_PCIE);
+		assert_true(d->island_prefix && d->island_prefix[0]);
+		EACH_VENDOR(w) if (w->id != v->id) {
+			assert_true(d != detect_vendor_of(w->id));
+			assert_true(strcmp(d->island_prefix, detect_vendor_of(w->id)->island_prefix) != 0);
+		}
+		char key[128];
+		snprintf(key, sizeof(key), AGENT_LABEL_PREFIX "%s.count", v->name);
+		assert_true(agent_label_managed(key));
+	}
 }
 
 /* ---- the webhook, per entry ---- */
@@ -366,6 +399,7 @@ int main(void)
 		cmocka_unit_test(test_every_entry_complete),
 		cmocka_unit_test(test_names_unique),
 		cmocka_unit_test(test_names_as_before),
+		cmocka_unit_test(test_every_vendor_detected),
 		cmocka_unit_test(test_webhook_per_vendor),
 		cmocka_unit_test(test_devplugin_per_vendor),
 	};
