@@ -101,6 +101,9 @@ const struct vendor *vendor_by_name(const char *name);
  */
 const struct vendor_env *vendor_env_at(size_t k);
 
+/* The vendors' names for a message: "nvidia, amd or intel" (cut to fit len). */
+void vendor_names_list(char *out, size_t len);
+
 /* "nvidia" for GPU_VENDOR_NVIDIA, "" for ANY and values outside the table. */
 const char *gpu_vendor_name(enum gpu_vendor v);
 /* The vendor named s (case-insensitive, not ""): true and *out set. */

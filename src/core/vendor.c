@@ -5,6 +5,7 @@
  */
 #include "vendor.h"
 
+#include <stdio.h>
 #include <strings.h>
 
 /* The plugin's CDI kind (devplugin.h DP_CDI_KIND): one spec, every vendor's devices. */
@@ -92,6 +93,17 @@ const struct vendor_env *vendor_env_at(size_t k)
 			if (k-- == 0)
 				return e;
 	return NULL;
+}
+
+void vendor_names_list(char *out, size_t len)
+{
+	size_t n = 0;
+	out[0] = '\0';
+	for (int i = 0; i < VENDOR_COUNT && n < len; i++) {
+		const char *sep = i == 0 ? "" : i == VENDOR_COUNT - 1 ? " or " : ", ";
+		int w = snprintf(out + n, len - n, "%s%s", sep, table[i].name);
+		n += w > 0 ? (size_t)w : 0;
+	}
 }
 
 const char *gpu_vendor_name(enum gpu_vendor v)

@@ -173,6 +173,11 @@ static void test_names_as_before(void **state)
 	assert_string_equal(gpu_vendor_name(GPU_VENDOR_NVIDIA), "nvidia");
 	assert_string_equal(gpu_vendor_name(GPU_VENDOR_AMD), "amd");
 	assert_string_equal(gpu_vendor_name(GPU_VENDOR_INTEL), "intel");
+	char names[64];
+	vendor_names_list(names, sizeof(names));
+	assert_string_equal(names, "nvidia, amd or intel");
+	vendor_names_list(names, 10);
+	assert_string_equal(names, "nvidia, a");
 	assert_int_equal(vendor_get(GPU_VENDOR_INTEL)->naming, VENDOR_NAME_INDEX);
 }
 
