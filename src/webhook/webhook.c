@@ -26,12 +26,11 @@ struct webhook {
 };
 
 /*
- * The variables every container of a GPU pod gets, each a reference to the
- * binding's annotation for it, the variables a pod may not set, and the
- * host paths it may not mount: the vendor table's (vendor.h).
+ * The annotations only the extender's binding writes, besides the vendors'
+ * lists. The variables every container of a GPU pod gets, those a pod may
+ * not set, and the host paths it may not mount are the vendor table's
+ * (vendor.h).
  */
-
-/* The annotations only the extender's binding writes, besides the vendors' lists. */
 static const char *const allocation_annotations[] = { ANN_ALLOCATED, ANN_UUIDS };
 static const char *const share_annotations[] = { ANN_SHARED_MEMORY, ANN_SHARED_CORE };
 

@@ -295,6 +295,45 @@ static void test_webhook_per_vendor(void **state)
 	cJSON_Delete(pod);
 }
 
+/*
+ * The same rules ship as ValidatingAdmissionPolicies (CEL, which cannot
+ * read the table): every name and path of every entry must be in them.
+ */
+static void test_admission_policy_names_every_vendor(void **state)
+{
+	(void)state;
+	FILE *f = fopen("deploy/08-admission-policy.yaml", "r");
+	assert_non_null(f);
+	static char yaml[1 << 18];
+	size_t n = fread(yaml, 1, sizeof(yaml) - 1, f);
+	fclose(f);
+	assert_true(n > 0 && n < sizeof(yaml) - 1);
+	yaml[n] = '\0';
+	char want[256];
+	EACH_VENDOR(v) {
+		for (const char *const *s = v->selecting_env; *s; s++) {
+			snprintf(want, sizeof(want), "'%s'", *s);
+			if (!strstr(yaml, want))
+				fail_msg("%s: %s is not in the admission policy", v->name, *s);
+		}
+		for (const struct vendor_env *e = v->env; e->name; e++) {
+			snprintf(want, sizeof(want), "'%s': \"metadata.annotations['%s']\"", e->name, e->annotation);
+			if (!strstr(yaml, want))
+				fail_msg("%s: %s from %s is not in the admission policy", v->name, e->name, e->annotation);
+		}
+		for (const char *const *p = v->host_paths; *p; p++) {
+			snprintf(want, sizeof(want), "p.startsWith('%s')", *p);
+			if (!strstr(yaml, want))
+				fail_msg("%s: hostPath %s is not in the admission policy", v->name, *p);
+		}
+		if (v->runtime_dir[0]) {
+			snprintf(want, sizeof(want), "p.startsWith('%s/')", v->runtime_dir);
+			if (!strstr(yaml, want))
+				fail_msg("%s: device list %s is not in the admission policy", v->name, v->runtime_dir);
+		}
+	}
+}
+
 /* ---- the device plugin, per entry ---- */
 
 static const char *env_of(const struct dp_response *r, const char *name)
@@ -406,6 +445,7 @@ int main(void)
 		cmocka_unit_test(test_names_as_before),
 		cmocka_unit_test(test_every_vendor_detected),
 		cmocka_unit_test(test_webhook_per_vendor),
+		cmocka_unit_test(test_admission_policy_names_every_vendor),
 		cmocka_unit_test(test_devplugin_per_vendor),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
