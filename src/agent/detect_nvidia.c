@@ -205,6 +205,43 @@ static char *run_optional(const struct toolrun_opts *opts, const char *const arg
 	return res.out;   /* ownership to the caller */
 }
 
+/* Plain nvidia-smi, only when a GPU is in MIG mode: the MIG devices' exact memory. */
+static void read_mig_table(const struct toolrun_opts *opts, struct nv_work *w, struct agent_vendor_result *vr)
+{
+	bool any_mig = false;
+	for (int i = 0; i < w->q.nrow; i++)
+		any_mig |= w->q.row[i].mig == NVSMI_YES;
+	if (!any_mig)
+		return;
+	static const char *const smi_argv[] = { "nvidia-smi", NULL };
+	char *out = run_optional(opts, smi_argv, vr, "nvidia-smi (MIG table)");
+	char perr[256];
+	if (out && nvsmi_parse_mig_table(out, &w->mt, perr, sizeof(perr))) {
+		agent_note(vr, "MIG table: %s", perr);
+		memset(&w->mt, 0, sizeof(w->mt));
+	}
+	free(out);
+}
+
+/* topo -m, when there is something to connect: the NVLink matrix. */
+static void read_topology(const struct toolrun_opts *opts, const struct nv_work *w, struct agent_vendor_result *vr)
+{
+	if (w->q.nrow < 2)
+		return;
+	static const char *const topo_argv[] = { "nvidia-smi", "topo", "-m", NULL };
+	char *out = run_optional(opts, topo_argv, vr, "nvidia-smi topo -m");
+	char perr[256];
+	if (out) {
+		if (nvsmi_parse_topo(out, &vr->topo, perr, sizeof(perr)))
+			agent_note(vr, "topology unknown: %s", perr);
+		else if (vr->topo.n != w->q.nrow)
+			agent_note(vr, "topology has %d GPUs, the query %d; not used", vr->topo.n, w->q.nrow);
+		else
+			vr->have_topo = true;
+	}
+	free(out);
+}
+
 /* The devices from the query and the list: MIG instances replace their GPU; then NVLink islands. */
 static int merge(const struct toolrun_opts *opts, void *work, const struct detect_seen *seen,
 		 struct agent_vendor_result *vr, char *err, size_t errlen)
@@ -214,20 +251,7 @@ static int merge(const struct toolrun_opts *opts, void *work, const struct detec
 	struct nv_work *w = work;
 	if (!seen->parsed[1])
 		memset(&w->l, 0, sizeof(w->l));   /* a list that did not parse is not used, even in part */
-	char *out;
-	char perr[256];
-	bool any_mig = false;
-	for (int i = 0; i < w->q.nrow; i++)
-		any_mig |= w->q.row[i].mig == NVSMI_YES;
-	if (any_mig) {
-		static const char *const smi_argv[] = { "nvidia-smi", NULL };
-		out = run_optional(opts, smi_argv, vr, "nvidia-smi (MIG table)");
-		if (out && nvsmi_parse_mig_table(out, &w->mt, perr, sizeof(perr))) {
-			agent_note(vr, "MIG table: %s", perr);
-			memset(&w->mt, 0, sizeof(w->mt));
-		}
-		free(out);
-	}
+	read_mig_table(opts, w, vr);
 
 	for (int i = 0; i < w->q.nrow; i++) {
 		const struct nvsmi_row *r = &w->q.row[i];
@@ -269,21 +293,7 @@ static int merge(const struct toolrun_opts *opts, void *work, const struct detec
 			agent_note(vr, "GPU %d: MIG memory taken from the profile names", r->index);
 	}
 
-	/* topology, when there is something to connect */
-	if (w->q.nrow >= 2) {
-		static const char *const topo_argv[] = { "nvidia-smi", "topo", "-m", NULL };
-		out = run_optional(opts, topo_argv, vr, "nvidia-smi topo -m");
-		if (out) {
-			if (nvsmi_parse_topo(out, &vr->topo, perr, sizeof(perr)))
-				agent_note(vr, "topology unknown: %s", perr);
-			else if (vr->topo.n != w->q.nrow)
-				agent_note(vr, "topology has %d GPUs, the query %d; not used", vr->topo.n,
-					   w->q.nrow);
-			else
-				vr->have_topo = true;
-		}
-		free(out);
-	}
+	read_topology(opts, w, vr);
 	return AGENT_DETECT_OK;
 }
 
