@@ -27,7 +27,7 @@
 #define AGENT_MAX_GPUS GPU_MAX_DEVICES   /* per vendor, and per node */
 #define AGENT_MAX_MIG 8                  /* MIG instances per GPU (7 on A100/H100) */
 #define AGENT_ERR_MAX 512
-#define AGENT_NVENDOR 3                  /* nvidia, amd, intel: slot = vendor - 1 */
+#define AGENT_NVENDOR VENDOR_COUNT       /* the vendor table's (vendor.h): slot = vendor - 1 */
 
 /* How two GPUs of one vendor are connected. */
 enum agent_link {

@@ -19,10 +19,7 @@
 #define ANN_POLICY "gpu.scheduling/policy"
 #define ANN_ALLOCATED "gpu.scheduling/allocated"          /* "node:0,1" */
 #define ANN_UUIDS "gpu.scheduling/device-uuids"           /* "GPU-a,GPU-b" */
-#define ANN_CUDA "gpu.scheduling/cuda-visible-devices"
-#define ANN_NVIDIA "gpu.scheduling/nvidia-visible-devices"
-#define ANN_ROCR "gpu.scheduling/rocr-visible-devices"
-#define ANN_ZE "gpu.scheduling/ze-affinity-mask"
+/* ANN_CUDA and the other visible-devices annotations: vendor.h, one list per vendor */
 #define ANN_SHARED_MEMORY "gpu.scheduling/shared-memory-mib"    /* per GPU, for isolation layers */
 #define ANN_SHARED_CORE "gpu.scheduling/shared-core-percent"
 #define LABEL_MANAGED "gpu.scheduling/managed"                   /* set by the webhook on GPU pods */

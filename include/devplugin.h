@@ -15,7 +15,8 @@
  *       and returns its bound devices, so kubelet records the same ones
  *   Allocate: dp_match() finds the pod whose binding holds the devices
  *       kubelet chose, dp_response_build() says how the container gets
- *       them (device files, env, NVIDIA volume mounts or CDI names)
+ *       them (device files, env, runtime volume mounts or CDI names: the
+ *       vendor table, vendor.h)
  *
  * The parsing, matching and response building are pure and unit tested;
  * the inventory reads device files (stat, /proc, sysfs) and the plugin
@@ -41,8 +42,7 @@
 #define DP_PLUGIN_DIR "/var/lib/kubelet/device-plugins"
 #define DP_PODRESOURCES_SOCKET "/var/lib/kubelet/pod-resources/kubelet.sock"
 #define DP_CDI_DIR "/var/run/cdi"
-#define DP_CDI_KIND "gpu.scheduling/gpu"
-#define DP_NVIDIA_MOUNT_DIR "/var/run/nvidia-container-devices"
+#define DP_CDI_KIND "gpu.scheduling/gpu"   /* the one spec's kind: every vendor's cdi_kind (vendor.h) */
 #define DP_DEFAULT_SHARE_SLOTS 48   /* MPS serves at most 48 clients per GPU */
 #define DP_DEFAULT_CLAIM_TICKETS 110 /* kubelet's default pod limit */
 
@@ -71,7 +71,7 @@ const char *dp_resource_socket(enum dp_resource r);
 /* How the container gets its devices. */
 enum dp_delivery {
 	DP_DELIVERY_DEVICES = 0,     /* device files (DeviceSpec) + env: any runtime, any vendor */
-	DP_DELIVERY_VOLUME_MOUNTS,   /* NVIDIA: /var/run/nvidia-container-devices/<uuid> mounts */
+	DP_DELIVERY_VOLUME_MOUNTS,   /* <vendor runtime_dir>/<uuid> mounts, where the vendor has one */
 	DP_DELIVERY_CDI,             /* CDI device names + the spec written under cdi_dir */
 };
 bool dp_delivery_parse(const char *s, enum dp_delivery *out);
@@ -97,7 +97,7 @@ void dp_config_default(struct dp_config *c);
 /* ---- the devices (inventory.c) ---- */
 
 struct dp_devnode {
-	char path[64];                          /* in the container: "/dev/nvidia0" */
+	char path[64];                          /* in the container: "/dev/dri/renderD128" */
 	char host_path[DP_PATH_MAX];            /* on the host (under device_root) */
 };
 
@@ -127,12 +127,13 @@ struct dp_inventory {
 
 /*
  * The node's devices as the plugin serves them: for each, its device files
- * on the host under cfg->device_root ("" = /): NVIDIA /dev/nvidia<minor>
- * (the minor from /proc/driver/nvidia/gpus/<pci>/information, else the
- * index) and the shared /dev/nvidiactl, /dev/nvidia-uvm[-tools],
- * /dev/nvidia-modeset; AMD /dev/dri/renderD* and card* of its PCI device,
- * and /dev/kfd; Intel the same /dev/dri files. host_path is the host's path
- * (kubelet hands it to the runtime); the agent looks for it, and reads
+ * on the host under cfg->device_root ("" = /), as its vendor's entry says
+ * (vendor.h): its own file (VENDOR_DEV_MINOR: dev_prefix<minor>, the minor
+ * from the driver's proc file, else the index, as NVIDIA's /dev/nvidia3;
+ * VENDOR_DEV_DRI: /dev/dri/renderD* and card* of its PCI device, as AMD's
+ * and Intel's) and the vendor's common_files (/dev/nvidiactl, /dev/kfd);
+ * without its vendor's required_file a device is unhealthy. host_path is
+ * the host's path (kubelet hands it to the runtime); the agent looks for it, and reads
  * /proc and /sys, under cfg->host_root (the host's / as mounted in the
  * agent's container). A device whose own files are missing is unhealthy
  * (why says so): it cannot be handed out.

@@ -12,12 +12,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vendor.h"           /* enum gpu_vendor, gpu_vendor_name() */
+
 #define GPU_CORE_FULL 1000
 #define GPU_MAX_DEVICES 64      /* devices (GPUs or MIG instances) per node */
 #define GPU_MAX_ISLANDS 32
 #define GPU_UUID_MAX 79         /* bytes of a device's UUID, at most */
 
-enum gpu_vendor { GPU_VENDOR_ANY = 0, GPU_VENDOR_NVIDIA, GPU_VENDOR_AMD, GPU_VENDOR_INTEL };
 enum gpu_health { GPU_HEALTHY = 0, GPU_UNHEALTHY, GPU_HEALTH_UNKNOWN };
 
 /*
@@ -26,7 +27,7 @@ enum gpu_health { GPU_HEALTHY = 0, GPU_UNHEALTHY, GPU_HEALTH_UNKNOWN };
  * The strings live in a parallel array of struct gpu_device_info.
  */
 struct gpu_device {
-	int id;                  /* the vendor's index, as CUDA/ROCm number it */
+	int id;                  /* the vendor's index, as its runtime numbers it */
 	int island;              /* index into gpu_node.islands, -1 if none */
 	enum gpu_vendor vendor;
 	enum gpu_health health;
@@ -44,11 +45,11 @@ struct gpu_device {
  * The rest of a device: read for output and when a claim names a model.
  * The strings but the UUID are shared (intern.h): thousands of devices
  * say the same. The UUID is the node's own copy, as long as it is (41
- * bytes for NVIDIA's), not a fixed 80: 520,000 devices in the largest
+ * bytes for some vendors'), not a fixed 80: 520,000 devices in the largest
  * clusters. Never NULL; "" when not known.
  */
 struct gpu_device_info {
-	int vendor_index;        /* the vendor's own index (ZE_AFFINITY_MASK); = id when unknown */
+	int vendor_index;        /* the vendor's own index (in index-named lists); = id when unknown */
 	const char *uuid;        /* freed with the node (gpu_node_free) */
 	const char *model;
 	const char *arch;
@@ -106,8 +107,6 @@ static inline const char *gpu_label_value(const struct gpu_node *n, int i)
 	return gpu_label_value_on(&n->labels[i], n->name);
 }
 
-const char *gpu_vendor_name(enum gpu_vendor v);        /* "nvidia", "" for ANY */
-bool gpu_vendor_parse(const char *s, enum gpu_vendor *out);
 const char *gpu_health_name(enum gpu_health h);
 bool gpu_health_parse(const char *s, enum gpu_health *out);
 

@@ -16,10 +16,10 @@
  *     (Shared) when claim_of reads the GpuClaim, else the marker resource
  *     ("1"), so that kube-scheduler sends it to the extender (its extender
  *     entry lists these in managedResources) and kubelet counts it;
- *   - unless no_env: in every container and init container,
- *     CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES (NVIDIA),
- *     ROCR_VISIBLE_DEVICES (AMD) and ZE_AFFINITY_MASK (Intel) as downward-API
- *     references (valueFrom.fieldRef) to the annotations the binding writes.
+ *   - unless no_env: in every container and init container, each vendor's
+ *     list variables (vendor.h: CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES,
+ *     ROCR_VISIBLE_DEVICES, ZE_AFFINITY_MASK) as downward-API references
+ *     (valueFrom.fieldRef) to the annotations the binding writes.
  *     For clusters without the node agent's device plugin, which sets them
  *     itself; a variable the container already sets is left alone.
  *
@@ -99,20 +99,23 @@ int webhook_patch(const cJSON *pod, const char *ns, const struct webhook_opts *o
  * Pure: 1 with the reason (and what to do) in why when the pod selects GPUs
  * itself, else 0. old is the pod before an UPDATE, NULL on CREATE; ns its
  * namespace (NULL: its metadata.namespace). Refused:
- *   - a container, init or ephemeral container whose env sets
- *     NVIDIA_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES,
- *     HIP_VISIBLE_DEVICES, GPU_DEVICE_ORDINAL or ZE_AFFINITY_MASK, other
- *     than as the webhook's own reference to the binding's annotation;
+ *   - a container, init or ephemeral container whose env sets a vendor's
+ *     selecting variable (vendor.h selecting_env: NVIDIA_VISIBLE_DEVICES,
+ *     CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES,
+ *     GPU_DEVICE_ORDINAL, ZE_AFFINITY_MASK), other than as the webhook's own
+ *     reference to the binding's annotation;
  *   - a cdi.k8s.io/ annotation added or changed;
  *   - an allocation annotation (gpu.scheduling/allocated, device-uuids, the
  *     visible-devices and shared-* ones) set at CREATE or changed by an
  *     UPDATE: only the binding writes them;
  *   - a volumeMount (at CREATE; on an UPDATE, of an ephemeral container) at
- *     or under /var/run/nvidia-container-devices or /run/nvidia-container-devices,
- *     where the NVIDIA runtime reads the devices to hand over from mount names;
- *   - at CREATE, a hostPath volume of GPU devices: /, /dev, /dev/nvidia*,
- *     /dev/dri/, /dev/kfd, /dev/accel*, /dev/char/, the device-list
- *     directories, /proc/X/{root,cwd,fd,map_files}/, or a path with "..".
+ *     or under a vendor runtime's device list (vendor.h runtime_dir, and its
+ *     /run twin: /var/run/nvidia-container-devices), where that runtime reads
+ *     the devices to hand over from mount names;
+ *   - at CREATE, a hostPath volume of GPU devices: /, /dev, /dev/char/, the
+ *     vendors' device paths (vendor.h host_paths: /dev/nvidia*, /dev/dri/,
+ *     /dev/kfd, /dev/accel*), the device-list directories,
+ *     /proc/X/{root,cwd,fd,map_files}/, or a path with "..".
  *   Paths are compared lexically ("//", "/./" and a trailing "/" do not
  *   matter); symlinks on the host are not resolved.
  * Exempt: a pod in one of o->system_namespaces with a privileged container.

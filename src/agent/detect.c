@@ -1,9 +1,11 @@
 /*
- * One detection round over all vendors, keeping each vendor's last good
- * result when its tools break, so GPUs do not vanish from the published
- * status because nvidia-smi hung once.
+ * Detection: the skeleton every vendor's detector runs (detect_run), and
+ * one round over all vendors, keeping each vendor's last good result when
+ * its tools break, so GPUs do not vanish from the published status because
+ * a tool hung once.
  */
 #include "agent.h"
+#include "detect.h"
 #include "text.h"
 
 #include "log.h"
@@ -12,13 +14,100 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int (*detect_fn)(const struct toolrun_opts *, struct agent_vendor_result *, char *, size_t);
-
-static const detect_fn detectors[AGENT_NVENDOR] = {
-	agent_detect_nvidia,
-	agent_detect_amd,
-	agent_detect_intel,
+/* The detectors, by vendor (slot = vendor - 1): a new vendor's detector is listed here. */
+static const struct detect_vendor *const detectors[AGENT_NVENDOR] = {
+	&detect_nvidia,
+	&detect_amd,
+	&detect_intel,
 };
+
+const struct detect_vendor *detect_vendor_of(enum gpu_vendor v)
+{
+	return (unsigned)v >= 1 && (unsigned)v <= AGENT_NVENDOR ? detectors[v - 1] : NULL;
+}
+
+#define TOOL_ERR_MAX 300
+
+/* Runs tool t: 1 parsed, 0 not installed, -1 failed (why in err); seen says how far it got. */
+static int run_tool(const struct detect_tool *t, const struct toolrun_opts *opts, struct agent_vendor_result *vr,
+		    void *work, bool *ran, char *err, size_t errlen)
+{
+	if (t->run) {
+		int rc = t->run(opts, vr, work, err, errlen);
+		*ran = rc > 0;
+		return rc;
+	}
+	char *out;
+	int rc = toolrun_capture(opts, t->argv, &out, err, errlen);
+	*ran = rc > 0;
+	if (rc > 0) {
+		char perr[256];
+		if (t->parse(out, work, perr, sizeof(perr))) {
+			if (t->what)
+				snprintf(err, errlen, "%s: %s", t->what, perr);
+			else
+				snprintf(err, errlen, "%s printed output the agent cannot use: %s", t->argv[0], perr);
+			rc = -1;
+		}
+	} else if (rc < 0 && t->what) {
+		char why[TOOL_ERR_MAX];
+		snprintf(why, sizeof(why), "%s", err);
+		snprintf(err, errlen, "%s: %s", t->what, why);
+	}
+	free(out);
+	return rc;
+}
+
+int detect_run(const struct detect_vendor *d, const struct toolrun_opts *opts, struct agent_vendor_result *vr,
+	       char *err, size_t errlen)
+{
+	agent_vendor_result_init(vr, d->vendor);
+	void *work = calloc(1, d->work_size);
+	if (!work) {
+		snprintf(err, errlen, "out of memory");
+		return AGENT_DETECT_FAILED;
+	}
+	struct detect_seen seen;
+	memset(&seen, 0, sizeof(seen));
+	char terr[DETECT_MAX_TOOLS][TOOL_ERR_MAX];
+	int rc = AGENT_DETECT_FAILED, installed = 0, parsed = 0;
+	for (int k = 0; k < d->ntools; k++) {
+		const struct detect_tool *t = &d->tool[k];
+		terr[k][0] = '\0';
+		int trc = run_tool(t, opts, vr, work, &seen.ran[k], terr[k], sizeof(terr[k]));
+		seen.parsed[k] = trc > 0;
+		installed += trc != 0;
+		parsed += trc > 0;
+		if (t->required && trc <= 0) {
+			/* without it nothing else can be used */
+			if (trc < 0)
+				snprintf(err, errlen, "%s", terr[k]);
+			rc = trc < 0 ? AGENT_DETECT_FAILED : AGENT_DETECT_ABSENT;
+			goto done;
+		}
+	}
+	if (!installed) {
+		rc = AGENT_DETECT_ABSENT;
+		goto done;
+	}
+	if (!parsed) {
+		size_t n = 0;
+		err[0] = '\0';
+		for (int k = 0; k < d->ntools && n < errlen; k++)
+			if (terr[k][0])
+				n += (size_t)snprintf(err + n, errlen - n, "%s%s", n ? "; " : "", terr[k]);
+		goto done;
+	}
+	for (int k = 0; k < d->ntools; k++)
+		if (terr[k][0])
+			agent_note(vr, "%s", terr[k]);
+	rc = d->merge(opts, work, &seen, vr, err, errlen);
+	if (rc == AGENT_DETECT_OK)
+		agent_compute_islands(vr);
+done:
+	free(work);
+	return rc;
+}
 
 void agent_state_init(struct agent_state *st)
 {
@@ -42,7 +131,7 @@ int agent_detect_round(const struct toolrun_opts *opts, struct agent_state *st,
 		if (!vr)
 			return -1;
 		char err[AGENT_ERR_MAX] = "";
-		int rc = detectors[v](opts, vr, err, sizeof(err));
+		int rc = detect_run(detectors[v], opts, vr, err, sizeof(err));
 		agent_text_clean(err);   /* log lines carry tool text */
 		enum agent_vstate before = st->vstate[v];
 		if (rc == AGENT_DETECT_OK) {

@@ -5,6 +5,7 @@
  */
 #include "agent.h"
 #include "agent_parse.h"
+#include "detect.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -64,54 +65,27 @@ static void fill_from_card(struct agent_gpu *g, const struct rocm_card *c, const
 		snprintf(g->driver, sizeof(g->driver), "%s", driver);
 }
 
-int agent_detect_amd(const struct toolrun_opts *opts, struct agent_vendor_result *vr,
-		     char *err, size_t errlen)
+static int parse_rocminfo(const char *out, void *work, char *err, size_t errlen)
 {
-	agent_vendor_result_init(vr, GPU_VENDOR_AMD);
-	struct amd_work *w = calloc(1, sizeof(*w));
-	if (!w) {
-		snprintf(err, errlen, "out of memory");
-		return AGENT_DETECT_FAILED;
-	}
-	int rc = AGENT_DETECT_FAILED;
-	char ri_err[300] = "", smi_err[300] = "", perr[256];
+	return rocm_parse_rocminfo(out, &((struct amd_work *)work)->ri, err, errlen);
+}
+
+static int parse_smi(const char *out, void *work, char *err, size_t errlen)
+{
+	return rocm_parse_smi(out, &((struct amd_work *)work)->smi, err, errlen);
+}
+
+/* rocminfo's agents, completed from rocm-smi's cards (rocm-smi's alone when rocminfo sees none); then XGMI islands. */
+static int merge(const struct toolrun_opts *opts, void *work, const struct detect_seen *seen,
+		 struct agent_vendor_result *vr, char *err, size_t errlen)
+{
+	(void)err;
+	(void)errlen;
+	struct amd_work *w = work;
+	w->have_ri = seen->parsed[0];
+	w->have_smi = seen->parsed[1];
+	char perr[256];
 	char *out;
-
-	static const char *const ri_argv[] = { "rocminfo", NULL };
-	int ri_rc = toolrun_capture(opts, ri_argv, &out, ri_err, sizeof(ri_err));
-	if (ri_rc > 0) {
-		if (rocm_parse_rocminfo(out, &w->ri, perr, sizeof(perr)))
-			snprintf(ri_err, sizeof(ri_err), "rocminfo printed output the agent cannot use: %s", perr);
-		else
-			w->have_ri = true;
-	}
-	free(out);
-
-	static const char *const smi_argv[] = { "rocm-smi", "--showproductname", "--showmeminfo", "vram",
-						"--showuniqueid", "--showbus", "--showdriverversion",
-						"--json", NULL };
-	int smi_rc = toolrun_capture(opts, smi_argv, &out, smi_err, sizeof(smi_err));
-	if (smi_rc > 0) {
-		if (rocm_parse_smi(out, &w->smi, perr, sizeof(perr)))
-			snprintf(smi_err, sizeof(smi_err), "rocm-smi printed output the agent cannot use: %s", perr);
-		else
-			w->have_smi = true;
-	}
-	free(out);
-
-	if (ri_rc == 0 && smi_rc == 0) {
-		rc = AGENT_DETECT_ABSENT;
-		goto done;
-	}
-	if (!w->have_ri && !w->have_smi) {
-		snprintf(err, errlen, "%s%s%s", ri_err, ri_err[0] && smi_err[0] ? "; " : "", smi_err);
-		goto done;
-	}
-	if (ri_err[0])
-		agent_note(vr, "%s", ri_err);
-	if (smi_err[0])
-		agent_note(vr, "%s", smi_err);
-
 	if (w->have_ri && !w->ri.n && w->have_smi && w->smi.n) {
 		agent_note(vr, "rocminfo sees no GPU agent, rocm-smi sees %d cards", w->smi.n);
 		w->have_ri = false;
@@ -150,7 +124,7 @@ int agent_detect_amd(const struct toolrun_opts *opts, struct agent_vendor_result
 		}
 	}
 
-	if (vr->ngpu >= 2 && smi_rc > 0) {
+	if (vr->ngpu >= 2 && seen->ran[1]) {
 		static const char *const topo_argv[] = { "rocm-smi", "--showtopo", "--json", NULL };
 		char terr[300];
 		int trc = toolrun_capture(opts, topo_argv, &out, terr, sizeof(terr));
@@ -167,9 +141,33 @@ int agent_detect_amd(const struct toolrun_opts *opts, struct agent_vendor_result
 		}
 		free(out);
 	}
-	agent_compute_islands(vr);
-	rc = AGENT_DETECT_OK;
-done:
-	free(w);
-	return rc;
+	return AGENT_DETECT_OK;
+}
+
+/* XGMI: the generation's rate, whatever the links (the tool gives no count). */
+static double member_gbps(const struct agent_gpu *g, int links)
+{
+	(void)links;
+	double bw = agent_xgmi_gbps(g->arch, g->model);
+	return bw > 0 ? bw : 50.0;   /* unknown generation: one Infinity Fabric link */
+}
+
+static const char *const ri_argv[] = { "rocminfo", NULL };
+static const char *const smi_argv[] = { "rocm-smi", "--showproductname", "--showmeminfo", "vram", "--showuniqueid",
+					"--showbus", "--showdriverversion", "--json", NULL };
+
+const struct detect_vendor detect_amd = {
+	.vendor = GPU_VENDOR_AMD,
+	.work_size = sizeof(struct amd_work),
+	.ntools = 2,
+	.tool = { { .argv = ri_argv, .parse = parse_rocminfo }, { .argv = smi_argv, .parse = parse_smi } },
+	.merge = merge,
+	.fast_link = AGENT_LINK_XGMI,
+	.island_prefix = "xgmi",
+	.member_gbps = member_gbps,
+};
+
+int agent_detect_amd(const struct toolrun_opts *opts, struct agent_vendor_result *vr, char *err, size_t errlen)
+{
+	return detect_run(&detect_amd, opts, vr, err, errlen);
 }

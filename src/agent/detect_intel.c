@@ -5,6 +5,7 @@
  */
 #include "agent.h"
 #include "agent_parse.h"
+#include "detect.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,52 +84,26 @@ static void finish(struct agent_gpu *g, const struct clinfo_dev *d, bool seen_by
 	}
 }
 
-int agent_detect_intel(const struct toolrun_opts *opts, struct agent_vendor_result *vr,
-		       char *err, size_t errlen)
+static int parse_clinfo(const char *out, void *work, char *err, size_t errlen)
 {
-	agent_vendor_result_init(vr, GPU_VENDOR_INTEL);
-	struct intel_work *w = calloc(1, sizeof(*w));
-	if (!w) {
-		snprintf(err, errlen, "out of memory");
-		return AGENT_DETECT_FAILED;
-	}
-	int rc = AGENT_DETECT_FAILED;
-	char cl_err[300] = "", xs_err[300] = "", perr[256];
-	char *out;
+	return clinfo_parse(out, &((struct intel_work *)work)->cl, err, errlen);
+}
 
-	static const char *const cl_argv[] = { "clinfo", NULL };
-	int cl_rc = toolrun_capture(opts, cl_argv, &out, cl_err, sizeof(cl_err));
-	if (cl_rc > 0) {
-		if (clinfo_parse(out, &w->cl, perr, sizeof(perr)))
-			snprintf(cl_err, sizeof(cl_err), "clinfo printed output the agent cannot use: %s", perr);
-		else
-			w->have_cl = true;
-	}
-	free(out);
+static int parse_xpusmi(const char *out, void *work, char *err, size_t errlen)
+{
+	return xpusmi_parse_discovery(out, &((struct intel_work *)work)->xs, err, errlen);
+}
 
-	static const char *const xs_argv[] = { "xpu-smi", "discovery", "-j", NULL };
-	int xs_rc = toolrun_capture(opts, xs_argv, &out, xs_err, sizeof(xs_err));
-	if (xs_rc > 0) {
-		if (xpusmi_parse_discovery(out, &w->xs, perr, sizeof(perr)))
-			snprintf(xs_err, sizeof(xs_err), "xpu-smi printed output the agent cannot use: %s", perr);
-		else
-			w->have_xs = true;
-	}
-	free(out);
-
-	if (cl_rc == 0 && xs_rc == 0) {
-		rc = AGENT_DETECT_ABSENT;
-		goto done;
-	}
-	if (!w->have_cl && !w->have_xs) {
-		snprintf(err, errlen, "%s%s%s", cl_err, cl_err[0] && xs_err[0] ? "; " : "", xs_err);
-		goto done;
-	}
-	if (cl_err[0])
-		agent_note(vr, "%s", cl_err);
-	if (xs_err[0])
-		agent_note(vr, "%s", xs_err);
-
+/* xpu-smi's devices completed from clinfo's (clinfo's alone without xpu-smi); integrated GPUs left out. */
+static int merge(const struct toolrun_opts *opts, void *work, const struct detect_seen *seen,
+		 struct agent_vendor_result *vr, char *err, size_t errlen)
+{
+	(void)opts;
+	(void)err;
+	(void)errlen;
+	struct intel_work *w = work;
+	w->have_cl = seen->parsed[0];
+	w->have_xs = seen->parsed[1];
 	/* clinfo's Intel GPUs, integrated ones left out */
 	int cl_idx[AGENT_MAX_GPUS], ncl = 0, skipped = 0;
 	for (int i = 0; w->have_cl && i < w->cl.n; i++) {
@@ -170,9 +145,31 @@ int agent_detect_intel(const struct toolrun_opts *opts, struct agent_vendor_resu
 			vr->gpu[vr->ngpu++] = g;
 		}
 	}
-	agent_compute_islands(vr);
-	rc = AGENT_DETECT_OK;
-done:
-	free(w);
-	return rc;
+	return AGENT_DETECT_OK;
+}
+
+/* Xe Link: lanes to the rest of the island. */
+static double member_gbps(const struct agent_gpu *g, int links)
+{
+	(void)g;
+	return links * 13.6;     /* one Xe Link lane carries about 13.6 GB/s */
+}
+
+static const char *const cl_argv[] = { "clinfo", NULL };
+static const char *const xs_argv[] = { "xpu-smi", "discovery", "-j", NULL };
+
+const struct detect_vendor detect_intel = {
+	.vendor = GPU_VENDOR_INTEL,
+	.work_size = sizeof(struct intel_work),
+	.ntools = 2,
+	.tool = { { .argv = cl_argv, .parse = parse_clinfo }, { .argv = xs_argv, .parse = parse_xpusmi } },
+	.merge = merge,
+	.fast_link = AGENT_LINK_XELINK,
+	.island_prefix = "xelink",
+	.member_gbps = member_gbps,
+};
+
+int agent_detect_intel(const struct toolrun_opts *opts, struct agent_vendor_result *vr, char *err, size_t errlen)
+{
+	return detect_run(&detect_intel, opts, vr, err, errlen);
 }

@@ -5,6 +5,7 @@
  */
 #include "agent.h"
 #include "agent_parse.h"
+#include "detect.h"
 
 #include "strnum.h"
 
@@ -165,6 +166,28 @@ static int do_query(const struct toolrun_opts *opts, struct agent_vendor_result 
 	}
 }
 
+/* The query as the skeleton's first tool: 1 parsed, 0 nvidia-smi not installed, -1 failed. */
+static int run_query(const struct toolrun_opts *opts, struct agent_vendor_result *vr, void *work, char *err,
+		     size_t errlen)
+{
+	struct nv_work *w = work;
+	int rc = do_query(opts, vr, w, err, errlen);
+	if (rc == AGENT_DETECT_ABSENT)
+		return 0;
+	if (rc != AGENT_DETECT_OK)
+		return -1;
+	for (int i = 0; i < w->q.nlost; i++)
+		agent_note(vr, "GPU %s (left out)", w->q.lost[i]);
+	return 1;
+}
+
+/* -L: UUIDs when the query had none, and the MIG devices */
+static int parse_list(const char *out, void *work, char *err, size_t errlen)
+{
+	struct nv_work *w = work;
+	return nvsmi_parse_list(out, &w->l, err, errlen);
+}
+
 /* Optional output: parse failures become notes. Returns the tool's output or NULL. */
 static char *run_optional(const struct toolrun_opts *opts, const char *const argv[],
 			  struct agent_vendor_result *vr, const char *what)
@@ -182,43 +205,53 @@ static char *run_optional(const struct toolrun_opts *opts, const char *const arg
 	return res.out;   /* ownership to the caller */
 }
 
-int agent_detect_nvidia(const struct toolrun_opts *opts, struct agent_vendor_result *vr,
-			char *err, size_t errlen)
+/* Plain nvidia-smi, only when a GPU is in MIG mode: the MIG devices' exact memory. */
+static void read_mig_table(const struct toolrun_opts *opts, struct nv_work *w, struct agent_vendor_result *vr)
 {
-	agent_vendor_result_init(vr, GPU_VENDOR_NVIDIA);
-	struct nv_work *w = calloc(1, sizeof(*w));
-	if (!w) {
-		snprintf(err, errlen, "out of memory");
-		return AGENT_DETECT_FAILED;
-	}
-	int rc = do_query(opts, vr, w, err, errlen);
-	if (rc != AGENT_DETECT_OK)
-		goto out;
-	for (int i = 0; i < w->q.nlost; i++)
-		agent_note(vr, "GPU %s (left out)", w->q.lost[i]);
-
-	/* -L: UUIDs when the query had none, and the MIG devices */
-	static const char *const list_argv[] = { "nvidia-smi", "-L", NULL };
-	char *out = run_optional(opts, list_argv, vr, "nvidia-smi -L");
-	char perr[256];
-	if (out && nvsmi_parse_list(out, &w->l, perr, sizeof(perr))) {
-		agent_note(vr, "nvidia-smi -L: %s", perr);
-		memset(&w->l, 0, sizeof(w->l));
-	}
-	free(out);
-
 	bool any_mig = false;
 	for (int i = 0; i < w->q.nrow; i++)
 		any_mig |= w->q.row[i].mig == NVSMI_YES;
-	if (any_mig) {
-		static const char *const smi_argv[] = { "nvidia-smi", NULL };
-		out = run_optional(opts, smi_argv, vr, "nvidia-smi (MIG table)");
-		if (out && nvsmi_parse_mig_table(out, &w->mt, perr, sizeof(perr))) {
-			agent_note(vr, "MIG table: %s", perr);
-			memset(&w->mt, 0, sizeof(w->mt));
-		}
-		free(out);
+	if (!any_mig)
+		return;
+	static const char *const smi_argv[] = { "nvidia-smi", NULL };
+	char *out = run_optional(opts, smi_argv, vr, "nvidia-smi (MIG table)");
+	char perr[256];
+	if (out && nvsmi_parse_mig_table(out, &w->mt, perr, sizeof(perr))) {
+		agent_note(vr, "MIG table: %s", perr);
+		memset(&w->mt, 0, sizeof(w->mt));
 	}
+	free(out);
+}
+
+/* topo -m, when there is something to connect: the NVLink matrix. */
+static void read_topology(const struct toolrun_opts *opts, const struct nv_work *w, struct agent_vendor_result *vr)
+{
+	if (w->q.nrow < 2)
+		return;
+	static const char *const topo_argv[] = { "nvidia-smi", "topo", "-m", NULL };
+	char *out = run_optional(opts, topo_argv, vr, "nvidia-smi topo -m");
+	char perr[256];
+	if (out) {
+		if (nvsmi_parse_topo(out, &vr->topo, perr, sizeof(perr)))
+			agent_note(vr, "topology unknown: %s", perr);
+		else if (vr->topo.n != w->q.nrow)
+			agent_note(vr, "topology has %d GPUs, the query %d; not used", vr->topo.n, w->q.nrow);
+		else
+			vr->have_topo = true;
+	}
+	free(out);
+}
+
+/* The devices from the query and the list: MIG instances replace their GPU; then NVLink islands. */
+static int merge(const struct toolrun_opts *opts, void *work, const struct detect_seen *seen,
+		 struct agent_vendor_result *vr, char *err, size_t errlen)
+{
+	(void)err;
+	(void)errlen;
+	struct nv_work *w = work;
+	if (!seen->parsed[1])
+		memset(&w->l, 0, sizeof(w->l));   /* a list that did not parse is not used, even in part */
+	read_mig_table(opts, w, vr);
 
 	for (int i = 0; i < w->q.nrow; i++) {
 		const struct nvsmi_row *r = &w->q.row[i];
@@ -260,24 +293,36 @@ int agent_detect_nvidia(const struct toolrun_opts *opts, struct agent_vendor_res
 			agent_note(vr, "GPU %d: MIG memory taken from the profile names", r->index);
 	}
 
-	/* topology, when there is something to connect */
-	if (w->q.nrow >= 2) {
-		static const char *const topo_argv[] = { "nvidia-smi", "topo", "-m", NULL };
-		out = run_optional(opts, topo_argv, vr, "nvidia-smi topo -m");
-		if (out) {
-			if (nvsmi_parse_topo(out, &vr->topo, perr, sizeof(perr)))
-				agent_note(vr, "topology unknown: %s", perr);
-			else if (vr->topo.n != w->q.nrow)
-				agent_note(vr, "topology has %d GPUs, the query %d; not used", vr->topo.n,
-					   w->q.nrow);
-			else
-				vr->have_topo = true;
-		}
-		free(out);
-	}
-	agent_compute_islands(vr);
-	rc = AGENT_DETECT_OK;
-out:
-	free(w);
-	return rc;
+	read_topology(opts, w, vr);
+	return AGENT_DETECT_OK;
+}
+
+/* NVLink: the bonded links to the rest of the island, at the architecture's rate per link. */
+static double member_gbps(const struct agent_gpu *g, int links)
+{
+	int max_links;
+	double per = agent_nvlink_gbps(g->arch, g->compute_cap, g->model, &max_links);
+	if (per <= 0)
+		per = 25.0;   /* NVLink seen on a part we have no table row for: the NVLink 1/2 rate */
+	if (max_links > 0 && links > max_links)
+		links = max_links;
+	return links * per;
+}
+
+static const char *const list_argv[] = { "nvidia-smi", "-L", NULL };
+
+const struct detect_vendor detect_nvidia = {
+	.vendor = GPU_VENDOR_NVIDIA,
+	.work_size = sizeof(struct nv_work),
+	.ntools = 2,
+	.tool = { { .run = run_query, .required = true }, { .argv = list_argv, .parse = parse_list, .what = "nvidia-smi -L" } },
+	.merge = merge,
+	.fast_link = AGENT_LINK_NVLINK,
+	.island_prefix = "nvlink",
+	.member_gbps = member_gbps,
+};
+
+int agent_detect_nvidia(const struct toolrun_opts *opts, struct agent_vendor_result *vr, char *err, size_t errlen)
+{
+	return detect_run(&detect_nvidia, opts, vr, err, errlen);
 }

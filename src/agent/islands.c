@@ -1,67 +1,26 @@
 /*
  * Islands: connected components of a vendor's fast links, and the
- * bandwidth each island is published with. Pure.
+ * bandwidth each island is published with, by the vendor's detector
+ * (detect.h: its link type, island names and link rates). Pure.
  */
 #include "agent.h"
+#include "detect.h"
 
 #include <stdio.h>
 #include <string.h>
 
-static enum agent_link fast_link(enum gpu_vendor v)
-{
-	switch (v) {
-	case GPU_VENDOR_NVIDIA:
-		return AGENT_LINK_NVLINK;
-	case GPU_VENDOR_AMD:
-		return AGENT_LINK_XGMI;
-	case GPU_VENDOR_INTEL:
-		return AGENT_LINK_XELINK;
-	case GPU_VENDOR_ANY:
-		break;
-	}
-	return AGENT_LINK_UNKNOWN;
-}
-
-static const char *island_prefix(enum gpu_vendor v)
-{
-	switch (v) {
-	case GPU_VENDOR_NVIDIA:
-		return "nvlink";
-	case GPU_VENDOR_AMD:
-		return "xgmi";
-	case GPU_VENDOR_INTEL:
-		return "xelink";
-	case GPU_VENDOR_ANY:
-		break;
-	}
-	return "island";
-}
-
 /* Bandwidth of GPU slot g inside an island whose members are marked in member[]. */
-static double member_gbps(const struct agent_vendor_result *vr, const struct agent_gpu *g,
-			  const bool *member, enum agent_link fast)
+static double member_gbps(const struct detect_vendor *d, const struct agent_vendor_result *vr,
+			  const struct agent_gpu *g, const bool *member)
 {
 	const struct agent_topo *t = &vr->topo;
 	int i = g->index;
 	int links = 0;           /* NVLink: bonded links; Xe Link: lanes */
 	for (int j = 0; j < t->n; j++) {
-		if (j != i && member[j] && t->type[i][j] == fast)
+		if (j != i && member[j] && t->type[i][j] == d->fast_link)
 			links += t->links[i][j];
 	}
-	if (vr->vendor == GPU_VENDOR_NVIDIA) {
-		int max_links;
-		double per = agent_nvlink_gbps(g->arch, g->compute_cap, g->model, &max_links);
-		if (per <= 0)
-			per = 25.0;   /* NVLink seen on a part we have no table row for: the NVLink 1/2 rate */
-		if (max_links > 0 && links > max_links)
-			links = max_links;
-		return links * per;
-	}
-	if (vr->vendor == GPU_VENDOR_AMD) {
-		double bw = agent_xgmi_gbps(g->arch, g->model);
-		return bw > 0 ? bw : 50.0;   /* unknown generation: one Infinity Fabric link */
-	}
-	return links * 13.6;     /* one Xe Link lane carries about 13.6 GB/s */
+	return d->member_gbps(g, links);
 }
 
 int agent_compute_islands(struct agent_vendor_result *vr)
@@ -71,9 +30,10 @@ int agent_compute_islands(struct agent_vendor_result *vr)
 		vr->gpu[k].bandwidth_gbps = 0;
 	}
 	const struct agent_topo *t = &vr->topo;
-	if (!vr->have_topo || t->n < 2)
+	const struct detect_vendor *d = detect_vendor_of(vr->vendor);
+	if (!vr->have_topo || t->n < 2 || !d)
 		return 0;
-	enum agent_link fast = fast_link(vr->vendor);
+	enum agent_link fast = d->fast_link;
 	/* whole GPUs only: slot of vendor index i, or -1 (MIG mode, not found) */
 	int slot[AGENT_MAX_GPUS];
 	for (int i = 0; i < AGENT_MAX_GPUS; i++)
@@ -112,12 +72,12 @@ int agent_compute_islands(struct agent_vendor_result *vr)
 		for (int i = 0; i < t->n; i++) {
 			if (!member[i])
 				continue;
-			double m = member_gbps(vr, &vr->gpu[slot[i]], member, fast);
+			double m = member_gbps(d, vr, &vr->gpu[slot[i]], member);
 			if (bw < 0 || m < bw)
 				bw = m;
 		}
 		char name[48];
-		snprintf(name, sizeof(name), "%s-%d", island_prefix(vr->vendor), nisland);
+		snprintf(name, sizeof(name), "%s-%d", d->island_prefix, nisland);
 		for (int i = 0; i < t->n; i++) {
 			if (!member[i])
 				continue;

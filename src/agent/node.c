@@ -5,6 +5,7 @@
 #include "agent.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,30 +183,54 @@ bool agent_label_value(char *out, size_t len, const char *in)
 	return !cut;
 }
 
-/* The keys the agent owns: it sets them, and removes those it no longer sets. */
-static const char *const managed_keys[] = {
+/*
+ * The keys the agent owns: it sets them, and removes those it no longer
+ * sets. One "<vendor>.count" per vendor of the table, written once.
+ */
+static const char *const base_keys[] = {
 	AGENT_LABEL_PREFIX "present",
 	AGENT_LABEL_PREFIX "count",
 	AGENT_LABEL_PREFIX "vendor",
-	AGENT_LABEL_PREFIX "nvidia.count",
-	AGENT_LABEL_PREFIX "amd.count",
-	AGENT_LABEL_PREFIX "intel.count",
+	/* the vendors' counts go here */
 	AGENT_LABEL_PREFIX "model",
 	AGENT_LABEL_PREFIX "architecture",
 	AGENT_LABEL_PREFIX "memory-mib",
 	AGENT_LABEL_PREFIX "fast-interconnect",
 	AGENT_LABEL_PREFIX "mig",
 };
+#define NBASE_KEYS (sizeof(base_keys) / sizeof(base_keys[0]))
+#define VENDOR_KEYS_AT 3
+#define NKEYS (NBASE_KEYS + AGENT_NVENDOR)
+
+static char vendor_keys[AGENT_NVENDOR][64];
+static const char *managed_keys[NKEYS];
+static pthread_once_t keys_once = PTHREAD_ONCE_INIT;
+
+static void keys_init(void)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < VENDOR_KEYS_AT; i++)
+		managed_keys[n++] = base_keys[i];
+	for (int v = 0; v < AGENT_NVENDOR; v++) {
+		snprintf(vendor_keys[v], sizeof(vendor_keys[v]), AGENT_LABEL_PREFIX "%s.count",
+			 gpu_vendor_name((enum gpu_vendor)(v + 1)));
+		managed_keys[n++] = vendor_keys[v];
+	}
+	for (size_t i = VENDOR_KEYS_AT; i < NBASE_KEYS; i++)
+		managed_keys[n++] = base_keys[i];
+}
 
 int agent_label_managed_keys(const char *const **keys)
 {
+	pthread_once(&keys_once, keys_init);
 	*keys = managed_keys;
-	return (int)(sizeof(managed_keys) / sizeof(managed_keys[0]));
+	return (int)NKEYS;
 }
 
 bool agent_label_managed(const char *key)
 {
-	for (size_t i = 0; i < sizeof(managed_keys) / sizeof(managed_keys[0]); i++) {
+	pthread_once(&keys_once, keys_init);
+	for (size_t i = 0; i < NKEYS; i++) {
 		if (!strcmp(key, managed_keys[i]))
 			return true;
 	}

@@ -1,5 +1,6 @@
 /* Pod and GpuClaim -> claim, and the extended-resource names. */
 #include "api.h"
+#include "vendor.h"
 #include "policy.h"
 #include "strnum.h"
 
@@ -170,8 +171,12 @@ static int decode_devices(const cJSON *devs, struct claim *c, char *err, size_t 
 	    opt_string(devs, "model", c->models, sizeof(c->models), P, err, errlen) ||
 	    opt_string(devs, "architecture", c->arch, sizeof(c->arch), P, err, errlen))
 		return -1;
-	if (vendor[0] && !gpu_vendor_parse(vendor, &c->vendor))
-		return bad(err, errlen, "spec.devices.vendor must be nvidia, amd or intel");
+	if (vendor[0] && !gpu_vendor_parse(vendor, &c->vendor)) {
+		char names[128];
+		vendor_names_list(names, sizeof(names));
+		snprintf(err, errlen, "spec.devices.vendor must be %s", names);
+		return -1;
+	}
 	num = 0;
 	if (opt_int(devs, "minMemoryMiB", 0, 4294967295.0, &num, P, err, errlen))
 		return -1;

@@ -1,5 +1,6 @@
 /* Decoding of Node and GpuNodeStatus objects, and small cJSON accessors. */
 #include "api.h"
+#include "vendor.h"
 #include "intern.h"
 
 #include <math.h>
@@ -138,7 +139,9 @@ static int decode_device(const cJSON *jd, int index, struct gpu_node *n, char *e
 	}
 	const char *s;
 	if ((s = api_str(jd, "vendor")) && !gpu_vendor_parse(s, &d.vendor)) {
-		snprintf(err, errlen, "status.devices[%d].vendor '%s' is not nvidia, amd or intel", index, s);
+		char names[128];
+		vendor_names_list(names, sizeof(names));
+		snprintf(err, errlen, "status.devices[%d].vendor '%s' is not %s", index, s, names);
 		return -1;
 	}
 	d.health = GPU_HEALTHY;

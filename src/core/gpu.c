@@ -6,24 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
-static const char *const vendor_names[] = { "", "nvidia", "amd", "intel" };
 static const char *const health_names[] = { "Healthy", "Unhealthy", "Unknown" };
-
-const char *gpu_vendor_name(enum gpu_vendor v)
-{
-	return (unsigned)v < 4 ? vendor_names[v] : "";
-}
-
-bool gpu_vendor_parse(const char *s, enum gpu_vendor *out)
-{
-	for (int i = 1; i < 4; i++) {
-		if (!strcasecmp(s, vendor_names[i])) {
-			*out = (enum gpu_vendor)i;
-			return true;
-		}
-	}
-	return false;
-}
 
 const char *gpu_health_name(enum gpu_health h)
 {

@@ -12,6 +12,7 @@
  * GPUs belong to exactly one bound pod.
  */
 #include "devplugin.h"
+#include "vendor.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -308,26 +309,72 @@ static void list_add(char *list, size_t size, const char *s)
 	snprintf(list + len, size - len, "%s%s", len ? "," : "", s);
 }
 
+/* Vendor v's list variables and its runtime's variable (its device list, or nothing with CDI). */
+static int vendor_env(struct dp_response *out, const struct dp_config *cfg, const struct vendor *v, const char *ids)
+{
+	int rc = 0;
+	for (const char *const *e = v->plugin_env; *e; e++)
+		rc |= add_env(out, *e, ids);
+	if (v->runtime_env[0])
+		rc |= add_env(out, v->runtime_env,
+			      cfg->delivery == DP_DELIVERY_VOLUME_MOUNTS && v->runtime_dir[0] ? v->runtime_dir
+			      : cfg->delivery == DP_DELIVERY_CDI ? v->runtime_off : ids);
+	return rc;
+}
+
+/* The share isolation of vendor v's n devices (its control daemon's variables and pipe directory). */
+static int share_env(struct dp_response *out, const struct dp_config *cfg, const struct vendor *v, int n,
+		     const struct dp_pod *share)
+{
+	int rc = 0;
+	char val[1024];
+	if (v->share.core_env && share->core_pct) {
+		snprintf(val, sizeof(val), "%u", share->core_pct);
+		rc |= add_env(out, v->share.core_env, val);
+	}
+	if (v->share.mem_env && share->mem_mib) {
+		val[0] = '\0';
+		for (int k = 0; k < n; k++) {
+			char one[32];
+			snprintf(one, sizeof(one), "%d=%uM", k, share->mem_mib);
+			list_add(val, sizeof(val), one);
+		}
+		rc |= add_env(out, v->share.mem_env, val);
+	}
+	if (v->share.pipe_env && cfg->mps_pipe_dir[0]) {
+		struct dp_mount *m = &out->mount[out->nmount++];
+		snprintf(m->container_path, sizeof(m->container_path), "%s", cfg->mps_pipe_dir);
+		snprintf(m->host_path, sizeof(m->host_path), "%s", cfg->mps_pipe_dir);
+		rc |= add_env(out, v->share.pipe_env, cfg->mps_pipe_dir);
+	}
+	return rc;
+}
+
 int dp_response_build(const struct dp_inventory *inv, const struct dp_config *cfg, const int *devs, int ndev,
 		      const struct dp_pod *share, struct dp_response *out, char *err, size_t errlen)
 {
 	memset(out, 0, sizeof(*out));
-	char uuids[1024] = "";
-	int nvidia = 0;
-	bool vendor[4] = { false };
+	char ids[VENDOR_COUNT][1024];       /* ids[v - 1]: vendor v's devices, as its runtime names them */
+	int count[VENDOR_COUNT] = { 0 };
+	bool any_vendor[VENDOR_COUNT + 1] = { false };
+	for (int v = 0; v < VENDOR_COUNT; v++)
+		ids[v][0] = '\0';
 	for (int k = 0; k < ndev; k++) {
 		const struct dp_device *d = &inv->dev[devs[k]];
 		if (!d->nnode) {
 			snprintf(err, errlen, "GPU %d (%s) has no device files: %s", d->id, d->kubelet_id, d->why);
 			return -1;
 		}
-		vendor[d->vendor] = true;
-		if (d->vendor == GPU_VENDOR_NVIDIA) {
-			nvidia++;
-			list_add(uuids, sizeof(uuids), d->uuid[0] ? d->uuid : d->kubelet_id);
+		const struct vendor *v = vendor_get(d->vendor);
+		if ((unsigned)d->vendor <= VENDOR_COUNT)
+			any_vendor[d->vendor] = true;
+		if (v) {
+			count[v->id - 1]++;
+			list_add(ids[v->id - 1], sizeof(ids[0]), d->uuid[0] ? d->uuid : d->kubelet_id);
 		}
 		if (cfg->delivery == DP_DELIVERY_CDI) {
-			snprintf(out->cdi[out->ncdi++], sizeof(out->cdi[0]), "%s=%s", DP_CDI_KIND, d->kubelet_id);
+			snprintf(out->cdi[out->ncdi++], sizeof(out->cdi[0]), "%s=%s", v ? v->cdi_kind : DP_CDI_KIND,
+				 d->kubelet_id);
 			continue;
 		}
 		for (int n = 0; n < d->nnode; n++)
@@ -335,9 +382,10 @@ int dp_response_build(const struct dp_inventory *inv, const struct dp_config *cf
 				snprintf(err, errlen, "too many device files");
 				return -1;
 			}
-		if (cfg->delivery == DP_DELIVERY_VOLUME_MOUNTS && d->vendor == GPU_VENDOR_NVIDIA) {
+		if (cfg->delivery == DP_DELIVERY_VOLUME_MOUNTS && v && v->runtime_dir[0]) {
+			/* the runtime hands over the devices the mounts under its list are named after */
 			struct dp_mount *m = &out->mount[out->nmount++];
-			snprintf(m->container_path, sizeof(m->container_path), "%s/%s", DP_NVIDIA_MOUNT_DIR,
+			snprintf(m->container_path, sizeof(m->container_path), "%s/%s", v->runtime_dir,
 				 d->uuid[0] ? d->uuid : d->kubelet_id);
 			snprintf(m->host_path, sizeof(m->host_path), "/dev/null");
 			m->read_only = true;
@@ -345,41 +393,24 @@ int dp_response_build(const struct dp_inventory *inv, const struct dp_config *cf
 	}
 	if (cfg->delivery != DP_DELIVERY_CDI)
 		for (int i = 0; i < inv->ncommon; i++)
-			if (vendor[inv->common_vendor[i]] && add_spec(out, &inv->common[i])) {
+			if ((unsigned)inv->common_vendor[i] <= VENDOR_COUNT && any_vendor[inv->common_vendor[i]] &&
+			    add_spec(out, &inv->common[i])) {
 				snprintf(err, errlen, "too many device files");
 				return -1;
 			}
 	int rc = 0;
-	if (nvidia) {
-		/* CUDA sees only these; NVIDIA_VISIBLE_DEVICES is what the NVIDIA runtime reads */
-		rc |= add_env(out, "CUDA_VISIBLE_DEVICES", uuids);
-		rc |= add_env(out, "NVIDIA_VISIBLE_DEVICES",
-			      cfg->delivery == DP_DELIVERY_VOLUME_MOUNTS ? DP_NVIDIA_MOUNT_DIR
-			      : cfg->delivery == DP_DELIVERY_CDI ? "void" : uuids);
-	}
+	for (int v = 0; v < VENDOR_COUNT; v++)
+		if (count[v])
+			rc |= vendor_env(out, cfg, vendor_get((enum gpu_vendor)(v + 1)), ids[v]);
 	if (share && share->shared) {
-		char v[1024];
-		snprintf(v, sizeof(v), "%u", share->mem_mib);
-		rc |= add_env(out, "GPU_SCHEDULING_SHARED_MEMORY_MIB", v);
-		snprintf(v, sizeof(v), "%u", share->core_pct);
-		rc |= add_env(out, "GPU_SCHEDULING_SHARED_CORE_PERCENT", v);
-		if (nvidia && share->core_pct)
-			rc |= add_env(out, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", v);
-		if (nvidia && share->mem_mib) {
-			v[0] = '\0';
-			for (int k = 0; k < nvidia; k++) {
-				char one[32];
-				snprintf(one, sizeof(one), "%d=%uM", k, share->mem_mib);
-				list_add(v, sizeof(v), one);
-			}
-			rc |= add_env(out, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", v);
-		}
-		if (nvidia && cfg->mps_pipe_dir[0]) {
-			struct dp_mount *m = &out->mount[out->nmount++];
-			snprintf(m->container_path, sizeof(m->container_path), "%s", cfg->mps_pipe_dir);
-			snprintf(m->host_path, sizeof(m->host_path), "%s", cfg->mps_pipe_dir);
-			rc |= add_env(out, "CUDA_MPS_PIPE_DIRECTORY", cfg->mps_pipe_dir);
-		}
+		char val[32];
+		snprintf(val, sizeof(val), "%u", share->mem_mib);
+		rc |= add_env(out, "GPU_SCHEDULING_SHARED_MEMORY_MIB", val);
+		snprintf(val, sizeof(val), "%u", share->core_pct);
+		rc |= add_env(out, "GPU_SCHEDULING_SHARED_CORE_PERCENT", val);
+		for (int v = 0; v < VENDOR_COUNT; v++)
+			if (count[v])
+				rc |= share_env(out, cfg, vendor_get((enum gpu_vendor)(v + 1)), count[v], share);
 	}
 	if (rc) {
 		snprintf(err, errlen, "too many environment variables");

@@ -4,6 +4,7 @@
  * tests), and the lists ListAndWatch sends per resource.
  */
 #include "devplugin.h"
+#include "vendor.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -104,21 +105,23 @@ static bool pci_normalise(const char *in, char *out, size_t size)
 	return true;
 }
 
-/* NVIDIA's minor number from /proc/driver/nvidia/gpus/<pci>/information ("Device Minor: 3"). */
-static int nvidia_minor(const struct roots *rt, const char *pci_bus)
+/* A device's minor from its driver's proc file (v->minor_dir<pci>v->minor_file, "<minor_key> 3"), or -1. */
+static int driver_minor(const struct roots *rt, const struct vendor *v, const char *pci_bus)
 {
-	char pci[16], path[2 * DP_PATH_MAX + 64];
+	char pci[16], path[2 * DP_PATH_MAX + 128];
 	if (!pci_normalise(pci_bus, pci, sizeof(pci)))
 		return -1;
-	snprintf(path, sizeof(path), "%s%s/proc/driver/nvidia/gpus/%s/information", rt->host, rt->dev, pci);
+	snprintf(path, sizeof(path), "%s%s%s%s%s", rt->host, rt->dev, v->minor_dir, pci, v->minor_file);
 	FILE *f = fopen(path, "r");
 	if (!f)
 		return -1;
 	char line[256];
 	int minor = -1;
+	size_t klen = strlen(v->minor_key);
 	while (minor < 0 && fgets(line, sizeof(line), f)) {
+		const char *p = line + strspn(line, " \t");
 		unsigned m;
-		if (sscanf(line, " Device Minor: %u", &m) == 1 && m < 255)
+		if (!strncmp(p, v->minor_key, klen) && sscanf(p + klen, "%u", &m) == 1 && m < 255)
 			minor = (int)m;
 	}
 	fclose(f);
@@ -193,7 +196,7 @@ void dp_inventory_build(struct dp_inventory *inv, const struct agent_node *node,
 	const struct roots roots = { root_prefix(cfg->device_root), root_prefix(cfg->host_root) };
 	const struct roots *root = &roots;
 	memset(inv, 0, sizeof(*inv));
-	bool vendor[4] = { false };
+	bool seen[VENDOR_COUNT] = { false };
 	for (int i = 0; i < node->ndev && inv->ndev < GPU_MAX_DEVICES; i++) {
 		const struct agent_device *a = &node->dev[i];
 		struct dp_device *d = &inv->dev[inv->ndev++];
@@ -210,13 +213,14 @@ void dp_inventory_build(struct dp_inventory *inv, const struct agent_node *node,
 			snprintf(d->kubelet_id, sizeof(d->kubelet_id), "%s", a->g.uuid);
 		else
 			snprintf(d->kubelet_id, sizeof(d->kubelet_id), "gpu-%d", a->id);
-		if (d->vendor > GPU_VENDOR_ANY && d->vendor <= GPU_VENDOR_INTEL)
-			vendor[d->vendor] = true;
-		if (d->vendor == GPU_VENDOR_NVIDIA) {
+		const struct vendor *v = vendor_get(d->vendor);
+		if (v)
+			seen[v->id - 1] = true;
+		if (v && v->devfile == VENDOR_DEV_MINOR) {
 			/* a MIG instance is reached through its GPU's file */
-			int minor = nvidia_minor(root, a->g.pci_bus);
-			char path[32];
-			snprintf(path, sizeof(path), "/dev/nvidia%d", minor >= 0 ? minor : a->g.index);
+			int minor = driver_minor(root, v, a->g.pci_bus);
+			char path[64];
+			snprintf(path, sizeof(path), "%s%d", v->dev_prefix, minor >= 0 ? minor : a->g.index);
 			if (devnode(&d->node[0], root, path))
 				d->nnode = 1;
 			else
@@ -225,21 +229,20 @@ void dp_inventory_build(struct dp_inventory *inv, const struct agent_node *node,
 			unhealthy(d, "no /dev/dri device file found for its PCI address");
 		}
 	}
-	if (vendor[GPU_VENDOR_NVIDIA]) {
-		add_common(inv, root, "/dev/nvidiactl", GPU_VENDOR_NVIDIA);
-		add_common(inv, root, "/dev/nvidia-uvm", GPU_VENDOR_NVIDIA);
-		add_common(inv, root, "/dev/nvidia-uvm-tools", GPU_VENDOR_NVIDIA);
-		add_common(inv, root, "/dev/nvidia-modeset", GPU_VENDOR_NVIDIA);
+	for (int k = 0; k < VENDOR_COUNT; k++) {
+		const struct vendor *v = vendor_get((enum gpu_vendor)(k + 1));
+		for (const char *const *f = v->common_files; seen[k] && *f; f++)
+			add_common(inv, root, *f, v->id);
 	}
-	if (vendor[GPU_VENDOR_AMD])
-		add_common(inv, root, "/dev/kfd", GPU_VENDOR_AMD);
 	/* without the control files no device of that vendor can be used */
 	for (int i = 0; i < inv->ndev; i++) {
 		struct dp_device *d = &inv->dev[i];
-		if (d->vendor == GPU_VENDOR_NVIDIA && !has_common(inv, "/dev/nvidiactl"))
-			unhealthy(d, "/dev/nvidiactl is missing");
-		if (d->vendor == GPU_VENDOR_AMD && !has_common(inv, "/dev/kfd"))
-			unhealthy(d, "/dev/kfd is missing");
+		const struct vendor *v = vendor_get(d->vendor);
+		if (v && v->required_file && !has_common(inv, v->required_file)) {
+			char why[96];
+			snprintf(why, sizeof(why), "%s is missing", v->required_file);
+			unhealthy(d, why);
+		}
 	}
 }
 

@@ -11,19 +11,19 @@
 #include "metrics.h"
 #include "strnum.h"
 #include "update.h"
+#include "vendor.h"
 
 #include <stdio.h>
 #include <string.h>
 
-/* The binding's annotations: the allocation, the UUIDs, one per visible-devices variable. */
+/* The binding's annotations: the allocation, the UUIDs, one per visible-devices variable (vendor.h). */
 static void add_annotations(struct buf *out, const struct gpu_node *n, const struct ledger_entry *e,
 			    const char *node)
 {
-	struct buf uuids, cuda, rocr, ze;
+	struct buf uuids, list[VENDOR_COUNT];    /* list[v - 1]: vendor v's devices */
 	buf_init(&uuids, 8192);
-	buf_init(&cuda, 8192);
-	buf_init(&rocr, 8192);
-	buf_init(&ze, 8192);
+	for (int v = 0; v < VENDOR_COUNT; v++)
+		buf_init(&list[v], 8192);
 	char ids[256], alloc[512];
 	alloc_ids(&e->a, ids, sizeof(ids));
 	for (int k = 0; k < e->a.ndev; k++) {
@@ -33,41 +33,35 @@ static void add_annotations(struct buf *out, const struct gpu_node *n, const str
 		const struct gpu_device_info *in = &n->info[i];
 		char idx[16];
 		snprintf(idx, sizeof(idx), "%d", in->vendor_index);
-		/* UUIDs when known: valid in CUDA/NVIDIA/ROCR lists and stable across renumbering. */
-		const char *name = in->uuid[0] ? in->uuid : idx;
 		buf_printf(&uuids, "%s%s", uuids.len ? "," : "", in->uuid);
-		switch (n->dev[i].vendor) {
-		case GPU_VENDOR_NVIDIA:
-			buf_printf(&cuda, "%s%s", cuda.len ? "," : "", name);
-			break;
-		case GPU_VENDOR_AMD:
-			buf_printf(&rocr, "%s%s", rocr.len ? "," : "", name);
-			break;
-		case GPU_VENDOR_INTEL:
-			buf_printf(&ze, "%s%s", ze.len ? "," : "", idx);
-			break;
-		default:
-			break;
-		}
+		const struct vendor *v = vendor_get(n->dev[i].vendor);
+		if (!v)
+			continue;
+		/* UUIDs when known and the list takes them: stable across renumbering */
+		const char *name = v->naming == VENDOR_NAME_UUID && in->uuid[0] ? in->uuid : idx;
+		buf_printf(&list[v->id - 1], "%s%s", list[v->id - 1].len ? "," : "", name);
 	}
 	snprintf(alloc, sizeof(alloc), "%s:%s", node, ids);
-	struct { const char *key; const char *value; } anns[] = {
-		{ ANN_ALLOCATED, alloc }, { ANN_UUIDS, buf_cstr(&uuids) }, { ANN_CUDA, buf_cstr(&cuda) },
-		{ ANN_NVIDIA, buf_cstr(&cuda) }, { ANN_ROCR, buf_cstr(&rocr) }, { ANN_ZE, buf_cstr(&ze) },
-	};
-	for (size_t i = 0; i < sizeof(anns) / sizeof(anns[0]); i++) {
-		buf_adds(out, i ? "," : "");
-		buf_add_json_str(out, anns[i].key);
+	buf_add_json_str(out, ANN_ALLOCATED);
+	buf_addc(out, ':');
+	buf_add_json_str(out, alloc);
+	buf_addc(out, ',');
+	buf_add_json_str(out, ANN_UUIDS);
+	buf_addc(out, ':');
+	buf_add_json_str(out, buf_cstr(&uuids));
+	const struct vendor_env *ve;
+	for (size_t k = 0; (ve = vendor_env_at(k)); k++) {
+		buf_addc(out, ',');
+		buf_add_json_str(out, ve->annotation);
 		buf_addc(out, ':');
-		buf_add_json_str(out, anns[i].value);
+		buf_add_json_str(out, buf_cstr(&list[ve->vendor - 1]));
 	}
 	if (e->a.mode == CLAIM_SHARED)
 		buf_printf(out, ",\"" ANN_SHARED_MEMORY "\":\"%u\",\"" ANN_SHARED_CORE "\":\"%u\"", e->a.mem_mib,
 			   e->a.core / 10);
 	buf_release(&uuids);
-	buf_release(&cuda);
-	buf_release(&rocr);
-	buf_release(&ze);
+	for (int v = 0; v < VENDOR_COUNT; v++)
+		buf_release(&list[v]);
 }
 
 /*

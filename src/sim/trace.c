@@ -188,7 +188,7 @@ static struct gpu_node *csv_node(const struct csv *c, const int *col, char *err,
 		memset(&in, 0, sizeof(in));
 		d.id = g;
 		d.island = -1;
-		d.vendor = GPU_VENDOR_NVIDIA;
+		d.vendor = GPU_VENDOR_NVIDIA;   /* the openb traces are of NVIDIA GPUs (V100, T4, A10, ...): data, not a vendor rule */
 		in.model = shared_model;
 		if (gpu_node_add_device(n, &d, &in)) {
 			gpu_node_free(n);

@@ -3,6 +3,7 @@
 #include "base64.h"
 #include "jsonarena.h"
 #include "log.h"
+#include "vendor.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -24,27 +25,14 @@ struct webhook {
 	struct webhook_opts o;        /* points at the members above */
 };
 
-/* The variables every container of a GPU pod gets, and the annotation each reads. */
-static const struct {
-	const char *name, *annotation;
-} env_vars[] = {
-	{ "CUDA_VISIBLE_DEVICES", ANN_CUDA },
-	{ "NVIDIA_VISIBLE_DEVICES", ANN_NVIDIA },
-	{ "ROCR_VISIBLE_DEVICES", ANN_ROCR },
-	{ "ZE_AFFINITY_MASK", ANN_ZE },
-};
-#define NENV (sizeof(env_vars) / sizeof(env_vars[0]))
-
-/* Every variable some runtime or library reads to pick GPUs: a pod may not set them itself. */
-static const char *const selecting_vars[] = {
-	"NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
-	"HIP_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "ZE_AFFINITY_MASK",
-};
-
-/* The annotations only the extender's binding writes. */
-static const char *const allocation_annotations[] = {
-	ANN_ALLOCATED, ANN_UUIDS, ANN_CUDA, ANN_NVIDIA, ANN_ROCR, ANN_ZE, ANN_SHARED_MEMORY, ANN_SHARED_CORE,
-};
+/*
+ * The annotations only the extender's binding writes, besides the vendors'
+ * lists. The variables every container of a GPU pod gets, those a pod may
+ * not set, and the host paths it may not mount are the vendor table's
+ * (vendor.h).
+ */
+static const char *const allocation_annotations[] = { ANN_ALLOCATED, ANN_UUIDS };
+static const char *const share_annotations[] = { ANN_SHARED_MEMORY, ANN_SHARED_CORE };
 
 /* Annotations with this prefix make containerd or CRI-O inject CDI devices. */
 #define CDI_ANNOTATION_PREFIX "cdi.k8s.io/"
@@ -138,14 +126,14 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 	return -1;
 }
 
-/* The env entry for variable k: a downward-API reference to its annotation. */
-static int env_value(struct buf *out, size_t k)
+/* The env entry for variable e: a downward-API reference to its annotation. */
+static int env_value(struct buf *out, const struct vendor_env *e)
 {
 	char field[API_NAME_MAX + 32];
-	snprintf(field, sizeof(field), "metadata.annotations['%s']", env_vars[k].annotation);
+	snprintf(field, sizeof(field), "metadata.annotations['%s']", e->annotation);
 	int rc = buf_adds(out, "{\"name\":");
 	if (!rc)
-		rc = buf_add_json_str(out, env_vars[k].name);
+		rc = buf_add_json_str(out, e->name);
 	if (!rc)
 		rc = buf_adds(out, ",\"valueFrom\":{\"fieldRef\":{\"apiVersion\":\"v1\",\"fieldPath\":");
 	if (!rc)
@@ -193,19 +181,20 @@ static int patch_env(struct patcher *p, const cJSON *spec, const char *field, ch
 		bool whole = !cJSON_IsArray(env);
 		int added = 0;
 		buf_clear(&value);
-		for (size_t k = 0; k < NENV && !p->rc; k++) {
-			if (env_has(env, env_vars[k].name))
+		const struct vendor_env *e;
+		for (size_t k = 0; (e = vendor_env_at(k)) && !p->rc; k++) {
+			if (env_has(env, e->name))
 				continue;
 			if (whole) {
 				p->rc = buf_addc(&value, added ? ',' : '[');
 				if (!p->rc)
-					p->rc = env_value(&value, k);
+					p->rc = env_value(&value, e);
 			} else {
 				buf_clear(&path);
 				buf_clear(&value);
 				p->rc = buf_printf(&path, "/spec/%s/%d/env/-", field, i);
 				if (!p->rc)
-					p->rc = env_value(&value, k);
+					p->rc = env_value(&value, e);
 				op_add(p, &path, buf_cstr(&value));
 			}
 			added++;
@@ -529,10 +518,11 @@ static bool injected_form(const cJSON *e, const char *name)
 {
 	const char *path = api_str(api_path(e, "valueFrom.fieldRef"), "fieldPath");
 	char want[API_NAME_MAX + 32];
-	for (size_t k = 0; path && k < NENV; k++) {
-		if (strcmp(env_vars[k].name, name))
+	const struct vendor_env *v;
+	for (size_t k = 0; path && (v = vendor_env_at(k)); k++) {
+		if (strcmp(v->name, name))
 			continue;
-		snprintf(want, sizeof(want), "metadata.annotations['%s']", env_vars[k].annotation);
+		snprintf(want, sizeof(want), "metadata.annotations['%s']", v->annotation);
 		return !strcmp(path, want);
 	}
 	return false;
@@ -544,9 +534,10 @@ static const char *selecting_var(const cJSON *ctr)
 	const cJSON *e;
 	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(ctr, "env")) {
 		const char *name = api_str(e, "name");
-		for (size_t k = 0; name && k < NELEM(selecting_vars); k++)
-			if (!strcmp(name, selecting_vars[k]) && !injected_form(e, name))
-				return name;
+		for (int v = 1; name && v <= VENDOR_COUNT; v++)
+			for (const char *const *s = vendor_get((enum gpu_vendor)v)->selecting_env; *s; s++)
+				if (!strcmp(name, *s) && !injected_form(e, name))
+					return name;
 	}
 	return NULL;
 }
@@ -556,6 +547,22 @@ static bool annotation_changed(const cJSON *pod, const cJSON *old, const char *k
 {
 	const char *now = api_annotation(pod, key), *before = old ? api_annotation(old, key) : NULL;
 	return now ? !before || strcmp(now, before) : before != NULL;
+}
+
+/* The first annotation only the binding writes that this write sets or changes, or NULL. */
+static const char *binding_annotation_changed(const cJSON *pod, const cJSON *old)
+{
+	const struct vendor_env *e;
+	for (size_t k = 0; k < NELEM(allocation_annotations); k++)
+		if (annotation_changed(pod, old, allocation_annotations[k]))
+			return allocation_annotations[k];
+	for (size_t k = 0; (e = vendor_env_at(k)); k++)
+		if (annotation_changed(pod, old, e->annotation))
+			return e->annotation;
+	for (size_t k = 0; k < NELEM(share_annotations); k++)
+		if (annotation_changed(pod, old, share_annotations[k]))
+			return share_annotations[k];
+	return NULL;
 }
 
 /*
@@ -588,33 +595,56 @@ static bool has_prefix(const char *s, const char *prefix)
 	return !strncmp(s, prefix, strlen(prefix));
 }
 
-/* The NVIDIA runtime's device list: the names of the mounts under it are the devices it hands over. */
-#define DEVICE_LIST_DIR "/var/run/nvidia-container-devices"
-
-/* A normalised mount destination inside the device list (/run too: images often link /var/run there). */
-static bool device_list_mount(const char *n)
+/*
+ * Whether normalised path n is at or under runtime device list dir (a
+ * "/var/run/..." dir counts under /run too: images often link /var/run
+ * there), or goes up ("/../") into a directory of that name.
+ */
+static bool under_device_list(const char *n, const char *dir)
 {
-	return has_prefix(n, DEVICE_LIST_DIR "/") || has_prefix(n, "/run/nvidia-container-devices/") ||
-	       (strstr(n, "/../") && strstr(n, "/nvidia-container-devices/"));
+	char p[256];
+	snprintf(p, sizeof(p), "%s/", dir);
+	if (has_prefix(n, p))
+		return true;
+	if (has_prefix(dir, "/var/run/")) {
+		snprintf(p, sizeof(p), "%s/", dir + strlen("/var"));
+		if (has_prefix(n, p))
+			return true;
+	}
+	const char *base = strrchr(dir, '/');
+	snprintf(p, sizeof(p), "%s/", base ? base : dir);
+	return strstr(n, "/../") && strstr(n, p);
+}
+
+/* The vendor whose runtime device list holds normalised mount destination n, or NULL. */
+static const struct vendor *device_list_mount(const char *n)
+{
+	for (int v = 1; v <= VENDOR_COUNT; v++) {
+		const struct vendor *e = vendor_get((enum gpu_vendor)v);
+		if (e->runtime_dir[0] && under_device_list(n, e->runtime_dir))
+			return e;
+	}
+	return NULL;
 }
 
 /*
  * A normalised host path that is a GPU device file or a directory holding
- * them: the root, /dev, the vendors' nodes, /dev/char (links to every
- * device), the device-list directory, and the /proc links kubelet itself
+ * them: the root, /dev, the vendors' nodes and device-list directories,
+ * /dev/char (links to every device), and the /proc links kubelet itself
  * would follow into the host's root or a process's open files.
  */
 static bool gpu_host_path(const char *n)
 {
-	static const char *const under[] = {
-		"/dev/nvidia", "/dev/dri/", "/dev/kfd/", "/dev/accel", "/dev/char/",
-		DEVICE_LIST_DIR "/", "/run/nvidia-container-devices/",
-	};
-	if (!strcmp(n, "/") || !strcmp(n, "/dev/") || strstr(n, "/../"))
+	if (!strcmp(n, "/") || !strcmp(n, "/dev/") || strstr(n, "/../") || has_prefix(n, "/dev/char/"))
 		return true;
-	for (size_t k = 0; k < NELEM(under); k++)
-		if (has_prefix(n, under[k]))
+	for (int v = 1; v <= VENDOR_COUNT; v++) {
+		const struct vendor *e = vendor_get((enum gpu_vendor)v);
+		for (const char *const *p = e->host_paths; *p; p++)
+			if (has_prefix(n, *p))
+				return true;
+		if (e->runtime_dir[0] && under_device_list(n, e->runtime_dir))
 			return true;
+	}
 	if (!has_prefix(n, "/proc/"))
 		return false;
 	const char *rest = strchr(n + strlen("/proc/"), '/');
@@ -636,12 +666,17 @@ static int device_mounts(const cJSON *spec, bool create, char *why, size_t len)
 		cJSON_ArrayForEach(ctr, cJSON_GetObjectItemCaseSensitive(spec, container_lists[f])) {
 			cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(ctr, "volumeMounts")) {
 				const char *path = api_str(m, "mountPath"), *cname = api_str(ctr, "name");
-				if (!path || (lexical_path(path, n, sizeof(n)) && !device_list_mount(n)))
+				const struct vendor *v = NULL;
+				if (!path || (lexical_path(path, n, sizeof(n)) && !(v = device_list_mount(n))))
 					continue;
-				snprintf(why, len, "container %s mounts a volume at %s, inside the NVIDIA runtime's device list "
-					 "(" DEVICE_LIST_DIR "), which hands the container the GPUs those mounts name: GPUs are "
+				/* a path too long to normalise: the first vendor with a device list names it */
+				for (int k = 1; !v && k <= VENDOR_COUNT; k++)
+					if (vendor_get((enum gpu_vendor)k)->runtime_dir[0])
+						v = vendor_get((enum gpu_vendor)k);
+				snprintf(why, len, "container %s mounts a volume at %s, inside the %s runtime's device list "
+					 "(%s), which hands the container the GPUs those mounts name: GPUs are "
 					 "given by the gpu-scheduler; ask for gpu.scheduling/gpu and mount elsewhere (docs/security.md)",
-					 cname ? cname : "?", path);
+					 cname ? cname : "?", path, v ? v->title : "container", v ? v->runtime_dir : "?");
 				return 1;
 			}
 		}
@@ -691,12 +726,10 @@ int webhook_bypass(const cJSON *pod, const cJSON *old, const char *ns, const str
 			return 1;
 		}
 	}
-	for (size_t k = 0; k < NELEM(allocation_annotations); k++) {
-		const char *key = allocation_annotations[k];
-		if (annotation_changed(pod, old, key)) {
-			snprintf(why, len, "annotation %s is written by the gpu-scheduler's binding only; remove it", key);
-			return 1;
-		}
+	const char *key = binding_annotation_changed(pod, old);
+	if (key) {
+		snprintf(why, len, "annotation %s is written by the gpu-scheduler's binding only; remove it", key);
+		return 1;
 	}
 	return 0;
 }
