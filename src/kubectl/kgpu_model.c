@@ -312,7 +312,7 @@ void kg_node_issues(const struct kg_cluster *c, const struct kg_node *n, cJSON *
 {
 	if (n->ledger_err[0])
 		issue(issues, "ledger does not decode: %s", n->ledger_err);
-	if (!n->gn && n->led.n)
+	if (!n->gn && n->led.n && c->in.gns)
 		issue(issues, "ledger holds %d reservation%s but the agent publishes no GpuNodeStatus", n->led.n,
 		      n->led.n == 1 ? "" : "s");
 	if (n->gn)

@@ -228,6 +228,20 @@ static void holders_text(const cJSON *dev, char *out, size_t size)
 		snprintf(out, size, "-");
 }
 
+/* A node without GpuNodeStatus (or one the reader cannot read): its ledger's reservations. */
+static int render_reservations(const cJSON *res, const struct kg_style *st, struct buf *out)
+{
+	struct table t = { .ncols = 3 };
+	const char *head[] = { "HOLDER", "MODE", "GPUS" };
+	table_row(&t, head, NULL);
+	const cJSON *r;
+	cJSON_ArrayForEach(r, res) {
+		const char *row[] = { str(r, "holder"), str(r, "mode"), str(r, "devices") };
+		table_row(&t, row, NULL);
+	}
+	return buf_adds(out, "Reservations in the ledger:\n") | table_print(&t, st->color, out);
+}
+
 static int render_node(const cJSON *doc, const struct kg_style *st, struct buf *out)
 {
 	const cJSON *devs = cJSON_GetObjectItemCaseSensitive(doc, "devices"), *d;
@@ -253,6 +267,8 @@ static int render_node(const cJSON *doc, const struct kg_style *st, struct buf *
 		table_row(&t, row, col);
 	}
 	rc |= table_print(&t, st->color, out);
+	if (!cJSON_GetArraySize(devs))
+		rc |= render_reservations(cJSON_GetObjectItemCaseSensitive(doc, "reservations"), st, out);
 	rc |= footer(cJSON_GetObjectItemCaseSensitive(doc, "issues"), "!", YELLOW, st, out);
 	rc |= footer(cJSON_GetObjectItemCaseSensitive(doc, "notes"), "note:", "", st, out);
 	return rc;

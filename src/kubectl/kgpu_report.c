@@ -148,7 +148,15 @@ cJSON *kg_report_node(const struct kg_cluster *c, const char *node, char *err, s
 	cJSON *devs = cJSON_AddArrayToObject(doc, "devices");
 	for (int i = 0; n->gn && i < n->gn->ndev; i++)
 		cJSON_AddItemToArray(devs, device_json(c, n, i));
-	/* Reservations of devices the agent does not list show in issues; places of gangs here, too. */
+	/* The ledger as it is: what a reader without GpuNodeStatus sees, and gang places. */
+	cJSON *res = cJSON_AddArrayToObject(doc, "reservations");
+	for (int e = 0; e < n->led.n; e++) {
+		char ids[256];
+		cJSON *h = holder_json(c, &n->led.e[e]);
+		alloc_ids(&n->led.e[e].a, ids, sizeof(ids));
+		cJSON_AddStringToObject(h, "devices", ids);
+		cJSON_AddItemToArray(res, h);
+	}
 	kg_node_issues(c, n, cJSON_AddArrayToObject(doc, "issues"));
 	cJSON_AddItemToObject(doc, "notes", cJSON_Duplicate(c->notes, 1));
 	if (!cJSON_IsObject(doc)) {
