@@ -38,6 +38,7 @@ struct kg_inputs {
 	const cJSON *claims;        /* GpuClaim items */
 	const cJSON *podgroups;     /* PodGroup items */
 	const char *pods_ns;        /* namespace pods were listed in; NULL: every namespace */
+	bool pods_refused;          /* every namespace's pods were asked for and refused (so pods_ns's were read) */
 };
 
 struct kg_pod_key {

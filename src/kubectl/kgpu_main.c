@@ -228,6 +228,7 @@ static int fetch(struct kube_client *kc, const struct opts *o, const char *ns, s
 			return -1;
 		}
 		scope = ns;
+		in->pods_refused = true;
 		ns_path(path, sizeof(path), "/api/v1", scope, "pods");
 		rc = list_all(kc, path, &l->pods, err, sizeof(err));
 	}
@@ -241,7 +242,8 @@ static int fetch(struct kube_client *kc, const struct opts *o, const char *ns, s
 	ns_path(path, sizeof(path), "/apis/scheduling.x-k8s.io/v1alpha1", scope, "podgroups");
 	if (why && optional(kc, path, &l->podgroups))
 		return -1;
-	*in = (struct kg_inputs){ l->gns, l->ledgers, l->nodes, l->pods, l->claims, l->podgroups, scope };
+	bool refused = in->pods_refused;
+	*in = (struct kg_inputs){ l->gns, l->ledgers, l->nodes, l->pods, l->claims, l->podgroups, scope, refused };
 	return 0;
 }
 
@@ -297,7 +299,7 @@ int main(int argc, char **argv)
 	struct kube_client *kc = kube_client_new(&cfg, err, sizeof(err));
 	const char *ns = o.ns ? o.ns : cfg.namespace[0] ? cfg.namespace : "default";
 	struct lists l = { 0 };
-	struct kg_inputs in;
+	struct kg_inputs in = { 0 };
 	struct kg_cluster c;
 	cJSON *doc = NULL;
 	int rc = 1;

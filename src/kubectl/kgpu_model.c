@@ -164,7 +164,7 @@ int kg_cluster_build(struct kg_cluster *c, const struct kg_inputs *in, char *err
 		note(c, "GpuNodeStatus not readable: devices unknown");
 	if (!in->ledgers)
 		note(c, "ledger Leases not readable: reservations unknown, nodes shown free");
-	if (in->pods_ns && in->ledgers)
+	if (in->pods_refused && in->ledgers)
 		note(c, "pods of namespaces other than %s not readable: their reservations show as \"other\"",
 		     in->pods_ns);
 	return 0;

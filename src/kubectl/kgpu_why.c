@@ -251,6 +251,9 @@ cJSON *kg_report_why(const struct kg_cluster *c, const char *ns, const char *nam
 		cJSON_AddStringToObject(doc, "verdict", text);
 	} else if (!claim_wants_gpu(&cl)) {
 		cJSON_AddStringToObject(doc, "verdict", "asks for no GPUs: the extender passes it on every node");
+	} else if (!c->in.gns) {
+		cJSON_AddStringToObject(doc, "verdict", "cannot tell where it fits: GpuNodeStatus is not readable "
+							"with these credentials (see the pod's events)");
 	} else {
 		struct tally t = { 0, 0, 0 };
 		struct gang_state g = { 0, 0, 0, 0 };

@@ -236,7 +236,7 @@ check_tenant() {
   cluster_wait 30 "ops reads the ledgers" bash -c "[[ \$(\"$CLUSTER_BIN/kubectl\" --kubeconfig=\"$CLUSTER_KUBECONFIG\" auth can-i list leases -n gpu-system --as=system:serviceaccount:ml:ops) == yes ]]" || return 1
   kt node "$node" -n ml -o json >"$WORK/ops-node.json" || return 1
   check node "$node" --readable ml "$WORK/ops-node.json" || return 1
-  grep -q '"holder": *"other"' "$WORK/ops-node.json" || { cat "$WORK/ops-node.json"; return 1; }
+  grep -q '"holder":[[:space:]]*"other"' "$WORK/ops-node.json" || { cat "$WORK/ops-node.json"; return 1; }
   kt node "$node" -n ml >"$WORK/ops-node.txt" && kt nodes -n ml -o json >"$WORK/ops-nodes.json" || return 1
   ! grep -q 'team-b\|rival' "$WORK/ops-node.txt" "$WORK/ops-nodes.json"
 }

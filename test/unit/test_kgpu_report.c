@@ -82,7 +82,7 @@ static void build(struct fixture *f, const char *pods_ns)
 	f->pods = J(PODS);
 	f->claims = cJSON_CreateArray();
 	f->groups = cJSON_CreateArray();
-	struct kg_inputs in = { f->gns, f->led, NULL, f->pods, f->claims, f->groups, pods_ns };
+	struct kg_inputs in = { f->gns, f->led, NULL, f->pods, f->claims, f->groups, pods_ns, pods_ns != NULL };
 	char err[128];
 	assert_int_equal(kg_cluster_build(&f->c, &in, err, sizeof(err)), 0);
 }
@@ -289,7 +289,7 @@ static void test_why_gang(void **state)
 		cJSON_AddItemToArray(f.pods, J(pod));
 	}
 	cJSON_AddItemToArray(f.groups, J("{'metadata':{'namespace':'ml','name':'pg'},'spec':{'minMember':3}}"));
-	struct kg_inputs in = { f.gns, f.led, NULL, f.pods, f.claims, f.groups, "ml" };
+	struct kg_inputs in = { f.gns, f.led, NULL, f.pods, f.claims, f.groups, "ml", true };
 	char err[128];
 	assert_int_equal(kg_cluster_build(&f.c, &in, err, sizeof(err)), 0);
 	cJSON *doc = kg_report_why(&f.c, "ml", "g0", err, sizeof(err));
@@ -310,7 +310,7 @@ static void test_forbidden(void **state)
 {
 	(void)state;
 	cJSON *pods = J(PODS);
-	struct kg_inputs in = { NULL, NULL, NULL, pods, NULL, NULL, "ml" };
+	struct kg_inputs in = { NULL, NULL, NULL, pods, NULL, NULL, "ml", false };
 	struct kg_cluster c;
 	char err[128];
 	assert_int_equal(kg_cluster_build(&c, &in, err, sizeof(err)), 0);
@@ -320,6 +320,12 @@ static void test_forbidden(void **state)
 	cJSON *p0 = cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "items"), 0);
 	assert_string_equal(cJSON_GetObjectItem(p0, "devices")->valuestring, "0");   /* from its annotation */
 	assert_string_equal(cJSON_GetObjectItem(p0, "reservation")->valuestring, "");
+	cJSON_Delete(doc);
+	/* why cannot tell where it fits without the devices, and says so instead of "fits nowhere". */
+	doc = kg_report_why(&c, "ml", "w", err, sizeof(err));
+	assert_string_equal(cJSON_GetObjectItem(doc, "verdict")->valuestring,
+			    "cannot tell where it fits: GpuNodeStatus is not readable with these credentials (see the "
+			    "pod's events)");
 	cJSON_Delete(doc);
 	kg_cluster_release(&c);
 	cJSON_Delete(pods);
