@@ -80,7 +80,8 @@ void kg_holder(const struct kg_cluster *c, const struct ledger_entry *e, char *o
 /* A node's devices counted. */
 struct kg_counts {
 	int total, whole, shared, free, unhealthy, external;
-	double frag_pct;            /* idle GPU the typical workload cannot use, % of the idle GPU; 0 when none idle */
+	double frag_pct;            /* idle compute on partly used devices (shares only), % of the idle compute */
+	double fgd_gpus;            /* the FGD measure (frag.h, default workload): idle GPUs typical tasks cannot use */
 };
 void kg_node_counts(const struct kg_node *n, struct kg_counts *out);
 

@@ -233,11 +233,20 @@ void kg_node_counts(const struct kg_node *n, struct kg_counts *out)
 		else if (gpu_usable(d))
 			out->free++;
 	}
-	/* The FGD measure with its default workload: idle GPU that typical tasks could not use. */
+	/* Idle compute that only shares can use: on devices a share already holds. */
+	int64_t idle = 0, partial = 0;
+	for (int i = 0; i < n->gn->ndev; i++) {
+		const struct gpu_device *d = &n->gn->dev[i];
+		if (!gpu_usable(d) || d->mig || d->exclusive)
+			continue;
+		idle += gpu_free_core(d);
+		partial += d->shared ? gpu_free_core(d) : 0;
+	}
+	out->frag_pct = idle ? 100.0 * (double)partial / (double)idle : 0;
+	/* The FGD measure with its default workload, also for the shape of the node (a 2-GPU node strands 8-GPU tasks). */
 	struct frag_node fn;
 	frag_node_init(&fn, n->gn, NULL);
-	if (fn.free_sum > 0)
-		out->frag_pct = 100.0 * frag_amount(&fn, NULL, 0) / (double)fn.free_sum;
+	out->fgd_gpus = frag_amount(&fn, NULL, 0) / GPU_CORE_FULL;
 }
 
 static void issue(cJSON *issues, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

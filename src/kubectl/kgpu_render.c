@@ -106,13 +106,13 @@ static int footer(const cJSON *lines, const char *mark, const char *col, const s
 
 static int render_nodes(const cJSON *doc, const struct kg_style *st, struct buf *out)
 {
-	struct table t = { .ncols = st->wide ? 11 : 8 };
+	struct table t = { .ncols = st->wide ? 12 : 8 };
 	const char *head[] = { "NODE", "GPUS", "WHOLE", "SHARED", "FREE", "UNHEALTHY", "FRAG", "MODELS",
-			       "EXTERNAL", "RESERVATIONS", "ISSUES" };
+			       "EXTERNAL", "RESERVATIONS", "FGD", "ISSUES" };
 	table_row(&t, head, NULL);
 	const cJSON *it, *issues = cJSON_CreateArray();
 	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(doc, "items")) {
-		char c[8][32], models[256], frag[16];
+		char c[8][32], models[256], frag[16], fgd[32];
 		const char *keys[] = { "total", "whole", "shared", "free", "unhealthy", "external", "reservations" };
 		for (int k = 0; k < 7; k++)
 			snprintf(c[k], sizeof(c[k]), "%d", num(it, keys[k]));
@@ -120,15 +120,17 @@ static int render_nodes(const cJSON *doc, const struct kg_style *st, struct buf 
 		if (!agent)
 			snprintf(c[0], sizeof(c[0]), "?");
 		snprintf(frag, sizeof(frag), "%d%%", num(it, "fragmentationPercent"));
+		const cJSON *g = cJSON_GetObjectItemCaseSensitive(it, "fgdGPUs");
+		snprintf(fgd, sizeof(fgd), "%.2f", cJSON_IsNumber(g) ? g->valuedouble : 0);
 		join(cJSON_GetObjectItemCaseSensitive(it, "models"), ",", models, sizeof(models));
 		const cJSON *iss = cJSON_GetObjectItemCaseSensitive(it, "issues");
 		char nissues[16];
 		snprintf(nissues, sizeof(nissues), "%d", cJSON_GetArraySize(iss));
 		const char *row[] = { str(it, "node"), c[0], c[1], c[2], c[3], c[4], frag, models[0] ? models : "-",
-				      c[5], c[6], nissues };
+				      c[5], c[6], fgd, nissues };
 		const char *col[] = { cJSON_GetArraySize(iss) ? YELLOW : NULL, NULL, NULL, NULL,
 				      num(it, "free") ? GREEN : NULL, num(it, "unhealthy") ? RED : NULL,
-				      NULL, NULL, NULL, NULL, cJSON_GetArraySize(iss) ? YELLOW : NULL };
+				      NULL, NULL, NULL, NULL, NULL, cJSON_GetArraySize(iss) ? YELLOW : NULL };
 		table_row(&t, row, col);
 		const cJSON *line;
 		cJSON_ArrayForEach(line, iss) {
@@ -256,6 +258,8 @@ static int render_node(const cJSON *doc, const struct kg_style *st, struct buf *
 		snprintf(id, sizeof(id), "%d", num(d, "id"));
 		snprintf(mem, sizeof(mem), "%d MiB", num(d, "memoryMiB"));
 		snprintf(used, sizeof(used), "%d%% %d MiB", num(d, "usedCorePercent"), num(d, "usedMiB"));
+		if (!num(d, "usedCorePercent") && !num(d, "usedMiB"))
+			snprintf(used, sizeof(used), "-");
 		holders_text(d, holders, sizeof(holders));
 		if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(d, "holders")) &&
 		    !strcmp(str(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(d, "holders"), 0), "mode"), "Exclusive"))

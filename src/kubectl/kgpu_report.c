@@ -82,6 +82,7 @@ cJSON *kg_report_nodes(const struct kg_cluster *c, char *err, size_t errlen)
 		cJSON_AddNumberToObject(it, "external", k.external);
 		cJSON_AddNumberToObject(it, "reservations", n->led.n);
 		cJSON_AddNumberToObject(it, "fragmentationPercent", (double)(int)(k.frag_pct + 0.5));
+		cJSON_AddNumberToObject(it, "fgdGPUs", (double)(int)(k.fgd_gpus * 100 + 0.5) / 100);
 		add_models(n->gn, cJSON_AddArrayToObject(it, "models"));
 		kg_node_issues(c, n, cJSON_AddArrayToObject(it, "issues"));
 		cJSON_AddItemToArray(items, it);

@@ -141,7 +141,7 @@ check_flags() {
 import json, sys, yaml
 assert yaml.safe_load(open(sys.argv[1])) == json.load(open(sys.argv[2]))
 PY
-  kgpu nodes -o wide | grep -qE '^NODE +.* EXTERNAL +RESERVATIONS +ISSUES$' || return 1
+  kgpu nodes -o wide | grep -qE '^NODE +.* EXTERNAL +RESERVATIONS +FGD +ISSUES$' || return 1
   # A kubeconfig whose current context has no credentials, with the admin's as another context.
   local kc=$WORK/two-contexts.kubeconfig
   cp "$CLUSTER_KUBECONFIG" "$kc" && chmod 600 "$kc"

@@ -111,10 +111,13 @@ static void test_counts(void **state)
 	assert_int_equal(k.shared, 1);
 	assert_int_equal(k.unhealthy, 1);
 	assert_int_equal(k.free, 2);
+	/* Idle: 700 on the shared GPU 1, 1000 on 4 and on 5; only shares can use GPU 1's. */
+	assert_true(k.frag_pct > 25.9 && k.frag_pct < 26.0);
 	kg_node_counts(kg_cluster_node(&f.c, "b"), &k);
 	assert_int_equal(k.total, 2);
 	assert_int_equal(k.free, 2);
-	assert_true(k.frag_pct >= 0 && k.frag_pct <= 100);
+	assert_true(k.frag_pct == 0);   /* empty: nothing scattered */
+	assert_true(k.fgd_gpus > 0);     /* but a 2-GPU node strands the workload's larger tasks */
 	teardown(&f);
 }
 
