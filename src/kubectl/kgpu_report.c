@@ -235,7 +235,12 @@ cJSON *kg_report_pods(const struct kg_cluster *c, char *err, size_t errlen)
 		if (p)
 			cJSON_AddItemToArray(items, p);
 	}
-	cJSON_AddItemToObject(doc, "notes", cJSON_Duplicate(c->notes, 1));
+	/* The pods' GPUs come from their annotations and the ledgers: what the agents publish is not missed here. */
+	cJSON *notes = cJSON_AddArrayToObject(doc, "notes");
+	const cJSON *it;
+	cJSON_ArrayForEach(it, c->notes)
+		if (strncmp(it->valuestring, "GpuNodeStatus", 13))
+			cJSON_AddItemToArray(notes, cJSON_CreateString(it->valuestring));
 	if (!cJSON_IsObject(doc)) {
 		snprintf(err, errlen, "out of memory");
 		cJSON_Delete(doc);

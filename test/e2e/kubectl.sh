@@ -177,7 +177,9 @@ check_disagree() {
   kgpu node "$node" >"$WORK/disagree-node.txt" || return 1
   grep -q "^! ledger: ml/train holds GPU $first, which the agent does not list" "$WORK/disagree-node.txt" ||
     { cat "$WORK/disagree-node.txt"; return 1; }
-  if [[ $node == k1 ]]; then e2e_gns k1 8 "NVIDIA H100 80GB HBM3" 2; else e2e_gns k2 4 "NVIDIA A100-SXM4-40GB" 0 40960; fi
+  # Back as it was (the snapshot's status).
+  gns_edit "$node" "d[:] = [g for g in json.load(open('$WORK/gns.json'))['items'] if g['metadata']['name'] == '$node'][0]['status']['devices']" ||
+    return 1
   kgpu nodes | grep -q '^!' && { echo "still disagreeing after the GpuNodeStatus came back"; return 1; }
   return 0
 }
@@ -210,6 +212,8 @@ viewer() {
   local tok=$WORK/$name.token kc=$WORK/$name.kubeconfig
   kubectl -n ml create token "$name" --duration=1h >"$tok" || return 1
   _cluster_kubeconfig "$kc" "$name" "$name" "tokenFile: $tok"
+  # The context's namespace is the plugin's default namespace, as kubectl's.
+  sed -i 's/context: {cluster: gpu-test,/context: {namespace: ml, cluster: gpu-test,/' "$kc"
   echo "$kc"
 }
 check_tenant() {

@@ -323,6 +323,8 @@ static void test_forbidden(void **state)
 	cJSON *p0 = cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "items"), 0);
 	assert_string_equal(cJSON_GetObjectItem(p0, "devices")->valuestring, "0");   /* from its annotation */
 	assert_string_equal(cJSON_GetObjectItem(p0, "reservation")->valuestring, "");
+	assert_false(has_line(cJSON_GetObjectItem(doc, "notes"), "GpuNodeStatus"));   /* pods do not need it */
+	assert_true(has_line(cJSON_GetObjectItem(doc, "notes"), "ledger Leases not readable"));
 	cJSON_Delete(doc);
 	/* why cannot tell where it fits without the devices, and says so instead of "fits nowhere". */
 	doc = kg_report_why(&c, "ml", "w", err, sizeof(err));
