@@ -92,7 +92,7 @@ check_node() {
   for n in k1 k2; do
     kgpu node "$n" -o json >"$WORK/node-$n.json" && check node "$n" "$WORK/node-$n.json" || return 1
   done
-  kgpu node k1 >"$WORK/node-k1.txt" || return 1
+  kgpu node k1 >"$WORK/node-k1.txt" && kgpu node k2 >"$WORK/node-k2.txt" && kgpu nodes -o wide >"$WORK/nodes-wide.txt" || return 1
   grep -qE '^  nvlink-0 +\[0 ' "$WORK/node-k1.txt" && grep -q '^ID  *MODEL  *MEMORY  *ISLAND  *HEALTH  *USED  *HOLDERS' "$WORK/node-k1.txt" ||
     { cat "$WORK/node-k1.txt"; return 1; }
   ! kgpu node nosuch >/dev/null 2>&1
@@ -171,6 +171,7 @@ check_disagree() {
   node=$(e2e_pod_node ml train); ids=$(e2e_ann ml train gpu.scheduling/allocated); ids=${ids#*:}; first=${ids%%,*}
   gns_edit "$node" "[x.update(health='Unhealthy') for x in d if x['id'] == $first]" || return 1
   kgpu nodes >"$WORK/disagree.txt" || return 1
+  kgpu node "$node" >"$WORK/disagree-unhealthy.txt" || return 1
   grep -q "^! $node: ledger: ml/train holds GPU $first, which the agent reports Unhealthy" "$WORK/disagree.txt" ||
     { cat "$WORK/disagree.txt"; return 1; }
   gns_edit "$node" "d[:] = [x for x in d if x['id'] != $first]" || return 1
@@ -248,7 +249,8 @@ e2e_check "a user with view in ml: its pods' GPUs, nothing of team-b's; with vie
 
 # Real output, for docs/kubectl-gpu.md.
 if [[ -n ${KGPU_SHOW:-} ]]; then
-  for f in nodes.txt node-k1.txt pods-ml.txt why-big.txt why-waits.txt why-job.txt tenant-pods.txt tenant-nodes.txt ops-node.txt; do
+  for f in nodes.txt nodes-wide.txt node-k1.txt node-k2.txt pods-ml.txt why-big.txt why-waits.txt why-job.txt disagree.txt \
+    disagree-unhealthy.txt disagree-node.txt tenant-pods.txt tenant-nodes.txt ops-node.txt; do
     echo "==== $f"; cat "$WORK/$f"
   done
 fi
