@@ -163,7 +163,7 @@ int kg_cluster_build(struct kg_cluster *c, const struct kg_inputs *in, char *err
 	if (!in->gns)
 		note(c, "GpuNodeStatus not readable: devices unknown");
 	if (!in->ledgers)
-		note(c, "ledger Leases not readable: reservations unknown, nodes shown free");
+		note(c, "ledger Leases not readable: what the extender reserved is unknown (counted free)");
 	if (in->pods_refused && in->ledgers)
 		note(c, "pods of namespaces other than %s not readable: their reservations show as \"other\"",
 		     in->pods_ns);

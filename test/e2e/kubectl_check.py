@@ -60,7 +60,7 @@ def main():
     ap.add_argument("--gns")
     ap.add_argument("--pods", required=True)
     ap.add_argument("--readable")
-    a = ap.parse_args()
+    a = ap.parse_intermixed_args()
     led = ledgers(a.leases)
     podlist = json.load(open(a.pods))["items"]
     pods = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in podlist}
