@@ -247,6 +247,13 @@ static int render_reservations(const cJSON *res, const struct kg_style *st, stru
 static int render_node(const cJSON *doc, const struct kg_style *st, struct buf *out)
 {
 	const cJSON *devs = cJSON_GetObjectItemCaseSensitive(doc, "devices"), *d;
+	if (!cJSON_GetArraySize(devs)) {
+		/* No GpuNodeStatus (or none the reader may read): the ledger alone. */
+		int rc = buf_printf(out, "%s: no devices known (see the notes)\n", str(doc, "node"));
+		rc |= render_reservations(cJSON_GetObjectItemCaseSensitive(doc, "reservations"), st, out);
+		rc |= footer(cJSON_GetObjectItemCaseSensitive(doc, "issues"), "!", YELLOW, st, out);
+		return rc | footer(cJSON_GetObjectItemCaseSensitive(doc, "notes"), "note:", "", st, out);
+	}
 	int rc = buf_printf(out, "%s: %d GPUs, %d free, fragmentation %d%%\n", str(doc, "node"), num(doc, "total"),
 			    num(doc, "free"), num(doc, "fragmentationPercent"));
 	rc |= render_grid(devs, st, out);
@@ -271,8 +278,6 @@ static int render_node(const cJSON *doc, const struct kg_style *st, struct buf *
 		table_row(&t, row, col);
 	}
 	rc |= table_print(&t, st->color, out);
-	if (!cJSON_GetArraySize(devs))
-		rc |= render_reservations(cJSON_GetObjectItemCaseSensitive(doc, "reservations"), st, out);
 	rc |= footer(cJSON_GetObjectItemCaseSensitive(doc, "issues"), "!", YELLOW, st, out);
 	rc |= footer(cJSON_GetObjectItemCaseSensitive(doc, "notes"), "note:", "", st, out);
 	return rc;

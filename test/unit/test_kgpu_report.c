@@ -336,6 +336,29 @@ static void test_forbidden(void **state)
 	cJSON_Delete(pods);
 }
 
+/* Ledgers readable, GpuNodeStatus not (view in gpu-system only): the node's reservations, others' as "other". */
+static void test_node_ledger_only(void **state)
+{
+	(void)state;
+	cJSON *led = ledgers(), *pods = J(PODS);
+	struct kg_inputs in = { NULL, led, NULL, pods, NULL, NULL, "ml", true };
+	struct kg_cluster c;
+	char err[128];
+	assert_int_equal(kg_cluster_build(&c, &in, err, sizeof(err)), 0);
+	cJSON *doc = kg_report_node(&c, "a", err, sizeof(err));
+	assert_non_null(doc);
+	char *text = render("node", doc, false);
+	assert_non_null(strstr(text, "a: no devices known (see the notes)\n"));
+	assert_non_null(strstr(text, "\nother                    Exclusive   2\n"));
+	assert_null(strstr(text, "team-b"));
+	assert_null(strstr(text, "agent publishes no GpuNodeStatus"));   /* unreadable is not missing */
+	free(text);
+	cJSON_Delete(doc);
+	kg_cluster_release(&c);
+	cJSON_Delete(led);
+	cJSON_Delete(pods);
+}
+
 static void test_yaml(void **state)
 {
 	(void)state;
@@ -369,7 +392,7 @@ int main(void)
 		cmocka_unit_test(test_counts),    cmocka_unit_test(test_holders), cmocka_unit_test(test_issues),
 		cmocka_unit_test(test_nodes_table), cmocka_unit_test(test_node_grid), cmocka_unit_test(test_pods),
 		cmocka_unit_test(test_why),       cmocka_unit_test(test_why_gang), cmocka_unit_test(test_forbidden),
-		cmocka_unit_test(test_yaml),
+		cmocka_unit_test(test_node_ledger_only), cmocka_unit_test(test_yaml),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
