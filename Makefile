@@ -1,6 +1,6 @@
 # gpu-extender: a GPU scheduler extender for Kubernetes, in C.
 #
-#   make            build build/gpu-extender and build/gpu-agent
+#   make            build build/gpu-extender, build/gpu-agent and build/kubectl-gpu
 #   make run        serve the bundled demo inventory on 127.0.0.1:$(PORT)
 #   make test       unit tests (ASan+UBSan, threads under TSan), fuzzing, black-box tests
 #                   (normal and ASan+UBSan builds), then e2e
@@ -35,7 +35,7 @@ AGENT_LIBS := -lnghttp2 -lprotobuf-c
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 # Every module but the two programs' entry points goes into one library.
-MAINS := src/main.c src/agent/main.c
+MAINS := src/main.c src/agent/main.c src/kubectl/kgpu_main.c
 # The reservation storage behind src/reserve/store.h: the API server's Leases
 # (store.c); another storage is a src/reserve/store_<name>.c named here.
 RESERVE_STORE ?= src/reserve/store.c
@@ -70,7 +70,7 @@ DEPS_STAMP := $(BUILD)/.deps-build
 TEST_DEPS_STAMP := $(BUILD)/.deps-test
 
 .PHONY: all deps run test unit dst soak blackbox e2e bench bench-http-scale bench-e2e bench-sustained sim fuzz proto clean
-all: $(BUILD)/gpu-extender $(BUILD)/gpu-agent
+all: $(BUILD)/gpu-extender $(BUILD)/gpu-agent $(BUILD)/kubectl-gpu
 
 define install_missing
 	@missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
@@ -115,6 +115,11 @@ $(BUILD)/gpu-extender: $(OBJ)/src/main.o $(BUILD)/libgpu.a
 $(BUILD)/gpu-agent: $(OBJ)/src/agent/main.o $(BUILD)/libgpu.a
 	@echo "  LD      $@"
 	@$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS) $(AGENT_LIBS)
+
+# The kubectl plugin (docs/kubectl-gpu.md): the kube client, the API decoders and the scoring core.
+$(BUILD)/kubectl-gpu: $(OBJ)/src/kubectl/kgpu_main.o $(BUILD)/libgpu.a
+	@echo "  LD      $@"
+	@$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS)
 
 $(BUILD)/test/%: test/unit/%.c $(wildcard test/unit/*.h) $(BUILD)/libgpu-asan.a | $(TEST_DEPS_STAMP)
 	@mkdir -p $(dir $@)

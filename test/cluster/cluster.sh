@@ -689,6 +689,8 @@ _CLUSTER_CONTROLLERS+=,root-ca-certificate-publisher-controller
 _CLUSTER_CONTROLLERS+=,endpoints-controller,endpointslice-controller
 # deploy/ runs as Deployments and a DaemonSet
 _CLUSTER_CONTROLLERS+=,deployment-controller,replicaset-controller,daemonset-controller
+# ClusterRoles aggregated to view, edit, admin (deploy/12-kubectl-gpu-rbac.yaml)
+_CLUSTER_CONTROLLERS+=,clusterrole-aggregation-controller
 
 _cluster_start_controller_manager() {
   local p=$CLUSTER_DIR/pki

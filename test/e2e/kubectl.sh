@@ -1,0 +1,257 @@
+#!/usr/bin/env bash
+# `kubectl gpu` (build/kubectl-gpu, found by kubectl on PATH) against a real
+# control plane with the extender and kube-scheduler placing real pods on
+# fake GPU nodes:
+#   1. `nodes`: each node's counts equal those worked out from the ledgers and
+#      GpuNodeStatus (test/e2e/kubectl_check.py); the table shows them;
+#   2. `node NAME`: each device's holders are the ledger's; the grid shows them;
+#   3. `pods` (-n, -A): every bound GPU pod's devices are its ledger entry's;
+#   4. `why`: a pod too large for any node, one that waits for GPUs held by
+#      others, a gang member waiting for its gang;
+#   5. -o yaml is the -o json document; --context and --kubeconfig pick the
+#      credentials, KUBECONFIG otherwise;
+#   6. the ledger and the agent disagree (a held GPU reported unhealthy, one
+#      missing from GpuNodeStatus): the plugin says so;
+#   7. the extender down: the same answers;
+#   8. a user with only `view` in one namespace (through deploy/12's
+#      aggregated ClusterRole): its own pods' GPUs, nothing of another
+#      tenant's; with view in gpu-system too, the other tenant's reservations
+#      as "other".
+#
+#   test/e2e/run.sh test/e2e/kubectl.sh
+set -u
+cd "$(dirname "$0")/../.."
+. test/cluster/cluster.sh
+. test/e2e/lib.sh
+
+PLUGIN_DIR=$E2E_ROOT/build
+[[ -x $PLUGIN_DIR/kubectl-gpu ]] || { echo "kubectl: 0 passed, 1 failed (make build/kubectl-gpu first)"; exit 1; }
+e2e_setup || { echo "kubectl: 0 passed, 1 failed (cluster setup)"; exit 1; }
+kubectl apply -f deploy/10-crd-podgroup.yaml -f deploy/12-kubectl-gpu-rbac.yaml >/dev/null &&
+  cluster_wait 30 "PodGroup CRD established" kubectl wait --for=condition=Established --timeout=1s \
+    crd/podgroups.scheduling.x-k8s.io >/dev/null || { echo "kubectl: 0 passed, 1 failed (CRDs)"; exit 1; }
+cluster_ensure_namespace team-b
+WORK=$CLUSTER_DIR/kubectl
+mkdir -p "$WORK"
+
+# k1: 8 H100s on two NVLink islands; k2: 4 A100s of 40 GiB.
+e2e_gpu_node k1 8 "NVIDIA H100 80GB HBM3" 2
+e2e_gpu_node k2 4 "NVIDIA A100-SXM4-40GB" 0 40960
+e2e_start_extender ext --reap-interval 2 || { echo "kubectl: 0 passed, 1 failed (extender)"; exit 1; }
+e2e_start_scheduler sched "$E2E_URL" || { echo "kubectl: 0 passed, 1 failed (scheduler)"; exit 1; }
+
+# kgpu ARGS...: the plugin as kubectl runs it, with the admin's kubeconfig from KUBECONFIG.
+kgpu() { PATH=$PLUGIN_DIR:$PATH KUBECONFIG=$CLUSTER_KUBECONFIG "$CLUSTER_BIN/kubectl" gpu "$@"; }
+bound() { [[ -n $(e2e_pod_node "$1" "$2") ]]; }
+# snapshot: the ledgers, GpuNodeStatus and pods now, for kubectl_check.py.
+snapshot() {
+  kubectl get lease -A -o json >"$WORK/leases.json" && kubectl get gpunodestatuses -o json >"$WORK/gns.json" &&
+    kubectl get pods -A -o json >"$WORK/pods.json"
+}
+check() { python3 test/e2e/kubectl_check.py --leases "$WORK/leases.json" --gns "$WORK/gns.json" --pods "$WORK/pods.json" "$@"; }
+
+# The workload: ml has two whole-GPU pods, a share, a gang of 3 with 2 members;
+# team-b has one pod of 4 GPUs; ml/big asks 16 (more than any node has).
+e2e_pod ml train '{"gpu.scheduling/gpu":"2"}'
+e2e_pod ml infer '{"gpu.scheduling/gpu-memory":"8192","gpu.scheduling/gpu-core":"30"}'
+e2e_pod team-b rival '{"gpu.scheduling/gpu":"4"}'
+e2e_pod ml big '{"gpu.scheduling/gpu":"16"}'
+kubectl apply -f - >/dev/null <<'JSON'
+{"apiVersion":"scheduling.x-k8s.io/v1alpha1","kind":"PodGroup","metadata":{"name":"job","namespace":"ml"},"spec":{"minMember":3}}
+JSON
+for i in 0 1; do
+  kubectl apply -f - >/dev/null <<JSON
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"job-$i","namespace":"ml","labels":{"scheduling.x-k8s.io/pod-group":"job"}},
+ "spec":{"schedulerName":"gpu-scheduler","terminationGracePeriodSeconds":0,
+   "containers":[{"name":"main","image":"registry.k8s.io/pause:3.10","resources":{"limits":{"gpu.scheduling/gpu":"1"}}}]}}
+JSON
+done
+placed() { for p in ml/train ml/infer team-b/rival; do bound "${p%/*}" "${p#*/}" || return 1; done; }
+cluster_wait 30 "the pods bound" placed || { echo "kubectl: 0 passed, 1 failed (pods not bound)"; exit 1; }
+# A pod that waits for GPUs held by others: all of k2's 4 A100s (rival holds 4 of the GPUs somewhere).
+e2e_pod ml waits '{"gpu.scheduling/gpu":"8"}'
+sleep 2
+snapshot
+
+# ---- 1. nodes ----
+check_nodes() {
+  kgpu nodes -o json >"$WORK/nodes.json" || return 1
+  check nodes "$WORK/nodes.json" || return 1
+  kgpu nodes >"$WORK/nodes.txt" || return 1
+  grep -qE '^NODE +GPUS +WHOLE +SHARED +FREE +UNHEALTHY +FRAG +MODELS$' "$WORK/nodes.txt" &&
+    grep -qE '^k1 +8 ' "$WORK/nodes.txt" && grep -qE '^k2 +4 .*NVIDIA A100-SXM4-40GB$' "$WORK/nodes.txt" ||
+    { cat "$WORK/nodes.txt"; return 1; }
+  # Not on a terminal: no colour.
+  ! grep -q $'\033' "$WORK/nodes.txt"
+}
+e2e_check "kubectl gpu nodes: counts per node equal the ledgers' and the agents'" check_nodes
+
+# ---- 2. node NAME ----
+check_node() {
+  local n
+  for n in k1 k2; do
+    kgpu node "$n" -o json >"$WORK/node-$n.json" && check node "$n" "$WORK/node-$n.json" || return 1
+  done
+  kgpu node k1 >"$WORK/node-k1.txt" && kgpu node k2 >"$WORK/node-k2.txt" && kgpu nodes -o wide >"$WORK/nodes-wide.txt" || return 1
+  grep -qE '^  nvlink-0 +\[0 ' "$WORK/node-k1.txt" && grep -q '^ID  *MODEL  *MEMORY  *ISLAND  *HEALTH  *USED  *HOLDERS' "$WORK/node-k1.txt" ||
+    { cat "$WORK/node-k1.txt"; return 1; }
+  ! kgpu node nosuch >/dev/null 2>&1
+}
+e2e_check "kubectl gpu node NAME: each device's holders are the ledger's" check_node
+
+# ---- 3. pods ----
+check_pods() {
+  kgpu pods -n ml -o json >"$WORK/pods-ml.json" && check pods "$WORK/pods-ml.json" || return 1
+  kgpu pods -A -o json >"$WORK/pods-all.json" && check pods "$WORK/pods-all.json" || return 1
+  python3 - "$WORK/pods-ml.json" "$WORK/pods-all.json" <<'PY' || return 1
+import json, sys
+ml = {(p["namespace"], p["name"]) for p in json.load(open(sys.argv[1]))["items"]}
+al = {(p["namespace"], p["name"]) for p in json.load(open(sys.argv[2]))["items"]}
+want = {("ml", n) for n in ("train", "infer", "big", "job-0", "job-1", "waits")}
+assert ml == want, ml
+assert al == want | {("team-b", "rival")}, al
+PY
+  kgpu pods -n ml >"$WORK/pods-ml.txt" && grep -qE '^ml +train +(Pending|Running) +k[12] +[0-9],[0-9] +2 whole ' "$WORK/pods-ml.txt" ||
+    { cat "$WORK/pods-ml.txt"; return 1; }
+}
+e2e_check "kubectl gpu pods (-n, -A): each bound pod's devices are its ledger entry's" check_pods
+
+# ---- 4. why ----
+jq_py() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
+check_why() {
+  kgpu why big -n ml -o json >"$WORK/why-big.json" || return 1
+  [[ $(jq_py "$WORK/why-big.json" 'd["verdict"]') == "fits nowhere in the cluster, even on empty nodes"* ]] || { cat "$WORK/why-big.json"; return 1; }
+  # Every node counted once under some reason, as the filter would reject it.
+  [[ $(jq_py "$WORK/why-big.json" 'sum(r["nodes"] for r in d["reasons"]) == d["nodes"] and d["nodes"] >= 2') == True ]] || return 1
+  kgpu why waits -n ml -o json >"$WORK/why-waits.json" || return 1
+  [[ $(jq_py "$WORK/why-waits.json" 'd["verdict"]') == "no node has room now; 1 node would take it once GPUs there are freed" ]] ||
+    { cat "$WORK/why-waits.json"; return 1; }
+  kgpu why job-0 -n ml -o json >"$WORK/why-job.json" || return 1
+  [[ $(jq_py "$WORK/why-job.json" '(d["gang"]["present"], d["gang"]["needed"], d["gang"]["bound"])') == "(2, 3, 0)" ]] || { cat "$WORK/why-job.json"; return 1; }
+  kgpu why train -n ml -o json >"$WORK/why-train.json" &&
+    [[ $(jq_py "$WORK/why-train.json" 'd["verdict"]') == "bound to k"* ]] || return 1
+  kgpu why waits -n ml >"$WORK/why-waits.txt" && kgpu why job-0 -n ml >"$WORK/why-job.txt" && kgpu why big -n ml >"$WORK/why-big.txt"
+}
+e2e_check "kubectl gpu why: a pod too large, one waiting for GPUs, a gang member waiting for its gang" check_why
+
+# ---- 5. -o yaml, --kubeconfig, --context ----
+check_flags() {
+  kgpu nodes -o yaml >"$WORK/nodes.yaml" || return 1
+  python3 - "$WORK/nodes.yaml" "$WORK/nodes.json" <<'PY' || return 1
+import json, sys, yaml
+assert yaml.safe_load(open(sys.argv[1])) == json.load(open(sys.argv[2]))
+PY
+  kgpu nodes -o wide | grep -qE '^NODE +.* EXTERNAL +RESERVATIONS +FGD +ISSUES$' || return 1
+  # A kubeconfig whose current context has no credentials, with the admin's as another context.
+  local kc=$WORK/two-contexts.kubeconfig
+  cp "$CLUSTER_KUBECONFIG" "$kc" && chmod 600 "$kc"
+  "$CLUSTER_BIN/kubectl" --kubeconfig="$kc" config set-credentials nobody >/dev/null &&
+    "$CLUSTER_BIN/kubectl" --kubeconfig="$kc" config set-context nobody --cluster=gpu-test --user=nobody >/dev/null &&
+    "$CLUSTER_BIN/kubectl" --kubeconfig="$kc" config use-context nobody >/dev/null || return 1
+  local admin
+  admin=$("$CLUSTER_BIN/kubectl" --kubeconfig="$CLUSTER_KUBECONFIG" config current-context)
+  ! PATH=$PLUGIN_DIR:$PATH KUBECONFIG=$kc "$CLUSTER_BIN/kubectl" gpu pods -n ml >/dev/null 2>&1 || { echo "anonymous read pods"; return 1; }
+  PATH=$PLUGIN_DIR:$PATH KUBECONFIG=$kc "$CLUSTER_BIN/kubectl" gpu pods -n ml --context "$admin" | grep -q '^ml  *train ' || return 1
+  PATH=$PLUGIN_DIR:$PATH KUBECONFIG=/nonexistent "$CLUSTER_BIN/kubectl" gpu pods -n ml --kubeconfig "$CLUSTER_KUBECONFIG" | grep -q '^ml  *train '
+}
+e2e_check "kubectl gpu -o yaml is the JSON document; --context, --kubeconfig and KUBECONFIG pick the credentials" check_flags
+
+# ---- 6. ledger and agent disagree ----
+# gns_edit NODE PYTHON: rewrite the node's GpuNodeStatus devices (d: the list).
+gns_edit() {
+  kubectl get gpunodestatus "$1" -o json | python3 -c "
+import json, sys
+g = json.load(sys.stdin); d = g['status']['devices']
+$2
+g['status']['total'] = len(d)
+print(json.dumps(g))" | kubectl replace -f - >/dev/null
+}
+check_disagree() {
+  local node ids first
+  node=$(e2e_pod_node ml train); ids=$(e2e_ann ml train gpu.scheduling/allocated); ids=${ids#*:}; first=${ids%%,*}
+  gns_edit "$node" "[x.update(health='Unhealthy') for x in d if x['id'] == $first]" || return 1
+  kgpu nodes >"$WORK/disagree.txt" || return 1
+  kgpu node "$node" >"$WORK/disagree-unhealthy.txt" || return 1
+  grep -q "^! $node: ledger: ml/train holds GPU $first, which the agent reports Unhealthy" "$WORK/disagree.txt" ||
+    { cat "$WORK/disagree.txt"; return 1; }
+  gns_edit "$node" "d[:] = [x for x in d if x['id'] != $first]" || return 1
+  kgpu node "$node" >"$WORK/disagree-node.txt" || return 1
+  grep -q "^! ledger: ml/train holds GPU $first, which the agent does not list" "$WORK/disagree-node.txt" ||
+    { cat "$WORK/disagree-node.txt"; return 1; }
+  # Back as it was (the snapshot's status).
+  gns_edit "$node" "d[:] = [g for g in json.load(open('$WORK/gns.json'))['items'] if g['metadata']['name'] == '$node'][0]['status']['devices']" ||
+    return 1
+  kgpu nodes | grep -q '^!' && { echo "still disagreeing after the GpuNodeStatus came back"; return 1; }
+  return 0
+}
+e2e_check "kubectl gpu says so when the ledger and the agent disagree (held GPU unhealthy, missing)" check_disagree
+
+# ---- 7. the extender down ----
+check_down() {
+  cluster_kill ext >/dev/null 2>&1
+  ! curl -sf "$E2E_URL/readyz" >/dev/null 2>&1 || { echo "the extender still answers"; return 1; }
+  snapshot
+  kgpu nodes -o json >"$WORK/nodes-down.json" && check nodes "$WORK/nodes-down.json" || return 1
+  python3 - "$WORK/nodes.json" "$WORK/nodes-down.json" <<'PY' || return 1
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+assert a["items"] == b["items"], (a["items"], b["items"])
+PY
+  kgpu pods -A -o json >"$WORK/pods-down.json" && check pods "$WORK/pods-down.json"
+}
+e2e_check "kubectl gpu answers the same with the extender down (it reads the API server only)" check_down
+
+# ---- 8. a tenant with view in one namespace ----
+# viewer NAME NAMESPACE...: a ServiceAccount of ml with the view role in each namespace; prints its kubeconfig.
+viewer() {
+  local name=$1; shift
+  kubectl -n ml create serviceaccount "$name" >/dev/null || return 1
+  local ns
+  for ns in "$@"; do
+    kubectl -n "$ns" create rolebinding "$name-view" --clusterrole=view --serviceaccount="ml:$name" >/dev/null || return 1
+  done
+  local tok=$WORK/$name.token kc=$WORK/$name.kubeconfig
+  kubectl -n ml create token "$name" --duration=1h >"$tok" || return 1
+  _cluster_kubeconfig "$kc" "$name" "$name" "tokenFile: $tok"
+  # The context's namespace is the plugin's default namespace, as kubectl's.
+  sed -i 's/context: {cluster: gpu-test,/context: {namespace: ml, cluster: gpu-test,/' "$kc"
+  echo "$kc"
+}
+check_tenant() {
+  local kc
+  kc=$(viewer tenant ml) || return 1
+  local as=system:serviceaccount:ml:tenant
+  cluster_wait 30 "view aggregated" bash -c "[[ \$(\"$CLUSTER_BIN/kubectl\" --kubeconfig=\"$CLUSTER_KUBECONFIG\" auth can-i list gpuclaims -n ml --as=$as) == yes ]]" || return 1
+  [[ $(kubectl auth can-i list leases -n gpu-system --as=$as) == no ]] || { echo "a tenant reads the ledgers"; return 1; }
+  [[ $(kubectl auth can-i list pods -n team-b --as=$as) == no ]] || return 1
+  kt() { PATH=$PLUGIN_DIR:$PATH KUBECONFIG=$kc "$CLUSTER_BIN/kubectl" gpu "$@"; }
+  kt pods -o json >"$WORK/tenant-pods.json" || return 1
+  check pods --readable ml "$WORK/tenant-pods.json" || return 1
+  kt pods >"$WORK/tenant-pods.txt" && grep -qE '^ml +train +\S+ +k[12] +[0-9],[0-9] ' "$WORK/tenant-pods.txt" || { cat "$WORK/tenant-pods.txt"; return 1; }
+  kt pods -A >"$WORK/tenant-pods-all.txt" 2>&1 && { echo "-A allowed to a tenant"; return 1; }
+  grep -q 'forbidden\|HTTP 403' "$WORK/tenant-pods-all.txt" || { cat "$WORK/tenant-pods-all.txt"; return 1; }
+  kt nodes >"$WORK/tenant-nodes.txt" 2>&1 || { cat "$WORK/tenant-nodes.txt"; return 1; }
+  grep -q 'note: GpuNodeStatus not readable' "$WORK/tenant-nodes.txt" && ! grep -q 'team-b\|rival' "$WORK/tenant-nodes.txt" ||
+    { cat "$WORK/tenant-nodes.txt"; return 1; }
+  # With view in gpu-system too: the ledgers, other tenants' reservations anonymous.
+  kc=$(viewer ops ml gpu-system) || return 1
+  local node
+  node=$(e2e_pod_node team-b rival)
+  kt() { PATH=$PLUGIN_DIR:$PATH KUBECONFIG=$kc "$CLUSTER_BIN/kubectl" gpu "$@"; }
+  cluster_wait 30 "ops reads the ledgers" bash -c "[[ \$(\"$CLUSTER_BIN/kubectl\" --kubeconfig=\"$CLUSTER_KUBECONFIG\" auth can-i list leases -n gpu-system --as=system:serviceaccount:ml:ops) == yes ]]" || return 1
+  kt node "$node" -n ml -o json >"$WORK/ops-node.json" || return 1
+  check node "$node" --readable ml "$WORK/ops-node.json" || return 1
+  grep -q '"holder":[[:space:]]*"other"' "$WORK/ops-node.json" || { cat "$WORK/ops-node.json"; return 1; }
+  kt node "$node" -n ml >"$WORK/ops-node.txt" && kt nodes -n ml -o json >"$WORK/ops-nodes.json" || return 1
+  ! grep -q 'team-b\|rival' "$WORK/ops-node.txt" "$WORK/ops-nodes.json"
+}
+e2e_check "a user with view in ml: its pods' GPUs, nothing of team-b's; with view in gpu-system, team-b's as \"other\"" check_tenant
+
+# Real output, for docs/kubectl-gpu.md.
+if [[ -n ${KGPU_SHOW:-} ]]; then
+  for f in nodes.txt nodes-wide.txt node-k1.txt node-k2.txt pods-ml.txt why-big.txt why-waits.txt why-job.txt disagree.txt \
+    disagree-unhealthy.txt disagree-node.txt tenant-pods.txt tenant-nodes.txt ops-node.txt; do
+    echo "==== $f"; cat "$WORK/$f"
+  done
+fi
+e2e_summary
