@@ -35,13 +35,16 @@ AGENT_LIBS := -lnghttp2 -lprotobuf-c
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 # Every module but the two programs' entry points goes into one library.
-MAINS := src/main.c src/agent/main.c src/kubectl/kgpu_main.c
+MAINS := src/main.c src/agentd/agent_main.c src/kubectl/kgpu_main.c
 # The reservation storage behind src/reserve/store.h: the API server's Leases
 # (store.c); another storage is a src/reserve/store_<name>.c named here.
 RESERVE_STORE ?= src/reserve/store.c
 OTHER_STORES := $(filter-out $(RESERVE_STORE),$(wildcard src/reserve/store*.c))
 LIB_SRCS := $(filter-out $(MAINS) $(OTHER_STORES),$(shell find src -name '*.c' | sort))
 HDRS := $(wildcard include/*.h src/*/*.h)
+# Tests and the simulator reach a module's private headers (src/MODULE/*.h)
+# by name; the modules themselves include only their own and include/.
+TEST_INC := $(patsubst %/,-I%,$(sort $(dir $(wildcard src/*/*.h))))
 UNIT_SRCS := $(wildcard test/unit/test_*.c)
 
 OBJ := $(BUILD)/obj
@@ -69,7 +72,7 @@ TEST_PKGS := libcmocka-dev openssl curl python3 wrk \
 DEPS_STAMP := $(BUILD)/.deps-build
 TEST_DEPS_STAMP := $(BUILD)/.deps-test
 
-.PHONY: all deps run test unit dst soak blackbox e2e bench bench-http-scale bench-e2e bench-sustained sim fuzz proto clean
+.PHONY: all deps run test structure unit dst soak blackbox e2e bench bench-http-scale bench-e2e bench-sustained sim fuzz proto clean
 all: $(BUILD)/gpu-extender $(BUILD)/gpu-agent $(BUILD)/kubectl-gpu
 
 define install_missing
@@ -112,7 +115,7 @@ $(BUILD)/gpu-extender: $(OBJ)/src/main.o $(BUILD)/libgpu.a
 	@echo "  LD      $@"
 	@$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS)
 
-$(BUILD)/gpu-agent: $(OBJ)/src/agent/main.o $(BUILD)/libgpu.a
+$(BUILD)/gpu-agent: $(OBJ)/src/agentd/agent_main.o $(BUILD)/libgpu.a
 	@echo "  LD      $@"
 	@$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS) $(AGENT_LIBS)
 
@@ -124,7 +127,7 @@ $(BUILD)/kubectl-gpu: $(OBJ)/src/kubectl/kgpu_main.o $(BUILD)/libgpu.a
 $(BUILD)/test/%: test/unit/%.c $(wildcard test/unit/*.h) $(BUILD)/libgpu-asan.a | $(TEST_DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	@echo "  LD-SAN  $@"
-	@$(CC) $(ALL_CFLAGS) -O1 $(SAN) -Itest/unit -o $@ $< $(BUILD)/libgpu-asan.a $(LIBS) $(AGENT_LIBS) -lcmocka
+	@$(CC) $(ALL_CFLAGS) -O1 $(SAN) -Itest/unit $(TEST_INC) -o $@ $< $(BUILD)/libgpu-asan.a $(LIBS) $(AGENT_LIBS) -lcmocka
 
 run: $(BUILD)/gpu-extender
 	$(BUILD)/gpu-extender serve --inventory config/demo-inventory.json \
@@ -132,6 +135,7 @@ run: $(BUILD)/gpu-extender
 
 # Each phase prints its duration; any failure stops the run.
 test: all $(UNIT_BINS)
+	@test/run-phase.sh structure $(MAKE) --no-print-directory structure
 	@test/run-phase.sh unit $(MAKE) --no-print-directory unit tsan
 	@test/run-phase.sh dst $(MAKE) --no-print-directory dst
 	@test/run-phase.sh fuzz $(MAKE) --no-print-directory fuzz-ci
@@ -185,10 +189,15 @@ SEEDS ?= 20000
 SOAK_FROM ?= 100001
 $(BUILD)/dst: $(DST_SRCS) test/dst/dst.h $(BUILD)/libgpu.a
 	@echo "  LD      $@"
-	@$(CC) $(ALL_CFLAGS) -o $@ $(DST_SRCS) $(BUILD)/libgpu.a $(LIBS)
+	@$(CC) $(ALL_CFLAGS) $(TEST_INC) -o $@ $(DST_SRCS) $(BUILD)/libgpu.a $(LIBS)
 $(SOBJ)/dst: $(DST_SRCS) test/dst/dst.h $(BUILD)/libgpu-asan.a
 	@echo "  LD-SAN  $@"
-	@$(CC) $(ALL_CFLAGS) -O1 $(SAN) -o $@ $(DST_SRCS) $(BUILD)/libgpu-asan.a $(LIBS)
+	@$(CC) $(ALL_CFLAGS) $(TEST_INC) -O1 $(SAN) -o $@ $(DST_SRCS) $(BUILD)/libgpu-asan.a $(LIBS)
+# The tree's shape: file names, public headers, who may include whom
+# (test/structure/layers; docs/architecture.md, "Layers").
+structure:
+	@python3 test/structure/check.py
+
 dst: $(BUILD)/dst $(SOBJ)/dst
 	@$(BUILD)/dst --seeds $(DST_SEEDS) --steps $(DST_STEPS) --faults $(DST_FAULTS)
 	@$(SOBJ)/dst --seeds $(DST_ASAN_SEEDS) --steps $(DST_STEPS) --faults $(DST_FAULTS)
@@ -230,7 +239,7 @@ $(BUILD)/libgpu-fuzz.a: $(LIB_SRCS:%.c=$(FOBJ)/%.o)
 
 $(BUILD)/fuzz/fuzz_%: test/fuzz/fuzz_%.c test/fuzz/fuzz.h $(BUILD)/libgpu-fuzz.a
 	@echo "  LD-FUZZ $@"
-	@clang $(FUZZ_CFLAGS) -Isrc/sim -fsanitize=fuzzer -o $@ $< $(BUILD)/libgpu-fuzz.a $(LIBS) $(AGENT_LIBS)
+	@clang $(FUZZ_CFLAGS) $(TEST_INC) -fsanitize=fuzzer -o $@ $< $(BUILD)/libgpu-fuzz.a $(LIBS) $(AGENT_LIBS)
 
 .PHONY: fuzz-ci tsan
 fuzz-ci: $(FUZZ_BINS)
@@ -242,7 +251,7 @@ fuzz: $(FUZZ_BINS)
 $(SOBJ)/gpu-extender: $(SOBJ)/src/main.o $(BUILD)/libgpu-asan.a
 	@echo "  LD-SAN  $@"
 	@$(CC) $(ALL_CFLAGS) -O1 $(SAN) -o $@ $^ $(LIBS)
-$(SOBJ)/gpu-agent: $(SOBJ)/src/agent/main.o $(BUILD)/libgpu-asan.a
+$(SOBJ)/gpu-agent: $(SOBJ)/src/agentd/agent_main.o $(BUILD)/libgpu-asan.a
 	@echo "  LD-SAN  $@"
 	@$(CC) $(ALL_CFLAGS) -O1 $(SAN) -o $@ $^ $(LIBS) $(AGENT_LIBS)
 
@@ -257,7 +266,7 @@ $(TOBJ)/%.o: %.c $(HDRS) | $(DEPS_STAMP)
 $(BUILD)/libgpu-tsan.a: $(LIB_SRCS:%.c=$(TOBJ)/%.o)
 	@rm -f $@ && ar rcs $@ $^
 TSAN_LD = @mkdir -p $(dir $@) && echo "  LD-TSAN $@" && \
-	$(CC) $(ALL_CFLAGS) $(TSAN_FLAGS) -Itest/unit -o $@ $< $(BUILD)/libgpu-tsan.a $(LIBS) $(AGENT_LIBS) -lcmocka
+	$(CC) $(ALL_CFLAGS) $(TSAN_FLAGS) -Itest/unit $(TEST_INC) -o $@ $< $(BUILD)/libgpu-tsan.a $(LIBS) $(AGENT_LIBS) -lcmocka
 $(TOBJ)/test/%: test/unit/%.c $(wildcard test/unit/*.h) $(BUILD)/libgpu-tsan.a | $(TEST_DEPS_STAMP)
 	$(TSAN_LD)
 # Cluster mode's reflectors have no unit test; this one exists for TSan.

@@ -1,10 +1,10 @@
 /* The reservation ledger's wire format, names and kubeconfig loading. */
 #include "testutil.h"
 
-#include "../../src/reserve/binding.h"
-#include "../../src/reserve/reserve_edit.h"
-#include "../../src/reserve/update.h"
-#include "../../src/reserve/watch.h"
+#include "binding.h"
+#include "reserve_edit.h"
+#include "update.h"
+#include "watch.h"
 #include "api.h"
 #include "cache.h"
 #include "clock.h"

@@ -1,7 +1,7 @@
 /* The simulator: trace readers, arrivals, the memoised replay, the plot. */
 #include "testutil.h"
 
-#include "../../src/sim/sim_impl.h"
+#include "sim_impl.h"
 #include "policy.h"
 #include "workload.h"
 

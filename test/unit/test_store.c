@@ -5,7 +5,7 @@
  */
 #include "testutil.h"
 
-#include "../../src/reserve/store.h"
+#include "store.h"
 #include "buf.h"
 #include "kube.h"
 #include "ledger.h"

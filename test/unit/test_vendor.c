@@ -12,7 +12,7 @@
 #include "vendor.h"
 #include "webhook.h"
 
-#include "../../src/agent/detect.h"
+#include "detect.h"
 
 #include <stdio.h>
 #include <stdlib.h>
