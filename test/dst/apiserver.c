@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define LEASES "/apis/coordination.k8s.io/v1/namespaces/"
 #define PODS "/api/v1/namespaces/"
@@ -33,6 +34,7 @@ struct apiserver {
 	char ledger_ns[64];
 	int nwatchers;
 	struct watch w[MAX_WATCHERS][W_KINDS];
+	struct watch nw[DST_NODES][NW_KINDS];   /* spec.nodeName=<node>: kubelet's and the agent's */
 	int64_t now_ms;
 	struct apis_stats st;
 };
@@ -70,6 +72,11 @@ void apis_free(struct apiserver *a)
 			apis_watch_pop(&a->w[i][k], a->w[i][k].n);
 			free(a->w[i][k].ev);
 		}
+	for (int i = 0; i < DST_NODES; i++)
+		for (int k = 0; k < NW_KINDS; k++) {
+			apis_watch_pop(&a->nw[i][k], a->nw[i][k].n);
+			free(a->nw[i][k].ev);
+		}
 	free(a);
 }
 
@@ -86,6 +93,11 @@ void apis_set_now_ms(struct apiserver *a, int64_t ms)
 struct watch *apis_watch(struct apiserver *a, int watcher, enum watch_kind k)
 {
 	return &a->w[watcher][k];
+}
+
+struct watch *apis_node_watch(struct apiserver *a, int node, enum node_watch_kind k)
+{
+	return &a->nw[node][k];
 }
 
 void apis_stats(struct apiserver *a, struct apis_stats *out)
@@ -120,6 +132,13 @@ static int matches(const struct apiserver *a, const struct obj *x, const cJSON *
 	return -1;
 }
 
+/* The index of the node a pod is bound to; -1 when unbound (or none). */
+static int pod_node(const cJSON *pod)
+{
+	const char *n = pod ? api_str(api_path(pod, "spec"), "nodeName") : NULL;
+	return n && n[0] == 'n' && n[1] >= '0' && n[1] < '0' + DST_NODES && !n[2] ? n[1] - '0' : -1;
+}
+
 static void push_event(struct watch *w, bool deleted, const cJSON *obj, int64_t now)
 {
 	if (!w->open)
@@ -140,6 +159,14 @@ static void notify(struct apiserver *a, const struct obj *x, const cJSON *before
 			push_event(&a->w[i][is], false, after, a->now_ms);
 		if (was >= 0 && was != is)   /* deleted, or no longer selected: DELETED */
 			push_event(&a->w[i][was], true, after ? after : before, a->now_ms);
+	}
+	/* the nodes' field-selected pod watches (a pod never moves to another node) */
+	int nwas = x->kind == K_POD ? pod_node(before) : -1, nis = x->kind == K_POD ? pod_node(after) : -1;
+	for (int k = 0; k < NW_KINDS; k++) {
+		if (nis >= 0)
+			push_event(&a->nw[nis][k], false, after, a->now_ms);
+		else if (nwas >= 0)
+			push_event(&a->nw[nwas][k], true, before, a->now_ms);
 	}
 }
 
@@ -479,7 +506,14 @@ int apis_pod_create(struct apiserver *a, const char *ns, const char *name, int g
 		 "\"spec\":{\"schedulerName\":\"gpu-scheduler\",\"containers\":[{\"name\":\"c\",\"resources\":"
 		 "{\"limits\":{\"gpu.scheduling/gpu\":\"%d\"}}}]},\"status\":{\"phase\":\"Pending\"}}",
 		 managed ? "\"" LABEL_MANAGED "\":\"true\"" : "", gpus);
-	struct obj *x = add(a, K_POD, ns, name, cJSON_Parse(text));
+	cJSON *json = cJSON_Parse(text);
+	time_t created = (time_t)(DST_WALL0_S + a->now_ms / 1000);
+	struct tm tm;
+	char ts[32];
+	gmtime_r(&created, &tm);
+	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	cJSON_AddStringToObject(obj_child(json, "metadata"), "creationTimestamp", ts);
+	struct obj *x = add(a, K_POD, ns, name, json);
 	snprintf(uid, size, "%s", meta_str(x->json, "uid"));
 	return 0;
 }
@@ -502,6 +536,34 @@ int apis_pod_finish(struct apiserver *a, const char *ns, const char *name)
 	set_str(obj_child(copy, "status"), "phase", "Succeeded");
 	commit(a, x, copy);
 	return 0;
+}
+
+int apis_pod_phase(struct apiserver *a, const char *ns, const char *name, const char *phase)
+{
+	struct obj *x = find(a, K_POD, ns, name);
+	if (!x)
+		return -1;
+	cJSON *copy = cJSON_Duplicate(x->json, true);
+	set_str(obj_child(copy, "status"), "phase", phase);
+	commit(a, x, copy);
+	return 0;
+}
+
+cJSON *apis_node_pods(struct apiserver *a, int node)
+{
+	cJSON *items = cJSON_CreateArray();
+	for (int i = 0; i < a->n; i++)
+		if (a->o[i].kind == K_POD && pod_node(a->o[i].json) == node)
+			cJSON_AddItemToArray(items, cJSON_Duplicate(a->o[i].json, true));
+	return items;
+}
+
+void apis_node_relist(struct apiserver *a, int node, enum node_watch_kind k)
+{
+	struct watch *w = &a->nw[node][k];
+	apis_watch_pop(w, w->n);
+	w->open = true;
+	w->listed = true;
 }
 
 int apis_pod_unlabel(struct apiserver *a, const char *ns, const char *name)

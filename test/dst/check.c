@@ -125,6 +125,8 @@ int check_step(struct world *w)
 	for (int k = 0; k < DST_NODES; k++)
 		if (have[k])
 			ledger_release(&l[k]);
+	if (!rc)
+		rc = node_check(w, w->failure, sizeof(w->failure), lost);
 	return rc;
 }
 
@@ -147,7 +149,7 @@ static bool taken(struct world *w, const struct apis_pod *p)
 /* After quiescence also: lost entries are back, and every ledger entry is a live bound pod's, on its node, with its devices. */
 int check_quiescent(struct world *w)
 {
-	if (check_step(w))
+	if (check_step(w) || node_check_quiescent(w, w->failure, sizeof(w->failure)))
 		return -1;
 	if (w->nlost) {
 		static struct apis_pod all[DST_MAX_PODS];

@@ -27,7 +27,7 @@
 const char *const dst_fault_names[F_NFAULTS] = {
 	"lost", "drop", "429", "500", "slow", "watch-lag", "watch-close", "watch-silent", "api-restart",
 	"replica-restart", "skew", "unlabel", "retry", "unwatched", "delete", "finish",
-	"lose-entry", "prompt-release",
+	"lose-entry", "kubelet-restart", "agent-restart", "prompt-release",
 };
 
 /*
@@ -298,6 +298,15 @@ static void deliver_due(struct world *w, int64_t lag_ms)
 			if (n && !silent(w, wt))
 				deliver(w, w->inc[s], k, n);
 		}
+	for (int i = 0; i < DST_NODES; i++)
+		for (int k = 0; k < NW_KINDS; k++) {
+			struct watch *wt = apis_node_watch(w->api, i, k);
+			int n = 0;
+			while (n < wt->n && w->now_ms - wt->ev[n].at_ms >= lag_ms)
+				n++;
+			if (n && wt->open)
+				node_deliver(w, i, k, n);
+		}
 }
 
 static void relist(struct world *w, int slot, enum watch_kind k)
@@ -483,9 +492,11 @@ static void pod_event(struct world *w, uint32_t kind)
 	if (!p)
 		return;
 	if (kind == 0 && on(w, F_DELETE)) {
+		node_pod_stopped(w, node, p->uid);
 		apis_pod_delete(w->api, p->ns, p->name);
 		dst_trace(w, "pod %s deleted", p->name);
 	} else if (kind == 1 && on(w, F_FINISH)) {
+		node_pod_stopped(w, node, p->uid);
 		apis_pod_finish(w->api, p->ns, p->name);
 		dst_trace(w, "pod %s finished", p->name);
 	} else if (kind == 3 && on(w, F_LOSE_ENTRY) && w->nlost < 8) {
@@ -533,6 +544,7 @@ static void replica_restart(struct world *w, int slot)
 static void api_restart(struct world *w)
 {
 	apis_close_watches(w->api, -1);
+	node_close_watches(w);
 	w->api_down_until_ms = w->now_ms + 200 + rng_below(&w->g, 3000);
 	dst_trace(w, "API server restarts (down %.1fs; every watch closed)",
 		  (double)(w->api_down_until_ms - w->now_ms) / 1000);
@@ -594,6 +606,12 @@ static void relist_due(struct world *w, int64_t until_ms)
 			if (!wt->open && wt->closed_ms + LAG_BOUND_MS <= until_ms && w->api_down_until_ms <= until_ms)
 				relist(w, s, k);
 		}
+	for (int i = 0; i < DST_NODES; i++)
+		for (int k = 0; k < NW_KINDS; k++) {
+			struct watch *wt = apis_node_watch(w->api, i, k);
+			if (!wt->open && wt->closed_ms + LAG_BOUND_MS <= until_ms && w->api_down_until_ms <= until_ms)
+				node_deliver(w, i, k, 0);
+		}
 }
 
 /*
@@ -633,7 +651,7 @@ static void advance(struct world *w, int64_t ms)
 /* One step: an action chosen from the seed. */
 static void step(struct world *w)
 {
-	uint32_t a = rng_below(&w->g, 100);
+	uint32_t a = rng_below(&w->g, 112);
 	struct task *t;
 	if (a < 12) {
 		create_pod(w);
@@ -683,6 +701,20 @@ static void step(struct world *w)
 			w->skew_s[slot] = (int64_t)rng_below(&w->g, 7) - 3;
 			dst_trace(w, "replica %d: clock skew %+llds", slot, (long long)w->skew_s[slot]);
 		}
+	} else if (a < 100) {
+		/* (nothing: the share the steps above had before the nodes came) */
+	} else if (a < 105) {
+		int node = (int)rng_below(&w->g, DST_NODES);
+		enum node_watch_kind k = rng_below(&w->g, NW_KINDS);
+		node_deliver(w, node, k, 1 + (int)rng_below(&w->g, 3));
+	} else if (a < 109) {
+		node_start_one(w, (int)rng_below(&w->g, DST_NODES));
+	} else if (a < 110) {
+		if (on(w, F_KUBELET_RESTART))
+			node_kubelet_restart(w, (int)rng_below(&w->g, DST_NODES));
+	} else if (a < 111) {
+		if (on(w, F_AGENT_RESTART))
+			node_agent_restart(w, (int)rng_below(&w->g, DST_NODES));
 	}
 	if (!on(w, F_WATCH_LAG))
 		deliver_due(w, 0);
@@ -694,6 +726,7 @@ static void step(struct world *w)
 /* Everything in flight finishes without faults: requests answered, threads run out, events delivered. */
 static void drain(struct world *w)
 {
+	bool started = false;
 	for (int rounds = 0; rounds < 100000; rounds++) {
 		struct task *t;
 		if (pick_task(w, T_REQ, &t)) {
@@ -716,6 +749,19 @@ static void drain(struct world *w)
 					more = true;
 				}
 			}
+		for (int i = 0; i < DST_NODES; i++)
+			for (int k = 0; k < NW_KINDS; k++) {
+				struct watch *wt = apis_node_watch(w->api, i, k);
+				if (!wt->open || wt->n) {
+					node_deliver(w, i, k, 0);
+					more = true;
+				}
+			}
+		/* kubelet's pod workers start what it admitted (once the events are in) */
+		if (!more && !started) {
+			node_start_all(w);
+			started = more = true;
+		}
 		if (!more)
 			break;
 	}
@@ -775,7 +821,22 @@ static void world_free(struct world *w)
 	for (int s = 0; s < w->nslots; s++)
 		replica_free(w->inc[s]);
 	bury(w);
+	node_free(w);
 	apis_free(w->api);
+}
+
+static struct node_stats totals;   /* over the seeds run */
+
+static void add_stats(const struct node_stats *s)
+{
+	totals.admitted += s->admitted;
+	totals.admit_failed += s->admit_failed;
+	totals.prestart_refused += s->prestart_refused;
+	totals.prestart_later += s->prestart_later;
+	totals.unverified += s->unverified;
+	totals.refused_at_end += s->refused_at_end;
+	totals.kubelet_restarts += s->kubelet_restarts;
+	totals.agent_restarts += s->agent_restarts;
 }
 
 /* 0: the seed passed. */
@@ -794,6 +855,7 @@ static int run_seed(uint64_t seed, int steps, const bool fault[F_NFAULTS], int r
 	w.api = apis_new(DST_NS, w.nslots);
 	for (int s = 0; s < w.nslots; s++)
 		w.inc[s] = replica_start(&w, s);
+	node_init(&w);
 	int rc = 0;
 	for (w.step = 1; w.step <= steps && !rc; w.step++) {
 		step(&w);
@@ -812,6 +874,12 @@ static int run_seed(uint64_t seed, int steps, const bool fault[F_NFAULTS], int r
 		trace_tail(&w, stdout);
 		printf("replay: %s --seed %llu --steps %d --faults %s -v\n", argv0, (unsigned long long)seed, steps, faults);
 	}
+	if (verbose)
+		printf("seed %llu: kubelets admitted %ld pods, failed %ld at admission; PreStart refused %ld containers "
+		       "(%ld started later, %ld still refused at the end)\n", (unsigned long long)seed, w.node_stats.admitted,
+		       w.node_stats.admit_failed, w.node_stats.prestart_refused, w.node_stats.prestart_later,
+		       w.node_stats.refused_at_end);
+	add_stats(&w.node_stats);
 	world_free(&w);
 	return rc;
 }
@@ -913,5 +981,9 @@ int main(int argc, char **argv)
 	clock_real();
 	printf("dst: %ld passed, %ld failed (seeds %llu-%llu, %d steps each)\n", passed, failed, (unsigned long long)first,
 	       (unsigned long long)last, steps);
+	printf("dst: kubelets admitted %ld pods and failed %ld at admission; PreStart refused %ld containers (%ld started "
+	       "at a later try, %ld still refused at quiescence, %ld started unverified); %ld kubelet and %ld agent restarts\n",
+	       totals.admitted, totals.admit_failed, totals.prestart_refused, totals.prestart_later, totals.refused_at_end,
+	       totals.unverified, totals.kubelet_restarts, totals.agent_restarts);
 	return failed ? 1 : 0;
 }
