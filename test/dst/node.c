@@ -198,7 +198,7 @@ static struct node_sim *node_new(struct world *w, int idx)
 		dev->index = d;
 		dev->healthy = true;
 		snprintf(dev->uuid, sizeof(dev->uuid), "GPU-n%d-%d", idx, d);
-		snprintf(dev->kubelet_id, sizeof(dev->kubelet_id), "%s", dev->uuid);
+		snprintf(dev->kubelet_id, sizeof(dev->kubelet_id), "GPU-n%d-%d", idx, d);
 		dev->nnode = 1;
 		snprintf(dev->node[0].path, sizeof(dev->node[0].path), "/dev/nvidia%d", d);
 		snprintf(dev->node[0].host_path, sizeof(dev->node[0].host_path), "/dev/nvidia%d", d);
