@@ -495,7 +495,7 @@ static void pod_event(struct world *w, uint32_t kind)
 		node_pod_stopped(w, node, p->uid);
 		apis_pod_delete(w->api, p->ns, p->name);
 		dst_trace(w, "pod %s deleted", p->name);
-	} else if (kind == 1 && on(w, F_FINISH)) {
+	} else if (kind == 1 && on(w, F_FINISH) && node_runs(w, node, p->uid)) {
 		node_pod_stopped(w, node, p->uid);
 		apis_pod_finish(w->api, p->ns, p->name);
 		dst_trace(w, "pod %s finished", p->name);
@@ -750,7 +750,7 @@ static void drain(struct world *w)
 				}
 			}
 		for (int i = 0; i < DST_NODES; i++)
-			for (int k = 0; k < NW_KINDS; k++) {
+			for (int k = NW_KINDS - 1; k >= 0; k--) {     /* (the agent first: a lag of its is a step's) */
 				struct watch *wt = apis_node_watch(w->api, i, k);
 				if (!wt->open || wt->n) {
 					node_deliver(w, i, k, 0);

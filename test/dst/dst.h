@@ -292,6 +292,8 @@ void node_kubelet_restart(struct world *w, int node);
 void node_agent_restart(struct world *w, int node);
 /* kubelet stops the pod (finished, or deleted) before the API server shows it. */
 void node_pod_stopped(struct world *w, const char *node, const char *uid);
+/* Whether kubelet runs the pod's container (only such a pod can finish). */
+bool node_runs(struct world *w, const char *node, const char *uid);
 /* The API server restarts: the nodes' watches end. */
 void node_close_watches(struct world *w);
 /* The nodes' invariants; exempt: pods lose-entry touched. 0, or -1 with failure set. */

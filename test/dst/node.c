@@ -6,7 +6,8 @@
  *
  * kubelet (modelled): a watch of the pods bound to its node; each batch of
  * new pods is admitted in creation order, one pod at a time, as
- * HandlePodAdditions does: the devices not held by its other pods are the
+ * HandlePodAdditions does (a watch event is one such batch, a list
+ * another): the devices not held by its other pods are the
  * available ones, GetPreferredAllocation is asked, kubelet takes the
  * preferred ones that are available and fills up at random, then Allocate;
  * too few devices or an Allocate error fails the pod (status Failed).
@@ -330,7 +331,7 @@ static bool finished(const cJSON *pod)
 }
 
 /* Admission of one pod: the device manager's allocation, then the pod is kubelet's (or Failed). */
-static void admit(struct world *w, struct node_sim *n, const cJSON *pod)
+static void admit(struct world *w, struct node_sim *n, const cJSON *pod, const char *from)
 {
 	struct api_pod_ref ref;
 	api_pod_ref(pod, &ref);
@@ -392,8 +393,8 @@ static void admit(struct world *w, struct node_sim *n, const cJSON *pod)
 	}
 	n->npod++;
 	w->node_stats.admitted++;
-	dst_trace(w, "kubelet %s: %s admitted on %s (Allocate answered for %s)", n->name, k->name, list[0] ? list : "-",
-		  uid[0] ? uid : "-");
+	dst_trace(w, "kubelet %s: %s admitted from %s on %s (Allocate answered for %s)", n->name, k->name, from,
+		  list[0] ? list : "-", uid[0] ? uid : "-");
 }
 
 static int cmp_created(const void *a, const void *b)
@@ -406,11 +407,11 @@ static int cmp_created(const void *a, const void *b)
 }
 
 /* A batch of new pods: admitted one at a time in creation order (HandlePodAdditions). */
-static void admit_batch(struct world *w, struct node_sim *n, const cJSON **pods, int np)
+static void admit_batch(struct world *w, struct node_sim *n, const cJSON **pods, int np, const char *from)
 {
 	qsort(pods, (size_t)np, sizeof(*pods), cmp_created);
 	for (int i = 0; i < np; i++)
-		admit(w, n, pods[i]);
+		admit(w, n, pods[i], from);
 }
 
 /* kubelet's watch delivers up to max events (0: all). */
@@ -453,12 +454,14 @@ static void kubelet_deliver(struct world *w, struct node_sim *n, int max)
 			add[keep++] = add[j];
 	}
 	dst_trace(w, "kubelet %s: %d pod event(s)", n->name, m);
-	admit_batch(w, n, add, keep);
+	/* one ADD per watch event (its config source merges them one by one): event order */
+	for (int j = 0; j < keep; j++)
+		admit(w, n, add[j], "its watch");
 	apis_watch_pop(wt, m);
 }
 
 /* kubelet lists its pods (a restart, or its watch ended): gone ones are let go, new ones admitted. */
-static void kubelet_list(struct world *w, struct node_sim *n)
+static void kubelet_list(struct world *w, struct node_sim *n, const char *from)
 {
 	struct watch *wt = apis_node_watch(w->api, n->idx, NW_KUBELET);
 	apis_watch_pop(wt, wt->n);
@@ -479,7 +482,7 @@ static void kubelet_list(struct world *w, struct node_sim *n)
 		if (!finished(item) && nadd < DST_MAX_PODS)
 			add[nadd++] = item;
 	apis_node_relist(w->api, n->idx, NW_KUBELET);
-	admit_batch(w, n, add, nadd);
+	admit_batch(w, n, add, nadd, from);
 	cJSON_Delete(items);
 }
 
@@ -545,7 +548,7 @@ void node_deliver(struct world *w, int node, enum node_watch_kind k, int max)
 	struct watch *wt = apis_node_watch(w->api, node, k);
 	if (!wt->open) {
 		if (k == NW_KUBELET) {
-			kubelet_list(w, n);
+			kubelet_list(w, n, "a relist");
 			dst_trace(w, "kubelet %s: pods relisted", n->name);
 		} else {
 			agent_relist(w, n);
@@ -590,8 +593,7 @@ void node_kubelet_restart(struct world *w, int node)
 	/* the agent sees kubelet.sock replaced and registers again before kubelet admits anew */
 	dp_pods_kubelet_restarted(n->store);
 	n->current[0] = '\0';
-	/* containers not started yet are started again from the beginning */
-	kubelet_list(w, n);
+	kubelet_list(w, n, "its restart");
 }
 
 void node_agent_restart(struct world *w, int node)
@@ -609,6 +611,16 @@ void node_pod_stopped(struct world *w, const char *node, const char *uid)
 	for (int i = 0; i < DST_NODES; i++)
 		if (!strcmp(w->node[i]->name, node) && kfind(w->node[i], uid))
 			kforget(w->node[i], uid);
+}
+
+bool node_runs(struct world *w, const char *node, const char *uid)
+{
+	for (int i = 0; i < DST_NODES; i++)
+		if (!strcmp(w->node[i]->name, node)) {
+			const struct kpod *k = kfind(w->node[i], uid);
+			return k && k->st == K_RUNNING;
+		}
+	return false;
 }
 
 void node_close_watches(struct world *w)
