@@ -17,9 +17,10 @@
 
 #define LEASES "/apis/coordination.k8s.io/v1/namespaces/"
 #define PODS "/api/v1/namespaces/"
+#define GROUPS "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/"
 #define MAX_WATCHERS 8
 
-enum kind { K_LEASE, K_POD };
+enum kind { K_LEASE, K_POD, K_GROUP };
 
 struct obj {
 	enum kind kind;
@@ -446,6 +447,10 @@ long apis_handle(struct apiserver *a, const char *method, const char *path, cons
 	bool get = !strcmp(method, "GET");
 	if (split(path, LEASES, ns, plural, name, sub) && !strcmp(plural, "leases") && !sub[0])
 		return get && !name[0] ? list(a, K_LEASE, ns, path, r) : lease_req(a, method, ns, name, body, r);
+	if (get && split(path, GROUPS, ns, plural, name, sub) && !strcmp(plural, "podgroups") && name[0] && !sub[0]) {
+		struct obj *x = find(a, K_GROUP, ns, name);
+		return x ? answer(r, 200, x->json) : status(a, r, 404, "NotFound", "podgroups \"%s\" not found%s", name, "");
+	}
 	if (split(path, PODS, ns, plural, name, sub) && !strcmp(plural, "pods") && get && !name[0])
 		return list(a, K_POD, ns, path, r);
 	if (split(path, PODS, ns, plural, name, sub) && !strcmp(plural, "pods") && name[0]) {
@@ -495,17 +500,30 @@ void apis_relist(struct apiserver *a, int watcher, enum watch_kind k, const stru
 
 /* ---- pods ---- */
 
-int apis_pod_create(struct apiserver *a, const char *ns, const char *name, int gpus, bool managed, char *uid,
-		    size_t size)
+int apis_podgroup_create(struct apiserver *a, const char *ns, const char *name, int min, int timeout_s)
+{
+	if (find(a, K_GROUP, ns, name))
+		return -1;
+	char text[512];
+	snprintf(text, sizeof(text), "{\"apiVersion\":\"scheduling.x-k8s.io/v1alpha1\",\"kind\":\"PodGroup\","
+		 "\"spec\":{\"minMember\":%d,\"scheduleTimeoutSeconds\":%d}}", min, timeout_s);
+	add(a, K_GROUP, ns, name, cJSON_Parse(text));
+	return 0;
+}
+
+int apis_pod_create(struct apiserver *a, const char *ns, const char *name, int gpus, bool managed, const char *group,
+		    char *uid, size_t size)
 {
 	if (find(a, K_POD, ns, name))
 		return -1;
-	char text[1024];
+	char text[1024], labels[256];
+	snprintf(labels, sizeof(labels), "%s%s%s%s%s", managed ? "\"" LABEL_MANAGED "\":\"true\"" : "",
+		 managed && group ? "," : "", group ? "\"" LABEL_POD_GROUP "\":\"" : "", group ? group : "", group ? "\"" : "");
 	snprintf(text, sizeof(text),
 		 "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"labels\":{%s}},"
 		 "\"spec\":{\"schedulerName\":\"gpu-scheduler\",\"containers\":[{\"name\":\"c\",\"resources\":"
 		 "{\"limits\":{\"gpu.scheduling/gpu\":\"%d\"}}}]},\"status\":{\"phase\":\"Pending\"}}",
-		 managed ? "\"" LABEL_MANAGED "\":\"true\"" : "", gpus);
+		 labels, gpus);
 	cJSON *json = cJSON_Parse(text);
 	time_t created = (time_t)(DST_WALL0_S + a->now_ms / 1000);
 	struct tm tm;

@@ -62,6 +62,7 @@ enum fault {
 	F_LOSE_ENTRY,   /* an entry of a bound pod goes from its ledger (an edit by hand, a bug) (finding 8) */
 	F_KUBELET_RESTART, /* a kubelet restarts: its record kept, it admits its new pods in creation order */
 	F_AGENT_RESTART,   /* a node agent restarts: its pod store listed again, kubelet's record read */
+	F_GANG,            /* not a fault: gangs (a PodGroup and its members) among the pods created */
 	/* not a fault: a check, switched like one */
 	F_PROMPT_RELEASE, /* a cleanly refused bind leaves no reservation behind (finding 6) */
 	F_NFAULTS
@@ -120,8 +121,11 @@ void apis_node_relist(struct apiserver *a, int node, enum node_watch_kind k);
 int apis_pod_phase(struct apiserver *a, const char *ns, const char *name, const char *phase);
 
 /* Pods, as the simulation's actors change them. */
-int apis_pod_create(struct apiserver *a, const char *ns, const char *name, int gpus, bool managed, char *uid,
-		    size_t size);
+/* group: the PodGroup it belongs to (label scheduling.x-k8s.io/pod-group), or NULL. */
+int apis_pod_create(struct apiserver *a, const char *ns, const char *name, int gpus, bool managed, const char *group,
+		    char *uid, size_t size);
+/* A coscheduling PodGroup (what the gang code reads of a gang). */
+int apis_podgroup_create(struct apiserver *a, const char *ns, const char *name, int min, int timeout_s);
 int apis_pod_delete(struct apiserver *a, const char *ns, const char *name);
 int apis_pod_finish(struct apiserver *a, const char *ns, const char *name);
 int apis_pod_unlabel(struct apiserver *a, const char *ns, const char *name);
@@ -185,7 +189,9 @@ struct task {
 	pthread_t th;
 	void (*fn)(struct task *t);
 	char what[96];
-	int pod;              /* the bind's pod (world.pods), or -1 */
+	int pod;              /* the bind's (or filter's) pod (world.pods), or -1 */
+	bool filter;          /* a filter (a gang member's: the gang code writes from it), not a bind */
+	char *fbody;          /* the filter's ExtenderArgs; then its answer (heap) */
 	char body[768];       /* the bind's ExtenderBindingArgs */
 	bool ok;              /* the bind's answer: no Error */
 	bool faulted;         /* one of its requests met a fault (no answer, 5xx, 429 but on the binding) */
@@ -213,6 +219,9 @@ struct spod {
 	int64_t bind_since_ms;
 	int tries;
 	bool faulted;          /* one of its tries met a fault */
+	char gang[16];         /* its PodGroup, or "" */
+	int gang_size;
+	bool touched;          /* deleted, finished or unlabelled: its gang may rightly stay incomplete */
 };
 
 /* What the kubelet models did (the summary's counts). */
@@ -256,6 +265,8 @@ struct world {
 	int nlost;
 	struct node_sim *node[DST_NODES];
 	struct node_stats node_stats;
+	int ngangs;
+	long gangs_complete, gangs_none;   /* at quiescence */
 };
 
 void dst_trace(struct world *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
