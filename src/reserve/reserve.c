@@ -264,8 +264,11 @@ static bool released_anyway(struct reserve *r, const char *node, const char *con
 	struct kube_response resp;
 	kube_response_init(&resp);
 	struct ledger l;
-	bool gone = false;
-	if (!read_ledger(r, node, path, &l, &resp, err, sizeof(err))) {
+	bool gone = false, decided = false;
+	/* (an update that failed before its edit ran, a read refused, decided nothing: not gone) */
+	for (int k = 0; k < n; k++)
+		decided = decided || what[k] == RESV_REMOVED;
+	if (decided && !read_ledger(r, node, path, &l, &resp, err, sizeof(err))) {
 		gone = true;
 		for (int k = 0; k < n; k++)
 			if (what[k] == RESV_REMOVED && ledger_find(&l, uids[k]) >= 0)
