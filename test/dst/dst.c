@@ -451,6 +451,7 @@ static void filter_done(struct world *w, struct spod *p, int pi, const char *ans
 	int np = cJSON_GetArraySize(passed);
 	const char *err = cJSON_GetStringValue(cJSON_GetObjectItem(reply, "Error"));
 	if (dead || !np || (err && err[0])) {
+		w->filter_waiting += err && strstr(err, "is being reserved");
 		dst_trace(w, "filter of %s on replica %d: no node (%s)", p->name, slot,
 			  dead ? "the replica died" : err && err[0] ? err : "none fits");
 		p->st = S_PENDING;
@@ -458,6 +459,7 @@ static void filter_done(struct world *w, struct spod *p, int pi, const char *ans
 	} else {
 		const char *node = cJSON_GetStringValue(cJSON_GetArrayItem(passed, (int)rng_below(&w->g, (uint32_t)np)));
 		dst_trace(w, "filter of %s on replica %d: %s", p->name, slot, node);
+		w->filter_passed++;
 		start_bind(w, pi, node, false);
 	}
 	cJSON_Delete(reply);
@@ -893,15 +895,15 @@ static void quiesce(struct world *w)
 	}
 	for (int round = 0; round < 3; round++) {
 		/* kube-scheduler goes on placing gang members (a gang waits for all of them), retrying each second */
-		for (int tries = 0; tries < 20; tries++) {
-			bool any = false;
+		for (int tries = 0; tries < 75; tries++) {
+			long passed = w->filter_passed, waiting = w->filter_waiting;
 			for (int i = 0; i < w->npods; i++)
 				if (w->pods[i].st == S_PENDING && w->pods[i].gang[0]) {
 					schedule_pod(w, i);
 					drain(w);
-					any = true;
 				}
-			if (!any)
+			/* (no member found a node, and none waits for places being written or taken back: no try would) */
+			if (passed == w->filter_passed && waiting == w->filter_waiting)
 				break;
 			advance(w, 1000);
 			drain(w);

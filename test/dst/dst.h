@@ -266,6 +266,8 @@ struct world {
 	struct node_sim *node[DST_NODES];
 	struct node_stats node_stats;
 	int ngangs;
+	long filter_passed;        /* gang members' filters that found a node */
+	long filter_waiting;       /* those that found the gang's places not all written (yet, or any more) */
 	long gangs_complete, gangs_none;   /* at quiescence */
 };
 
