@@ -79,7 +79,7 @@ static void found_again(struct world *w, const char *uid)
 
 static bool taken(struct world *w, const struct apis_pod *p);
 
-/* A gang's places in the ledgers now, and its members bound and live; whether one was touched. */
+/* A gang's places in the ledgers now, and its members bound and live; whether one was touched or ended. */
 static void gang_count(struct world *w, const char *gang, const struct apis_pod *pods, int n, int *places, int *bound,
 		       bool *touched)
 {
@@ -100,13 +100,16 @@ static void gang_count(struct world *w, const char *gang, const struct apis_pod 
 		if (strcmp(sp->gang, gang))
 			continue;
 		*touched = *touched || sp->touched;
-		for (int j = 0; j < n; j++)
-			if (!strcmp(pods[j].uid, sp->uid) && pods[j].node[0] && !pods[j].finished)
-				++*bound;
+		for (int j = 0; j < n; j++) {
+			if (strcmp(pods[j].uid, sp->uid))
+				continue;
+			*touched = *touched || pods[j].finished;   /* (kubelet failed it at admission: it drops out) */
+			*bound += pods[j].node[0] && !pods[j].finished;
+		}
 	}
 }
 
-/* Places and bound members of a gang never exceed its size; at quiescence all or none (untouched gangs). */
+/* Places and bound members of a gang never exceed its size; at quiescence all or none (gangs no member of which was touched or ended). */
 static int check_gangs(struct world *w, bool quiescent)
 {
 	static struct apis_pod pods[DST_MAX_PODS];
