@@ -216,6 +216,11 @@ bool dp_pods_ready(const struct dp_pods *p);
 struct dp_pod *dp_pods_copy(struct dp_pods *p, int *n);
 /* Lists the node's pods now (a bound pod the watch has not shown yet). 0 or -1 with err. */
 int dp_pods_refresh(struct dp_pods *p, char *err, size_t errlen);
+/* Applies the pods of a list (items of a PodList) as one arrival, removing none (what a refresh read). */
+void dp_pods_apply_list(struct dp_pods *p, const cJSON *items);
+struct reflector_sink;
+/* The store's watch sink (the reflector's; the reservation simulator feeds it directly). */
+void dp_pods_sink(struct dp_pods *p, struct reflector_sink *out);
 /* Records that kubelet allocated resource r of a pod's container (matching survives updates). */
 void dp_pods_mark_done(struct dp_pods *p, const char *uid, int container, enum dp_resource r);
 /* The same by names (from kubelet's PodResources record); false when no such pod or container. */

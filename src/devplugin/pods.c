@@ -379,12 +379,7 @@ int dp_pods_refresh(struct dp_pods *p, char *err, size_t errlen)
 			 kube_status_message(&r, msg, sizeof(msg)));
 	} else {
 		cJSON *list = cJSON_ParseWithLength(r.body.data, r.body.len);
-		const cJSON *item;
-		pthread_mutex_lock(&p->mu);
-		uint64_t seen = ++p->seq;      /* one arrival: creation time orders them */
-		cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(list, "items"))
-			apply_locked(p, false, item, seen);
-		pthread_mutex_unlock(&p->mu);
+		dp_pods_apply_list(p, cJSON_GetObjectItemCaseSensitive(list, "items"));
 		if (list)
 			rc = 0;
 		else
@@ -394,6 +389,21 @@ int dp_pods_refresh(struct dp_pods *p, char *err, size_t errlen)
 	kube_response_release(&r);
 	buf_release(&path);
 	return rc;
+}
+
+void dp_pods_apply_list(struct dp_pods *p, const cJSON *items)
+{
+	const cJSON *item;
+	pthread_mutex_lock(&p->mu);
+	uint64_t seen = ++p->seq;      /* one arrival: creation time orders them */
+	cJSON_ArrayForEach(item, items)
+		apply_locked(p, false, item, seen);
+	pthread_mutex_unlock(&p->mu);
+}
+
+void dp_pods_sink(struct dp_pods *p, struct reflector_sink *out)
+{
+	*out = (struct reflector_sink){ sink_lock, sink_unlock, sink_list_begin, sink_apply, sink_list_end, p };
 }
 
 void dp_pods_mark_done(struct dp_pods *p, const char *uid, int container, enum dp_resource r)

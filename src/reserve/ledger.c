@@ -1,3 +1,4 @@
+#include "clock.h"
 #include "ledger.h"
 #include "api.h"
 #include "strnum.h"
@@ -88,13 +89,17 @@ void ledger_reservation_name(const char *uid, const char *node, char *out, size_
 
 void ledger_microtime(char *out, size_t size)
 {
+	/* The clock module's wall seconds (the simulator's virtual clock, else the real one);
+	   the real microseconds only when they belong to that second */
 	struct timeval tv;
 	gettimeofday(&tv, NULL);
+	time_t sec = (time_t)clock_wall_s();
+	long us = tv.tv_sec == sec ? (long)tv.tv_usec : 0;
 	struct tm tm;
-	gmtime_r(&tv.tv_sec, &tm);
+	gmtime_r(&sec, &tm);
 	char base[32];
 	strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(out, size, "%s.%06ldZ", base, (long)tv.tv_usec);
+	snprintf(out, size, "%s.%06ldZ", base, us);
 }
 
 /* ---- packed entries: the cache's records (cache.h), one block a ledger ---- */

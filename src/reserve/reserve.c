@@ -254,7 +254,10 @@ int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t er
 	cache_unlock(r->o.cache);
 
 	struct bind_ctx b = { .r = r, .req = req, .token = reserve_new_token(r) };
-	b.need_place = req->claim->gang[0] && reserve_gang_has_places(r, req->ns, req->claim->gang);
+	/* A member of a gang not complete goes into a place, never beside the gang (all or none). */
+	struct api_pod_ref self = { .ns = req->ns, .name = req->name, .uid = req->uid };
+	b.need_place = req->claim->gang[0] && (reserve_gang_has_places(r, req->ns, req->claim->gang) ||
+					       reserve_gang_incomplete(r, &self, req->claim));
 	b.node = cache_clone_devices(r->o.cache, req->node);
 	int rc = BIND_NO_FIT;
 	if (!b.node) {

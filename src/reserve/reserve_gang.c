@@ -768,6 +768,25 @@ bool reserve_gang_has_places(struct reserve *r, const char *ns, const char *gang
 	return has;
 }
 
+bool reserve_gang_incomplete(struct reserve *r, const struct api_pod_ref *pod, const struct claim *c)
+{
+	int size = c->gang_size, timeout = 0;
+	char err[256];
+	if (!size && c->gang_kind == GANG_WORKLOAD) {
+		int policy = workload_group(r, pod->ns, c->gang, &size, err, sizeof(err));
+		if (policy <= 0)
+			return policy < 0;    /* not a gang: bound as any pod */
+	} else if (!size && pod_group(r, pod->ns, c->gang, &size, &timeout, err, sizeof(err))) {
+		return true;
+	}
+	struct gang_view v;
+	if (gang_view(r, pod, c->gang, &v))
+		return true;
+	bool incomplete = v.bound < size && !v.own[0];
+	free(v.free);
+	return incomplete;
+}
+
 bool reserve_gang_can_take(struct reserve *r, const struct gpu_node *devices, const struct ledger_entry *e,
 			   const char *ns, const struct claim *c)
 {

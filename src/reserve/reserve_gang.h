@@ -19,6 +19,13 @@ void reserve_gang_status(struct reserve *r, const char *ns, const char *gang, co
 /* Whether the gang holds places no member took yet (its members may then take nothing else). */
 bool reserve_gang_has_places(struct reserve *r, const char *ns, const char *gang);
 /*
+ * Whether the pod's gang still lacks members (fewer bound than its size, as
+ * the ledgers show it) and the pod holds nothing yet: then it may be bound
+ * only into a place, never beside the gang (the filter plans places for it).
+ * True when the size cannot be read.
+ */
+bool reserve_gang_incomplete(struct reserve *r, const struct api_pod_ref *pod, const struct claim *c);
+/*
  * Whether a member asking c (of namespace ns) may take ledger entry e over:
  * a free place of its gang, of a plan seen Written, whose devices hold c's
  * whole claim (devices: the node's, unused).

@@ -209,7 +209,11 @@ static bool released_anyway(struct reserve *r, const char *node, const char *con
 {
 	char err[256];
 	struct ledger l;
-	if (store_ledger_read(&r->store, node, &l, err, sizeof(err)))
+	/* an update that failed before its edit ran, or a read refused, decided nothing: not gone */
+	bool decided = false;
+	for (int k = 0; k < n; k++)
+		decided = decided || what[k] == RESV_REMOVED;
+	if (!decided || store_ledger_read(&r->store, node, &l, err, sizeof(err)))
 		return false;
 	bool gone = true;
 	for (int k = 0; k < n; k++)

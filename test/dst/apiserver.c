@@ -13,12 +13,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define LEASES "/apis/coordination.k8s.io/v1/namespaces/"
 #define PODS "/api/v1/namespaces/"
+#define GROUPS "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/"
 #define MAX_WATCHERS 8
 
-enum kind { K_LEASE, K_POD };
+enum kind { K_LEASE, K_POD, K_GROUP };
 
 struct obj {
 	enum kind kind;
@@ -33,6 +35,7 @@ struct apiserver {
 	char ledger_ns[64];
 	int nwatchers;
 	struct watch w[MAX_WATCHERS][W_KINDS];
+	struct watch nw[DST_NODES][NW_KINDS];   /* spec.nodeName=<node>: kubelet's and the agent's */
 	int64_t now_ms;
 	struct apis_stats st;
 };
@@ -70,6 +73,11 @@ void apis_free(struct apiserver *a)
 			apis_watch_pop(&a->w[i][k], a->w[i][k].n);
 			free(a->w[i][k].ev);
 		}
+	for (int i = 0; i < DST_NODES; i++)
+		for (int k = 0; k < NW_KINDS; k++) {
+			apis_watch_pop(&a->nw[i][k], a->nw[i][k].n);
+			free(a->nw[i][k].ev);
+		}
 	free(a);
 }
 
@@ -86,6 +94,11 @@ void apis_set_now_ms(struct apiserver *a, int64_t ms)
 struct watch *apis_watch(struct apiserver *a, int watcher, enum watch_kind k)
 {
 	return &a->w[watcher][k];
+}
+
+struct watch *apis_node_watch(struct apiserver *a, int node, enum node_watch_kind k)
+{
+	return &a->nw[node][k];
 }
 
 void apis_stats(struct apiserver *a, struct apis_stats *out)
@@ -120,6 +133,13 @@ static int matches(const struct apiserver *a, const struct obj *x, const cJSON *
 	return -1;
 }
 
+/* The index of the node a pod is bound to; -1 when unbound (or none). */
+static int pod_node(const cJSON *pod)
+{
+	const char *n = pod ? api_str(api_path(pod, "spec"), "nodeName") : NULL;
+	return n && n[0] == 'n' && n[1] >= '0' && n[1] < '0' + DST_NODES && !n[2] ? n[1] - '0' : -1;
+}
+
 static void push_event(struct watch *w, bool deleted, const cJSON *obj, int64_t now)
 {
 	if (!w->open)
@@ -140,6 +160,14 @@ static void notify(struct apiserver *a, const struct obj *x, const cJSON *before
 			push_event(&a->w[i][is], false, after, a->now_ms);
 		if (was >= 0 && was != is)   /* deleted, or no longer selected: DELETED */
 			push_event(&a->w[i][was], true, after ? after : before, a->now_ms);
+	}
+	/* the nodes' field-selected pod watches (a pod never moves to another node) */
+	int nwas = x->kind == K_POD ? pod_node(before) : -1, nis = x->kind == K_POD ? pod_node(after) : -1;
+	for (int k = 0; k < NW_KINDS; k++) {
+		if (nis >= 0)
+			push_event(&a->nw[nis][k], false, after, a->now_ms);
+		else if (nwas >= 0)
+			push_event(&a->nw[nwas][k], true, before, a->now_ms);
 	}
 }
 
@@ -419,6 +447,10 @@ long apis_handle(struct apiserver *a, const char *method, const char *path, cons
 	bool get = !strcmp(method, "GET");
 	if (split(path, LEASES, ns, plural, name, sub) && !strcmp(plural, "leases") && !sub[0])
 		return get && !name[0] ? list(a, K_LEASE, ns, path, r) : lease_req(a, method, ns, name, body, r);
+	if (get && split(path, GROUPS, ns, plural, name, sub) && !strcmp(plural, "podgroups") && name[0] && !sub[0]) {
+		struct obj *x = find(a, K_GROUP, ns, name);
+		return x ? answer(r, 200, x->json) : status(a, r, 404, "NotFound", "podgroups \"%s\" not found%s", name, "");
+	}
 	if (split(path, PODS, ns, plural, name, sub) && !strcmp(plural, "pods") && get && !name[0])
 		return list(a, K_POD, ns, path, r);
 	if (split(path, PODS, ns, plural, name, sub) && !strcmp(plural, "pods") && name[0]) {
@@ -468,18 +500,38 @@ void apis_relist(struct apiserver *a, int watcher, enum watch_kind k, const stru
 
 /* ---- pods ---- */
 
-int apis_pod_create(struct apiserver *a, const char *ns, const char *name, int gpus, bool managed, char *uid,
-		    size_t size)
+int apis_podgroup_create(struct apiserver *a, const char *ns, const char *name, int min, int timeout_s)
+{
+	if (find(a, K_GROUP, ns, name))
+		return -1;
+	char text[512];
+	snprintf(text, sizeof(text), "{\"apiVersion\":\"scheduling.x-k8s.io/v1alpha1\",\"kind\":\"PodGroup\","
+		 "\"spec\":{\"minMember\":%d,\"scheduleTimeoutSeconds\":%d}}", min, timeout_s);
+	add(a, K_GROUP, ns, name, cJSON_Parse(text));
+	return 0;
+}
+
+int apis_pod_create(struct apiserver *a, const char *ns, const char *name, int gpus, bool managed, const char *group,
+		    char *uid, size_t size)
 {
 	if (find(a, K_POD, ns, name))
 		return -1;
-	char text[1024];
+	char text[1024], labels[256];
+	snprintf(labels, sizeof(labels), "%s%s%s%s%s", managed ? "\"" LABEL_MANAGED "\":\"true\"" : "",
+		 managed && group ? "," : "", group ? "\"" LABEL_POD_GROUP "\":\"" : "", group ? group : "", group ? "\"" : "");
 	snprintf(text, sizeof(text),
 		 "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"labels\":{%s}},"
 		 "\"spec\":{\"schedulerName\":\"gpu-scheduler\",\"containers\":[{\"name\":\"c\",\"resources\":"
 		 "{\"limits\":{\"gpu.scheduling/gpu\":\"%d\"}}}]},\"status\":{\"phase\":\"Pending\"}}",
-		 managed ? "\"" LABEL_MANAGED "\":\"true\"" : "", gpus);
-	struct obj *x = add(a, K_POD, ns, name, cJSON_Parse(text));
+		 labels, gpus);
+	cJSON *json = cJSON_Parse(text);
+	time_t created = (time_t)(DST_WALL0_S + a->now_ms / 1000);
+	struct tm tm;
+	char ts[32];
+	gmtime_r(&created, &tm);
+	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	cJSON_AddStringToObject(obj_child(json, "metadata"), "creationTimestamp", ts);
+	struct obj *x = add(a, K_POD, ns, name, json);
 	snprintf(uid, size, "%s", meta_str(x->json, "uid"));
 	return 0;
 }
@@ -502,6 +554,34 @@ int apis_pod_finish(struct apiserver *a, const char *ns, const char *name)
 	set_str(obj_child(copy, "status"), "phase", "Succeeded");
 	commit(a, x, copy);
 	return 0;
+}
+
+int apis_pod_phase(struct apiserver *a, const char *ns, const char *name, const char *phase)
+{
+	struct obj *x = find(a, K_POD, ns, name);
+	if (!x)
+		return -1;
+	cJSON *copy = cJSON_Duplicate(x->json, true);
+	set_str(obj_child(copy, "status"), "phase", phase);
+	commit(a, x, copy);
+	return 0;
+}
+
+cJSON *apis_node_pods(struct apiserver *a, int node)
+{
+	cJSON *items = cJSON_CreateArray();
+	for (int i = 0; i < a->n; i++)
+		if (a->o[i].kind == K_POD && pod_node(a->o[i].json) == node)
+			cJSON_AddItemToArray(items, cJSON_Duplicate(a->o[i].json, true));
+	return items;
+}
+
+void apis_node_relist(struct apiserver *a, int node, enum node_watch_kind k)
+{
+	struct watch *w = &a->nw[node][k];
+	apis_watch_pop(w, w->n);
+	w->open = true;
+	w->listed = true;
 }
 
 int apis_pod_unlabel(struct apiserver *a, const char *ns, const char *name)

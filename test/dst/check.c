@@ -79,6 +79,69 @@ static void found_again(struct world *w, const char *uid)
 
 static bool taken(struct world *w, const struct apis_pod *p);
 
+/* A gang's places in the ledgers now, and its members bound and live; whether one was touched or ended. */
+static void gang_count(struct world *w, const char *gang, const struct apis_pod *pods, int n, int *places, int *bound,
+		       bool *touched)
+{
+	*places = *bound = 0;
+	*touched = false;
+	for (int k = 0; k < DST_NODES; k++) {
+		char node[8];
+		struct ledger l;
+		snprintf(node, sizeof(node), "n%d", k);
+		if (!ledger_now(w, node, &l))
+			continue;
+		for (int e = 0; e < l.n; e++)
+			*places += ledger_entry_is_place(&l.e[e]) && !strcmp(l.e[e].gang, gang) && !strcmp(l.e[e].ns, "ml");
+		ledger_release(&l);
+	}
+	for (int i = 0; i < w->npods; i++) {
+		const struct spod *sp = &w->pods[i];
+		if (strcmp(sp->gang, gang))
+			continue;
+		*touched = *touched || sp->touched;
+		for (int j = 0; j < n; j++) {
+			if (strcmp(pods[j].uid, sp->uid))
+				continue;
+			*touched = *touched || pods[j].finished;   /* (kubelet failed it at admission: it drops out) */
+			*bound += pods[j].node[0] && !pods[j].finished;
+		}
+	}
+}
+
+/* Places and bound members of a gang never exceed its size; at quiescence all or none (gangs no member of which was touched or ended). */
+static int check_gangs(struct world *w, bool quiescent)
+{
+	static struct apis_pod pods[DST_MAX_PODS];
+	int n = apis_pods(w->api, pods, DST_MAX_PODS);
+	for (int g = 0; g < w->ngangs; g++) {
+		char gang[16];
+		int size = 0;
+		snprintf(gang, sizeof(gang), "g%d", g);
+		for (int i = 0; i < w->npods && !size; i++)
+			if (!strcmp(w->pods[i].gang, gang))
+				size = w->pods[i].gang_size;
+		if (!size)
+			continue;
+		int places, bound;
+		bool touched;
+		gang_count(w, gang, pods, n, &places, &bound, &touched);
+		if (places + bound > size)
+			return fail(w, "gang %s of %d: %d places and %d members bound", gang, size, places, bound);
+		if (!quiescent)
+			continue;
+		if (places)
+			return fail(w, "leaked: gang %s still has %d places after quiescence (%d of %d members bound)", gang,
+				    places, bound, size);
+		if (touched)
+			continue;
+		if (bound && bound < size)
+			return fail(w, "gang %s half placed: %d of %d members bound after quiescence", gang, bound, size);
+		bound ? w->gangs_complete++ : w->gangs_none++;
+	}
+	return 0;
+}
+
 /*
  * Live bound pods: no device twice; annotation on the pod's node; an entry
  * in its ledger. (A pod whose entry lose-entry took is exempt until it is
@@ -125,6 +188,10 @@ int check_step(struct world *w)
 	for (int k = 0; k < DST_NODES; k++)
 		if (have[k])
 			ledger_release(&l[k]);
+	if (!rc)
+		rc = node_check(w, w->failure, sizeof(w->failure), lost);
+	if (!rc)
+		rc = check_gangs(w, false);
 	return rc;
 }
 
@@ -147,7 +214,7 @@ static bool taken(struct world *w, const struct apis_pod *p)
 /* After quiescence also: lost entries are back, and every ledger entry is a live bound pod's, on its node, with its devices. */
 int check_quiescent(struct world *w)
 {
-	if (check_step(w))
+	if (check_step(w) || node_check_quiescent(w, w->failure, sizeof(w->failure)) || check_gangs(w, true))
 		return -1;
 	if (w->nlost) {
 		static struct apis_pod all[DST_MAX_PODS];

@@ -27,7 +27,7 @@
 const char *const dst_fault_names[F_NFAULTS] = {
 	"lost", "drop", "429", "500", "slow", "watch-lag", "watch-close", "watch-silent", "api-restart",
 	"replica-restart", "skew", "unlabel", "retry", "unwatched", "delete", "finish",
-	"lose-entry", "prompt-release",
+	"lose-entry", "kubelet-restart", "agent-restart", "gang", "prompt-release",
 };
 
 /*
@@ -198,8 +198,17 @@ static void reap_fn(struct task *t)
 	reserve_reap(t->inc->resv);
 }
 
+static void filter_done(struct world *w, struct spod *p, int pi, const char *answer_json, int slot, bool dead);
+
 void dst_task_done(struct world *w, struct task *t)
 {
+	if (t->filter) {
+		struct spod *p = &w->pods[t->pod];
+		if (p->st == S_BINDING && p->bind == t)
+			filter_done(w, p, t->pod, t->fbody, t->inc->slot, t->inc->dead);
+		free(t->fbody);
+		return;
+	}
 	if (t->pod >= 0) {
 		struct spod *p = &w->pods[t->pod];
 		dst_trace(w, "%s -> %s%s", t->what, t->ok ? "bound" : "refused: ", t->error);
@@ -298,6 +307,15 @@ static void deliver_due(struct world *w, int64_t lag_ms)
 			if (n && !silent(w, wt))
 				deliver(w, w->inc[s], k, n);
 		}
+	for (int i = 0; i < DST_NODES; i++)
+		for (int k = 0; k < NW_KINDS; k++) {
+			struct watch *wt = apis_node_watch(w->api, i, k);
+			int n = 0;
+			while (n < wt->n && w->now_ms - wt->ev[n].at_ms >= lag_ms)
+				n++;
+			if (n && wt->open)
+				node_deliver(w, i, k, n);
+		}
 }
 
 static void relist(struct world *w, int slot, enum watch_kind k)
@@ -324,6 +342,30 @@ static int pick_task(struct world *w, enum task_state st, struct task **out)
 	return n;
 }
 
+/* A gang: its PodGroup (minMember = its size, 60 s to place it), then its members. */
+static void create_gang(struct world *w)
+{
+	int size = 2 + (int)rng_below(&w->g, 2), gpus = rng_pct(&w->g, 50) ? 1 : 2;
+	char group[16];
+	snprintf(group, sizeof(group), "g%d", w->ngangs++);
+	if (apis_podgroup_create(w->api, "ml", group, size, 60))
+		return;
+	dst_trace(w, "gang %s created (%d members of %d GPUs)", group, size, gpus);
+	for (int i = 0; i < size; i++) {
+		struct spod *p = &w->pods[w->npods];
+		memset(p, 0, sizeof(*p));
+		snprintf(p->ns, sizeof(p->ns), "ml");
+		snprintf(p->name, sizeof(p->name), "p%d", w->npods);
+		snprintf(p->gang, sizeof(p->gang), "%s", group);
+		p->gang_size = size;
+		p->gpus = gpus;
+		if (apis_pod_create(w->api, p->ns, p->name, p->gpus, true, group, p->uid, sizeof(p->uid)))
+			return;
+		w->npods++;
+		dst_trace(w, "pod %s created (%d GPUs, gang %s)", p->name, p->gpus, group);
+	}
+}
+
 static void create_pod(struct world *w)
 {
 	int active = 0;
@@ -331,6 +373,10 @@ static void create_pod(struct world *w)
 		active += w->pods[i].st != S_DONE;
 	if (active >= MAX_ACTIVE_PODS || w->npods >= DST_MAX_PODS)
 		return;
+	if (on(w, F_GANG) && rng_pct(&w->g, 15) && active + 3 <= MAX_ACTIVE_PODS && w->npods + 3 <= DST_MAX_PODS) {
+		create_gang(w);
+		return;
+	}
 	static const int sizes[] = { 1, 1, 1, 2, 2, 4 };
 	struct spod *p = &w->pods[w->npods];
 	memset(p, 0, sizeof(*p));
@@ -338,7 +384,7 @@ static void create_pod(struct world *w)
 	snprintf(p->name, sizeof(p->name), "p%d", w->npods);
 	p->gpus = sizes[rng_below(&w->g, 6)];
 	bool managed = !(on(w, F_UNWATCHED) && rng_pct(&w->g, 25));
-	if (apis_pod_create(w->api, p->ns, p->name, p->gpus, managed, p->uid, sizeof(p->uid)))
+	if (apis_pod_create(w->api, p->ns, p->name, p->gpus, managed, NULL, p->uid, sizeof(p->uid)))
 		return;
 	w->npods++;
 	dst_trace(w, "pod %s created (%d GPUs%s)", p->name, p->gpus, managed ? "" : ", no managed label");
@@ -362,6 +408,77 @@ static char *pod_json(struct world *w, const struct spod *p)
 	return out;
 }
 
+/* The bind of pod pi to node on any replica: started now, or (resume false, or by chance) queued. */
+static void start_bind(struct world *w, int pi, const char *node, bool resume)
+{
+	struct spod *p = &w->pods[pi];
+	struct incarnation *b = any_replica(w);
+	char what[96];
+	snprintf(what, sizeof(what), "bind %s to %s on replica %d (try %d)", p->name, node, b->slot, ++p->tries);
+	struct task *t = sched_spawn(w, b, bind_fn, what);
+	t->pod = pi;
+	snprintf(t->body, sizeof(t->body), "{\"PodName\":\"%s\",\"PodNamespace\":\"%s\",\"PodUID\":\"%s\",\"Node\":\"%s\"}",
+		 p->name, p->ns, p->uid, node);
+	p->st = S_BINDING;
+	p->bind = t;
+	p->bind_since_ms = w->now_ms;
+	/* It may wait in the bind queue (all bind threads busy) while kube-scheduler times out. */
+	if (!resume || rng_pct(&w->g, 40)) {
+		dst_trace(w, "%s: queued", what);
+		return;
+	}
+	dst_trace(w, "%s: started", what);
+	sched_resume(w, t);
+}
+
+/* A gang member's filter, on a thread of its own: the gang code reads and writes from it. */
+static void filter_fn(struct task *t)
+{
+	struct http_request req = { "POST", "/filter", t->fbody, strlen(t->fbody), NULL };
+	struct http_response resp = { 200, NULL, { 0 } };
+	buf_init(&resp.body, 1 << 20);
+	extender_filter(t->inc->x, &req, &resp);
+	free(t->fbody);
+	t->fbody = strdup(buf_cstr(&resp.body));
+	buf_release(&resp.body);
+}
+
+/* kube-scheduler reads a filter's answer: a node that passed gets the bind, or the pod waits. */
+static void filter_done(struct world *w, struct spod *p, int pi, const char *answer_json, int slot, bool dead)
+{
+	cJSON *reply = answer_json ? cJSON_Parse(answer_json) : NULL;
+	const cJSON *passed = cJSON_GetObjectItem(reply, "NodeNames");
+	int np = cJSON_GetArraySize(passed);
+	const char *err = cJSON_GetStringValue(cJSON_GetObjectItem(reply, "Error"));
+	if (dead || !np || (err && err[0])) {
+		w->filter_waiting += err && strstr(err, "is being reserved");
+		dst_trace(w, "filter of %s on replica %d: no node (%s)", p->name, slot,
+			  dead ? "the replica died" : err && err[0] ? err : "none fits");
+		p->st = S_PENDING;
+		p->bind = NULL;
+	} else {
+		const char *node = cJSON_GetStringValue(cJSON_GetArrayItem(passed, (int)rng_below(&w->g, (uint32_t)np)));
+		dst_trace(w, "filter of %s on replica %d: %s", p->name, slot, node);
+		w->filter_passed++;
+		start_bind(w, pi, node, false);
+	}
+	cJSON_Delete(reply);
+}
+
+static void schedule_pod(struct world *w, int pi);
+
+/*
+ * kube-scheduler's scheduling cycle is one pod at a time: no filter while a
+ * gang member's is in flight (the gang code holds its lock across requests).
+ */
+static bool filter_busy(const struct world *w)
+{
+	for (const struct task *t = w->tasks; t; t = t->next)
+		if (t->filter && !t->inc->dead)
+			return true;
+	return false;
+}
+
 /* kube-scheduler: filter a pending pod on one replica, then bind it (on any replica) to a node that passed. */
 static void schedule(struct world *w)
 {
@@ -369,9 +486,13 @@ static void schedule(struct world *w)
 	for (int i = 0; i < w->npods; i++)
 		if (w->pods[i].st == S_PENDING)
 			cand[n++] = i;
-	if (!n || w->ntasks >= MAX_TASKS)
+	if (!n || w->ntasks >= MAX_TASKS || filter_busy(w))
 		return;
-	int pi = cand[rng_below(&w->g, (uint32_t)n)];
+	schedule_pod(w, cand[rng_below(&w->g, (uint32_t)n)]);
+}
+
+static void schedule_pod(struct world *w, int pi)
+{
 	struct spod *p = &w->pods[pi];
 	char *json = pod_json(w, p);
 	cJSON *pod = json ? cJSON_Parse(json) : NULL;
@@ -394,6 +515,20 @@ static void schedule(struct world *w)
 	char *body = cJSON_PrintUnformatted(args);
 	cJSON_Delete(args);
 	struct incarnation *f = any_replica(w);
+	if (p->gang[0]) {
+		char what[96];
+		snprintf(what, sizeof(what), "filter %s on replica %d", p->name, f->slot);
+		struct task *t = sched_spawn(w, f, filter_fn, what);
+		t->pod = pi;
+		t->filter = true;
+		t->fbody = body;
+		p->st = S_BINDING;
+		p->bind = t;
+		p->bind_since_ms = w->now_ms;
+		dst_trace(w, "%s: started", what);
+		sched_resume(w, t);
+		return;
+	}
 	struct http_request req = { "POST", "/filter", body, strlen(body), NULL };
 	struct http_response resp = { 200, NULL, { 0 } };
 	buf_init(&resp.body, 1 << 20);
@@ -410,25 +545,10 @@ static void schedule(struct world *w)
 		cJSON_Delete(reply);
 		return;
 	}
-	const char *node = cJSON_GetStringValue(cJSON_GetArrayItem(passed, (int)rng_below(&w->g, (uint32_t)np)));
-	struct incarnation *b = any_replica(w);
-	char what[96];
-	snprintf(what, sizeof(what), "bind %s to %s on replica %d (try %d)", p->name, node, b->slot, ++p->tries);
-	struct task *t = sched_spawn(w, b, bind_fn, what);
-	t->pod = pi;
-	snprintf(t->body, sizeof(t->body), "{\"PodName\":\"%s\",\"PodNamespace\":\"%s\",\"PodUID\":\"%s\",\"Node\":\"%s\"}",
-		 p->name, p->ns, p->uid, node);
+	char node[16];
+	snprintf(node, sizeof(node), "%s", cJSON_GetStringValue(cJSON_GetArrayItem(passed, (int)rng_below(&w->g, (uint32_t)np))));
 	cJSON_Delete(reply);
-	p->st = S_BINDING;
-	p->bind = t;
-	p->bind_since_ms = w->now_ms;
-	/* It may wait in the bind queue (all bind threads busy) while kube-scheduler times out. */
-	if (rng_pct(&w->g, 40)) {
-		dst_trace(w, "%s: queued", what);
-		return;
-	}
-	dst_trace(w, "%s: started", what);
-	sched_resume(w, t);
+	start_bind(w, pi, node, true);
 }
 
 /* kube-scheduler stops waiting for a bind after httpTimeout and places the pod again later. */
@@ -483,9 +603,13 @@ static void pod_event(struct world *w, uint32_t kind)
 	if (!p)
 		return;
 	if (kind == 0 && on(w, F_DELETE)) {
+		p->touched = true;
+		node_pod_stopped(w, node, p->uid);
 		apis_pod_delete(w->api, p->ns, p->name);
 		dst_trace(w, "pod %s deleted", p->name);
-	} else if (kind == 1 && on(w, F_FINISH)) {
+	} else if (kind == 1 && on(w, F_FINISH) && node_runs(w, node, p->uid)) {
+		p->touched = true;
+		node_pod_stopped(w, node, p->uid);
 		apis_pod_finish(w->api, p->ns, p->name);
 		dst_trace(w, "pod %s finished", p->name);
 	} else if (kind == 3 && on(w, F_LOSE_ENTRY) && w->nlost < 8) {
@@ -494,6 +618,7 @@ static void pod_event(struct world *w, uint32_t kind)
 			dst_trace(w, "the entry of pod %s went from the ledger of %s", p->name, node);
 		}
 	} else if (kind == 2 && on(w, F_UNLABEL)) {
+		p->touched = true;
 		apis_pod_unlabel(w->api, p->ns, p->name);
 		dst_trace(w, "pod %s: managed label removed", p->name);
 	}
@@ -533,6 +658,7 @@ static void replica_restart(struct world *w, int slot)
 static void api_restart(struct world *w)
 {
 	apis_close_watches(w->api, -1);
+	node_close_watches(w);
 	w->api_down_until_ms = w->now_ms + 200 + rng_below(&w->g, 3000);
 	dst_trace(w, "API server restarts (down %.1fs; every watch closed)",
 		  (double)(w->api_down_until_ms - w->now_ms) / 1000);
@@ -594,6 +720,12 @@ static void relist_due(struct world *w, int64_t until_ms)
 			if (!wt->open && wt->closed_ms + LAG_BOUND_MS <= until_ms && w->api_down_until_ms <= until_ms)
 				relist(w, s, k);
 		}
+	for (int i = 0; i < DST_NODES; i++)
+		for (int k = 0; k < NW_KINDS; k++) {
+			struct watch *wt = apis_node_watch(w->api, i, k);
+			if (!wt->open && wt->closed_ms + LAG_BOUND_MS <= until_ms && w->api_down_until_ms <= until_ms)
+				node_deliver(w, i, k, 0);
+		}
 }
 
 /*
@@ -633,7 +765,7 @@ static void advance(struct world *w, int64_t ms)
 /* One step: an action chosen from the seed. */
 static void step(struct world *w)
 {
-	uint32_t a = rng_below(&w->g, 100);
+	uint32_t a = rng_below(&w->g, 112);
 	struct task *t;
 	if (a < 12) {
 		create_pod(w);
@@ -683,6 +815,20 @@ static void step(struct world *w)
 			w->skew_s[slot] = (int64_t)rng_below(&w->g, 7) - 3;
 			dst_trace(w, "replica %d: clock skew %+llds", slot, (long long)w->skew_s[slot]);
 		}
+	} else if (a < 100) {
+		/* (nothing: the share the steps above had before the nodes came) */
+	} else if (a < 105) {
+		int node = (int)rng_below(&w->g, DST_NODES);
+		enum node_watch_kind k = rng_below(&w->g, NW_KINDS);
+		node_deliver(w, node, k, 1 + (int)rng_below(&w->g, 3));
+	} else if (a < 109) {
+		node_start_one(w, (int)rng_below(&w->g, DST_NODES));
+	} else if (a < 110) {
+		if (on(w, F_KUBELET_RESTART))
+			node_kubelet_restart(w, (int)rng_below(&w->g, DST_NODES));
+	} else if (a < 111) {
+		if (on(w, F_AGENT_RESTART))
+			node_agent_restart(w, (int)rng_below(&w->g, DST_NODES));
 	}
 	if (!on(w, F_WATCH_LAG))
 		deliver_due(w, 0);
@@ -694,6 +840,7 @@ static void step(struct world *w)
 /* Everything in flight finishes without faults: requests answered, threads run out, events delivered. */
 static void drain(struct world *w)
 {
+	bool started = false;
 	for (int rounds = 0; rounds < 100000; rounds++) {
 		struct task *t;
 		if (pick_task(w, T_REQ, &t)) {
@@ -716,6 +863,19 @@ static void drain(struct world *w)
 					more = true;
 				}
 			}
+		for (int i = 0; i < DST_NODES; i++)
+			for (int k = NW_KINDS - 1; k >= 0; k--) {     /* (the agent first: a lag of its is a step's) */
+				struct watch *wt = apis_node_watch(w->api, i, k);
+				if (!wt->open || wt->n) {
+					node_deliver(w, i, k, 0);
+					more = true;
+				}
+			}
+		/* kubelet's pod workers start what it admitted (once the events are in) */
+		if (!more && !started) {
+			node_start_all(w);
+			started = more = true;
+		}
 		if (!more)
 			break;
 	}
@@ -729,7 +889,25 @@ static void quiesce(struct world *w)
 	w->api_down_until_ms = 0;
 	dst_trace(w, "quiescence: faults stop");
 	drain(w);
+	for (int s = 0; s < w->nslots; s++) {
+		reap(w, w->inc[s]);     /* (a replica is ready once a pass ran after its lists) */
+		drain(w);
+	}
 	for (int round = 0; round < 3; round++) {
+		/* kube-scheduler goes on placing gang members (a gang waits for all of them), retrying each second */
+		for (int tries = 0; tries < 75; tries++) {
+			long passed = w->filter_passed, waiting = w->filter_waiting;
+			for (int i = 0; i < w->npods; i++)
+				if (w->pods[i].st == S_PENDING && w->pods[i].gang[0]) {
+					schedule_pod(w, i);
+					drain(w);
+				}
+			/* (no member found a node, and none waits for places being written or taken back: no try would) */
+			if (passed == w->filter_passed && waiting == w->filter_waiting)
+				break;
+			advance(w, 1000);
+			drain(w);
+		}
 		advance(w, (BIND_TIMEOUT_S + 5) * 1000);
 		apis_gc(w->api);
 		drain(w);
@@ -775,7 +953,23 @@ static void world_free(struct world *w)
 	for (int s = 0; s < w->nslots; s++)
 		replica_free(w->inc[s]);
 	bury(w);
+	node_free(w);
 	apis_free(w->api);
+}
+
+static struct node_stats totals;   /* over the seeds run */
+static long gangs_complete, gangs_none;
+
+static void add_stats(const struct node_stats *s)
+{
+	totals.admitted += s->admitted;
+	totals.admit_failed += s->admit_failed;
+	totals.prestart_refused += s->prestart_refused;
+	totals.prestart_later += s->prestart_later;
+	totals.unverified += s->unverified;
+	totals.refused_at_end += s->refused_at_end;
+	totals.kubelet_restarts += s->kubelet_restarts;
+	totals.agent_restarts += s->agent_restarts;
 }
 
 /* 0: the seed passed. */
@@ -794,6 +988,7 @@ static int run_seed(uint64_t seed, int steps, const bool fault[F_NFAULTS], int r
 	w.api = apis_new(DST_NS, w.nslots);
 	for (int s = 0; s < w.nslots; s++)
 		w.inc[s] = replica_start(&w, s);
+	node_init(&w);
 	int rc = 0;
 	for (w.step = 1; w.step <= steps && !rc; w.step++) {
 		step(&w);
@@ -812,6 +1007,14 @@ static int run_seed(uint64_t seed, int steps, const bool fault[F_NFAULTS], int r
 		trace_tail(&w, stdout);
 		printf("replay: %s --seed %llu --steps %d --faults %s -v\n", argv0, (unsigned long long)seed, steps, faults);
 	}
+	if (verbose)
+		printf("seed %llu: kubelets admitted %ld pods, failed %ld at admission; PreStart refused %ld containers "
+		       "(%ld started later, %ld still refused at the end)\n", (unsigned long long)seed, w.node_stats.admitted,
+		       w.node_stats.admit_failed, w.node_stats.prestart_refused, w.node_stats.prestart_later,
+		       w.node_stats.refused_at_end);
+	add_stats(&w.node_stats);
+	gangs_complete += w.gangs_complete;
+	gangs_none += w.gangs_none;
 	world_free(&w);
 	return rc;
 }
@@ -913,5 +1116,11 @@ int main(int argc, char **argv)
 	clock_real();
 	printf("dst: %ld passed, %ld failed (seeds %llu-%llu, %d steps each)\n", passed, failed, (unsigned long long)first,
 	       (unsigned long long)last, steps);
+	printf("dst: kubelets admitted %ld pods and failed %ld at admission; PreStart refused %ld containers (%ld started "
+	       "at a later try, %ld still refused at quiescence, %ld started unverified); %ld kubelet and %ld agent restarts\n",
+	       totals.admitted, totals.admit_failed, totals.prestart_refused, totals.prestart_later, totals.refused_at_end,
+	       totals.unverified, totals.kubelet_restarts, totals.agent_restarts);
+	printf("dst: gangs at quiescence (none of their members deleted, finished or unlabelled): %ld all bound, %ld none\n",
+	       gangs_complete, gangs_none);
 	return failed ? 1 : 0;
 }

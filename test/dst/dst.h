@@ -60,6 +60,9 @@ enum fault {
 	F_DELETE,       /* pods deleted */
 	F_FINISH,       /* pods finish */
 	F_LOSE_ENTRY,   /* an entry of a bound pod goes from its ledger (an edit by hand, a bug) (finding 8) */
+	F_KUBELET_RESTART, /* a kubelet restarts: its record kept, it admits its new pods in creation order */
+	F_AGENT_RESTART,   /* a node agent restarts: its pod store listed again, kubelet's record read */
+	F_GANG,            /* not a fault: gangs (a PodGroup and its members) among the pods created */
 	/* not a fault: a check, switched like one */
 	F_PROMPT_RELEASE, /* a cleanly refused bind leaves no reservation behind (finding 6) */
 	F_NFAULTS
@@ -86,6 +89,13 @@ struct watch {
 	int64_t silent_until_ms;
 };
 
+/* The pod watches of a node (spec.nodeName=<node>): kubelet's and the node agent's. */
+#define DST_NODES 3
+
+enum node_watch_kind { NW_KUBELET, NW_AGENT, NW_KINDS };
+
+#define DST_WALL0_S 1800000000   /* the wall clock at the start (virtual ms 0) */
+
 struct apiserver;
 struct apiserver *apis_new(const char *ledger_ns, int nwatchers);
 void apis_free(struct apiserver *a);
@@ -101,9 +111,21 @@ void apis_relist(struct apiserver *a, int watcher, enum watch_kind k, const stru
 /* Drops the first n events of a watch. */
 void apis_watch_pop(struct watch *w, int n);
 
+/* A node's pod watch (node: its index). */
+struct watch *apis_node_watch(struct apiserver *a, int node, enum node_watch_kind k);
+/* The pods bound to a node now (a PodList's items; caller deletes). */
+cJSON *apis_node_pods(struct apiserver *a, int node);
+/* Opens a node's watch again after a list (the caller applied apis_node_pods). */
+void apis_node_relist(struct apiserver *a, int node, enum node_watch_kind k);
+/* status.phase of a pod, as kubelet writes it. 0, or -1 when there is no such pod. */
+int apis_pod_phase(struct apiserver *a, const char *ns, const char *name, const char *phase);
+
 /* Pods, as the simulation's actors change them. */
-int apis_pod_create(struct apiserver *a, const char *ns, const char *name, int gpus, bool managed, char *uid,
-		    size_t size);
+/* group: the PodGroup it belongs to (label scheduling.x-k8s.io/pod-group), or NULL. */
+int apis_pod_create(struct apiserver *a, const char *ns, const char *name, int gpus, bool managed, const char *group,
+		    char *uid, size_t size);
+/* A coscheduling PodGroup (what the gang code reads of a gang). */
+int apis_podgroup_create(struct apiserver *a, const char *ns, const char *name, int min, int timeout_s);
 int apis_pod_delete(struct apiserver *a, const char *ns, const char *name);
 int apis_pod_finish(struct apiserver *a, const char *ns, const char *name);
 int apis_pod_unlabel(struct apiserver *a, const char *ns, const char *name);
@@ -133,7 +155,6 @@ void apis_set_now_ms(struct apiserver *a, int64_t ms);
 
 /* ---- replicas and their threads (sched.c) ---- */
 
-#define DST_NODES 3
 #define DST_SLOTS 3
 #define DST_NS "gpu-system"
 
@@ -168,7 +189,9 @@ struct task {
 	pthread_t th;
 	void (*fn)(struct task *t);
 	char what[96];
-	int pod;              /* the bind's pod (world.pods), or -1 */
+	int pod;              /* the bind's (or filter's) pod (world.pods), or -1 */
+	bool filter;          /* a filter (a gang member's: the gang code writes from it), not a bind */
+	char *fbody;          /* the filter's ExtenderArgs; then its answer (heap) */
 	char body[768];       /* the bind's ExtenderBindingArgs */
 	bool ok;              /* the bind's answer: no Error */
 	bool faulted;         /* one of its requests met a fault (no answer, 5xx, 429 but on the binding) */
@@ -196,7 +219,21 @@ struct spod {
 	int64_t bind_since_ms;
 	int tries;
 	bool faulted;          /* one of its tries met a fault */
+	char gang[16];         /* its PodGroup, or "" */
+	int gang_size;
+	bool touched;          /* deleted, finished or unlabelled: its gang may rightly stay incomplete */
 };
+
+/* What the kubelet models did (the summary's counts). */
+struct node_stats {
+	long admitted, admit_failed;      /* pods past admission; pods kubelet failed there */
+	long prestart_refused;            /* containers PreStartContainer refused (each once) */
+	long prestart_later;              /* of those, started at a later try */
+	long unverified;                  /* containers started with no check possible */
+	long refused_at_end;              /* live pods whose container is still refused at quiescence */
+	long kubelet_restarts, agent_restarts;
+};
+struct node_sim;
 
 #define DST_MAX_PODS 256
 #define DST_TRACE 48
@@ -226,6 +263,12 @@ struct world {
 	bool failure_pending;      /* a check outside the step checks failed (failure says which) */
 	char lost[8][64];          /* uids whose ledger entry lose-entry took (until it is back) */
 	int nlost;
+	struct node_sim *node[DST_NODES];
+	struct node_stats node_stats;
+	int ngangs;
+	long filter_passed;        /* gang members' filters that found a node */
+	long filter_waiting;       /* those that found the gang's places not all written (yet, or any more) */
+	long gangs_complete, gangs_none;   /* at quiescence */
 };
 
 void dst_trace(struct world *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -249,6 +292,26 @@ int sched_transport(void *ctx, const char *method, const char *path, const char 
 void sched_clock(struct world *w, int slot);
 /* The task done hook, in dst.c: kube-scheduler reads a bind's answer, a reaper pass ends. */
 void dst_task_done(struct world *w, struct task *t);
+
+/* node.c: kubelet and the node agent's device plugin on each node. */
+void node_init(struct world *w);
+void node_free(struct world *w);
+/* Delivers up to max events (0: all) of a node's watch; a closed one is listed again. */
+void node_deliver(struct world *w, int node, enum node_watch_kind k, int max);
+/* kubelet starts one container it admitted (or tries a refused one again); false when none waits. */
+bool node_start_one(struct world *w, int node);
+void node_start_all(struct world *w);
+void node_kubelet_restart(struct world *w, int node);
+void node_agent_restart(struct world *w, int node);
+/* kubelet stops the pod (finished, or deleted) before the API server shows it. */
+void node_pod_stopped(struct world *w, const char *node, const char *uid);
+/* Whether kubelet runs the pod's container (only such a pod can finish). */
+bool node_runs(struct world *w, const char *node, const char *uid);
+/* The API server restarts: the nodes' watches end. */
+void node_close_watches(struct world *w);
+/* The nodes' invariants; exempt: pods lose-entry touched. 0, or -1 with failure set. */
+int node_check(struct world *w, char *failure, size_t size, bool (*exempt)(struct world *, const char *));
+int node_check_quiescent(struct world *w, char *failure, size_t size);
 
 /* check.c: the invariants. 0, or -1 with w->failure set. */
 int check_step(struct world *w);
