@@ -148,7 +148,7 @@ int agent_publish(struct agent_publisher *p, const struct agent_node *node, cons
 		  int64_t now_ms, int64_t resync_ms, bool force, struct agent_pub_result *res,
 		  char *err, size_t errlen);
 
-/* ---- the loop (run.c) ---- */
+/* ---- the loop (src/agentd/run.c) ---- */
 
 struct agent_run_opts {
 	const char *kubeconfig;      /* NULL: in-cluster, else $KUBECONFIG */

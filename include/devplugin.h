@@ -94,7 +94,7 @@ struct dp_config {
 };
 void dp_config_default(struct dp_config *c);
 
-/* ---- the devices (inventory.c) ---- */
+/* ---- the devices (devices.c) ---- */
 
 struct dp_devnode {
 	char path[64];                          /* in the container: "/dev/dri/renderD128" */

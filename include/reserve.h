@@ -57,7 +57,7 @@ void reserve_free(struct reserve *r);
 int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t errlen);
 int reserve_fetch_pod(void *ctx, const char *ns, const char *name, const char *uid,
 		      struct claim *out, char *err, size_t errlen);
-/* extender_gang_fn for cluster mode (gang.c); ctx is the struct reserve. */
+/* extender_gang_fn for cluster mode (reserve_gang.c); ctx is the struct reserve. */
 void reserve_gang_route(void *ctx, const struct api_pod_ref *pod, const struct claim *c,
 			const struct gpu_node *const *nodes, int n, struct gang_route *out);
 

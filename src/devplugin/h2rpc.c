@@ -1,5 +1,5 @@
 /*
- * gRPC over h2c on unix sockets, on nghttp2 (see include/h2rpc.h).
+ * gRPC over h2c on unix sockets, on nghttp2 (see h2rpc.h).
  *
  * nghttp2 does the HTTP/2 framing, HPACK and flow control; this file adds
  * the sockets, the poll loop and gRPC's message framing and status

@@ -1,4 +1,4 @@
-/* Internal to src/reserve: what gang.c offers the bind (reserve.c) and the reaper. */
+/* Internal to src/reserve: what reserve_gang.c offers the bind (reserve.c) and the reaper. */
 #ifndef GPU_RESERVE_GANG_H
 #define GPU_RESERVE_GANG_H
 
@@ -34,7 +34,7 @@ bool reserve_gang_can_take(struct reserve *r, const struct gpu_node *devices, co
 			   const char *ns, const struct claim *c);
 /* A member's bind took a place of its gang over: Bound once none is left. */
 void reserve_gang_place_taken(struct reserve *r, const char *ns, const struct claim *c);
-/* Frees what gang.c keeps in r (reserve_free). */
+/* Frees what reserve_gang.c keeps in r (reserve_free). */
 void reserve_gang_free(struct reserve *r);
 
 #endif

@@ -96,7 +96,7 @@ struct reserve {
 	struct store store;             /* where the ledgers, reservation Leases and gang locks are kept */
 	struct ledger_turns turns[LEDGER_TURNS];
 	char ns[64], identity[128], selector[256];
-	pthread_mutex_t gang_lock;      /* one gang reservation at a time in this replica (gang.c) */
+	pthread_mutex_t gang_lock;      /* one gang reservation at a time in this replica (reserve_gang.c) */
 	pthread_mutex_t lock;           /* guards everything below */
 	struct keyset ledgers;          /* struct ledger_box *, by node */
 	struct keyset pods;             /* struct pod_state *, by uid */
@@ -107,9 +107,9 @@ struct reserve {
 	struct strmap first_seen;       /* "uid@node" -> struct entry_seen *: reservations waiting for a bind */
 	struct strmap resv;             /* "ns/name" -> struct resv_lease *: the reservation Leases watched */
 	uint64_t resv_gen;
-	struct strmap gang_status;      /* "ns/gang" -> char *: the status last written (gang.c) */
-	struct strmap gang_written;     /* "<gang id>-p<plan>" -> (void *)1: plans seen Written (gang.c) */
-	struct strmap gang_writing;     /* lock name -> struct lock_seen *: Writing plans' locks (gang.c) */
+	struct strmap gang_status;      /* "ns/gang" -> char *: the status last written (reserve_gang.c) */
+	struct strmap gang_written;     /* "<gang id>-p<plan>" -> (void *)1: plans seen Written (reserve_gang.c) */
+	struct strmap gang_writing;     /* lock name -> struct lock_seen *: Writing plans' locks (reserve_gang.c) */
 	uint64_t pods_gen, ledger_gen;
 	uint32_t reap_passes;           /* reaper passes so far (pod_state.held_in_pass) */
 	struct reap_stats last_pass;

@@ -1,4 +1,4 @@
-/* GpuClaim status, and the status patches gang.c writes. */
+/* GpuClaim status, and the status patches reserve_gang.c writes. */
 #include "status.h"
 #include "log.h"
 

@@ -3,7 +3,7 @@
  * module that speaks to the API server about ledgers and Leases: the nodes'
  * ledger Leases, the pods' reservation Leases, the gangs' lock Leases, and
  * the watches of the first two. Everything above it (update.c, watch.c,
- * gang.c, reserve.c, reaper.c) decides; the store only keeps and returns.
+ * reserve_gang.c, reserve.c, reaper.c) decides; the store only keeps and returns.
  *
  * Another storage implements these functions (and struct store's fields)
  * in a file of its own and takes store.c's place in the Makefile's source
