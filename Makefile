@@ -1,7 +1,7 @@
 # gpu-extender: a GPU scheduler extender for Kubernetes, in C.
 #
 #   make            build build/gpu-extender and build/gpu-agent
-#   make run        serve the bundled demo inventory on 127.0.0.1:$(PORT)
+#   make run        serve the bundled demo inventory on 127.0.0.1:$(PORT), /debug/nodes on $(DEBUG_PORT)
 #   make test       unit tests (ASan+UBSan, threads under TSan), fuzzing, black-box tests
 #                   (normal and ASan+UBSan builds), then e2e
 #   make fuzz       the libFuzzer targets, 10 minutes each
@@ -13,6 +13,7 @@
 #                   `make test`); `make soak SEEDS=N` runs N more seeds
 
 PORT ?= 8888
+DEBUG_PORT ?= $(shell echo $$(($(PORT) + 1)))
 CC ?= cc
 BUILD := build
 
@@ -112,7 +113,7 @@ $(BUILD)/test/%: test/unit/%.c $(wildcard test/unit/*.h) $(BUILD)/libgpu-asan.a 
 
 run: $(BUILD)/gpu-extender
 	$(BUILD)/gpu-extender serve --inventory config/demo-inventory.json \
-		--config config/extender.yaml --listen 127.0.0.1:$(PORT)
+		--config config/extender.yaml --listen 127.0.0.1:$(PORT) --debug-listen 127.0.0.1:$(DEBUG_PORT)
 
 # Each phase prints its duration; any failure stops the run.
 test: all $(UNIT_BINS)
@@ -131,7 +132,7 @@ blackbox: all $(SOBJ)/gpu-extender $(SOBJ)/gpu-agent | $(TEST_DEPS_STAMP)
 	@python3 test/sim/check_expected.py $(BUILD)/gpu-extender
 	@test/blackbox/asan.sh $(SOBJ)/gpu-extender $(SOBJ)/gpu-agent
 
-e2e: all
+e2e: all | $(TEST_DEPS_STAMP)
 	@test/e2e/run.sh
 
 bench: $(BUILD)/gpu-extender $(BUILD)/bench | $(TEST_DEPS_STAMP)
@@ -141,7 +142,7 @@ bench: $(BUILD)/gpu-extender $(BUILD)/bench | $(TEST_DEPS_STAMP)
 	@echo
 	@$(BUILD)/bench --scale --busy
 
-bench-e2e: all
+bench-e2e: all | $(TEST_DEPS_STAMP)
 	@bench/e2e.sh --extender $(BUILD)/gpu-extender $(BENCH_E2E_ARGS)
 
 $(BUILD)/bench: bench/bench.c $(BUILD)/libgpu.a
