@@ -1131,7 +1131,8 @@ void extender_bind(void *ctx, const struct http_request *req, struct http_respon
 	if (not_ready(x, resp, 200))
 		goto out;
 	if (!have_args) {
-		httpd_error(resp, 400, "bind needs PodName, PodNamespace, PodUID and Node");
+		httpd_error(resp, 400, cJSON_IsObject(root) ? "bind needs PodName, PodNamespace, PodUID and Node"
+							     : "request body is not a JSON object (an ExtenderBindingArgs)");
 		goto out;
 	}
 	if (!pending_get(&x->pending, uid, &c)) {
