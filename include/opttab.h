@@ -44,6 +44,7 @@ struct opt {
 	opt_setter set;       /* OPT_FUNC */
 	const char *which;    /* passed to set() through the row */
 	const char *shown;    /* the default as --help shows it, where def is not it */
+	char letter;          /* also -LETTER VALUE (0: none) */
 };
 
 /* The row's target: .offset and .size of a member of type. */

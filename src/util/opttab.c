@@ -112,6 +112,14 @@ const struct opt *opt_find_key(const struct opt *t, size_t n, const char *key)
 	return NULL;
 }
 
+static const struct opt *opt_find_letter(const struct opt *t, size_t n, char letter)
+{
+	for (size_t i = 0; i < n; i++)
+		if (t[i].letter == letter)
+			return &t[i];
+	return NULL;
+}
+
 static bool is_bool_word(const char *s)
 {
 	return !strcmp(s, "true") || !strcmp(s, "false");
@@ -154,6 +162,16 @@ int opt_parse(const struct opt *t, size_t n, void *base, int argc, char **argv, 
 			return OPT_HELP;
 		if (!strcmp(a, "--help=markdown"))
 			return OPT_HELP_MARKDOWN;
+		const struct opt *l = a[0] == '-' && a[1] && !a[2] ? opt_find_letter(t, n, a[1]) : NULL;
+		if (l) {
+			if (++i >= argc) {
+				snprintf(err, errlen, "%s needs %s", a, l->arg ? l->arg : "a value");
+				return -1;
+			}
+			if (opt_set(l, base, argv[i], a, err, errlen))
+				return -1;
+			continue;
+		}
 		if (strncmp(a, "--", 2)) {
 			if (*npos >= maxpos) {
 				snprintf(err, errlen, "unexpected argument '%s'", a);
@@ -204,7 +222,9 @@ void opt_usage(FILE *out, const struct opt *t, size_t n)
 		const struct opt *o = &t[i];
 		char note[400], line[2048];
 		notes(o, note, sizeof(note));
-		fprintf(out, "  --%s%s%s\n", o->flag, o->arg ? " " : "", o->arg ? o->arg : "");
+		if (o->letter)
+			fprintf(out, "  -%c, ", o->letter);
+		fprintf(out, "%s--%s%s%s\n", o->letter ? "" : "  ", o->flag, o->arg ? " " : "", o->arg ? o->arg : "");
 		int w = snprintf(line, sizeof(line), "%s", o->help);
 		if (note[0] && w >= 0 && (size_t)w < sizeof(line))
 			w += snprintf(line + w, sizeof(line) - (size_t)w, " (%s)", note);
@@ -230,7 +250,10 @@ void opt_markdown(FILE *out, const struct opt *t, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		const struct opt *o = &t[i];
 		const char *def = o->shown ? o->shown : o->def;
-		fprintf(out, "| `--%s%s%s` | ", o->flag, o->arg ? " " : "", o->arg ? o->arg : "");
+		fputs("| ", out);
+		if (o->letter)
+			fprintf(out, "`-%c`, ", o->letter);
+		fprintf(out, "`--%s%s%s` | ", o->flag, o->arg ? " " : "", o->arg ? o->arg : "");
 		if (o->key)
 			fprintf(out, "`%s`", o->key);
 		fputs(" | ", out);

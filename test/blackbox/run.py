@@ -650,6 +650,7 @@ def bind_body_that_is_not_json_says_so():
 @test
 def docs_list_every_flag_as_help_prints_it():
     for cmd, doc in [([BIN, "serve", "--help=markdown"], "docs/configuration.md"),
+                     ([BIN, "simulate", "--help=markdown"], "docs/configuration.md"),
                      ([os.path.join(os.path.dirname(BIN), "gpu-agent"), "--help=markdown"], "docs/configuration.md")]:
         table = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
         assert table.startswith("| flag |"), table[:200]

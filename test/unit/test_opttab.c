@@ -18,7 +18,7 @@ struct o {
 static const struct opt rows[] = {
 	{ .flag = "name", .key = "name", .kind = OPT_STR, OPT_AT(struct o, name), .def = "x", .arg = "NAME", .help = "a | b" },
 	{ .flag = "dir", .kind = OPT_PATH, OPT_AT(struct o, dir), .arg = "DIR", .help = "a directory" },
-	{ .flag = "n", .kind = OPT_INT, OPT_AT(struct o, n), .def = "3", .arg = "N", .lo = 0, .hi = 10,
+	{ .flag = "n", .letter = 'n', .kind = OPT_INT, OPT_AT(struct o, n), .def = "3", .arg = "N", .lo = 0, .hi = 10,
 	  .zero = "off", .help = "a count" },
 	{ .flag = "t", .kind = OPT_DOUBLE, OPT_AT(struct o, t), .def = "1.5", .arg = "S", .lo = 0.5, .hi = 2, .help = "time" },
 	{ .flag = "bytes", .kind = OPT_SIZE, OPT_AT(struct o, bytes), .def = "1Ki", .arg = "B", .lo = 1024,
@@ -51,6 +51,9 @@ static void test_parse(void **state)
 	assert_int_equal(o.bytes, 4096);
 	assert_false(o.flag);
 	assert_string_equal(o.dir, "/d");
+	const char *c[] = { "p", "-n", "7" };
+	assert_int_equal(run(&o, 3, c, pos, &npos, err), OPT_OK);
+	assert_int_equal(o.n, 7);
 	const char *b[] = { "p", "--flag", "cmd" };
 	assert_int_equal(run(&o, 3, b, pos, &npos, err), OPT_OK);
 	assert_true(o.flag);
@@ -100,10 +103,10 @@ static void test_help(void **state)
 	opt_usage(f, rows, NROWS);
 	opt_markdown(f, rows, NROWS);
 	fclose(f);
-	assert_non_null(strstr(text, "  --n N\n        a count (default 3; 0: off)\n"));
+	assert_non_null(strstr(text, "  -n, --n N\n        a count (default 3; 0: off)\n"));
 	assert_non_null(strstr(text, "a | b (default x) [name]"));
 	assert_non_null(strstr(text, "| `--name NAME` | `name` | `x` | a \\| b |\n"));
-	assert_non_null(strstr(text, "| `--n N` |  | `3` | a count; 0: off |\n"));
+	assert_non_null(strstr(text, "| `-n`, `--n N` |  | `3` | a count; 0: off |\n"));
 	assert_non_null(strstr(text, "| `--flag` |  | `false` | a switch |\n"));
 	free(text);
 	struct o o;
