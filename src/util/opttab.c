@@ -52,12 +52,11 @@ int opt_set(const struct opt *o, void *base, const char *value, const char *labe
 	char *field = (char *)base + o->offset;
 	switch (o->kind) {
 	case OPT_PATH:
-		if (value[0] && value[0] != '/') {
+	case OPT_STR:
+		if (o->kind == OPT_PATH && value[0] && value[0] != '/') {
 			snprintf(err, errlen, "%s: '%s' is not an absolute path", label, value);
 			return -1;
 		}
-		/* fall through */
-	case OPT_STR:
 		if (!str_copy(field, o->size, value)) {
 			snprintf(err, errlen, "%s: longer than %zu characters", label, o->size - 1);
 			return -1;
