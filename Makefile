@@ -1,7 +1,7 @@
 # gpu-extender: a GPU scheduler extender for Kubernetes, in C.
 #
 #   make            build build/gpu-extender, build/gpu-agent and build/kubectl-gpu
-#   make run        serve the bundled demo inventory on 127.0.0.1:$(PORT)
+#   make run        serve the bundled demo inventory on 127.0.0.1:$(PORT), /debug/nodes on $(DEBUG_PORT)
 #   make test       unit tests (ASan+UBSan, threads under TSan), fuzzing, black-box tests
 #                   (normal and ASan+UBSan builds), then e2e
 #   make fuzz       the libFuzzer targets, 10 minutes each
@@ -20,6 +20,7 @@
 #                   `make test`); `make soak SEEDS=N` runs N more seeds
 
 PORT ?= 8888
+DEBUG_PORT ?= $(shell echo $$(($(PORT) + 1)))
 CC ?= cc
 BUILD := build
 
@@ -131,7 +132,7 @@ $(BUILD)/test/%: test/unit/%.c $(wildcard test/unit/*.h) $(BUILD)/libgpu-asan.a 
 
 run: $(BUILD)/gpu-extender
 	$(BUILD)/gpu-extender serve --inventory config/demo-inventory.json \
-		--config config/extender.yaml --listen 127.0.0.1:$(PORT)
+		--config config/extender.yaml --listen 127.0.0.1:$(PORT) --debug-listen 127.0.0.1:$(DEBUG_PORT)
 
 # Each phase prints its duration; any failure stops the run.
 test: all $(UNIT_BINS)
@@ -151,7 +152,7 @@ blackbox: all $(SOBJ)/gpu-extender $(SOBJ)/gpu-agent | $(TEST_DEPS_STAMP)
 	@python3 test/sim/check_expected.py $(BUILD)/gpu-extender
 	@test/blackbox/asan.sh $(SOBJ)/gpu-extender $(SOBJ)/gpu-agent
 
-e2e: all
+e2e: all | $(TEST_DEPS_STAMP)
 	@test/e2e/run.sh
 
 bench: $(BUILD)/gpu-extender $(BUILD)/bench | $(TEST_DEPS_STAMP)
@@ -164,7 +165,7 @@ bench: $(BUILD)/gpu-extender $(BUILD)/bench | $(TEST_DEPS_STAMP)
 bench-http-scale: $(BUILD)/gpu-extender $(BUILD)/bench | $(TEST_DEPS_STAMP)
 	@$(BUILD)/bench --http-scale --extender $(BUILD)/gpu-extender
 
-bench-e2e: all
+bench-e2e: all | $(TEST_DEPS_STAMP)
 	@bench/e2e.sh --extender $(BUILD)/gpu-extender $(BENCH_E2E_ARGS)
 
 SUSTAINED_S ?= 1800

@@ -18,6 +18,7 @@
 #define CONFIG_PATH_MAX 512
 
 struct config {
+	char config_file[CONFIG_PATH_MAX];  /* --config: the settings file, "" = none */
 	char listen[128];             /* host:port */
 	char url_prefix[128];         /* "" or "/gpu-scheduler" */
 	size_t max_body;              /* bytes */
@@ -61,11 +62,20 @@ void config_defaults(struct config *cfg);
 int config_load_file(struct config *cfg, const char *path, char *err, size_t errlen);
 /*
  * Applies argv (after the subcommand). --config FILE is applied first
- * wherever it appears. Returns 0, 1 when --help was asked (usage printed
- * to out), or -1 with err.
+ * wherever it appears, then the flags, then config_check(). Returns 0, 1
+ * when --help or --help=markdown was asked (printed to out), or -1 with
+ * err: a usage error (exit status 2), found before anything is loaded.
  */
 int config_parse_args(struct config *cfg, int argc, char **argv, FILE *out, char *err, size_t errlen);
+/*
+ * What settings say together: TLS files in pairs, a client CA only with
+ * TLS, the webhook's files with its address, the addresses HOST:PORT, the
+ * URL prefix from '/'. 0, or -1 with err naming the flags.
+ */
+int config_check(const struct config *cfg, char *err, size_t errlen);
 void config_usage(FILE *out);
+/* The settings as the Markdown table of docs/configuration.md. */
+void config_markdown(FILE *out);
 /* Splits listen into host and port; -1 if malformed. */
 int config_listen_split(const char *listen, char *host, size_t hostlen, int *port);
 

@@ -73,6 +73,11 @@ struct httpd;
 /* Starts serving; NULL with err set when the port or TLS files fail. */
 struct httpd *httpd_start(const struct httpd_config *cfg, const struct http_route *routes,
 			  size_t nroutes, char *err, size_t errlen);
+/*
+ * Whether a certificate, its key and a client CA (NULL or "": none) load as
+ * httpd_start would load them; -1 with err naming the file and why.
+ */
+int httpd_tls_check(const char *cert, const char *key, const char *client_ca, char *err, size_t errlen);
 int httpd_port(const struct httpd *h);
 /*
  * Reads the TLS files again (certificate, key, client CA); when they changed

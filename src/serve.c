@@ -39,6 +39,7 @@ struct server {
 	struct reserve *resv;
 	struct webhook *wh;
 	atomic_bool trimmed;          /* cluster: memory of the first lists handed back (is_ready) */
+	struct httpd *verbs, *webhook_httpd, *debug_httpd;
 };
 
 /* Ready when the cache is filled (and, in cluster mode, reservations rebuilt); else why not. */
@@ -163,10 +164,6 @@ static int webhook_claim_of(void *ctx, const char *ns, const char *name, struct 
 /* The admission webhook: its own HTTPS server (the API server calls webhooks over TLS only). */
 static struct httpd *start_webhook(struct server *s, char *err, size_t errlen)
 {
-	if (!s->cfg.webhook_cert[0] || !s->cfg.webhook_key[0]) {
-		log_error("--webhook-listen needs --webhook-cert and --webhook-key", "listen=%s", s->cfg.webhook_listen);
-		return NULL;
-	}
 	struct webhook_opts wo = {
 		.res = &s->cfg.res, .marker_resource = s->cfg.marker_resource, .no_env = !s->cfg.webhook_env,
 		.system_namespaces = s->cfg.system_namespaces, .claim_of = webhook_claim_of, .claim_ctx = s,
@@ -229,6 +226,11 @@ static int load_inventory(struct server *s)
 	cache_stats(s->cache, &st);
 	log_info("inventory loaded", "file=%s nodes=%zu devices=%zu gpuclaims=%zu", s->cfg.inventory,
 		 st.nodes, st.devices, st.gpuclaims);
+	/* Valid, but every GPU pod's filter would fail: most likely the wrong file. */
+	if (!st.nodes || !st.devices)
+		log_warn(!st.nodes ? "the inventory has no nodes: no GPU pod can be placed"
+				   : "the inventory has no GPUs (no GpuNodeStatus devices): no GPU pod can be placed",
+			 "file=%s", s->cfg.inventory);
 	return 0;
 }
 
@@ -281,6 +283,132 @@ static void reload_tls(struct httpd *h, const char *which, bool reread)
 			 which, LOG_Q(err));
 }
 
+/* The TLS files load, checked before anything starts: which flags and files, and why not. */
+static int check_tls_files(const struct config *cfg)
+{
+	char err[512];
+	if (cfg->tls_cert[0] && httpd_tls_check(cfg->tls_cert, cfg->tls_key, cfg->client_ca, err, sizeof(err))) {
+		log_error("the verbs' TLS files do not load", "flags=\"--tls-cert %s --tls-key %s%s%s\" error=\"%s\"",
+			  cfg->tls_cert, cfg->tls_key, cfg->client_ca[0] ? " --client-ca " : "", cfg->client_ca, LOG_Q(err));
+		return -1;
+	}
+	if (cfg->webhook_listen[0] && httpd_tls_check(cfg->webhook_cert, cfg->webhook_key, NULL, err, sizeof(err))) {
+		log_error("the webhook's TLS files do not load", "flags=\"--webhook-cert %s --webhook-key %s\" error=\"%s\"",
+			  cfg->webhook_cert, cfg->webhook_key, LOG_Q(err));
+		return -1;
+	}
+	return 0;
+}
+
+/* The cache and the extender, fed by the inventory file or by the cluster. */
+static int start_extender(struct server *s)
+{
+	s->cache = cache_new();
+	if (!s->cache)
+		return -1;
+	struct extender_opts xo = {
+		.cache = s->cache, .res = &s->cfg.res, .default_policy = s->cfg.policy,
+		.bind = extender_bind_local, .bind_ctx = s->cache,
+		.filter_keeps_best = s->cfg.filter_keeps_best,
+	};
+	if (s->cfg.inventory[0]) {
+		if (load_inventory(s))
+			return -1;
+		atomic_store(&s->ready, true);
+	} else {
+		if (start_cluster(s))
+			return -1;
+		xo.bind = reserve_bind;
+		xo.bind_ctx = s->resv;
+		xo.fetch = reserve_fetch_pod;
+		xo.fetch_ctx = s->resv;
+		xo.gang = reserve_gang_route;
+		xo.gang_ctx = s->resv;
+		xo.ready = is_ready;
+		xo.ready_ctx = s;
+		xo.assume_binds = true;
+	}
+	s->ext = extender_new(&xo);
+	return s->ext ? 0 : -1;
+}
+
+/* The verbs' server; with --client-ca, probes and Prometheus need no client certificate, the verbs do. */
+static int start_verbs(struct server *s)
+{
+	const struct http_route routes[] = {
+		{ .method = "POST", .path = "/filter", .handler = extender_filter, .ctx = s->ext, .verb = VERB_FILTER },
+		{ .method = "POST", .path = "/prioritize", .handler = extender_prioritize, .ctx = s->ext, .verb = VERB_PRIORITIZE },
+		{ .method = "POST", .path = "/bind", .handler = extender_bind, .ctx = s->ext, .verb = VERB_BIND,
+		  .waits = true, .arrive = extender_bind_arrive },
+		{ .method = "POST", .path = "/preempt", .handler = extender_preempt, .ctx = s->ext, .verb = VERB_PREEMPT },
+		{ .method = "GET", .path = "/healthz", .handler = on_healthz, .ctx = s, .verb = VERB_OTHER, .open = true },
+		{ .method = "GET", .path = "/readyz", .handler = on_readyz, .ctx = s, .verb = VERB_OTHER, .open = true },
+		{ .method = "GET", .path = "/version", .handler = on_version, .ctx = s, .verb = VERB_OTHER, .open = true },
+		{ .method = "GET", .path = "/metrics", .handler = on_metrics, .ctx = s, .verb = VERB_OTHER, .open = true },
+	};
+	char host[128], err[512];
+	int port;
+	config_listen_split(s->cfg.listen, host, sizeof(host), &port);   /* checked with the flags */
+	struct httpd_config hc = {
+		.host = host, .port = port, .url_prefix = s->cfg.url_prefix, .max_body = s->cfg.max_body,
+		.threads = s->cfg.threads, .tls_cert = s->cfg.tls_cert, .tls_key = s->cfg.tls_key,
+		.client_ca = s->cfg.client_ca, .max_connections = s->cfg.max_connections,
+		.max_per_address = s->cfg.max_per_address,
+		/* Standalone binds are in memory: they wait on nothing. */
+		.io_threads = s->cfg.inventory[0] ? 0 : s->cfg.bind_threads,
+	};
+	s->verbs = httpd_start(&hc, routes, sizeof(routes) / sizeof(routes[0]), err, sizeof(err));
+	if (!s->verbs) {
+		log_error("cannot start the HTTP server", "listen=%s error=\"%s\"", s->cfg.listen, LOG_Q(err));
+		return -1;
+	}
+	int bound = httpd_port(s->verbs);
+	log_info("serving", "address=%s:%d tls=%s client_certificates=%s prefix=%s policy=%s version=%s", host,
+		 bound, s->cfg.tls_cert[0] ? "on" : "off", s->cfg.client_ca[0] ? "required" : "off",
+		 s->cfg.url_prefix[0] ? s->cfg.url_prefix : "/", policy_name(s->cfg.policy), GPU_VERSION);
+	/* Anyone who reaches the port could bind pods with the extender's rights. */
+	if (!s->cfg.client_ca[0] && strncmp(host, "127.", 4) && strcmp(host, "::1"))
+		log_warn("the verbs answer any caller on this address: set --tls-cert, --tls-key and --client-ca "
+			 "so that only kube-scheduler may call them (docs/security.md)", "address=%s:%d", host, bound);
+	return 0;
+}
+
+/* Until SIGTERM or SIGINT: SIGHUP reloads, and every tls_reload_s the certificate files are looked at. */
+static void serve_until_stopped(struct server *s, const sigset_t *sigs)
+{
+	struct timespec tick = { s->cfg.tls_reload_s > 0 ? s->cfg.tls_reload_s : RETIRED_CHECK_SECONDS, 0 };
+	for (;;) {
+		int sig = sigtimedwait(sigs, NULL, &tick);
+		if (sig < 0 || sig == SIGHUP) {
+			bool reread = sig == SIGHUP || s->cfg.tls_reload_s > 0;
+			reload_tls(s->verbs, "verbs", reread);
+			reload_tls(s->webhook_httpd, "webhook", reread);
+		}
+		if (sig == SIGHUP && s->cfg.inventory[0]) {
+			log_info("reloading the inventory", "file=%s", s->cfg.inventory);
+			load_inventory(s);
+		}
+		if (sig == SIGINT || sig == SIGTERM) {
+			log_info("shutting down", "signal=%d", sig);
+			return;
+		}
+	}
+}
+
+static void server_release(struct server *s)
+{
+	httpd_stop(s->debug_httpd);
+	httpd_stop(s->webhook_httpd);
+	httpd_stop(s->verbs);
+	reserve_stop(s->resv);
+	cluster_stop(&s->cl);
+	reserve_free(s->resv);
+	kube_client_free(s->client);
+	extender_free(s->ext);
+	webhook_free(s->wh);
+	cache_free(s->cache);
+}
+
 int serve_main(int argc, char **argv)
 {
 	struct server s;
@@ -291,10 +419,12 @@ int serve_main(int argc, char **argv)
 	if (rc > 0)
 		return 0;
 	if (rc < 0) {
-		fprintf(stderr, "gpu-extender serve: %s\n", err);
+		fprintf(stderr, "gpu-extender serve: %s (see --help)\n", err);
 		return 2;
 	}
 	log_setup(s.cfg.log_level, s.cfg.log_json);
+	if (check_tls_files(&s.cfg))
+		return 1;
 	raise_open_files(&s.cfg);
 	jsonarena_install();
 
@@ -308,106 +438,12 @@ int serve_main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	rc = 1;
-	struct httpd *h = NULL, *wh_httpd = NULL, *debug_httpd = NULL;
-	s.cache = cache_new();
-	if (!s.cache)
-		goto out;
-	struct extender_opts xo = {
-		.cache = s.cache, .res = &s.cfg.res, .default_policy = s.cfg.policy,
-		.bind = extender_bind_local, .bind_ctx = s.cache,
-		.filter_keeps_best = s.cfg.filter_keeps_best,
-	};
-	if (s.cfg.inventory[0]) {
-		if (load_inventory(&s))
-			goto out;
-		atomic_store(&s.ready, true);
-	} else {
-		if (start_cluster(&s))
-			goto out;
-		xo.bind = reserve_bind;
-		xo.bind_ctx = s.resv;
-		xo.fetch = reserve_fetch_pod;
-		xo.fetch_ctx = s.resv;
-		xo.gang = reserve_gang_route;
-		xo.gang_ctx = s.resv;
-		xo.ready = is_ready;
-		xo.ready_ctx = &s;
-		xo.assume_binds = true;
+	if (!start_extender(&s) && !start_verbs(&s) &&
+	    (!s.cfg.webhook_listen[0] || (s.webhook_httpd = start_webhook(&s, err, sizeof(err))))) {
+		s.debug_httpd = start_debug(&s);
+		serve_until_stopped(&s, &sigs);
+		rc = 0;
 	}
-	s.ext = extender_new(&xo);
-	if (!s.ext)
-		goto out;
-
-	/* With --client-ca, probes and Prometheus need no client certificate; the verbs do. */
-	const struct http_route routes[] = {
-		{ .method = "POST", .path = "/filter", .handler = extender_filter, .ctx = s.ext, .verb = VERB_FILTER },
-		{ .method = "POST", .path = "/prioritize", .handler = extender_prioritize, .ctx = s.ext, .verb = VERB_PRIORITIZE },
-		{ .method = "POST", .path = "/bind", .handler = extender_bind, .ctx = s.ext, .verb = VERB_BIND,
-		  .waits = true, .arrive = extender_bind_arrive },
-		{ .method = "POST", .path = "/preempt", .handler = extender_preempt, .ctx = s.ext, .verb = VERB_PREEMPT },
-		{ .method = "GET", .path = "/healthz", .handler = on_healthz, .ctx = &s, .verb = VERB_OTHER, .open = true },
-		{ .method = "GET", .path = "/readyz", .handler = on_readyz, .ctx = &s, .verb = VERB_OTHER, .open = true },
-		{ .method = "GET", .path = "/version", .handler = on_version, .ctx = &s, .verb = VERB_OTHER, .open = true },
-		{ .method = "GET", .path = "/metrics", .handler = on_metrics, .ctx = &s, .verb = VERB_OTHER, .open = true },
-	};
-	char host[128];
-	int port;
-	if (config_listen_split(s.cfg.listen, host, sizeof(host), &port)) {
-		log_error("bad --listen address", "listen=%s", s.cfg.listen);
-		goto out;
-	}
-	struct httpd_config hc = {
-		.host = host, .port = port, .url_prefix = s.cfg.url_prefix, .max_body = s.cfg.max_body,
-		.threads = s.cfg.threads, .tls_cert = s.cfg.tls_cert, .tls_key = s.cfg.tls_key,
-		.client_ca = s.cfg.client_ca, .max_connections = s.cfg.max_connections,
-		.max_per_address = s.cfg.max_per_address,
-		/* Standalone binds are in memory: they wait on nothing. */
-		.io_threads = s.cfg.inventory[0] ? 0 : s.cfg.bind_threads,
-	};
-	h = httpd_start(&hc, routes, sizeof(routes) / sizeof(routes[0]), err, sizeof(err));
-	if (!h) {
-		log_error("cannot start the HTTP server", "error=\"%s\"", LOG_Q(err));
-		goto out;
-	}
-	log_info("serving", "address=%s:%d tls=%s client_certificates=%s prefix=%s policy=%s version=%s", host,
-		 httpd_port(h), s.cfg.tls_cert[0] ? "on" : "off", s.cfg.client_ca[0] ? "required" : "off",
-		 s.cfg.url_prefix[0] ? s.cfg.url_prefix : "/", policy_name(s.cfg.policy), GPU_VERSION);
-	/* Anyone who reaches the port could bind pods with the extender's rights. */
-	if (!s.cfg.client_ca[0] && strncmp(host, "127.", 4) && strcmp(host, "::1"))
-		log_warn("the verbs answer any caller on this address: set --tls-cert, --tls-key and --client-ca "
-			 "so that only kube-scheduler may call them (docs/security.md)", "address=%s:%d", host, httpd_port(h));
-	if (s.cfg.webhook_listen[0] && !(wh_httpd = start_webhook(&s, err, sizeof(err))))
-		goto out;
-	debug_httpd = start_debug(&s);
-	/* Wakes for signals, and every tls_reload_s to look at the certificate files. */
-	struct timespec tick = { s.cfg.tls_reload_s > 0 ? s.cfg.tls_reload_s : RETIRED_CHECK_SECONDS, 0 };
-	for (;;) {
-		int sig = sigtimedwait(&sigs, NULL, &tick);
-		if (sig < 0 || sig == SIGHUP) {
-			bool reread = sig == SIGHUP || s.cfg.tls_reload_s > 0;
-			reload_tls(h, "verbs", reread);
-			reload_tls(wh_httpd, "webhook", reread);
-		}
-		if (sig == SIGHUP && s.cfg.inventory[0]) {
-			log_info("reloading the inventory", "file=%s", s.cfg.inventory);
-			load_inventory(&s);
-		}
-		if (sig == SIGINT || sig == SIGTERM) {
-			log_info("shutting down", "signal=%d", sig);
-			break;
-		}
-	}
-	rc = 0;
-out:
-	httpd_stop(debug_httpd);
-	httpd_stop(wh_httpd);
-	httpd_stop(h);
-	reserve_stop(s.resv);
-	cluster_stop(&s.cl);
-	reserve_free(s.resv);
-	kube_client_free(s.client);
-	extender_free(s.ext);
-	webhook_free(s.wh);
-	cache_free(s.cache);
+	server_release(&s);
 	return rc;
 }

@@ -147,6 +147,234 @@ static int hand_over(struct toolrun_result *res, struct buf *out)
 	return res->out ? 0 : -1;
 }
 
+/* One run of a tool: where it is, and the child with its three pipes (stdout, stderr, exec status). */
+struct spawn {
+	const char *root;                    /* chrooted into the host: the child looks the tool up after chroot() */
+	char cand[HOST_CANDIDATES][256];     /* with root: where to look */
+	int ncand;
+	char proc[300];                      /* root's /proc, where the tool gets one; "" none */
+	char **env;
+	int po[2], pe[2], ps[2];
+	pid_t pid;
+};
+
+/* With root: the candidate paths in the host's bin directories, and its /proc. */
+static void host_candidates(struct spawn *sp, const char *tool)
+{
+	struct stat rst;
+	int pn = snprintf(sp->proc, sizeof(sp->proc), "%s/proc", sp->root);
+	if (pn <= 0 || (size_t)pn >= sizeof(sp->proc) || lstat(sp->proc, &rst) || !S_ISDIR(rst.st_mode))
+		sp->proc[0] = '\0';
+	if (strchr(tool, '/')) {
+		snprintf(sp->cand[sp->ncand++], sizeof(sp->cand[0]), "%s", tool);
+		return;
+	}
+	const char *p = TOOLRUN_HOST_PATH;
+	while (*p && sp->ncand < HOST_CANDIDATES) {
+		size_t seg = strcspn(p, ":");
+		int n = snprintf(sp->cand[sp->ncand], sizeof(sp->cand[0]), "%.*s/%s", (int)seg, p, tool);
+		if (seg && n > 0 && (size_t)n < sizeof(sp->cand[0]))
+			sp->ncand++;
+		p += seg + (p[seg] ? 1 : 0);
+	}
+}
+
+/* Where the tool is (res->path); false with res's status set when it cannot be run. */
+static bool locate(const struct toolrun_opts *opts, const char *tool, struct spawn *sp, struct toolrun_result *res)
+{
+	sp->root = opts && !(opts->tools_dir && *opts->tools_dir) && opts->host_root && *opts->host_root
+			   ? opts->host_root : NULL;
+	struct stat rst;
+	if (sp->root && (stat(sp->root, &rst) || !S_ISDIR(rst.st_mode))) {
+		res->status = TOOLRUN_SPAWN_ERROR;
+		snprintf(res->err, sizeof(res->err), "the host root %s is not a directory (is / mounted there?)",
+			 sp->root);
+		return false;
+	}
+	if (sp->root) {
+		host_candidates(sp, tool);
+		snprintf(res->path, sizeof(res->path), "%s:%s", sp->root, tool);
+		return true;
+	}
+	if (toolrun_find(opts ? opts->tools_dir : NULL, tool, res->path, sizeof(res->path)))
+		return true;
+	res->status = TOOLRUN_NOT_FOUND;
+	res->path[0] = '\0';
+	return false;
+}
+
+/* The child: only async-signal-safe calls. Sends exec's errno on ps when it fails. */
+static _Noreturn void child_exec(const struct spawn *sp, const char *const argv[], const char *path)
+{
+	setpgid(0, 0);
+	int devnull = open("/dev/null", O_RDONLY);
+	if (devnull >= 0)
+		dup2(devnull, 0);
+	dup2(sp->po[1], 1);
+	dup2(sp->pe[1], 2);
+	signal(SIGPIPE, SIG_DFL);
+	int e;
+	if (sp->root) {
+		/*
+		 * The DaemonSet mounts the host's directories the tools need
+		 * under root, but not the host's /proc (that would show the
+		 * host's processes and, through /proc/1/root, all of its
+		 * files). The tools still read /proc: the loader resolves
+		 * $ORIGIN (ROCm's RUNPATH) through /proc/self/exe, NVML reads
+		 * /proc/devices (MIG) and /proc/self. So the tool gets this
+		 * container's /proc there, in a mount namespace of its own that
+		 * ends with it (the agent's view does not change). Best
+		 * effort: without CAP_SYS_ADMIN it runs without a /proc.
+		 */
+		if (sp->proc[0] && !unshare(CLONE_NEWNS) && !mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL))
+			(void)mount("/proc", sp->proc, NULL, MS_BIND | MS_REC, NULL);
+		if (chroot(sp->root) || chdir("/")) {
+			e = errno;
+		} else {
+			e = ENOENT;
+			for (int i = 0; i < sp->ncand; i++) {
+				execve(sp->cand[i], (char *const *)argv, sp->env);
+				if (errno != ENOENT && errno != ENOTDIR)
+					e = errno;   /* there, but cannot run: say why */
+			}
+		}
+	} else {
+		execve(path, (char *const *)argv, sp->env);
+		e = errno;
+	}
+	ssize_t w = write(sp->ps[1], &e, sizeof(e));
+	(void)w;
+	_exit(127);
+}
+
+static void spawn_close(struct spawn *sp)
+{
+	free(sp->env);
+	sp->env = NULL;
+	for (int i = 0; i < 2; i++) {
+		close_fd(&sp->po[i]);
+		close_fd(&sp->pe[i]);
+		close_fd(&sp->ps[i]);
+	}
+}
+
+/* Starts the tool; false with res's status and err set when it did not start (the child is reaped). */
+static bool spawn_tool(struct spawn *sp, const char *const argv[], struct toolrun_result *res)
+{
+	res->status = TOOLRUN_SPAWN_ERROR;
+	if (pipe2(sp->po, O_CLOEXEC) || pipe2(sp->pe, O_CLOEXEC) || pipe2(sp->ps, O_CLOEXEC)) {
+		snprintf(res->err, sizeof(res->err), "pipe: %s", strerror(errno));
+		return false;
+	}
+	sp->pid = fork();
+	if (sp->pid < 0) {
+		snprintf(res->err, sizeof(res->err), "fork: %s", strerror(errno));
+		return false;
+	}
+	if (sp->pid == 0)
+		child_exec(sp, argv, res->path);
+	setpgid(sp->pid, sp->pid);   /* also here, so the group exists before any kill */
+	free(sp->env);
+	sp->env = NULL;
+	close_fd(&sp->po[1]);
+	close_fd(&sp->pe[1]);
+	close_fd(&sp->ps[1]);
+	int exec_errno = 0;
+	ssize_t r;
+	do {
+		r = read(sp->ps[0], &exec_errno, sizeof(exec_errno));
+	} while (r < 0 && errno == EINTR);
+	close_fd(&sp->ps[0]);
+	if (r != (ssize_t)sizeof(exec_errno))
+		return true;   /* exec closed the pipe: the tool runs */
+	int st;
+	while (waitpid(sp->pid, &st, 0) < 0 && errno == EINTR)
+		;
+	res->status = exec_errno == ENOENT ? TOOLRUN_NOT_FOUND : TOOLRUN_SPAWN_ERROR;
+	if (sp->root)
+		snprintf(res->err, sizeof(res->err), "run %s chrooted into %s: %s", argv[0], sp->root,
+			 strerror(exec_errno));
+	else
+		snprintf(res->err, sizeof(res->err), "exec %s: %s", res->path, strerror(exec_errno));
+	return false;
+}
+
+/* How reading a running tool ended. */
+struct collected {
+	bool too_big, timed_out, reaped;
+	int wstatus;
+};
+
+/* Reads stdout (into out) and stderr (into res->err) until both close, the deadline, or too much. */
+static void collect(struct spawn *sp, int64_t deadline, struct buf *out, struct toolrun_result *res,
+		    struct collected *c)
+{
+	fcntl(sp->po[0], F_SETFL, fcntl(sp->po[0], F_GETFL) | O_NONBLOCK);
+	fcntl(sp->pe[0], F_SETFL, fcntl(sp->pe[0], F_GETFL) | O_NONBLOCK);
+	size_t errlen = 0;
+	int64_t exited_at = 0;
+	while (sp->po[0] >= 0 || sp->pe[0] >= 0) {
+		int64_t now = clock_mono_ms();
+		if (now >= deadline) {
+			c->timed_out = true;
+			return;
+		}
+		if (!c->reaped && waitpid(sp->pid, &c->wstatus, WNOHANG) == sp->pid) {
+			c->reaped = true;
+			exited_at = now;
+		}
+		if (c->reaped && now - exited_at > EXITED_GRACE_MS)
+			return;   /* something it left behind holds the pipes */
+		struct pollfd pfd[2];
+		int nfd = 0;
+		if (sp->po[0] >= 0)
+			pfd[nfd++] = (struct pollfd){ .fd = sp->po[0], .events = POLLIN };
+		if (sp->pe[0] >= 0)
+			pfd[nfd++] = (struct pollfd){ .fd = sp->pe[0], .events = POLLIN };
+		int64_t wait = deadline - now;
+		int pr = poll(pfd, (nfds_t)nfd, (int)(wait > 50 ? 50 : wait));
+		if (pr < 0 && errno != EINTR)
+			return;
+		for (int i = 0; i < nfd && pr > 0; i++) {
+			if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			bool is_out = pfd[i].fd == sp->po[0];
+			if (!drain(pfd[i].fd, is_out ? out : NULL, res->err, &errlen, &c->too_big))
+				close_fd(is_out ? &sp->po[0] : &sp->pe[0]);
+		}
+		if (c->too_big)
+			return;
+	}
+}
+
+/* Kills what is left when reading stopped early, reaps the tool, and says how it ended. */
+static void finish(struct spawn *sp, struct collected *c, struct toolrun_result *res)
+{
+	if (c->timed_out || c->too_big || sp->po[0] >= 0 || sp->pe[0] >= 0)
+		kill(-sp->pid, SIGKILL);
+	close_fd(&sp->po[0]);
+	close_fd(&sp->pe[0]);
+	if (!c->reaped) {
+		while (waitpid(sp->pid, &c->wstatus, 0) < 0 && errno == EINTR)
+			;
+	}
+	if (c->timed_out || c->too_big)
+		reap_group(sp->pid);
+	if (c->timed_out) {
+		res->status = TOOLRUN_TIMEOUT;
+	} else if (c->too_big) {
+		res->status = TOOLRUN_TOO_BIG;
+	} else if (WIFEXITED(c->wstatus)) {
+		res->exit_code = WEXITSTATUS(c->wstatus);
+		res->status = res->exit_code ? TOOLRUN_EXIT_NONZERO : TOOLRUN_OK;
+	} else if (WIFSIGNALED(c->wstatus)) {
+		res->signal = WTERMSIG(c->wstatus);
+		res->status = TOOLRUN_SIGNALED;
+	} else {
+		res->status = TOOLRUN_SPAWN_ERROR;
+	}
+}
+
 int toolrun_run(const struct toolrun_opts *opts, const char *const argv[], struct toolrun_result *res)
 {
 	memset(res, 0, sizeof(*res));
@@ -155,214 +383,22 @@ int toolrun_run(const struct toolrun_opts *opts, const char *const argv[], struc
 	int timeout_ms = opts && opts->timeout_ms > 0 ? opts->timeout_ms : DEFAULT_TIMEOUT_MS;
 	struct buf out;
 	buf_init(&out, opts && opts->out_cap ? opts->out_cap : DEFAULT_OUT_CAP);
-
 	if (!argv || !argv[0]) {
 		res->status = TOOLRUN_SPAWN_ERROR;
 		snprintf(res->err, sizeof(res->err), "empty argv");
 		return hand_over(res, &out);
 	}
-	/* chrooted into the host: the child looks the tool up after chroot() */
-	const char *root = opts && !(opts->tools_dir && *opts->tools_dir) && opts->host_root && *opts->host_root
-				   ? opts->host_root : NULL;
-	char cand[HOST_CANDIDATES][256];
-	int ncand = 0;
-	char proc[300] = "";   /* root's /proc, where the tool gets one */
-	struct stat rst;
-	if (root && (stat(root, &rst) || !S_ISDIR(rst.st_mode))) {
-		res->status = TOOLRUN_SPAWN_ERROR;
-		snprintf(res->err, sizeof(res->err), "the host root %s is not a directory (is / mounted there?)", root);
+	struct spawn sp = { .po = { -1, -1 }, .pe = { -1, -1 }, .ps = { -1, -1 } };
+	if (!locate(opts, argv[0], &sp, res))
 		return hand_over(res, &out);
-	}
-	if (root) {
-		int pn = snprintf(proc, sizeof(proc), "%s/proc", root);
-		if (pn <= 0 || (size_t)pn >= sizeof(proc) || lstat(proc, &rst) || !S_ISDIR(rst.st_mode))
-			proc[0] = '\0';
-		if (strchr(argv[0], '/')) {
-			snprintf(cand[ncand++], sizeof(cand[0]), "%s", argv[0]);
-		} else {
-			const char *p = TOOLRUN_HOST_PATH;
-			while (*p && ncand < HOST_CANDIDATES) {
-				size_t seg = strcspn(p, ":");
-				int n = snprintf(cand[ncand], sizeof(cand[0]), "%.*s/%s", (int)seg, p, argv[0]);
-				if (seg && n > 0 && (size_t)n < sizeof(cand[0]))
-					ncand++;
-				p += seg + (p[seg] ? 1 : 0);
-			}
-		}
-		snprintf(res->path, sizeof(res->path), "%s:%s", root, argv[0]);
-	} else if (!toolrun_find(opts ? opts->tools_dir : NULL, argv[0], res->path, sizeof(res->path))) {
-		res->status = TOOLRUN_NOT_FOUND;
-		res->path[0] = '\0';
-		return hand_over(res, &out);
-	}
-	char **env = child_env();
-	if (!env)
+	if (!(sp.env = child_env()))
 		return -1;
-	int po[2] = { -1, -1 }, pe[2] = { -1, -1 }, ps[2] = { -1, -1 };
-	if (pipe2(po, O_CLOEXEC) || pipe2(pe, O_CLOEXEC) || pipe2(ps, O_CLOEXEC)) {
-		res->status = TOOLRUN_SPAWN_ERROR;
-		snprintf(res->err, sizeof(res->err), "pipe: %s", strerror(errno));
-		goto spawn_failed;
+	if (spawn_tool(&sp, argv, res)) {
+		struct collected c = { 0 };
+		collect(&sp, start + timeout_ms, &out, res, &c);
+		finish(&sp, &c, res);
 	}
-	pid_t pid = fork();
-	if (pid < 0) {
-		res->status = TOOLRUN_SPAWN_ERROR;
-		snprintf(res->err, sizeof(res->err), "fork: %s", strerror(errno));
-		goto spawn_failed;
-	}
-	if (pid == 0) {
-		/* child: only async-signal-safe calls from here on */
-		setpgid(0, 0);
-		int devnull = open("/dev/null", O_RDONLY);
-		if (devnull >= 0)
-			dup2(devnull, 0);
-		dup2(po[1], 1);
-		dup2(pe[1], 2);
-		signal(SIGPIPE, SIG_DFL);
-		int e;
-		if (root) {
-			/*
-			 * The DaemonSet mounts the host's directories the tools need
-			 * under root, but not the host's /proc (that would show the
-			 * host's processes and, through /proc/1/root, all of its
-			 * files). The tools still read /proc: the loader resolves
-			 * $ORIGIN (ROCm's RUNPATH) through /proc/self/exe, NVML reads
-			 * /proc/devices (MIG) and /proc/self. So the tool gets this
-			 * container's /proc there, in a mount namespace of its own that
-			 * ends with it (the agent's view does not change). Best
-			 * effort: without CAP_SYS_ADMIN it runs without a /proc.
-			 */
-			if (proc[0] && !unshare(CLONE_NEWNS) && !mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL))
-				(void)mount("/proc", proc, NULL, MS_BIND | MS_REC, NULL);
-			if (chroot(root) || chdir("/")) {
-				e = errno;
-			} else {
-				e = ENOENT;
-				for (int i = 0; i < ncand; i++) {
-					execve(cand[i], (char *const *)argv, env);
-					if (errno != ENOENT && errno != ENOTDIR)
-						e = errno;   /* there, but cannot run: say why */
-				}
-			}
-		} else {
-			execve(res->path, (char *const *)argv, env);
-			e = errno;
-		}
-		ssize_t w = write(ps[1], &e, sizeof(e));
-		(void)w;
-		_exit(127);
-	}
-	setpgid(pid, pid);   /* also here, so the group exists before any kill */
-	free(env);
-	env = NULL;
-	close_fd(&po[1]);
-	close_fd(&pe[1]);
-	close_fd(&ps[1]);
-
-	int exec_errno = 0;
-	ssize_t r;
-	do {
-		r = read(ps[0], &exec_errno, sizeof(exec_errno));
-	} while (r < 0 && errno == EINTR);
-	close_fd(&ps[0]);
-	if (r == (ssize_t)sizeof(exec_errno)) {
-		int st;
-		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-			;
-		res->status = exec_errno == ENOENT ? TOOLRUN_NOT_FOUND : TOOLRUN_SPAWN_ERROR;
-		if (root)
-			snprintf(res->err, sizeof(res->err), "run %s chrooted into %s: %s", argv[0], root,
-				 strerror(exec_errno));
-		else
-			snprintf(res->err, sizeof(res->err), "exec %s: %s", res->path, strerror(exec_errno));
-		close_fd(&po[0]);
-		close_fd(&pe[0]);
-		res->elapsed_ms = clock_mono_ms() - start;
-		return hand_over(res, &out);
-	}
-
-	fcntl(po[0], F_SETFL, fcntl(po[0], F_GETFL) | O_NONBLOCK);
-	fcntl(pe[0], F_SETFL, fcntl(pe[0], F_GETFL) | O_NONBLOCK);
-	int64_t deadline = start + timeout_ms;
-	size_t errlen = 0;
-	bool too_big = false, timed_out = false, reaped = false;
-	int wstatus = 0;
-	int64_t exited_at = 0;
-	while (po[0] >= 0 || pe[0] >= 0) {
-		int64_t now = clock_mono_ms();
-		if (now >= deadline) {
-			timed_out = true;
-			break;
-		}
-		if (!reaped) {
-			pid_t w = waitpid(pid, &wstatus, WNOHANG);
-			if (w == pid) {
-				reaped = true;
-				exited_at = now;
-			}
-		}
-		if (reaped && now - exited_at > EXITED_GRACE_MS)
-			break;   /* something it left behind holds the pipes */
-		struct pollfd pfd[2];
-		int nfd = 0;
-		if (po[0] >= 0)
-			pfd[nfd++] = (struct pollfd){ .fd = po[0], .events = POLLIN };
-		if (pe[0] >= 0)
-			pfd[nfd++] = (struct pollfd){ .fd = pe[0], .events = POLLIN };
-		int64_t wait = deadline - now;
-		if (wait > 50)
-			wait = 50;
-		int pr = poll(pfd, (nfds_t)nfd, (int)wait);
-		if (pr < 0 && errno != EINTR)
-			break;
-		if (pr <= 0)
-			continue;
-		for (int i = 0; i < nfd; i++) {
-			if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
-				continue;
-			bool is_out = pfd[i].fd == po[0];
-			bool open_ = drain(pfd[i].fd, is_out ? &out : NULL, res->err, &errlen, &too_big);
-			if (!open_)
-				close_fd(is_out ? &po[0] : &pe[0]);
-		}
-		if (too_big)
-			break;
-	}
-	if (timed_out || too_big || po[0] >= 0 || pe[0] >= 0) {
-		kill(-pid, SIGKILL);
-	}
-	close_fd(&po[0]);
-	close_fd(&pe[0]);
-	if (!reaped) {
-		while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR)
-			;
-	}
-	if (timed_out || too_big)
-		reap_group(pid);
-	res->elapsed_ms = clock_mono_ms() - start;
-	if (timed_out) {
-		res->status = TOOLRUN_TIMEOUT;
-	} else if (too_big) {
-		res->status = TOOLRUN_TOO_BIG;
-	} else if (WIFEXITED(wstatus)) {
-		res->exit_code = WEXITSTATUS(wstatus);
-		res->status = res->exit_code ? TOOLRUN_EXIT_NONZERO : TOOLRUN_OK;
-	} else if (WIFSIGNALED(wstatus)) {
-		res->signal = WTERMSIG(wstatus);
-		res->status = TOOLRUN_SIGNALED;
-	} else {
-		res->status = TOOLRUN_SPAWN_ERROR;
-	}
-	return hand_over(res, &out);
-
-spawn_failed:
-	free(env);
-	close_fd(&po[0]);
-	close_fd(&po[1]);
-	close_fd(&pe[0]);
-	close_fd(&pe[1]);
-	close_fd(&ps[0]);
-	close_fd(&ps[1]);
+	spawn_close(&sp);
 	res->elapsed_ms = clock_mono_ms() - start;
 	return hand_over(res, &out);
 }

@@ -8,17 +8,148 @@
 #include "devplugin.h"
 
 #include "log.h"
-#include "strnum.h"
+#include "opttab.h"
 
 #include <ctype.h>
-#include <getopt.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define EXIT_DETECT_PARTIAL 3
+
+#define XSTR(x) STR_(x)
+#define STR_(x) #x
+
+struct opts {
+	char node[254];
+	char tools_dir[DP_PATH_MAX];
+	double timeout_s;
+	bool compact;
+	bool no_timestamp;
+	enum log_level level;
+	bool log_json;
+	bool version;
+	const char *cmd;
+	char kubeconfig[DP_PATH_MAX];
+	char context[128];
+	int interval_s;
+	int resync_rounds;
+	bool once;
+	bool device_plugin;
+	struct dp_config dp;
+};
+
+static int set_log_level(void *base, const struct opt *o, const char *value, const char *label, char *err,
+			 size_t errlen)
+{
+	if (log_level_parse(value, (enum log_level *)((char *)base + o->offset)))
+		return 0;
+	snprintf(err, errlen, "%s: '%s' is not debug, info, warn or error", label, value);
+	return -1;
+}
+
+static int set_delivery(void *base, const struct opt *o, const char *value, const char *label, char *err,
+			size_t errlen)
+{
+	if (dp_delivery_parse(value, (enum dp_delivery *)((char *)base + o->offset)))
+		return 0;
+	snprintf(err, errlen, "%s wants devices, volume-mounts or cdi, not '%s'", label, value);
+	return -1;
+}
+
+static int set_listen(void *base, const struct opt *o, const char *value, const char *label, char *err,
+		      size_t errlen)
+{
+	if (strchr(value, ':') && strlen(value) < o->size) {
+		snprintf((char *)base + o->offset, o->size, "%s", value);
+		return 0;
+	}
+	snprintf(err, errlen, "%s wants HOST:PORT, not '%s'", label, value);
+	return -1;
+}
+
+static int set_namespace(void *base, const struct opt *o, const char *value, const char *label, char *err,
+			 size_t errlen)
+{
+	if (*value && strlen(value) < o->size && !strchr(value, '/')) {
+		snprintf((char *)base + o->offset, o->size, "%s", value);
+		return 0;
+	}
+	snprintf(err, errlen, "%s wants a namespace, not '%s'", label, value);
+	return -1;
+}
+
+#define AT(f) OPT_AT(struct opts, f)
+
+/* Every option of gpu-agent, in --help's order; the run and device-plugin ones say so. */
+static const struct opt options[] = {
+	{ .flag = "node", .kind = OPT_STR, AT(node), .arg = "NAME", .shown = "$NODE_NAME, else the host name",
+	  .help = "node name" },
+	{ .flag = "tools-dir", .kind = OPT_STR, AT(tools_dir), .arg = "DIR", .shown = "PATH",
+	  .help = "run the vendor tools from DIR (which must exist) instead of searching PATH" },
+	{ .flag = "host-root", .kind = OPT_PATH, AT(dp.host_root), .arg = "DIR",
+	  .help = "the host's directories the tools need are mounted under DIR (e.g. /host): find the vendor tools "
+		  "in the host's bin directories and run them chrooted there, with the host's libraries and this "
+		  "container's /proc (needs CAP_SYS_CHROOT, and CAP_SYS_ADMIN for the /proc; the DaemonSet uses this)" },
+	{ .flag = "timeout", .kind = OPT_DOUBLE, AT(timeout_s), .def = "10", .arg = "SECONDS", .lo = 0.001,
+	  .hi = 3600, .help = "time limit per tool run; the tool's whole process group is killed when it passes" },
+	{ .flag = "compact", .kind = OPT_BOOL, AT(compact), .help = "print the JSON on one line" },
+	{ .flag = "no-timestamp", .kind = OPT_BOOL, AT(no_timestamp), .help = "leave status.lastUpdated out (stable output)" },
+	{ .flag = "log-level", .kind = OPT_FUNC, AT(level), .set = set_log_level, .def = "info", .arg = "LEVEL",
+	  .help = "debug, info, warn or error; logs go to stderr" },
+	{ .flag = "log-json", .kind = OPT_BOOL, AT(log_json), .help = "log lines as JSON objects" },
+	{ .flag = "version", .kind = OPT_BOOL, AT(version), .help = "print the agent's version" },
+	{ .flag = "kubeconfig", .kind = OPT_STR, AT(kubeconfig), .arg = "FILE",
+	  .shown = "the pod's service account, else $KUBECONFIG", .help = "run: API server and credentials" },
+	{ .flag = "context", .kind = OPT_STR, AT(context), .arg = "NAME", .shown = "current-context",
+	  .help = "run: kubeconfig context" },
+	{ .flag = "interval", .kind = OPT_INT, AT(interval_s), .def = "30", .arg = "SECONDS", .lo = 1, .hi = 86400,
+	  .help = "run: detect every SECONDS; changes are written at once, an unchanged status every --resync rounds" },
+	{ .flag = "resync", .kind = OPT_INT, AT(resync_rounds), .def = "10", .arg = "ROUNDS", .lo = 1, .hi = 100000,
+	  .help = "run: rewrite even without changes every ROUNDS rounds, so status.lastUpdated shows the agent is alive" },
+	{ .flag = "once", .kind = OPT_BOOL, AT(once),
+	  .help = "run: one round, then exit: 0 published, 3 published but some vendor's tools failed, 1 could not publish" },
+	{ .flag = "device-plugin", .kind = OPT_BOOL, AT(device_plugin),
+	  .help = "run: be kubelet's device plugin for gpu.scheduling/gpu (whole GPUs), gpu.scheduling/gpu-share "
+		  "(share slots) and gpu.scheduling/claim (claim tickets): each container gets exactly the devices "
+		  "the extender bound to its pod (docs/node.md)" },
+	{ .flag = "delivery", .kind = OPT_FUNC, AT(dp.delivery), .set = set_delivery, .def = "devices", .arg = "MODE",
+	  .help = "device plugin: how a container gets its devices: devices (device files and env, any runtime), "
+		  "volume-mounts (NVIDIA container runtime, env from the pod ignored), cdi (CDI device names; the "
+		  "spec is written to --cdi-dir)" },
+	{ .flag = "plugin-dir", .kind = OPT_PATH, AT(dp.plugin_dir), .def = DP_PLUGIN_DIR, .arg = "DIR",
+	  .help = "device plugin: kubelet's device-plugins directory" },
+	{ .flag = "podresources-socket", .kind = OPT_PATH, AT(dp.podresources_socket), .def = DP_PODRESOURCES_SOCKET,
+	  .arg = "PATH", .help = "kubelet's PodResources socket, for the device plugin and the podresources command" },
+	{ .flag = "cdi-dir", .kind = OPT_PATH, AT(dp.cdi_dir), .def = DP_CDI_DIR, .arg = "DIR",
+	  .help = "device plugin: where the CDI spec goes" },
+	{ .flag = "share-slots", .kind = OPT_INT, AT(dp.share_slots), .def = XSTR(DP_DEFAULT_SHARE_SLOTS), .arg = "N",
+	  .lo = 1, .hi = 100, .help = "device plugin: share slots per GPU: at most N shared pods on one GPU (the "
+				      "default is what one MPS server serves)" },
+	{ .flag = "claim-tickets", .kind = OPT_INT, AT(dp.claim_tickets), .def = XSTR(DP_DEFAULT_CLAIM_TICKETS),
+	  .arg = "N", .lo = 1, .hi = 1000,
+	  .help = "device plugin: tickets for claim-only pods whose claim the webhook could not read (the default is "
+		  "kubelet's pod limit)" },
+	{ .flag = "mps-pipe-dir", .kind = OPT_PATH, AT(dp.mps_pipe_dir), .arg = "DIR",
+	  .help = "device plugin: the MPS control daemon's pipe directory on the host: shared containers get it "
+		  "mounted and CUDA_MPS_PIPE_DIRECTORY set" },
+	{ .flag = "metrics-listen", .kind = OPT_FUNC, AT(dp.metrics_listen), .set = set_listen, .arg = "HOST:PORT",
+	  .shown = "not served", .help = "device plugin: serve the allocation audit's /metrics there (the DaemonSet "
+					 "uses 0.0.0.0:9402)" },
+	{ .flag = "ledger-namespace", .kind = OPT_FUNC, AT(dp.ledger_ns), .set = set_namespace, .def = "gpu-system",
+	  .arg = "NS", .help = "device plugin: where the extender keeps the ledger Leases the audit reads" },
+	{ .flag = "audit-interval", .kind = OPT_INT, AT(dp.audit_every_s), .def = "30", .arg = "SECONDS", .lo = 1,
+	  .hi = 86400, .help = "device plugin: compare kubelet's record with the bindings and the ledger every "
+			       "SECONDS, and after each Allocate" },
+	{ .flag = "device-root", .kind = OPT_PATH, AT(dp.device_root), .arg = "DIR",
+	  .help = "TEST ONLY: the device files are under DIR instead of / (fake GPUs made by the test harness)" },
+};
+
+#define NOPTIONS (sizeof(options) / sizeof(options[0]))
 
 static void usage(FILE *f)
 {
@@ -37,67 +168,12 @@ static void usage(FILE *f)
 	      "  podresources       print kubelet's record of the devices each container got\n"
 	      "                     (its PodResources API), one JSON object per line\n"
 	      "\n"
-	      "options:\n"
-	      "  --node NAME        node name (default: $NODE_NAME, else the host name)\n"
-	      "  --tools-dir DIR    run the vendor tools from DIR instead of searching PATH\n"
-	      "  --host-root DIR    the host's directories the tools need are mounted under\n"
-	      "                     DIR (e.g. /host): find the vendor tools in the host's bin\n"
-	      "                     directories and run them chrooted there, with the host's\n"
-	      "                     libraries and this container's /proc (needs\n"
-	      "                     CAP_SYS_CHROOT, and CAP_SYS_ADMIN for the /proc; the\n"
-	      "                     DaemonSet uses this)\n"
-	      "  --timeout SECONDS  time limit per tool run (default 10); the tool's whole\n"
-	      "                     process group is killed when it passes\n"
-	      "  --compact          print the JSON on one line\n"
-	      "  --no-timestamp     leave status.lastUpdated out (stable output)\n"
-	      "  --log-level LEVEL  debug, info, warn or error (default info); logs go to stderr\n"
-	      "  --log-json         log lines as JSON objects\n"
-	      "\n"
-	      "options of run:\n"
-	      "  --kubeconfig FILE  API server and credentials (default: the pod's service\n"
-	      "                     account, else $KUBECONFIG)\n"
-	      "  --context NAME     kubeconfig context (default: current-context)\n"
-	      "  --interval SECONDS detect every SECONDS (default 30); changes are written\n"
-	      "                     at once, an unchanged status every --resync rounds\n"
-	      "  --resync ROUNDS    rewrite even without changes every ROUNDS rounds, so\n"
-	      "                     status.lastUpdated shows the agent is alive (default 10)\n"
-	      "  --once             one round, then exit: 0 published, 3 published but some\n"
-	      "                     vendor's tools failed, 1 could not publish\n"
-	      "\n"
-	      "the device plugin (run --device-plugin; docs/node.md):\n"
-	      "  --device-plugin    be kubelet's device plugin for gpu.scheduling/gpu (whole\n"
-	      "                     GPUs), gpu.scheduling/gpu-share (share slots) and\n"
-	      "                     gpu.scheduling/claim (claim tickets): each container gets\n"
-	      "                     exactly the devices the extender bound to its pod\n"
-	      "  --delivery MODE    how a container gets its devices: devices (device files\n"
-	      "                     and env, any runtime), volume-mounts (NVIDIA container\n"
-	      "                     runtime, env from the pod ignored), cdi (CDI device names;\n"
-	      "                     the spec is written to --cdi-dir) (default devices)\n"
-	      "  --plugin-dir DIR   kubelet's device-plugins directory\n"
-	      "                     (default " DP_PLUGIN_DIR ")\n"
-	      "  --podresources-socket PATH\n"
-	      "                     kubelet's PodResources socket, also for the podresources\n"
-	      "                     command (default " DP_PODRESOURCES_SOCKET ")\n"
-	      "  --cdi-dir DIR      where the CDI spec goes (default " DP_CDI_DIR ")\n"
-	      "  --share-slots N    share slots per GPU: at most N shared pods on one GPU\n"
-	      "                     (default 48, what one MPS server serves)\n"
-	      "  --claim-tickets N  tickets for claim-only pods whose claim the webhook could\n"
-	      "                     not read (default 110, kubelet's pod limit)\n"
-	      "  --mps-pipe-dir DIR the MPS control daemon's pipe directory on the host: shared\n"
-	      "                     containers get it mounted and CUDA_MPS_PIPE_DIRECTORY set\n"
-	      "  --metrics-listen HOST:PORT\n"
-	      "                     serve the allocation audit's /metrics there (default: not\n"
-	      "                     served; the DaemonSet uses 0.0.0.0:9402)\n"
-	      "  --ledger-namespace NS\n"
-	      "                     where the extender keeps the ledger Leases the audit\n"
-	      "                     reads (default gpu-system)\n"
-	      "  --audit-interval S compare kubelet's record with the bindings and the ledger\n"
-	      "                     every S seconds, and after each Allocate (default 30)\n"
-	      "  --device-root DIR  TEST ONLY: the device files are under DIR instead of /\n"
-	      "                     (fake GPUs made by the test harness)\n"
-	      "  -h, --help         this text\n"
-	      "  --version          the agent's version\n"
-	      "\n"
+	      "options (a boolean takes --flag, --flag=false or --flag false):\n"
+	      "  -h, --help\n"
+	      "        this text (--help=markdown: the options as a Markdown table)\n",
+	      f);
+	opt_usage(f, options, NOPTIONS);
+	fputs("\n"
 	      "A vendor whose tools are not installed has no GPUs. A tool that fails, hangs\n"
 	      "or prints something the agent cannot read gives one log line, and that\n"
 	      "vendor is reported with state \"failed\" (or \"stale\" with its last good\n"
@@ -110,220 +186,52 @@ static void usage(FILE *f)
 	      f);
 }
 
-struct opts {
-	const char *node;
-	const char *tools_dir;
-	const char *host_root;
-	double timeout_s;
-	bool compact;
-	bool no_timestamp;
-	enum log_level level;
-	bool log_json;
-	const char *cmd;
-	const char *kubeconfig;
-	const char *context;
-	int interval_s;
-	int resync_rounds;
-	bool once;
-	bool device_plugin;
-	struct dp_config dp;
-};
-
-/* An absolute path option into dst (DP_PATH_MAX); false after a usage message. */
-/* A whole number option in [lo, hi]; what says what it counts ("whole seconds"). */
-static bool int_option(int *dst, const char *opt, const char *value, int lo, int hi, const char *what)
+/* What the options say together, and what must exist before any tool runs. 0, or -1 with err. */
+static int check_opts(const struct opts *o, char *err, size_t errlen)
 {
-	if (strnum_int(value, lo, hi, dst))
-		return true;
-	fprintf(stderr, "gpu-agent: %s wants %s between %d and %d, not '%s'\n", opt, what, lo, hi, value);
-	return false;
-}
-
-static bool path_option(char *dst, const char *opt, const char *value)
-{
-	if (value[0] != '/' || strlen(value) >= DP_PATH_MAX) {
-		fprintf(stderr, "gpu-agent: %s wants an absolute path shorter than %d characters, not '%s'\n",
-			opt, DP_PATH_MAX, value);
-		return false;
+	struct stat st;
+	if (!o->tools_dir[0])
+		return 0;
+	if (stat(o->tools_dir, &st)) {
+		snprintf(err, errlen, "--tools-dir %s: %s", o->tools_dir, strerror(errno));
+		return -1;
 	}
-	snprintf(dst, DP_PATH_MAX, "%s", value);
-	return true;
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "--tools-dir %s: not a directory", o->tools_dir);
+		return -1;
+	}
+	return 0;
 }
 
 /* 0 ok, 1 exit 0 (help/version printed), 2 usage error. */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-	enum {
-		OPT_NODE = 256, OPT_TOOLS, OPT_TIMEOUT, OPT_COMPACT, OPT_NOTS, OPT_LEVEL, OPT_LJSON, OPT_VERSION,
-		OPT_KUBECONFIG, OPT_CONTEXT, OPT_INTERVAL, OPT_RESYNC, OPT_ONCE, OPT_HOST_ROOT,
-		OPT_DEVICE_PLUGIN, OPT_DELIVERY, OPT_PLUGIN_DIR, OPT_PODRES, OPT_CDI_DIR, OPT_SHARE_SLOTS,
-		OPT_CLAIM_TICKETS, OPT_MPS_PIPE_DIR, OPT_DEVICE_ROOT, OPT_METRICS_LISTEN, OPT_LEDGER_NS, OPT_AUDIT_EVERY,
-	};
-	static const struct option longopts[] = {
-		{ "node", required_argument, NULL, OPT_NODE },
-		{ "tools-dir", required_argument, NULL, OPT_TOOLS },
-		{ "host-root", required_argument, NULL, OPT_HOST_ROOT },
-		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
-		{ "compact", no_argument, NULL, OPT_COMPACT },
-		{ "no-timestamp", no_argument, NULL, OPT_NOTS },
-		{ "log-level", required_argument, NULL, OPT_LEVEL },
-		{ "log-json", no_argument, NULL, OPT_LJSON },
-		{ "kubeconfig", required_argument, NULL, OPT_KUBECONFIG },
-		{ "context", required_argument, NULL, OPT_CONTEXT },
-		{ "interval", required_argument, NULL, OPT_INTERVAL },
-		{ "resync", required_argument, NULL, OPT_RESYNC },
-		{ "once", no_argument, NULL, OPT_ONCE },
-		{ "device-plugin", no_argument, NULL, OPT_DEVICE_PLUGIN },
-		{ "delivery", required_argument, NULL, OPT_DELIVERY },
-		{ "plugin-dir", required_argument, NULL, OPT_PLUGIN_DIR },
-		{ "podresources-socket", required_argument, NULL, OPT_PODRES },
-		{ "cdi-dir", required_argument, NULL, OPT_CDI_DIR },
-		{ "share-slots", required_argument, NULL, OPT_SHARE_SLOTS },
-		{ "claim-tickets", required_argument, NULL, OPT_CLAIM_TICKETS },
-		{ "mps-pipe-dir", required_argument, NULL, OPT_MPS_PIPE_DIR },
-		{ "device-root", required_argument, NULL, OPT_DEVICE_ROOT },
-		{ "metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN },
-		{ "ledger-namespace", required_argument, NULL, OPT_LEDGER_NS },
-		{ "audit-interval", required_argument, NULL, OPT_AUDIT_EVERY },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, OPT_VERSION },
-		{ NULL, 0, NULL, 0 },
-	};
 	memset(o, 0, sizeof(*o));
-	o->timeout_s = 10;
-	o->level = LOG_INFO;
-	o->interval_s = 30;
-	o->resync_rounds = 10;
-	dp_config_default(&o->dp);
-	int c;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (c) {
-		case OPT_NODE:
-			o->node = optarg;
-			break;
-		case OPT_TOOLS:
-			o->tools_dir = optarg;
-			break;
-		case OPT_HOST_ROOT:
-			o->host_root = optarg;
-			if (!path_option(o->dp.host_root, "--host-root", optarg))
-				return 2;
-			break;
-		case OPT_TIMEOUT:
-			if (!strnum_double(optarg, &o->timeout_s) || o->timeout_s <= 0 || o->timeout_s > 3600) {
-				fprintf(stderr, "gpu-agent: --timeout wants seconds between 0 and 3600, not '%s'\n",
-					optarg);
-				return 2;
-			}
-			break;
-		case OPT_COMPACT:
-			o->compact = true;
-			break;
-		case OPT_NOTS:
-			o->no_timestamp = true;
-			break;
-		case OPT_LEVEL:
-			if (!log_level_parse(optarg, &o->level)) {
-				fprintf(stderr, "gpu-agent: --log-level wants debug, info, warn or error\n");
-				return 2;
-			}
-			break;
-		case OPT_LJSON:
-			o->log_json = true;
-			break;
-		case OPT_KUBECONFIG:
-			o->kubeconfig = optarg;
-			break;
-		case OPT_CONTEXT:
-			o->context = optarg;
-			break;
-		case OPT_INTERVAL:
-			if (!int_option(&o->interval_s, "--interval", optarg, 1, 86400, "whole seconds"))
-				return 2;
-			break;
-		case OPT_RESYNC:
-			if (!int_option(&o->resync_rounds, "--resync", optarg, 1, 100000, "a number of rounds"))
-				return 2;
-			break;
-		case OPT_ONCE:
-			o->once = true;
-			break;
-		case OPT_DEVICE_PLUGIN:
-			o->device_plugin = true;
-			break;
-		case OPT_DELIVERY:
-			if (!dp_delivery_parse(optarg, &o->dp.delivery)) {
-				fprintf(stderr, "gpu-agent: --delivery wants devices, volume-mounts or cdi, not '%s'\n", optarg);
-				return 2;
-			}
-			break;
-		case OPT_PLUGIN_DIR:
-			if (!path_option(o->dp.plugin_dir, "--plugin-dir", optarg))
-				return 2;
-			break;
-		case OPT_PODRES:
-			if (!path_option(o->dp.podresources_socket, "--podresources-socket", optarg))
-				return 2;
-			break;
-		case OPT_CDI_DIR:
-			if (!path_option(o->dp.cdi_dir, "--cdi-dir", optarg))
-				return 2;
-			break;
-		case OPT_MPS_PIPE_DIR:
-			if (!path_option(o->dp.mps_pipe_dir, "--mps-pipe-dir", optarg))
-				return 2;
-			break;
-		case OPT_DEVICE_ROOT:
-			if (!path_option(o->dp.device_root, "--device-root", optarg))
-				return 2;
-			break;
-		case OPT_SHARE_SLOTS:
-			if (!int_option(&o->dp.share_slots, "--share-slots", optarg, 1, 100, "a number"))
-				return 2;
-			break;
-		case OPT_METRICS_LISTEN:
-			if (!strchr(optarg, ':') || strlen(optarg) >= sizeof(o->dp.metrics_listen)) {
-				fprintf(stderr, "gpu-agent: --metrics-listen wants HOST:PORT, not '%s'\n", optarg);
-				return 2;
-			}
-			snprintf(o->dp.metrics_listen, sizeof(o->dp.metrics_listen), "%s", optarg);
-			break;
-		case OPT_LEDGER_NS:
-			if (!*optarg || strlen(optarg) >= sizeof(o->dp.ledger_ns) || strchr(optarg, '/')) {
-				fprintf(stderr, "gpu-agent: --ledger-namespace wants a namespace, not '%s'\n", optarg);
-				return 2;
-			}
-			snprintf(o->dp.ledger_ns, sizeof(o->dp.ledger_ns), "%s", optarg);
-			break;
-		case OPT_AUDIT_EVERY:
-			if (!int_option(&o->dp.audit_every_s, "--audit-interval", optarg, 1, 86400, "whole seconds"))
-				return 2;
-			break;
-		case OPT_CLAIM_TICKETS:
-			if (!int_option(&o->dp.claim_tickets, "--claim-tickets", optarg, 1, 1000, "a number"))
-				return 2;
-			break;
-		case 'h':
-			usage(stdout);
-			return 1;
-		case OPT_VERSION:
-			printf("gpu-agent %s\n", AGENT_VERSION);
-			return 1;
-		default:
-			fprintf(stderr, "gpu-agent: unknown option '%s' (see --help)\n", argv[optind - 1]);
-			return 2;
-		}
-	}
-	if (optind >= argc) {
+	char err[512];
+	const char *pos[1];
+	int npos = 0;
+	int rc = opt_defaults(options, NOPTIONS, o, err, sizeof(err));
+	if (!rc)
+		rc = opt_parse(options, NOPTIONS, o, argc, argv, pos, 1, &npos, err, sizeof(err));
+	if (rc == OPT_HELP)
+		usage(stdout);
+	else if (rc == OPT_HELP_MARKDOWN)
+		opt_markdown(stdout, options, NOPTIONS);
+	else if (!rc && o->version)
+		printf("gpu-agent %s\n", AGENT_VERSION);
+	if (rc > 0 || (!rc && o->version))
+		return 1;
+	if (!rc && !npos) {
 		usage(stderr);
 		return 2;
 	}
-	o->cmd = argv[optind];
-	if (optind + 1 < argc) {
-		fprintf(stderr, "gpu-agent: unexpected argument '%s' after the command\n", argv[optind + 1]);
+	if (!rc)
+		rc = check_opts(o, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "gpu-agent: %s (see --help)\n", err);
 		return 2;
 	}
+	o->cmd = pos[0];
 	return 0;
 }
 
@@ -331,7 +239,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 static int node_name(const struct opts *o, char *buf, size_t len)
 {
 	const char *n = o->node;
-	if (!n || !*n)
+	if (!*n)
 		n = getenv("NODE_NAME");
 	if (n && *n) {
 		snprintf(buf, len, "%s", n);
@@ -359,13 +267,13 @@ static int cmd_run(const struct opts *o)
 		return 2;
 	}
 	struct agent_run_opts ro = {
-		.kubeconfig = o->kubeconfig,
-		.context = o->context,
+		.kubeconfig = o->kubeconfig[0] ? o->kubeconfig : NULL,
+		.context = o->context[0] ? o->context : NULL,
 		.node = name,
 		.interval_s = o->interval_s,
 		.resync_rounds = o->resync_rounds,
 		.once = o->once,
-		.tools = { .tools_dir = o->tools_dir, .host_root = o->host_root, .timeout_ms = tool_timeout_ms(o) },
+		.tools = { .tools_dir = o->tools_dir, .host_root = o->dp.host_root, .timeout_ms = tool_timeout_ms(o) },
 	};
 	struct dp_config dp = o->dp;
 	snprintf(dp.node, sizeof(dp.node), "%s", name);
@@ -416,7 +324,7 @@ static int cmd_detect(const struct opts *o, bool labels)
 	}
 	struct toolrun_opts run = {
 		.tools_dir = o->tools_dir,
-		.host_root = o->host_root,
+		.host_root = o->dp.host_root,
 		.timeout_ms = tool_timeout_ms(o),
 	};
 	struct agent_state st;

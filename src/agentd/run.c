@@ -153,6 +153,121 @@ static struct devplugin *plugin_start(const struct dp_config *cfg, struct kube_c
 	return dp;
 }
 
+/* What the rounds of agent_run share. */
+struct run_loop {
+	const struct agent_run_opts *o;
+	struct kube_client *kube;
+	struct agent_node *node;
+	struct agent_state st;
+	struct agent_publisher pub;
+	struct agent_backoff bo;
+	uint64_t seed;
+	struct devplugin *plugin;
+	bool plugin_failing;
+	int64_t interval_ms, resync_ms, cap_ms;
+};
+
+static void log_published(const struct run_loop *l, const struct agent_pub_result *res)
+{
+	const char *name = l->o->node;
+	if (res->labels_patched)
+		log_debug("node labels patched", "node=%s uid=%s", name, l->pub.node_uid);
+	if (!res->gns_written)
+		return;
+	if (res->gns_changed || res->gns_created || l->o->once)
+		log_info(res->gns_created ? "created GpuNodeStatus" : "updated GpuNodeStatus",
+			 "node=%s devices=%d healthy=%d conflicts=%d", name, l->node->ndev,
+			 agent_node_healthy(l->node), res->conflicts);
+	else
+		log_debug("refreshed GpuNodeStatus", "node=%s devices=%d", name, l->node->ndev);
+}
+
+/*
+ * Publishes a detected node (drc: the detection's result, 0 or 3 partial;
+ * force: SIGHUP came). Returns when the next round starts, or -1 when
+ * --once cannot publish; *status is the exit status so far.
+ */
+static int64_t publish_round(struct run_loop *l, int drc, bool force, int64_t start, int *status)
+{
+	const char *name = l->o->node;
+	char ts[32], err[1600];
+	agent_rfc3339_now(ts, sizeof(ts));
+	struct agent_pub_result res;
+	int64_t now = clock_mono_ms();
+	if (!agent_publish(&l->pub, l->node, ts, now, l->resync_ms, force, &res, err, sizeof(err))) {
+		int had = l->bo.failures;
+		int64_t since = l->bo.since_ms;
+		if (agent_backoff_ok(&l->bo))
+			log_info("publishing recovered", "node=%s failures=%d down_s=%lld", name, had,
+				 (long long)((now - since) / 1000));
+		log_published(l, &res);
+		*status = drc ? 3 : 0;
+		return start + l->interval_ms;
+	}
+	if (l->o->once) {
+		log_error("cannot publish", "node=%s error=\"%s\"", name, LOG_Q(err));
+		*status = 1;
+		return -1;
+	}
+	int64_t delay = agent_backoff_fail(&l->bo, now, BACKOFF_BASE_MS, l->cap_ms, next_random(&l->seed));
+	if (l->pub.retry_after_s * 1000 > delay)
+		delay = l->pub.retry_after_s * 1000;
+	if (l->bo.failures == 1)
+		log_error("cannot publish; keeping the last good status and retrying with backoff",
+			  "node=%s error=\"%s\" retry_in_ms=%lld", name, LOG_Q(err), (long long)delay);
+	else
+		log_debug("still cannot publish", "node=%s failures=%d error=\"%s\" retry_in_ms=%lld", name,
+			  l->bo.failures, LOG_Q(err), (long long)delay);
+	return clock_mono_ms() + delay;
+}
+
+/* One round: detect, hand the devices to the device plugin, publish. When the next starts, or -1 to stop. */
+static int64_t run_round(struct run_loop *l, int *status)
+{
+	const struct agent_run_opts *o = l->o;
+	int64_t start = clock_mono_ms();
+	bool force = sig_hup != 0;
+	sig_hup = 0;
+	int drc = agent_detect_round(&o->tools, &l->st, o->node, l->node);
+	if (drc >= 0 && o->plugin) {
+		if (!l->plugin)
+			l->plugin = plugin_start(o->plugin, l->kube, &l->plugin_failing);
+		if (l->plugin)
+			devplugin_update(l->plugin, l->node);   /* before publishing: it may mark devices unhealthy */
+	}
+	if (drc >= 0)
+		return publish_round(l, drc, force, start, status);
+	log_error("out of memory during detection; trying again next round", "node=%s", o->node);
+	if (o->once) {
+		*status = 1;
+		return -1;
+	}
+	return start + l->interval_ms;
+}
+
+/* The API client, the node's buffer and the signal handlers; -1 (logged) when one is missing. */
+static int run_setup(struct run_loop *l)
+{
+	l->kube = connect_api(l->o);
+	if (!l->kube)
+		return -1;
+	l->node = malloc(sizeof(*l->node));
+	if (!l->node) {
+		log_error("out of memory", "%s", "");
+		return -1;
+	}
+	if (signals_install()) {
+		log_error("cannot install the signal handlers", "error=\"%s\"", strerror(errno));
+		return -1;
+	}
+	if (getrandom(&l->seed, sizeof(l->seed), GRND_NONBLOCK) != (ssize_t)sizeof(l->seed))
+		l->seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+	l->seed |= 1;
+	agent_state_init(&l->st);
+	agent_publisher_init(&l->pub, l->kube, l->o->node);
+	return 0;
+}
+
 int agent_run(const struct agent_run_opts *o)
 {
 	if (!agent_node_name_valid(o->node)) {
@@ -161,103 +276,21 @@ int agent_run(const struct agent_run_opts *o)
 	}
 	int interval_s = o->interval_s > 0 ? o->interval_s : 30;
 	int resync_rounds = o->resync_rounds > 0 ? o->resync_rounds : 10;
-	int64_t interval_ms = (int64_t)interval_s * 1000;
-	int64_t resync_ms = interval_ms * resync_rounds;
-	int64_t cap_ms = interval_ms > BACKOFF_MIN_CAP_MS ? interval_ms : BACKOFF_MIN_CAP_MS;
-
-	struct kube_client *kube = connect_api(o);
-	if (!kube)
-		return 1;
-	struct agent_node *node = malloc(sizeof(*node));
-	if (!node) {
-		log_error("out of memory", "%s", "");
-		kube_client_free(kube);
+	struct run_loop l = { .o = o, .interval_ms = (int64_t)interval_s * 1000 };
+	l.resync_ms = l.interval_ms * resync_rounds;
+	l.cap_ms = l.interval_ms > BACKOFF_MIN_CAP_MS ? l.interval_ms : BACKOFF_MIN_CAP_MS;
+	if (run_setup(&l)) {
+		free(l.node);
+		kube_client_free(l.kube);
 		return 1;
 	}
-	if (signals_install()) {
-		log_error("cannot install the signal handlers", "error=\"%s\"", strerror(errno));
-		free(node);
-		kube_client_free(kube);
-		return 1;
-	}
-	uint64_t seed;
-	if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != (ssize_t)sizeof(seed))
-		seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-	seed |= 1;
-
-	struct agent_state st;
-	agent_state_init(&st);
-	struct agent_publisher pub;
-	agent_publisher_init(&pub, kube, o->node);
-	struct agent_backoff bo = { 0, 0 };
-	int status = 0;
-	struct devplugin *plugin = NULL;
-	bool plugin_failing = false;
 	if (!o->once)
 		log_info("gpu-agent running", "node=%s interval_s=%d resync_rounds=%d version=%s", o->node,
 			 interval_s, resync_rounds, AGENT_VERSION);
-
+	int status = 0;
 	for (;;) {
-		int64_t start = clock_mono_ms();
-		bool force = sig_hup != 0;
-		sig_hup = 0;
-		int drc = agent_detect_round(&o->tools, &st, o->node, node);
-		if (drc >= 0 && o->plugin) {
-			if (!plugin)
-				plugin = plugin_start(o->plugin, kube, &plugin_failing);
-			if (plugin)
-				devplugin_update(plugin, node);   /* before publishing: it may mark devices unhealthy */
-		}
-		int64_t next;
-		if (drc < 0) {
-			log_error("out of memory during detection; trying again next round", "node=%s", o->node);
-			if (o->once) {
-				status = 1;
-				break;
-			}
-			next = start + interval_ms;
-		} else {
-			char ts[32], err[1600];
-			agent_rfc3339_now(ts, sizeof(ts));
-			struct agent_pub_result res;
-			int64_t now = clock_mono_ms();
-			if (!agent_publish(&pub, node, ts, now, resync_ms, force, &res, err, sizeof(err))) {
-				int had = bo.failures;
-				int64_t since = bo.since_ms;
-				if (agent_backoff_ok(&bo))
-					log_info("publishing recovered", "node=%s failures=%d down_s=%lld", o->node, had,
-						 (long long)((now - since) / 1000));
-				if (res.labels_patched)
-					log_debug("node labels patched", "node=%s uid=%s", o->node, pub.node_uid);
-				if (res.gns_written) {
-					if (res.gns_changed || res.gns_created || o->once)
-						log_info(res.gns_created ? "created GpuNodeStatus" : "updated GpuNodeStatus",
-							 "node=%s devices=%d healthy=%d conflicts=%d", o->node, node->ndev,
-							 agent_node_healthy(node), res.conflicts);
-					else
-						log_debug("refreshed GpuNodeStatus", "node=%s devices=%d", o->node, node->ndev);
-				}
-				status = drc ? 3 : 0;
-				next = start + interval_ms;
-			} else {
-				if (o->once) {
-					log_error("cannot publish", "node=%s error=\"%s\"", o->node, LOG_Q(err));
-					status = 1;
-					break;
-				}
-				int64_t delay = agent_backoff_fail(&bo, now, BACKOFF_BASE_MS, cap_ms, next_random(&seed));
-				if (pub.retry_after_s * 1000 > delay)
-					delay = pub.retry_after_s * 1000;
-				if (bo.failures == 1)
-					log_error("cannot publish; keeping the last good status and retrying with backoff",
-						  "node=%s error=\"%s\" retry_in_ms=%lld", o->node, LOG_Q(err), (long long)delay);
-				else
-					log_debug("still cannot publish", "node=%s failures=%d error=\"%s\" retry_in_ms=%lld",
-						  o->node, bo.failures, LOG_Q(err), (long long)delay);
-				next = clock_mono_ms() + delay;
-			}
-		}
-		if (o->once || sig_stop)
+		int64_t next = run_round(&l, &status);
+		if (next < 0 || o->once || sig_stop)
 			break;
 		wait_until(next);
 		if (sig_stop)
@@ -267,13 +300,13 @@ int agent_run(const struct agent_run_opts *o)
 		status = 0;   /* a clean stop */
 	if (sig_stop)
 		log_info("stopping on signal", "node=%s signal=%d", o->node, (int)sig_stop);
-	devplugin_stop(plugin);
+	devplugin_stop(l.plugin);
 	signals_remove();
 	sig_stop = 0;
 	sig_hup = 0;
-	agent_publisher_release(&pub);
-	agent_state_release(&st);
-	free(node);
-	kube_client_free(kube);
+	agent_publisher_release(&l.pub);
+	agent_state_release(&l.st);
+	free(l.node);
+	kube_client_free(l.kube);
 	return status;
 }

@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char *api_str(const cJSON *obj, const char *key)
@@ -104,6 +105,22 @@ static bool int_member(const cJSON *obj, const char *key, double lo, double hi, 
 	return api_whole(cJSON_GetObjectItemCaseSensitive(obj, key), lo, hi, out);
 }
 
+/*
+ * An optional whole-number member: absent is fine (*out untouched); present,
+ * it must be in [0, hi], else -1 with err naming where.key and the value.
+ */
+static int count_member(const cJSON *obj, const char *where, const char *key, double hi, double *out, char *err,
+			size_t errlen)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+	if (!v || api_whole(v, 0, hi, out))
+		return 0;
+	char *text = cJSON_PrintUnformatted(v);
+	snprintf(err, errlen, "%s%s must be a non-negative integer, not %.40s", where, key, text ? text : "this");
+	free(text);
+	return -1;
+}
+
 /* A device's string member, interned into *out ("" when absent). -1 with err when it cannot be. */
 static int device_string(const cJSON *jd, int index, const char *key, const char **out, char *err, size_t errlen)
 {
@@ -150,8 +167,12 @@ static int decode_device(const cJSON *jd, int index, struct gpu_node *n, char *e
 			 index, s);
 		return -1;
 	}
-	if (int_member(jd, "memoryMiB", 0, 4294967295.0, &num))
-		d.memory_mib = (uint32_t)num;
+	char where[48];
+	snprintf(where, sizeof(where), "status.devices[%d].", index);
+	num = 0;
+	if (count_member(jd, where, "memoryMiB", 4294967295.0, &num, err, errlen))
+		return -1;
+	d.memory_mib = (uint32_t)num;
 	in.vendor_index = int_member(jd, "index", 0, 1e6, &num) ? (int)num : d.id;
 	if ((s = api_str(jd, "uuid")) && strlen(s) > GPU_UUID_MAX) {
 		/* refused, not cut: cut, it would name another device to the container */
@@ -196,6 +217,11 @@ int api_gns_decode(const cJSON *gns, struct gpu_node *n, const char **node_name,
 		return -1;
 	}
 	n->share_slots = (int)slots;
+	/* Counts the agent writes; not used here, but a wrong one says the object is not to be trusted. */
+	double count;
+	if (count_member(status, "status.", "total", 1e6, &count, err, errlen) ||
+	    count_member(status, "status.", "free", 1e6, &count, err, errlen))
+		return -1;
 	const cJSON *devs = api_path(gns, "status.devices");
 	if (devs && !cJSON_IsArray(devs)) {
 		snprintf(err, errlen, "status.devices must be a list");

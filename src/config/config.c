@@ -1,4 +1,5 @@
 #include "config.h"
+#include "opttab.h"
 #include "strnum.h"
 #include "yamljson.h"
 
@@ -7,61 +8,141 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum opt_type { OPT_STR, OPT_INT, OPT_SIZE, OPT_BOOL, OPT_POLICY, OPT_LOGLEVEL, OPT_RESOURCES };
+static int set_policy(void *base, const struct opt *o, const char *value, const char *label, char *err,
+		      size_t errlen)
+{
+	if (policy_parse(value, (enum policy_id *)((char *)base + o->offset)))
+		return 0;
+	snprintf(err, errlen, "%s: unknown policy '%s'", label, value);
+	return -1;
+}
 
-struct option_def {
-	const char *flag;     /* without the leading "--" */
-	const char *key;      /* config-file key */
-	enum opt_type type;
-	size_t offset;        /* into struct config */
-	size_t size;          /* for strings */
-	const char *arg;      /* argument name in --help */
-	const char *help;
-	const char *which;    /* resource kind for OPT_RESOURCES */
-};
+static int set_log_level(void *base, const struct opt *o, const char *value, const char *label, char *err,
+			 size_t errlen)
+{
+	if (log_level_parse(value, (enum log_level *)((char *)base + o->offset)))
+		return 0;
+	snprintf(err, errlen, "%s: '%s' is not debug, info, warn or error", label, value);
+	return -1;
+}
 
-#define STR(f) OPT_STR, offsetof(struct config, f), sizeof(((struct config *)0)->f)
-#define NUM(t, f) t, offsetof(struct config, f), 0
+static int set_resources(void *base, const struct opt *o, const char *value, const char *label, char *err,
+			 size_t errlen)
+{
+	(void)label;
+	return api_resources_set((struct api_resources *)((char *)base + o->offset), o->which, value, err, errlen);
+}
 
-static const struct option_def options[] = {
-	{ "listen", "listen", STR(listen), "HOST:PORT", "address of the extender's HTTP(S) endpoint (default 127.0.0.1:8888)", NULL },
-	{ "url-prefix", "urlPrefix", STR(url_prefix), "PATH", "path prefix of the verbs, e.g. /gpu-scheduler for urlPrefix http://host:port/gpu-scheduler", NULL },
-	{ "max-body", "maxBodyBytes", NUM(OPT_SIZE, max_body), "BYTES", "largest request body accepted; larger ones get 413 (default 8388608)", NULL },
-	{ "threads", "threads", NUM(OPT_INT, threads), "N", "HTTP worker threads (default: number of CPUs)", NULL },
-	{ "max-connections", "maxConnections", NUM(OPT_INT, max_connections), "N", "connections open at once, all clients together (default 4096; the open-files limit is raised to fit)", NULL },
-	{ "max-connections-per-address", "maxConnectionsPerAddress", NUM(OPT_INT, max_per_address), "N", "connections open at once from one client address (default 2048: above kube-scheduler's binds in flight, one connection each, which passed 512 in a burst of 4000 pods on a loaded API server; below what starves others)", NULL },
-	{ "bind-threads", "bindThreads", NUM(OPT_INT, bind_threads), "N", "cluster mode: threads that carry out binds, which wait on the API server, so that filter and prioritize never queue behind them (default 64)", NULL },
-	{ "filter-keeps-best", "filterKeepsBest", NUM(OPT_INT, filter_keeps_best), "N", "filter passes only the N nodes that fit best under the pod's policy (default 0: every node that fits). With 1, kube-scheduler skips prioritize and its own scoring for GPU pods (less work a pod), but its soft preferences (preferred affinity, spreading) no longer weigh in", NULL },
-	{ "policy", "defaultPolicy", NUM(OPT_POLICY, policy), "NAME", "default scoring policy; pods override it with the gpu.scheduling/policy annotation", NULL },
-	{ "resource-gpu", "resources.gpu", NUM(OPT_RESOURCES, res), "NAMES", "extended resources counted as whole GPUs (comma-separated aliases)", "gpu" },
-	{ "resource-gpu-memory", "resources.gpuMemory", NUM(OPT_RESOURCES, res), "NAMES", "extended resources giving shared GPU memory in MiB per GPU", "memory" },
-	{ "resource-gpu-core", "resources.gpuCore", NUM(OPT_RESOURCES, res), "NAMES", "extended resources giving shared GPU compute in percent per GPU", "core" },
-	{ "resource-gpu-share", "resources.gpuShare", NUM(OPT_RESOURCES, res), "NAMES", "extended resources giving how many GPUs a share spans (the node's share slots)", "share" },
-	{ "inventory", "inventory", STR(inventory), "FILE", "standalone mode: read the cluster from this List (JSON or YAML) instead of an API server", NULL },
-	{ "tls-cert", "tls.certFile", STR(tls_cert), "FILE", "serve the verbs over HTTPS with this PEM certificate (enableHTTPS)", NULL },
-	{ "tls-key", "tls.keyFile", STR(tls_key), "FILE", "private key of --tls-cert", NULL },
-	{ "client-ca", "tls.clientCAFile", STR(client_ca), "FILE", "with --tls-cert: only clients with a certificate of this CA (kube-scheduler's) may call the verbs; /healthz, /readyz, /version and /metrics stay open", NULL },
-	{ "tls-reload-interval", "tls.reloadIntervalSeconds", NUM(OPT_INT, tls_reload_s), "SECONDS", "how often the certificate, key and client CA files (verbs and webhook) are read again, and served from new connections on when they changed (default 10; 0: only on SIGHUP)", NULL },
-	{ "debug-listen", "debug.listen", STR(debug_listen), "HOST:PORT", "plain-HTTP address of /debug/nodes, kept off the verb port (default 127.0.0.1:8889; \"\": off)", NULL },
-	{ "log-level", "log.level", NUM(OPT_LOGLEVEL, log_level), "LEVEL", "debug, info, warn or error (default info)", NULL },
-	{ "log-json", "log.json", NUM(OPT_BOOL, log_json), NULL, "write logs as JSON lines instead of logfmt", NULL },
-	{ "kubeconfig", "kubeconfig", STR(kubeconfig), "FILE", "cluster mode: kubeconfig to use (default: in-cluster service account)", NULL },
-	{ "context", "context", STR(context), "NAME", "kubeconfig context (default: current-context)", NULL },
-	{ "lease-namespace", "leaseNamespace", STR(lease_namespace), "NS", "namespace of the reservation Leases (default gpu-system)", NULL },
-	{ "identity", "identity", STR(identity), "NAME", "this replica's name in reservations (default: hostname)", NULL },
-	{ "insecure-skip-tls-verify", "insecureSkipTLSVerify", NUM(OPT_BOOL, insecure_skip_tls_verify), NULL, "do not verify the API server's certificate (logs a warning; never in production)", NULL },
-	{ "reap-interval", "reapIntervalSeconds", NUM(OPT_INT, reap_interval_s), "SECONDS", "how often reservations of gone or finished pods are released (default 10)", NULL },
-	{ "bind-timeout", "bindTimeoutSeconds", NUM(OPT_INT, bind_timeout_s), "SECONDS", "a reservation whose pod is not bound after this long is released (default 60)", NULL },
-	{ "watch-idle-timeout", "watchIdleTimeoutSeconds", NUM(OPT_INT, watch_idle_timeout_s), "SECONDS", "cluster mode: a watch of ledgers, reservations or pods silent this long (no event, no bookmark) is listed again, not ready meanwhile (default 120)", NULL },
-	{ "gang-timeout", "gang.timeoutSeconds", NUM(OPT_INT, gang_timeout_s), "SECONDS", "cluster mode: a gang's reserved places that no member took within this long are released (default 300; a gang's own gangTimeoutSeconds or scheduleTimeoutSeconds comes first)", NULL },
-	{ "gang-topology-key", "gang.topologyKey", STR(gang_topology_key), "LABEL", "node label whose values are the topology domains (zones, racks) a gang is kept inside (default topology.kubernetes.io/zone)", NULL },
-	{ "pod-selector", "podSelector", STR(pod_selector), "SELECTOR", "label selector of the pods that hold GPUs, watched to rebuild allocations (default gpu.scheduling/managed=true)", NULL },
-	{ "webhook-listen", "webhook.listen", STR(webhook_listen), "HOST:PORT", "serve the mutating webhook (/mutate, HTTPS) on this address", NULL },
-	{ "webhook-cert", "webhook.certFile", STR(webhook_cert), "FILE", "PEM certificate of the webhook server", NULL },
-	{ "webhook-key", "webhook.keyFile", STR(webhook_key), "FILE", "private key of --webhook-cert", NULL },
-	{ "webhook-visible-devices-env", "webhook.visibleDevicesEnv", NUM(OPT_BOOL, webhook_env), NULL, "add CUDA/NVIDIA/ROCR visible-devices variables to GPU pods (default true; false where the node agent's device plugin delivers the devices)", NULL },
-	{ "system-namespaces", "webhook.systemNamespaces", STR(system_namespaces), "NS,NS", "namespaces whose privileged pods may select GPUs themselves (default kube-system,gpu-system)", NULL },
-	{ "marker-resource", "webhook.markerResource", STR(marker_resource), "NAME", "resource the webhook adds to claim-only pods so kube-scheduler sends them to the extender (default gpu.scheduling/claim)", NULL },
+#define AT(f) OPT_AT(struct config, f)
+
+/* Every setting of gpu-extender serve, in --help's order. */
+static const struct opt options[] = {
+	{ .flag = "config", .kind = OPT_STR, AT(config_file), .arg = "FILE",
+	  .help = "settings file (YAML or JSON) holding any of the settings below under their keys; flags override it" },
+	{ .flag = "listen", .key = "listen", .kind = OPT_STR, AT(listen), .def = "127.0.0.1:8888", .arg = "HOST:PORT",
+	  .help = "address of the extender's HTTP(S) endpoint" },
+	{ .flag = "url-prefix", .key = "urlPrefix", .kind = OPT_STR, AT(url_prefix), .arg = "PATH",
+	  .help = "path prefix of the verbs, starting with '/', e.g. /gpu-scheduler for urlPrefix http://host:port/gpu-scheduler" },
+	{ .flag = "max-body", .key = "maxBodyBytes", .kind = OPT_SIZE, AT(max_body), .def = "8Mi",
+	  .arg = "BYTES", .lo = 1024, .hi = 17179869184.0,
+	  .help = "largest request body accepted (1Ki to 16Gi); larger ones get 413" },
+	{ .flag = "threads", .key = "threads", .kind = OPT_INT, AT(threads), .def = "0", .arg = "N", .lo = 0, .hi = 1000000,
+	  .zero = "the number of CPUs", .help = "HTTP worker threads" },
+	{ .flag = "max-connections", .key = "maxConnections", .kind = OPT_INT, AT(max_connections), .def = "4096", .arg = "N",
+	  .lo = 1, .hi = 1000000,
+	  .help = "connections open at once, all clients together (the open-files limit is raised to fit)" },
+	{ .flag = "max-connections-per-address", .key = "maxConnectionsPerAddress", .kind = OPT_INT, AT(max_per_address),
+	  .def = "2048", .arg = "N", .lo = 0, .hi = 1000000, .zero = "no limit per address",
+	  .help = "connections open at once from one client address (the default is above kube-scheduler's binds in "
+		  "flight, one connection each, which passed 512 in a burst of 4000 pods on a loaded API server, and "
+		  "below what starves others)" },
+	{ .flag = "bind-threads", .key = "bindThreads", .kind = OPT_INT, AT(bind_threads), .def = "64", .arg = "N", .lo = 0,
+	  .hi = 1000000, .zero = "binds run on the HTTP worker threads",
+	  .help = "cluster mode: threads that carry out binds, which wait on the API server, so that filter and "
+		  "prioritize never queue behind them" },
+	{ .flag = "filter-keeps-best", .key = "filterKeepsBest", .kind = OPT_INT, AT(filter_keeps_best), .def = "0", .arg = "N",
+	  .lo = 0, .hi = 1000000, .zero = "every node that fits",
+	  .help = "filter passes only the N nodes that fit best under the pod's policy. With 1, kube-scheduler skips "
+		  "prioritize and its own scoring for GPU pods (less work a pod), but its soft preferences (preferred "
+		  "affinity, spreading) no longer weigh in" },
+	{ .flag = "policy", .key = "defaultPolicy", .kind = OPT_FUNC, AT(policy), .set = set_policy, .def = "binpack",
+	  .arg = "NAME", .help = "default scoring policy; pods override it with the gpu.scheduling/policy annotation" },
+	{ .flag = "resource-gpu", .key = "resources.gpu", .kind = OPT_FUNC, AT(res), .set = set_resources,
+	  .which = "gpu", .def = "gpu.scheduling/gpu", .arg = "NAMES",
+	  .help = "extended resources counted as whole GPUs (comma-separated aliases)" },
+	{ .flag = "resource-gpu-memory", .key = "resources.gpuMemory", .kind = OPT_FUNC, AT(res),
+	  .set = set_resources, .which = "memory", .def = "gpu.scheduling/gpu-memory", .arg = "NAMES",
+	  .help = "extended resources giving shared GPU memory in MiB per GPU" },
+	{ .flag = "resource-gpu-core", .key = "resources.gpuCore", .kind = OPT_FUNC, AT(res), .set = set_resources,
+	  .which = "core", .def = "gpu.scheduling/gpu-core", .arg = "NAMES",
+	  .help = "extended resources giving shared GPU compute in percent per GPU" },
+	{ .flag = "resource-gpu-share", .key = "resources.gpuShare", .kind = OPT_FUNC, AT(res),
+	  .set = set_resources, .which = "share", .def = "gpu.scheduling/gpu-share", .arg = "NAMES",
+	  .help = "extended resources giving how many GPUs a share spans (the node's share slots)" },
+	{ .flag = "inventory", .key = "inventory", .kind = OPT_STR, AT(inventory), .arg = "FILE",
+	  .help = "standalone mode: read the cluster from this List (JSON or YAML) instead of an API server" },
+	{ .flag = "tls-cert", .key = "tls.certFile", .kind = OPT_STR, AT(tls_cert), .arg = "FILE",
+	  .help = "serve the verbs over HTTPS with this PEM certificate (enableHTTPS); needs --tls-key" },
+	{ .flag = "tls-key", .key = "tls.keyFile", .kind = OPT_STR, AT(tls_key), .arg = "FILE",
+	  .help = "private key of --tls-cert (PEM)" },
+	{ .flag = "client-ca", .key = "tls.clientCAFile", .kind = OPT_STR, AT(client_ca), .arg = "FILE",
+	  .help = "with --tls-cert: only clients with a certificate of this CA (kube-scheduler's) may call the verbs; "
+		  "/healthz, /readyz, /version and /metrics stay open" },
+	{ .flag = "tls-reload-interval", .key = "tls.reloadIntervalSeconds", .kind = OPT_INT, AT(tls_reload_s), .def = "10",
+	  .arg = "SECONDS", .lo = 0, .hi = 1000000, .zero = "only on SIGHUP",
+	  .help = "how often the certificate, key and client CA files (verbs and webhook) are read again, and served "
+		  "from new connections on when they changed" },
+	{ .flag = "debug-listen", .key = "debug.listen", .kind = OPT_STR, AT(debug_listen), .def = "127.0.0.1:8889",
+	  .arg = "HOST:PORT", .help = "plain-HTTP address of /debug/nodes, kept off the verb port (\"\": off)" },
+	{ .flag = "log-level", .key = "log.level", .kind = OPT_FUNC, AT(log_level), .set = set_log_level,
+	  .def = "info", .arg = "LEVEL", .help = "debug, info, warn or error" },
+	{ .flag = "log-json", .key = "log.json", .kind = OPT_BOOL, AT(log_json),
+	  .help = "write logs as JSON lines instead of logfmt" },
+	{ .flag = "kubeconfig", .key = "kubeconfig", .kind = OPT_STR, AT(kubeconfig), .arg = "FILE",
+	  .shown = "the in-cluster service account", .help = "cluster mode: kubeconfig to use" },
+	{ .flag = "context", .key = "context", .kind = OPT_STR, AT(context), .arg = "NAME", .shown = "current-context",
+	  .help = "kubeconfig context" },
+	{ .flag = "lease-namespace", .key = "leaseNamespace", .kind = OPT_STR, AT(lease_namespace), .def = "gpu-system",
+	  .arg = "NS", .help = "namespace of the reservation Leases" },
+	{ .flag = "identity", .key = "identity", .kind = OPT_STR, AT(identity), .arg = "NAME", .shown = "the host name",
+	  .help = "this replica's name in reservations" },
+	{ .flag = "insecure-skip-tls-verify", .key = "insecureSkipTLSVerify", .kind = OPT_BOOL,
+	  AT(insecure_skip_tls_verify),
+	  .help = "do not verify the API server's certificate (logs a warning; never in production)" },
+	{ .flag = "reap-interval", .key = "reapIntervalSeconds", .kind = OPT_INT, AT(reap_interval_s), .def = "10",
+	  .arg = "SECONDS", .lo = 1, .hi = 1000000, .help = "how often reservations of gone or finished pods are released" },
+	{ .flag = "bind-timeout", .key = "bindTimeoutSeconds", .kind = OPT_INT, AT(bind_timeout_s), .def = "60",
+	  .arg = "SECONDS", .lo = 1, .hi = 1000000,
+	  .help = "a reservation whose pod is not bound after this long is released" },
+	{ .flag = "watch-idle-timeout", .key = "watchIdleTimeoutSeconds", .kind = OPT_INT, AT(watch_idle_timeout_s),
+	  .def = "120", .arg = "SECONDS", .lo = 1, .hi = 1000000,
+	  .help = "cluster mode: a watch of ledgers, reservations or pods silent this long (no event, no bookmark) is "
+		  "listed again, not ready meanwhile" },
+	{ .flag = "gang-timeout", .key = "gang.timeoutSeconds", .kind = OPT_INT, AT(gang_timeout_s), .def = "300",
+	  .arg = "SECONDS", .lo = 1, .hi = 1000000,
+	  .help = "cluster mode: a gang's reserved places that no member took within this long are released (a "
+		  "gang's own gangTimeoutSeconds or scheduleTimeoutSeconds comes first)" },
+	{ .flag = "gang-topology-key", .key = "gang.topologyKey", .kind = OPT_STR, AT(gang_topology_key),
+	  .def = "topology.kubernetes.io/zone", .arg = "LABEL",
+	  .help = "node label whose values are the topology domains (zones, racks) a gang is kept inside" },
+	{ .flag = "pod-selector", .key = "podSelector", .kind = OPT_STR, AT(pod_selector), .def = "gpu.scheduling/managed=true",
+	  .arg = "SELECTOR", .help = "label selector of the pods that hold GPUs, watched to rebuild allocations" },
+	{ .flag = "webhook-listen", .key = "webhook.listen", .kind = OPT_STR, AT(webhook_listen), .arg = "HOST:PORT",
+	  .help = "serve the mutating webhook (/mutate, HTTPS) on this address; needs --webhook-cert and --webhook-key" },
+	{ .flag = "webhook-cert", .key = "webhook.certFile", .kind = OPT_STR, AT(webhook_cert), .arg = "FILE",
+	  .help = "PEM certificate of the webhook server" },
+	{ .flag = "webhook-key", .key = "webhook.keyFile", .kind = OPT_STR, AT(webhook_key), .arg = "FILE",
+	  .help = "private key of --webhook-cert (PEM)" },
+	{ .flag = "webhook-visible-devices-env", .key = "webhook.visibleDevicesEnv", .kind = OPT_BOOL,
+	  AT(webhook_env), .def = "true",
+	  .help = "add CUDA/NVIDIA/ROCR visible-devices variables to GPU pods (false where the node agent's device "
+		  "plugin delivers the devices)" },
+	{ .flag = "system-namespaces", .key = "webhook.systemNamespaces", .kind = OPT_STR, AT(system_namespaces),
+	  .def = "kube-system,gpu-system", .arg = "NS,NS",
+	  .help = "namespaces whose privileged pods may select GPUs themselves" },
+	{ .flag = "marker-resource", .key = "webhook.markerResource", .kind = OPT_STR, AT(marker_resource),
+	  .def = "gpu.scheduling/claim", .arg = "NAME",
+	  .help = "resource the webhook adds to claim-only pods so kube-scheduler sends them to the extender" },
 };
 
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))
@@ -69,81 +150,12 @@ static const struct option_def options[] = {
 void config_defaults(struct config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
-	snprintf(cfg->listen, sizeof(cfg->listen), "127.0.0.1:8888");
-	cfg->max_body = 8u << 20;
-	cfg->policy = POLICY_BINPACK;
-	api_resources_default(&cfg->res);
-	cfg->log_level = LOG_INFO;
-	snprintf(cfg->lease_namespace, sizeof(cfg->lease_namespace), "gpu-system");
-	cfg->reap_interval_s = 10;
-	cfg->bind_threads = 64;
-	cfg->max_connections = 4096;
-	cfg->max_per_address = 2048;
-	cfg->tls_reload_s = 10;
-	cfg->gang_timeout_s = 300;
-	snprintf(cfg->gang_topology_key, sizeof(cfg->gang_topology_key), "topology.kubernetes.io/zone");
-	snprintf(cfg->debug_listen, sizeof(cfg->debug_listen), "127.0.0.1:8889");
-	cfg->bind_timeout_s = 60;
-	cfg->watch_idle_timeout_s = 120;
-	snprintf(cfg->pod_selector, sizeof(cfg->pod_selector), "gpu.scheduling/managed=true");
-	snprintf(cfg->marker_resource, sizeof(cfg->marker_resource), "gpu.scheduling/claim");
-	cfg->webhook_env = true;
-	snprintf(cfg->system_namespaces, sizeof(cfg->system_namespaces), "kube-system,gpu-system");
-}
-
-static int set_option(struct config *cfg, const struct option_def *o, const char *value,
-		      const char *name, char *err, size_t errlen)
-{
-	char *field = (char *)cfg + o->offset;
-	int64_t v;
-	switch (o->type) {
-	case OPT_STR:
-		if (strlen(value) >= o->size) {
-			snprintf(err, errlen, "%s: longer than %zu characters", name, o->size - 1);
-			return -1;
-		}
-		memcpy(field, value, strlen(value) + 1);
-		return 0;
-	case OPT_INT:
-		if (!strnum_i64(value, &v) || v < 0 || v > 1000000) {
-			snprintf(err, errlen, "%s: '%s' is not a number in 0..1000000", name, value);
-			return -1;
-		}
-		*(int *)field = (int)v;
-		return 0;
-	case OPT_SIZE:
-		if (!strnum_quantity(value, 1, &v) || v < 1024 || v > (int64_t)1 << 34) {
-			snprintf(err, errlen, "%s: '%s' is not a size between 1Ki and 16Gi", name, value);
-			return -1;
-		}
-		*(size_t *)field = (size_t)v;
-		return 0;
-	case OPT_BOOL:
-		if (!strcmp(value, "true") || !strcmp(value, "1"))
-			*(bool *)field = true;
-		else if (!strcmp(value, "false") || !strcmp(value, "0"))
-			*(bool *)field = false;
-		else {
-			snprintf(err, errlen, "%s: '%s' is not true or false", name, value);
-			return -1;
-		}
-		return 0;
-	case OPT_POLICY:
-		if (!policy_parse(value, (enum policy_id *)field)) {
-			snprintf(err, errlen, "%s: unknown policy '%s'", name, value);
-			return -1;
-		}
-		return 0;
-	case OPT_LOGLEVEL:
-		if (!log_level_parse(value, (enum log_level *)field)) {
-			snprintf(err, errlen, "%s: '%s' is not debug, info, warn or error", name, value);
-			return -1;
-		}
-		return 0;
-	case OPT_RESOURCES:
-		return api_resources_set(&cfg->res, o->which, value, err, errlen);
+	char err[256];
+	/* The table's defaults are constants; test_config checks they load. */
+	if (opt_defaults(options, NOPTIONS, cfg, err, sizeof(err))) {
+		fprintf(stderr, "gpu-extender: %s\n", err);
+		abort();
 	}
-	return -1;
 }
 
 /* A scalar (or a list of strings, for resources) of the config file as text. */
@@ -179,10 +191,7 @@ static int apply_object(struct config *cfg, const cJSON *obj, const char *prefix
 	cJSON_ArrayForEach(it, obj) {
 		char key[128];
 		snprintf(key, sizeof(key), "%s%s%s", prefix, *prefix ? "." : "", it->string);
-		const struct option_def *o = NULL;
-		for (size_t i = 0; i < NOPTIONS && !o; i++)
-			if (!strcmp(options[i].key, key))
-				o = &options[i];
+		const struct opt *o = opt_find_key(options, NOPTIONS, key);
 		if (!o && cJSON_IsObject(it)) {
 			if (apply_object(cfg, it, key, err, errlen))
 				return -1;
@@ -197,7 +206,7 @@ static int apply_object(struct config *cfg, const cJSON *obj, const char *prefix
 			snprintf(err, errlen, "%s: wrong type", key);
 			return -1;
 		}
-		if (set_option(cfg, o, text, key, err, errlen))
+		if (opt_set(o, cfg, text, key, err, errlen))
 			return -1;
 	}
 	return 0;
@@ -232,80 +241,95 @@ void config_usage(FILE *out)
 		"in-cluster service account. Every option can also be set in the config\n"
 		"file under the key shown in brackets; flags override the file.\n"
 		"\n"
-		"  --config FILE\n        settings file (YAML or JSON)\n"
-		"  --help\n        print this help\n");
-	for (size_t i = 0; i < NOPTIONS; i++) {
-		const struct option_def *o = &options[i];
-		fprintf(out, "  --%s%s%s\n        %s [%s]\n", o->flag, o->arg ? " " : "",
-			o->arg ? o->arg : "", o->help, o->key);
-	}
+		"  --help\n        print this help (--help=markdown: as a Markdown table)\n");
+	opt_usage(out, options, NOPTIONS);
+	fprintf(out, "\nexit status: 0 stopped by SIGTERM/SIGINT, 1 could not start, 2 usage error.\n");
 }
 
-static const struct option_def *find_flag(const char *name, size_t len)
+void config_markdown(FILE *out)
 {
-	for (size_t i = 0; i < NOPTIONS; i++)
-		if (strlen(options[i].flag) == len && !strncmp(options[i].flag, name, len))
-			return &options[i];
-	return NULL;
+	opt_markdown(out, options, NOPTIONS);
+}
+
+/* The settings files named by --config, applied before every flag so that flags override them. */
+static int load_config_files(struct config *cfg, int argc, char **argv, char *err, size_t errlen)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *file = NULL;
+		if (!strcmp(argv[i], "--config") && i + 1 < argc)
+			file = argv[++i];
+		else if (!strncmp(argv[i], "--config=", 9))
+			file = argv[i] + 9;
+		if (file && config_load_file(cfg, file, err, errlen))
+			return -1;
+	}
+	return 0;
+}
+
+/* A HOST:PORT setting, when set (or always, when needed). */
+static int check_listen(const char *flag, const char *value, bool needed, char *err, size_t errlen)
+{
+	char host[128];
+	int port;
+	if ((!value[0] && !needed) || !config_listen_split(value, host, sizeof(host), &port))
+		return 0;
+	snprintf(err, errlen, "--%s: '%s' is not HOST:PORT", flag, value);
+	return -1;
+}
+
+/* Both files of a pair or neither. */
+static int check_pair(const char *a, const char *flag_a, const char *b, const char *flag_b, char *err, size_t errlen)
+{
+	if (a[0] && !b[0]) {
+		snprintf(err, errlen, "--%s needs --%s", flag_a, flag_b);
+		return -1;
+	}
+	if (b[0] && !a[0]) {
+		snprintf(err, errlen, "--%s needs --%s", flag_b, flag_a);
+		return -1;
+	}
+	return 0;
+}
+
+int config_check(const struct config *cfg, char *err, size_t errlen)
+{
+	if (cfg->url_prefix[0] && cfg->url_prefix[0] != '/') {
+		snprintf(err, errlen, "--url-prefix: '%s' must start with '/'", cfg->url_prefix);
+		return -1;
+	}
+	if (cfg->client_ca[0] && !cfg->tls_cert[0]) {
+		snprintf(err, errlen, "--client-ca needs --tls-cert and --tls-key (client certificates need HTTPS)");
+		return -1;
+	}
+	if (cfg->webhook_listen[0] && (!cfg->webhook_cert[0] || !cfg->webhook_key[0])) {
+		snprintf(err, errlen, "--webhook-listen needs --webhook-cert and --webhook-key (the API server calls "
+			 "webhooks over HTTPS only)");
+		return -1;
+	}
+	return check_pair(cfg->tls_cert, "tls-cert", cfg->tls_key, "tls-key", err, errlen) ||
+	       check_pair(cfg->webhook_cert, "webhook-cert", cfg->webhook_key, "webhook-key", err, errlen) ||
+	       check_listen("listen", cfg->listen, true, err, errlen) ||
+	       check_listen("debug-listen", cfg->debug_listen, false, err, errlen) ||
+	       check_listen("webhook-listen", cfg->webhook_listen, false, err, errlen) ? -1 : 0;
 }
 
 int config_parse_args(struct config *cfg, int argc, char **argv, FILE *out, char *err, size_t errlen)
 {
-	/* The file first, so that flags override it wherever they appear. */
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			config_usage(out);
-			return 1;
-		}
-		const char *file = NULL;
-		if (!strcmp(a, "--config")) {
-			if (i + 1 >= argc) {
-				snprintf(err, errlen, "--config needs a file");
-				return -1;
-			}
-			file = argv[++i];
-		} else if (!strncmp(a, "--config=", 9)) {
-			file = a + 9;
-		}
-		if (file && config_load_file(cfg, file, err, errlen))
-			return -1;
-	}
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (!strcmp(a, "--config")) {
-			i++;
-			continue;
-		}
-		if (!strncmp(a, "--config=", 9))
-			continue;
-		if (strncmp(a, "--", 2)) {
-			snprintf(err, errlen, "unexpected argument '%s'", a);
-			return -1;
-		}
-		const char *name = a + 2;
-		const char *eq = strchr(name, '=');
-		const struct option_def *o = find_flag(name, eq ? (size_t)(eq - name) : strlen(name));
-		if (!o) {
-			snprintf(err, errlen, "unknown flag '%s' (see --help)", a);
-			return -1;
-		}
-		const char *value = eq ? eq + 1 : NULL;
-		if (!value && o->type == OPT_BOOL)
-			value = "true";
-		if (!value) {
-			if (i + 1 >= argc) {
-				snprintf(err, errlen, "--%s needs %s", o->flag, o->arg);
-				return -1;
-			}
-			value = argv[++i];
-		}
-		char label[80];
-		snprintf(label, sizeof(label), "--%s", o->flag);
-		if (set_option(cfg, o, value, label, err, errlen))
-			return -1;
-	}
-	return 0;
+	const char *pos[1];
+	int npos;
+	struct config flags = *cfg;
+	/* A first pass only to find --help and flags that are wrong, before any file is read. */
+	int rc = opt_parse(options, NOPTIONS, &flags, argc, argv, pos, 0, &npos, err, errlen);
+	if (rc == OPT_HELP)
+		config_usage(out);
+	else if (rc == OPT_HELP_MARKDOWN)
+		config_markdown(out);
+	if (rc)
+		return rc > 0 ? 1 : -1;
+	if (load_config_files(cfg, argc, argv, err, errlen) ||
+	    opt_parse(options, NOPTIONS, cfg, argc, argv, pos, 0, &npos, err, errlen))
+		return -1;
+	return config_check(cfg, err, errlen);
 }
 
 int config_listen_split(const char *listen, char *host, size_t hostlen, int *port)

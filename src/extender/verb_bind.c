@@ -104,7 +104,8 @@ void extender_bind(void *ctx, const struct http_request *req, struct http_respon
 	if (extender_not_ready(x, resp, 200))
 		goto out;
 	if (!have_args) {
-		httpd_error(resp, 400, "bind needs PodName, PodNamespace, PodUID and Node");
+		httpd_error(resp, 400, cJSON_IsObject(root) ? "bind needs PodName, PodNamespace, PodUID and Node"
+							     : "request body is not a JSON object (an ExtenderBindingArgs)");
 		goto out;
 	}
 	if (!bind_claim(x, &a, &c, err, sizeof(err)))

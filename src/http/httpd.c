@@ -475,17 +475,33 @@ static bool pem_equal(const struct tls_pem *a, const struct tls_pem *b)
 	       !strcmp(a->client_ca ? a->client_ca : "", b->client_ca ? b->client_ca : "");
 }
 
+/* GnuTLS's words for why PEM files do not load, in the reader's terms. */
+static const char *tls_reason(int rc)
+{
+	switch (rc) {
+	case GNUTLS_E_REQUESTED_DATA_NOT_AVAILABLE:
+	case GNUTLS_E_BASE64_DECODING_ERROR:
+	case GNUTLS_E_BASE64_UNEXPECTED_HEADER_ERROR:
+		return "no PEM certificate or key found";
+	case GNUTLS_E_CERTIFICATE_KEY_MISMATCH:
+		return "the key is not the certificate's";
+	default:
+		return "not a PEM certificate and its private key";
+	}
+}
+
 /*
  * Reads the certificate, key and client CA files and checks that they load
  * together (the key is the certificate's, the CA file holds a certificate),
  * so that a half-written or mismatched set is refused before any daemon
  * serves it.
  */
-static int pem_load(const struct httpd *h, struct tls_pem *p, char *err, size_t errlen)
+static int pem_load(const char *cert_path, const char *key_path, const char *ca_path, struct tls_pem *p,
+		    char *err, size_t errlen)
 {
 	*p = (struct tls_pem){ 0 };
-	if (!(p->cert = read_pem(h->cert_path, err, errlen)) || !(p->key = read_pem(h->key_path, err, errlen)) ||
-	    (h->ca_path && !(p->client_ca = read_pem(h->ca_path, err, errlen)))) {
+	if (!(p->cert = read_pem(cert_path, err, errlen)) || !(p->key = read_pem(key_path, err, errlen)) ||
+	    (ca_path && !(p->client_ca = read_pem(ca_path, err, errlen)))) {
 		pem_free(p);
 		return -1;
 	}
@@ -499,12 +515,14 @@ static int pem_load(const struct httpd *h, struct tls_pem *p, char *err, size_t 
 	gnutls_datum_t key = { (unsigned char *)p->key, (unsigned)strlen(p->key) };
 	int rc = gnutls_certificate_set_x509_key_mem(cred, &cert, &key, GNUTLS_X509_FMT_PEM);
 	if (rc < 0) {
-		snprintf(err, errlen, "%s with %s: %s", h->cert_path, h->key_path, gnutls_strerror(rc));
+		snprintf(err, errlen, "certificate %s with key %s: %s (GnuTLS: %s)", cert_path, key_path,
+			 tls_reason(rc), gnutls_strerror(rc));
 	} else if (p->client_ca) {
 		gnutls_datum_t ca = { (unsigned char *)p->client_ca, (unsigned)strlen(p->client_ca) };
 		int n = gnutls_certificate_set_x509_trust_mem(cred, &ca, GNUTLS_X509_FMT_PEM);
 		if (n <= 0) {
-			snprintf(err, errlen, "%s: %s", h->ca_path, n < 0 ? gnutls_strerror(n) : "no certificate");
+			snprintf(err, errlen, "client CA %s: no PEM certificate found%s%s%s", ca_path,
+				 n < 0 ? " (GnuTLS: " : "", n < 0 ? gnutls_strerror(n) : "", n < 0 ? ")" : "");
 			rc = -1;
 		}
 	}
@@ -512,6 +530,15 @@ static int pem_load(const struct httpd *h, struct tls_pem *p, char *err, size_t 
 	if (rc < 0)
 		pem_free(p);
 	return rc < 0 ? -1 : 0;
+}
+
+int httpd_tls_check(const char *cert, const char *key, const char *client_ca, char *err, size_t errlen)
+{
+	struct tls_pem p;
+	if (pem_load(cert, key, client_ca && *client_ca ? client_ca : NULL, &p, err, errlen))
+		return -1;
+	pem_free(&p);
+	return 0;
 }
 
 /* A daemon serving with pem (NULL: plain HTTP), on the given listening socket or a new one. */
@@ -666,7 +693,7 @@ struct httpd *httpd_start(const struct httpd_config *cfg, const struct http_rout
 			free_httpd(h);
 			return NULL;
 		}
-		if (pem_load(h, &h->pem, err, errlen)) {
+		if (pem_load(h->cert_path, h->key_path, h->ca_path, &h->pem, err, errlen)) {
 			free_httpd(h);
 			return NULL;
 		}
@@ -695,7 +722,7 @@ int httpd_reload_tls(struct httpd *h, char *err, size_t errlen)
 	if (!h->cert_path)
 		return 0;
 	struct tls_pem fresh;
-	if (pem_load(h, &fresh, err, errlen))
+	if (pem_load(h->cert_path, h->key_path, h->ca_path, &fresh, err, errlen))
 		return -1;
 	if (pem_equal(&fresh, &h->pem)) {
 		pem_free(&fresh);

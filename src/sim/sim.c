@@ -5,6 +5,7 @@
  */
 #include "sim.h"
 #include "sim_impl.h"
+#include "opttab.h"
 #include "strnum.h"
 
 #include <math.h>
@@ -27,8 +28,10 @@ struct pol {
 	char label[48];
 };
 
+#define SIM_PATH_MAX 512
+
 struct opts {
-	const char *nodes, *pods, *plot, *title;
+	char nodes[SIM_PATH_MAX], pods[SIM_PATH_MAX], plot[SIM_PATH_MAX], title[256];
 	struct pol pol[MAX_POLICIES];
 	int npol;
 	int seeds;
@@ -41,55 +44,13 @@ struct opts {
 	bool gangs;         /* --gangs: the gang replay */
 	bool gang_load_set;
 	struct sim_gang_cfg gang;
+	int64_t seed_base_arg;
+	double load_arg;    /* --load; 0: not given */
 };
 
 static const char *const GANG_PLACE_NAME[GANG_PLACES] = { "gang-aware", "member-by-member" };
 
-static void usage(FILE *out)
-{
-	fprintf(out,
-		"usage: gpu-extender simulate --nodes FILE --pods FILE [options]\n"
-		"\n"
-		"Replays a pod list on a node list through the scoring core, as in the FGD\n"
-		"benchmark: GPU demand shuffled per seed and inflated to --tune x capacity,\n"
-		"tasks placed one by one, a task that fits nowhere fails for good.\n"
-		"\n"
-		"  --nodes FILE        openb node CSV (sn,cpu_milli,memory_mib,gpu,model) or\n"
-		"                      the standalone inventory (Kubernetes List JSON/YAML)\n"
-		"  --pods FILE         openb pod CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec])\n"
-		"  --policy NAME       repeatable; 'all' for every policy; NAME:online or\n"
-		"                      NAME:trace picks how the policy learns the task mix\n"
-		"  --workload MODE     online (learned as tasks arrive, from a prior) or trace\n"
-		"                      (the whole trace's mix, known in advance). Default:\n"
-		"                      trace for fgd (as in the paper), online for the rest\n"
-		"  --seeds N           seeds 42..42+N-1 (default 10); --seed-base S moves the start\n"
-		"  --tune X            arrived GPU demand target, x capacity (default 1.3)\n"
-		"  --ties MODE         which of equally rated nodes wins: order (default) the\n"
-		"                      first in a random node order fixed per seed, which\n"
-		"                      reproduces the paper's curves; random: a random one\n"
-		"                      each time (stock kube-scheduler); first: file order\n"
-		"  --format csv|table  per-seed curves, or medians at 50..130%% (default table).\n"
-		"                      csv: policy,seed,arrived_pct,allocated_gpu_pct,\n"
-		"                      unallocated_gpu_pct,fragmented_gpu_pct for arrived 0..130;\n"
-		"                      fragmented: FGD's measure under the trace's task mix\n"
-		"  --plot FILE.svg     unallocated GPU %% vs arrived workload, one line per policy\n"
-		"  --title TEXT        the plot's title\n"
-		"  --gangs F[:MIN-MAX] the gang replay instead: each whole-GPU task becomes, with\n"
-		"                      probability F, a gang of MIN..MAX (default 2-8) members\n"
-		"                      that arrive together; tasks run (exponential, mean 60 min)\n"
-		"                      and leave; gangs placed gang-aware and member-by-member.\n"
-		"                      Prints unallocated GPU %%, GPU %% held idle by partly\n"
-		"                      placed gangs, gang wait, gangs never started, deadlocks\n"
-		"                      (--format csv: a row per policy, seed and placement)\n"
-		"  --load X            with --gangs: offered load, x capacity (default 1.0)\n"
-		"  -j N                parallel runs (default: online CPUs)\n"
-		"\n"
-		"policies:");
-	for (int i = 0; i < POLICY_COUNT; i++)
-		fprintf(out, " %s", policy_name((enum policy_id)i));
-	fprintf(out, "\n");
-}
-
+static void usage(FILE *out);
 /* "online" or "trace"; false for anything else. */
 static bool parse_wl_mode(const char *s, enum sim_wl_mode *mode)
 {
@@ -162,119 +123,153 @@ static int parse_gangs(const char *arg, struct sim_gang_cfg *g)
 	return 0;
 }
 
-static int parse_args(int argc, char **argv, struct opts *o)
+static int set_policy(void *base, const struct opt *row, const char *value, const char *label, char *err,
+		      size_t errlen)
 {
-	memset(o, 0, sizeof(*o));
-	o->seeds = 10;
-	o->seed_base = 42;
-	o->tune = 1.3;
-	o->wl_default = -1;
-	o->gang = (struct sim_gang_cfg){ .fraction = 0, .kmin = 2, .kmax = 8, .load = 1.0,
-					 .mean_run_s = GANG_MEAN_RUN_S };
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	o->jobs = cpus > 0 ? (int)cpus : 1;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			usage(stdout);
-			return 1;
-		}
-		if (!v) {
-			fprintf(stderr, "simulate: %s needs a value (or is unknown)\n", a);
-			return -1;
-		}
-		i++;
-		if (!strcmp(a, "--nodes")) {
-			o->nodes = v;
-		} else if (!strcmp(a, "--pods")) {
-			o->pods = v;
-		} else if (!strcmp(a, "--plot")) {
-			o->plot = v;
-		} else if (!strcmp(a, "--title")) {
-			o->title = v;
-		} else if (!strcmp(a, "--policy")) {
-			if (add_policy(o, v)) {
-				fprintf(stderr, "simulate: unknown policy '%s' (or too many)\n", v);
-				return -1;
-			}
-		} else if (!strcmp(a, "--workload")) {
-			enum sim_wl_mode mode;
-			if (!parse_wl_mode(v, &mode)) {
-				fprintf(stderr, "simulate: --workload is online or trace\n");
-				return -1;
-			}
-			o->wl_default = (int)mode;
-		} else if (!strcmp(a, "--seeds")) {
-			if (!strnum_int(v, 1, MAX_SEEDS, &o->seeds)) {
-				fprintf(stderr, "simulate: --seeds wants 1..%d\n", MAX_SEEDS);
-				return -1;
-			}
-		} else if (!strcmp(a, "--seed-base")) {
-			int64_t s;
-			if (!strnum_i64(v, &s) || s < 0) {
-				fprintf(stderr, "simulate: bad --seed-base\n");
-				return -1;
-			}
-			o->seed_base = (uint64_t)s;
-		} else if (!strcmp(a, "--tune")) {
-			if (!strnum_double(v, &o->tune) || o->tune <= 0 || o->tune > 10) {
-				fprintf(stderr, "simulate: --tune wants a number in (0, 10]\n");
-				return -1;
-			}
-		} else if (!strcmp(a, "--gangs")) {
-			if (parse_gangs(v, &o->gang)) {
-				fprintf(stderr, "simulate: --gangs wants FRACTION in [0, 1], optionally "
-					":MIN-MAX members with 2 <= MIN <= MAX <= 64\n");
-				return -1;
-			}
-			o->gangs = true;
-		} else if (!strcmp(a, "--load")) {
-			if (!strnum_double(v, &o->gang.load) || o->gang.load <= 0 || o->gang.load > 10) {
-				fprintf(stderr, "simulate: --load wants a number in (0, 10]\n");
-				return -1;
-			}
-			o->gang_load_set = true;
-		} else if (!strcmp(a, "--ties")) {
-			if (!strcmp(v, "random"))
-				o->ties = SIM_TIES_RANDOM;
-			else if (!strcmp(v, "first"))
-				o->ties = SIM_TIES_FIRST;
-			else if (!strcmp(v, "order"))
-				o->ties = SIM_TIES_ORDER;
-			else {
-				fprintf(stderr, "simulate: --ties is order, random or first\n");
-				return -1;
-			}
-		} else if (!strcmp(a, "--format")) {
-			if (!strcmp(v, "csv"))
-				o->csv = true;
-			else if (strcmp(v, "table")) {
-				fprintf(stderr, "simulate: --format is csv or table\n");
-				return -1;
-			}
-		} else if (!strcmp(a, "-j") || !strcmp(a, "--jobs")) {
-			if (!strnum_int(v, 1, 1024, &o->jobs)) {
-				fprintf(stderr, "simulate: -j wants 1..1024\n");
-				return -1;
-			}
-		} else {
-			fprintf(stderr, "simulate: unknown option %s\n", a);
-			return -1;
-		}
-	}
-	if (!o->nodes || !o->pods) {
-		usage(stderr);
+	(void)row;
+	if (!add_policy(base, value))
+		return 0;
+	snprintf(err, errlen, "%s: unknown policy '%s' (or too many)", label, value);
+	return -1;
+}
+
+static int set_workload(void *base, const struct opt *row, const char *value, const char *label, char *err,
+			size_t errlen)
+{
+	(void)row;
+	enum sim_wl_mode mode;
+	if (!parse_wl_mode(value, &mode)) {
+		snprintf(err, errlen, "%s is online or trace", label);
 		return -1;
 	}
-	if (o->gang_load_set && !o->gangs) {
-		fprintf(stderr, "simulate: --load goes with --gangs\n");
+	((struct opts *)base)->wl_default = (int)mode;
+	return 0;
+}
+
+static int set_gangs(void *base, const struct opt *row, const char *value, const char *label, char *err,
+		     size_t errlen)
+{
+	(void)row;
+	struct opts *o = base;
+	if (!parse_gangs(value, &o->gang)) {
+		o->gangs = true;
+		return 0;
+	}
+	snprintf(err, errlen, "%s wants FRACTION in [0, 1], optionally :MIN-MAX members with 2 <= MIN <= MAX <= 64",
+		 label);
+	return -1;
+}
+
+static int set_ties(void *base, const struct opt *row, const char *value, const char *label, char *err,
+		    size_t errlen)
+{
+	(void)row;
+	struct opts *o = base;
+	if (!strcmp(value, "random"))
+		o->ties = SIM_TIES_RANDOM;
+	else if (!strcmp(value, "first"))
+		o->ties = SIM_TIES_FIRST;
+	else if (!strcmp(value, "order"))
+		o->ties = SIM_TIES_ORDER;
+	else {
+		snprintf(err, errlen, "%s is order, random or first", label);
 		return -1;
 	}
-	if (o->gangs && o->plot) {
-		fprintf(stderr, "simulate: --plot draws the FGD protocol's curves, not --gangs\n");
+	return 0;
+}
+
+static int set_format(void *base, const struct opt *row, const char *value, const char *label, char *err,
+		      size_t errlen)
+{
+	(void)row;
+	struct opts *o = base;
+	if (strcmp(value, "csv") && strcmp(value, "table")) {
+		snprintf(err, errlen, "%s is csv or table", label);
 		return -1;
 	}
+	o->csv = !strcmp(value, "csv");
+	return 0;
+}
+
+#define AT(f) OPT_AT(struct opts, f)
+
+static const struct opt options[] = {
+	{ .flag = "nodes", .kind = OPT_STR, AT(nodes), .arg = "FILE",
+	  .help = "openb node CSV (sn,cpu_milli,memory_mib,gpu,model) or the standalone inventory (Kubernetes List "
+		  "JSON/YAML); required" },
+	{ .flag = "pods", .kind = OPT_STR, AT(pods), .arg = "FILE",
+	  .help = "openb pod CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec]); required" },
+	{ .flag = "policy", .kind = OPT_FUNC, .set = set_policy, .arg = "NAME", .shown = "all",
+	  .help = "repeatable; 'all' for every policy; NAME:online or NAME:trace picks how the policy learns the "
+		  "task mix" },
+	{ .flag = "workload", .kind = OPT_FUNC, .set = set_workload, .arg = "MODE",
+	  .shown = "trace for fgd (as in the paper), online for the rest",
+	  .help = "online (learned as tasks arrive, from a prior) or trace (the whole trace's mix, known in advance)" },
+	{ .flag = "seeds", .kind = OPT_INT, AT(seeds), .def = "10", .arg = "N", .lo = 1, .hi = MAX_SEEDS,
+	  .help = "seeds SEED-BASE..SEED-BASE+N-1" },
+	{ .flag = "seed-base", .kind = OPT_INT, AT(seed_base_arg), .def = "42", .arg = "S", .lo = 0, .hi = 2147483647,
+	  .help = "the first seed" },
+	{ .flag = "tune", .kind = OPT_DOUBLE, AT(tune), .def = "1.3", .arg = "X", .lo = 0.001, .hi = 10,
+	  .help = "arrived GPU demand target, x capacity" },
+	{ .flag = "ties", .kind = OPT_FUNC, .set = set_ties, .def = "order", .arg = "MODE",
+	  .help = "which of equally rated nodes wins: order, the first in a random node order fixed per seed, which "
+		  "reproduces the paper's curves; random, a random one each time (stock kube-scheduler); first, "
+		  "file order" },
+	{ .flag = "format", .kind = OPT_FUNC, .set = set_format, .def = "table", .arg = "csv|table",
+	  .help = "per-seed curves, or medians at 50..130%. csv: policy,seed,arrived_pct,allocated_gpu_pct,"
+		  "unallocated_gpu_pct,fragmented_gpu_pct for arrived 0..130; fragmented: FGD's measure under the "
+		  "trace's task mix" },
+	{ .flag = "plot", .kind = OPT_STR, AT(plot), .arg = "FILE.svg",
+	  .help = "unallocated GPU % vs arrived workload, one line per policy" },
+	{ .flag = "title", .kind = OPT_STR, AT(title), .arg = "TEXT", .help = "the plot's title" },
+	{ .flag = "gangs", .kind = OPT_FUNC, .set = set_gangs, .arg = "F[:MIN-MAX]",
+	  .help = "the gang replay instead: each whole-GPU task becomes, with probability F, a gang of MIN..MAX "
+		  "(default 2-8) members that arrive together; tasks run (exponential, mean 60 min) and leave; gangs "
+		  "placed gang-aware and member-by-member. Prints unallocated GPU %, GPU % held idle by partly placed "
+		  "gangs, gang wait, gangs never started, deadlocks (--format csv: a row per policy, seed and "
+		  "placement)" },
+	{ .flag = "load", .kind = OPT_DOUBLE, AT(load_arg), .arg = "X", .shown = "1.0", .lo = 0.001, .hi = 10,
+	  .help = "with --gangs: offered load, x capacity" },
+	{ .flag = "jobs", .letter = 'j', .kind = OPT_INT, AT(jobs), .arg = "N", .shown = "online CPUs", .lo = 1,
+	  .hi = 1024, .help = "parallel runs" },
+};
+
+#define NOPTIONS (sizeof(options) / sizeof(options[0]))
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: gpu-extender simulate --nodes FILE --pods FILE [options]\n"
+		"\n"
+		"Replays a pod list on a node list through the scoring core, as in the FGD\n"
+		"benchmark: GPU demand shuffled per seed and inflated to --tune x capacity,\n"
+		"tasks placed one by one, a task that fits nowhere fails for good.\n"
+		"\n");
+	opt_usage(out, options, NOPTIONS);
+	fprintf(out, "\npolicies:");
+	for (int i = 0; i < POLICY_COUNT; i++)
+		fprintf(out, " %s", policy_name((enum policy_id)i));
+	fprintf(out, "\n");
+}
+
+/* What the options say together, and each policy's workload mode. 0, or -1 with err. */
+static int settle(struct opts *o, char *err, size_t errlen)
+{
+	if (!o->nodes[0] || !o->pods[0]) {
+		snprintf(err, errlen, "--nodes and --pods are needed");
+		return -1;
+	}
+	if (o->load_arg > 0 && !o->gangs) {
+		snprintf(err, errlen, "--load goes with --gangs");
+		return -1;
+	}
+	if (o->gangs && o->plot[0]) {
+		snprintf(err, errlen, "--plot draws the FGD protocol's curves, not --gangs");
+		return -1;
+	}
+	if (o->load_arg > 0)
+		o->gang.load = o->load_arg;
+	o->seed_base = (uint64_t)o->seed_base_arg;
 	if (!o->npol)
 		add_policy(o, "all");
 	for (int i = 0; i < o->npol; i++) {
@@ -287,6 +282,35 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			p->mode = p->id == POLICY_FGD ? SIM_WL_TRACE : SIM_WL_ONLINE;
 	}
 	return 0;
+}
+
+/* 0 ok, 1 help printed, -1 usage error (said on stderr). */
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->wl_default = -1;
+	o->gang = (struct sim_gang_cfg){ .fraction = 0, .kmin = 2, .kmax = 8, .load = 1.0,
+					 .mean_run_s = GANG_MEAN_RUN_S };
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	o->jobs = cpus > 0 ? (int)cpus : 1;
+	char err[300];
+	const char *pos[1];
+	int npos;
+	int rc = opt_defaults(options, NOPTIONS, o, err, sizeof(err));
+	if (!rc)
+		rc = opt_parse(options, NOPTIONS, o, argc, argv, pos, 0, &npos, err, sizeof(err));
+	if (rc == OPT_HELP)
+		usage(stdout);
+	else if (rc == OPT_HELP_MARKDOWN)
+		opt_markdown(stdout, options, NOPTIONS);
+	if (rc > 0)
+		return 1;
+	if (!rc)
+		rc = settle(o, err, sizeof(err));
+	if (!rc)
+		return 0;
+	fprintf(stderr, "simulate: %s (see --help)\n", err);
+	return -1;
 }
 
 /* ---- the run matrix ---- */
@@ -511,7 +535,7 @@ static int write_plot(const struct opts *o, const struct sim_result *res)
 	buf_init(&b, PLOT_MAX_BYTES);
 	char title[256];
 	const char *base = strrchr(o->pods, '/');
-	if (o->title)
+	if (o->title[0])
 		snprintf(title, sizeof(title), "%s", o->title);
 	else
 		snprintf(title, sizeof(title), "%s (median of %d seeds, band: 25-75%%)",
@@ -577,7 +601,7 @@ int sim_main(int argc, char **argv)
 		print_csv(&o, res);
 	else
 		print_table(&o, res, &cl, &tr);
-	if (o.plot && write_plot(&o, res))
+	if (o.plot[0] && write_plot(&o, res))
 		goto out;
 	rc = fflush(stdout) ? 1 : 0;
 out:

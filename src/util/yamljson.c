@@ -114,7 +114,11 @@ cJSON *yamljson_parse(const char *text, size_t len, char *err, size_t errlen)
 		const char *end = NULL;
 		cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, false);
 		if (!j) {
-			snprintf(err, errlen, "invalid JSON near byte %zu", end ? (size_t)(end - text) : 0);
+			size_t at = end ? (size_t)(end - text) : 0, line = 1, col = 1;
+			for (size_t k = 0; k < at && k < len; k++, col++)
+				if (text[k] == '\n')
+					line++, col = 0;
+			snprintf(err, errlen, "invalid JSON at line %zu, column %zu (byte %zu)", line, col, at);
 			return NULL;
 		}
 		return j;

@@ -262,6 +262,16 @@ run_agent -- --bogus detect
 expect_rc "unknown option" 2
 run_agent -- --timeout nope detect
 expect_rc "bad --timeout" 2
+run_agent -- detect --node n1 --tools-dir "$TMP/no-such-dir"
+expect_rc "--tools-dir that does not exist" 2
+expect_err "--tools-dir that does not exist: names it" "no-such-dir"
+run_agent -- detect --node n1 --compact false --no-timestamp true
+expect_rc "--compact false: a boolean takes a separate false" 0
+check "--compact false: pretty-printed" 'True'
+if [ "$(wc -l < "$TMP/out")" -gt 1 ]; then ok "--compact false: on many lines"; else bad "--compact false: on many lines" "$(head -c 200 "$TMP/out")"; fi
+run_agent -- --interval 0 run --node n1
+expect_rc "--interval 0 refused" 2
+expect_err "--interval 0: says the range" "1..86400"
 
 # ---- the device plugin's options and kubelet's record ----
 run_agent -- run --device-plugin --delivery envvar --node n1

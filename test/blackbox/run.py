@@ -549,5 +549,124 @@ def sigterm_waits_for_inflight_and_exits_zero():
     assert out["r"][0] == 200, out
 
 
+def serve_fails(*args, timeout=10):
+    """Runs serve with args that must not start it: (exit status, stderr)."""
+    r = subprocess.run([BIN, "serve"] + list(args), capture_output=True, text=True, timeout=timeout)
+    return r.returncode, r.stderr
+
+
+def write_tmp(text, suffix=".json"):
+    f = tempfile.NamedTemporaryFile("w", suffix=suffix, delete=False)
+    f.write(text)
+    f.close()
+    return f.name
+
+
+@test
+def usage_errors_exit_2_before_the_inventory_loads():
+    # Each of these used to start loading /nonexistent.json (exit 1) or to fail later.
+    for args, want in [(["--listen", "127.0.0.1:x"], "--listen"),
+                       (["--tls-cert", "/etc/hostname"], "--tls-cert needs --tls-key"),
+                       (["--tls-key", "/etc/hostname"], "--tls-key needs --tls-cert"),
+                       (["--url-prefix", "gpu"], "must start with '/'"),
+                       (["--webhook-listen", "127.0.0.1:0"], "--webhook-listen needs --webhook-cert"),
+                       (["--reap-interval", "0"], "--reap-interval")]:
+        rc, err = serve_fails("--inventory", "/nonexistent.json", *args)
+        assert rc == 2 and want in err and "nonexistent" not in err, (args, rc, err)
+
+
+@test
+def tls_files_that_do_not_load_name_the_flag_and_file():
+    rc, err = serve_fails("--inventory", DEMO, "--listen", "127.0.0.1:0", "--debug-listen", "",
+                          "--tls-cert", "/etc/hostname", "--tls-key", "/etc/hostname")
+    assert rc == 1, (rc, err)
+    assert "--tls-cert /etc/hostname" in err and "--tls-key /etc/hostname" in err, err
+    assert "no PEM" in err, err
+
+
+@test
+def boolean_flags_take_a_separate_false():
+    s = Server("--log-json", "false", "--webhook-visible-devices-env", "false")
+    try:
+        assert s.request("GET", "/healthz")[0] == 200
+    finally:
+        assert s.stop() == 0
+    assert 'msg="serving"' in s.output(), s.output()   # logfmt, not JSON
+
+
+@test
+def inventory_numbers_are_checked_with_their_path():
+    inv = json.load(open(DEMO))
+    gns = [i for i, it in enumerate(inv["items"]) if it["kind"] == "GpuNodeStatus"][1]
+    for field, value, want in [("memoryMiB", -5, "status.devices[1].memoryMiB must be a non-negative integer, not -5"),
+                               ("memoryMiB", 1.5, "status.devices[1].memoryMiB must be a non-negative integer, not 1.5"),
+                               ("memoryMiB", "80Gi", "status.devices[1].memoryMiB must be a non-negative integer"),
+                               ("total", -1, "status.total must be a non-negative integer, not -1")]:
+        bad = json.loads(json.dumps(inv))
+        if field == "total":
+            bad["items"][gns]["status"]["total"] = value
+        else:
+            bad["items"][gns]["status"]["devices"][1][field] = value
+        path = write_tmp(json.dumps(bad))
+        try:
+            rc, err = serve_fails("--inventory", path, "--listen", "127.0.0.1:0", "--debug-listen", "")
+        finally:
+            os.unlink(path)
+        assert rc == 1 and f"items[{gns}] (GpuNodeStatus " in err and want in err, (field, value, err)
+
+
+@test
+def inventory_json_errors_give_line_and_column():
+    path = write_tmp('{"items": [\n  {"kind": "Node",\n   "metadata": {"name": "a"} x\n]}\n')
+    try:
+        rc, err = serve_fails("--inventory", path, "--listen", "127.0.0.1:0", "--debug-listen", "")
+    finally:
+        os.unlink(path)
+    assert rc == 1 and "line 3, column 30" in err, err
+
+
+@test
+def empty_inventory_is_warned():
+    path = write_tmp('{"kind": "List", "items": []}')
+    try:
+        s = Server(inventory=path)
+        s.stop()
+    finally:
+        os.unlink(path)
+    assert "level=warn" in s.output() and "no nodes" in s.output(), s.output()
+
+
+@test
+def bind_body_that_is_not_json_says_so():
+    s = Server()
+    try:
+        for body in ["x{", "", "[1]"]:
+            st, text, _ = s.request("POST", "/bind", body)
+            assert st == 400 and "not a JSON object" in json.loads(text)["Error"], (body, st, text)
+    finally:
+        s.stop()
+
+
+@test
+def docs_list_every_flag_as_help_prints_it():
+    for cmd, doc in [([BIN, "serve", "--help=markdown"], "docs/configuration.md"),
+                     ([BIN, "simulate", "--help=markdown"], "docs/configuration.md"),
+                     ([os.path.join(os.path.dirname(BIN), "gpu-agent"), "--help=markdown"], "docs/configuration.md")]:
+        table = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        assert table.startswith("| flag |"), table[:200]
+        text = open(os.path.join(ROOT, doc)).read()
+        assert table in text, f"{doc} does not hold the table that `{' '.join(cmd[1:])}` prints; paste it in"
+
+
+@test
+def make_e2e_installs_the_test_packages_and_port_moves_debug():
+    # A fresh machine: the test packages' stamp is missing, and `make e2e` must install them.
+    out = subprocess.run(["make", "-n", "-C", ROOT, "e2e", "TEST_DEPS_STAMP=/nonexistent/.deps-test"],
+                         capture_output=True, text=True).stdout
+    assert "dpkg-query" in out and "runc" in out, out[-2000:]
+    out = subprocess.run(["make", "-n", "-C", ROOT, "run", "PORT=9000"], capture_output=True, text=True).stdout
+    assert "--listen 127.0.0.1:9000" in out and "--debug-listen 127.0.0.1:9001" in out, out[-2000:]
+
+
 print(f"blackbox: {results['passed']} passed, {results['failed']} failed")
 sys.exit(1 if results["failed"] else 0)

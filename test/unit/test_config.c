@@ -50,7 +50,9 @@ static void test_file_then_flags(void **state)
 			       "  level: debug\n"
 			       "  json: true\n"
 			       "webhook:\n"
-			       "  listen: 0.0.0.0:8443\n");
+			       "  listen: 0.0.0.0:8443\n"
+			       "  certFile: /etc/wh/tls.crt\n"
+			       "  keyFile: /etc/wh/tls.key\n");
 	struct config c;
 	config_defaults(&c);
 	char err[256];
@@ -148,6 +150,82 @@ static void test_listen_split(void **state)
 	assert_int_equal(config_listen_split("h:99999", host, sizeof(host), &port), -1);
 }
 
+/* A TLS flag without its pair names the one missing (issue 28). */
+static void test_tls_pairs(void **state)
+{
+	(void)state;
+	const char *a1[] = { "serve", "--tls-cert", "/etc/c.pem" };
+	check_bad(a1, 3, "--tls-cert needs --tls-key");
+	const char *a2[] = { "serve", "--tls-key", "/etc/k.pem" };
+	check_bad(a2, 3, "--tls-key needs --tls-cert");
+	const char *a3[] = { "serve", "--client-ca", "/etc/ca.pem" };
+	check_bad(a3, 3, "--client-ca needs --tls-cert");
+	const char *a4[] = { "serve", "--webhook-listen", ":8443", "--webhook-cert", "/c" };
+	check_bad(a4, 5, "--webhook-listen needs --webhook-cert and --webhook-key");
+}
+
+/* What would fail later, at start, is refused with the command line: the addresses, the prefix. */
+static void test_checked_before_start(void **state)
+{
+	(void)state;
+	const char *a1[] = { "serve", "--url-prefix", "gpu" };
+	check_bad(a1, 3, "--url-prefix: 'gpu' must start with '/'");
+	const char *a2[] = { "serve", "--listen", "127.0.0.1:x" };
+	check_bad(a2, 3, "--listen: '127.0.0.1:x' is not HOST:PORT");
+	const char *a3[] = { "serve", "--debug-listen", "nowhere" };
+	check_bad(a3, 3, "--debug-listen: 'nowhere' is not HOST:PORT");
+	struct config c;
+	config_defaults(&c);
+	char err[256];
+	const char *ok[] = { "serve", "--debug-listen", "", "--url-prefix", "/gpu" };
+	assert_int_equal(parse(&c, 5, ok, err), 0);
+}
+
+/* "--flag false" as "--flag=false"; a bare boolean flag is true. */
+static void test_bool_words(void **state)
+{
+	(void)state;
+	struct config c;
+	config_defaults(&c);
+	char err[256];
+	const char *a[] = { "serve", "--webhook-visible-devices-env", "false", "--log-json", "--insecure-skip-tls-verify", "true" };
+	assert_int_equal(parse(&c, 6, a, err), 0);
+	assert_false(c.webhook_env);
+	assert_true(c.log_json);
+	assert_true(c.insecure_skip_tls_verify);
+}
+
+/* Each number either says what 0 means or refuses it. */
+static void test_zero(void **state)
+{
+	(void)state;
+	const char *a1[] = { "serve", "--reap-interval", "0" };
+	check_bad(a1, 3, "--reap-interval: '0' is not a number in 1..");
+	const char *a2[] = { "serve", "--bind-timeout", "0" };
+	check_bad(a2, 3, "--bind-timeout: '0' is not a number in 1..");
+	const char *a3[] = { "serve", "--gang-timeout", "0" };
+	check_bad(a3, 3, "--gang-timeout: '0' is not a number in 1..");
+	const char *a4[] = { "serve", "--watch-idle-timeout", "0" };
+	check_bad(a4, 3, "--watch-idle-timeout: '0' is not a number in 1..");
+	const char *a5[] = { "serve", "--max-connections", "0" };
+	check_bad(a5, 3, "--max-connections: '0' is not a number in 1..");
+	struct config c;
+	config_defaults(&c);
+	char err[256];
+	const char *ok[] = { "serve", "--threads", "0", "--filter-keeps-best", "0", "--tls-reload-interval", "0",
+			     "--max-connections-per-address", "0", "--bind-threads", "0" };
+	assert_int_equal(parse(&c, 11, ok, err), 0);
+	/* --help says what 0 means for those that take it. */
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	config_usage(f);
+	fclose(f);
+	assert_non_null(strstr(text, "0: the number of CPUs"));
+	assert_non_null(strstr(text, "0: no limit per address"));
+	free(text);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -157,6 +235,10 @@ int main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_help),
 		cmocka_unit_test(test_listen_split),
+		cmocka_unit_test(test_tls_pairs),
+		cmocka_unit_test(test_checked_before_start),
+		cmocka_unit_test(test_bool_words),
+		cmocka_unit_test(test_zero),
 	};
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }
