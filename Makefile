@@ -40,14 +40,18 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(OBJ)/%.o)
 SLIB_OBJS := $(LIB_SRCS:%.c=$(SOBJ)/%.o)
 UNIT_BINS := $(UNIT_SRCS:test/unit/%.c=$(BUILD)/test/%)
 
-# The version stamp changes only when the version does, so a commit (or an
-# edit after one) rebuilds the two objects that print it and nothing else.
-VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+# The version: the VERSION file, the same for both programs and the image's
+# tag (make image); the commit is printed beside it. The stamp changes only
+# when either does, so a commit (or an edit after one) rebuilds the objects
+# that print them and nothing else.
+VERSION := $(shell cat VERSION 2>/dev/null || echo dev)
+COMMIT := $(shell git describe --always --dirty --exclude='*' 2>/dev/null || echo unknown)
 VERSION_STAMP := $(BUILD)/.version
-$(shell mkdir -p $(BUILD); echo '$(VERSION)' | cmp -s - $(VERSION_STAMP) || echo '$(VERSION)' > $(VERSION_STAMP))
-# The objects that print it, in each build (normal, ASan, TSan).
-VERSIONED := $(foreach d,$(OBJ) $(SOBJ) $(TOBJ),$(d)/src/serve.o $(d)/src/main.o)
-$(VERSIONED): ALL_CFLAGS += -DGPU_VERSION='"$(VERSION)"'
+$(shell mkdir -p $(BUILD); echo '$(VERSION) $(COMMIT)' | cmp -s - $(VERSION_STAMP) || echo '$(VERSION) $(COMMIT)' > $(VERSION_STAMP))
+ALL_CFLAGS += -DGPU_VERSION='"$(VERSION)"'
+# The objects that print them, in each build (normal, ASan, TSan).
+VERSIONED := $(foreach d,$(OBJ) $(SOBJ) $(TOBJ),$(foreach f,src/serve src/main src/agent/main src/agent/gns src/agent/run,$(d)/$(f).o))
+$(VERSIONED): ALL_CFLAGS += -DGPU_COMMIT='"$(COMMIT)"'
 
 # Debian packages the build needs, and those only the tests need; each set
 # is installed when missing (apt-get as root, else sudo).

@@ -4,6 +4,10 @@
  * GpuNodeStatus and labels. See docs/agent.md.
  */
 #include "agent.h"
+
+#ifndef GPU_COMMIT
+#define GPU_COMMIT "unknown"
+#endif
 #include "agent_publish.h"
 #include "devplugin.h"
 
@@ -308,7 +312,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			usage(stdout);
 			return 1;
 		case OPT_VERSION:
-			printf("gpu-agent %s\n", AGENT_VERSION);
+			printf("gpu-agent %s (commit %s)\n", AGENT_VERSION, GPU_COMMIT);
 			return 1;
 		default:
 			fprintf(stderr, "gpu-agent: unknown option '%s' (see --help)\n", argv[optind - 1]);
