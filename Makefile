@@ -62,7 +62,7 @@ TEST_PKGS := libcmocka-dev openssl curl python3 wrk \
 DEPS_STAMP := $(BUILD)/.deps-build
 TEST_DEPS_STAMP := $(BUILD)/.deps-test
 
-.PHONY: all deps run test unit dst soak blackbox e2e bench bench-e2e sim fuzz proto clean
+.PHONY: all deps run test unit dst soak blackbox e2e bench bench-e2e sim fuzz proto clean image
 all: $(BUILD)/gpu-extender $(BUILD)/gpu-agent
 
 define install_missing
@@ -255,13 +255,20 @@ proto:
 clean:
 	rm -rf $(BUILD)
 
+# The product's image, with no container engine (deploy/image/oci.sh): an
+# OCI archive build/image/gpu-extender-$(VERSION).tar of both programs,
+# named gpu-extender:$(VERSION), the tag deploy/ names.
+image: all
+	@deploy/image/oci.sh $(BUILD)
+
 # A one-machine cluster to try it out: the e2e control plane, this machine as
 # a real kubelet node with 8 fake GPUs (FAKE_NODES=N adds fake nodes), and
-# deploy/ as gpu-extender:dev (test/node/local-cluster.sh; needs root). Runs in
-# the background; the last line is the `export KUBECONFIG=...` to use.
+# deploy/ installed by `kubectl apply -k` (through test/node/local) with the
+# image of `make image` imported into its containerd (test/node/local-cluster.sh;
+# needs root). Runs in the background; the last line is the `export KUBECONFIG=...` to use.
 FAKE_NODES ?= 0
 .PHONY: cluster cluster-down
-cluster: all | $(TEST_DEPS_STAMP)
+cluster: image | $(TEST_DEPS_STAMP)
 	@FAKE_NODES=$(FAKE_NODES) test/node/local-cluster.sh up
 
 cluster-down:

@@ -155,7 +155,7 @@
 #   CLUSTER_CONTAINERD_ADDRESS, CLUSTER_CONTAINERD_BIN (containerd, ctr, the shim)
 #   CLUSTER_KUBELET_PORT   kubelet's HTTPS port on CLUSTER_NODE_IP
 #   Constants: CLUSTER_BUSYBOX_IMAGE (gpu-test/busybox:local), CLUSTER_PRODUCT_IMAGE
-#   (gpu-extender:dev), CLUSTER_PAUSE_IMAGE, CLUSTER_KUBELET_ROOT (/var/lib/kubelet);
+#   (gpu-extender:VERSION, make image), CLUSTER_PAUSE_IMAGE, CLUSTER_KUBELET_ROOT (/var/lib/kubelet);
 #   pods must use imagePullPolicy: Never (no registry).
 #
 # Environment read
@@ -689,6 +689,10 @@ _CLUSTER_CONTROLLERS+=,root-ca-certificate-publisher-controller
 _CLUSTER_CONTROLLERS+=,endpoints-controller,endpointslice-controller
 # deploy/ runs as Deployments and a DaemonSet
 _CLUSTER_CONTROLLERS+=,deployment-controller,replicaset-controller,daemonset-controller
+# deploy/'s certificates: a Job at install, a CronJob that renews, finished Jobs deleted
+_CLUSTER_CONTROLLERS+=,job-controller,cronjob-controller,ttl-after-finished-controller
+# a deleted namespace's objects go with it (deploy/'s uninstall)
+_CLUSTER_CONTROLLERS+=,namespace-controller
 
 _cluster_start_controller_manager() {
   local p=$CLUSTER_DIR/pki
