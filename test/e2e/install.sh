@@ -131,6 +131,29 @@ versions() {
 }
 ((installed)) && e2e_check "the image is gpu-extender:VERSION, as deploy/ names it, and both programs in it print that version" versions
 
+certs_rbac() {
+  local sa=system:serviceaccount:gpu-system:gpu-extender-certs row want got bad=0
+  while read -r want row; do
+    got=$(kubectl auth can-i --as="$sa" $row 2>/dev/null)
+    [[ $got == "$want" ]] || { echo "can-i $row: $got, wants $want"; bad=1; }
+  done <<'ROWS'
+yes get secret/gpu-extender-ca -n gpu-system
+yes update secret/gpu-scheduler-extender-client -n gpu-system
+yes create secrets -n gpu-system
+yes patch mutatingwebhookconfigurations/gpu-env-injector
+no list secrets -n gpu-system
+no get secret/gpu-cluster-api -n gpu-system
+no delete secret/gpu-extender-ca -n gpu-system
+no get secrets -n kube-system
+no create secrets -n default
+no patch mutatingwebhookconfigurations/other-webhook
+no patch validatingwebhookconfigurations/gpu-env-injector
+no list pods -A
+ROWS
+  ((bad == 0))
+}
+((installed)) && e2e_check "the certificate Job's service account: its four Secrets and the one caBundle, nothing more (12 can-i rows)" certs_rbac
+
 # ---- 2. re-running keeps valid certificates -------------------------------------------
 
 keeps() {
