@@ -65,6 +65,8 @@ if ! setup; then
   exit 1
 fi
 e2e_note "control plane and node up in $((SECONDS - t0))s"
+# A check runs in a subshell: its figures are kept here and printed at the end.
+note() { echo "$*" >>"$CLUSTER_DIR/install-notes"; }
 product_logs() {
   ((E2E_FAILED)) || return 0
   local p
@@ -88,14 +90,12 @@ secret_field() {  # SECRET KEY: the decoded field
 
 # ---- 1. one apply on the fresh cluster ------------------------------------------------
 
-installed=0
 install() {
   local t=$SECONDS
   node_deploy_product || return 1
   local tc=$SECONDS
   node_wait_product || return 1
-  e2e_note "kubectl apply -k to certificates made in $((tc - t))s, to the product rolled out in $((SECONDS - t))s"
-  installed=1
+  note "kubectl apply -k to certificates made in $((tc - t))s, to the product rolled out in $((SECONDS - t))s"
 }
 e2e_check "kubectl apply -k deploy/ installs everything in one pass on a fresh cluster, the Job makes the certificates" install
 
@@ -127,9 +127,9 @@ versions() {
     got=$(kubectl -n gpu-system exec deployment/gpu-extender -- "/usr/local/bin/$b" --version) || return 1
     [[ $(awk '{print $2}' <<<"$got") == "$VERSION" ]] || { echo "$b in the image says: $got"; return 1; }
   done
-  e2e_note "gpu-extender:$VERSION runs; in it: $got"
+  note "gpu-extender:$VERSION runs; in it: $got"
 }
-((installed)) && e2e_check "the image is gpu-extender:VERSION, as deploy/ names it, and both programs in it print that version" versions
+e2e_check "the image is gpu-extender:VERSION, as deploy/ names it, and both programs in it print that version" versions
 
 certs_rbac() {
   local sa=system:serviceaccount:gpu-system:gpu-extender-certs row want got bad=0
@@ -152,7 +152,7 @@ no list pods -A
 ROWS
   ((bad == 0))
 }
-((installed)) && e2e_check "the certificate Job's service account: its four Secrets and the one caBundle, nothing more (12 can-i rows)" certs_rbac
+e2e_check "the certificate Job's service account: its four Secrets and the one caBundle, nothing more (12 can-i rows)" certs_rbac
 
 # ---- 2. re-running keeps valid certificates -------------------------------------------
 
@@ -166,7 +166,7 @@ keeps() {
   [[ $(secret_versions) == "$before" ]] || { echo "Secrets changed: $before -> $(secret_versions)"; return 1; }
   [[ $(ca_bundle) == "$bundle" ]] || { echo "the caBundle changed"; return 1; }
 }
-((installed)) && e2e_check "the renewal CronJob run now and the apply again keep every certificate and the caBundle" keeps
+e2e_check "the renewal CronJob run now and the apply again keep every certificate and the caBundle" keeps
 
 # ---- 3. the docs' webhook self-check ----------------------------------------------------
 
@@ -175,9 +175,9 @@ self_check() {
   block=$(doc_block docs/webhook-certificates.md 'webhook-check') || return 1
   out=$(bash -c "$block") || { echo "$out"; return 1; }
   [[ $out == *'"gpu.scheduling/managed":"true"'* ]] || { echo "the self-check printed: $out"; return 1; }
-  e2e_note "self-check: $out"
+  note "self-check: $out"
 }
-((installed)) && e2e_check "the webhook self-check of docs/webhook-certificates.md prints the webhook's label" self_check
+e2e_check "the webhook self-check of docs/webhook-certificates.md prints the webhook's label" self_check
 
 # ---- 4. a GPU pod runs -----------------------------------------------------------------------
 
@@ -193,15 +193,13 @@ JSON
 }
 pod_phase() { kubectl -n "$NS" get pod "$1" -o 'jsonpath={.status.phase}' 2>/dev/null; }
 pod_devices() { kubectl -n "$NS" exec "$1" -- ls /dev 2>/dev/null | grep -c '^nvidia[0-9]'; }
-running=0
 gpu_runs() {
   cluster_ensure_namespace "$NS" >/dev/null && gpu_pod train || return 1
   cluster_wait 90 "pod train Running" bash -c "[[ \$($KUBECTL -n $NS get pod train -o 'jsonpath={.status.phase}') == Running ]]" ||
     return 1
   [[ $(pod_devices train) == 2 ]] || { echo "train sees $(pod_devices train) GPUs"; return 1; }
-  running=1
 }
-((installed)) && e2e_check "a 2-GPU pod runs with its two devices" gpu_runs
+e2e_check "a 2-GPU pod runs with its two devices" gpu_runs
 
 # ---- 5. the docs' uninstall, with the GPU pod running -------------------------------------
 
@@ -209,9 +207,9 @@ uninstall() {
   local block t=$SECONDS
   block=$(doc_block docs/operations.md 'kubectl delete -k deploy/') || return 1
   bash -c "set -e; $block" || { echo "the uninstall block failed"; return 1; }
-  e2e_note "uninstalled in $((SECONDS - t))s"
+  note "uninstalled in $((SECONDS - t))s"
 }
-((installed)) && e2e_check "the uninstall of docs/operations.md runs as written while a GPU pod runs" uninstall
+e2e_check "the uninstall of docs/operations.md runs as written while a GPU pod runs" uninstall
 
 pod_keeps() {
   local restarts
@@ -221,7 +219,7 @@ pod_keeps() {
   [[ $restarts == 0 ]] || { echo "train restarted $restarts times"; return 1; }
   [[ $(pod_devices train) == 2 ]] || { echo "train sees $(pod_devices train) GPUs"; return 1; }
 }
-((running)) && e2e_check "the running GPU pod keeps running with its two devices, not restarted" pod_keeps
+e2e_check "the running GPU pod keeps running with its two devices, not restarted" pod_keeps
 
 no_new_placement() {
   gpu_pod late || return 1
@@ -230,7 +228,7 @@ no_new_placement() {
     { echo "late is $(pod_phase late) on '$(e2e_pod_node "$NS" late)'"; return 1; }
   kubectl -n "$NS" delete pod late --wait=false >/dev/null
 }
-((installed)) && e2e_check "a new GPU pod is placed nowhere (no gpu-scheduler)" no_new_placement
+e2e_check "a new GPU pod is placed nowhere (no gpu-scheduler)" no_new_placement
 
 gpu_allocatable() {  # the node's allocatable gpu.scheduling/* that are not 0
   kubectl get node "$CLUSTER_NODE_NAME" -o json | python3 -c '
@@ -261,9 +259,11 @@ for k in n["metadata"].get("labels", {}):
   [[ -n $out ]] && left+=("$out")
   out=$(ls /var/lib/kubelet/device-plugins | grep gpu-scheduling) && left+=($out)
   ((${#left[@]} == 0)) || { printf 'left behind: %s\n' "${left[@]}"; return 1; }
-  e2e_note "kept on purpose: the pod train and its annotations, the node label gpu.scheduling/gpu-node, the node's gpu.scheduling/* capacity at 0 (kubelet's)"
+  note "kept on purpose: the pod train and its annotations, the node label gpu.scheduling/gpu-node, the node's gpu.scheduling/* capacity at 0 (kubelet's)"
 }
-((installed)) && e2e_check "nothing of the product is left but what docs/operations.md lists as kept" nothing_left
+e2e_check "nothing of the product is left but what docs/operations.md lists as kept" nothing_left
 
 kubectl -n "$NS" delete pod --all --grace-period=0 --force --wait=false >/dev/null 2>&1
+while IFS= read -r line; do e2e_note "$line"; done <"$CLUSTER_DIR/install-notes" 2>/dev/null
+e2e_note "the whole suite: $((SECONDS - t0))s"
 e2e_summary
