@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A real Kubernetes control plane on 127.0.0.1 for tests: etcd, kube-apiserver,
 # kube-controller-manager (garbage collector, service accounts, root CA
-# publisher, endpoints, Deployments/ReplicaSets/DaemonSets; never the node
+# publisher, endpoints, Deployments/ReplicaSets/DaemonSets, Jobs/CronJobs and
+# their clean-up, namespaces; never the node
 # lifecycle controller) and, on request, kube-scheduler. Nodes are fake Node
 # objects whose status the tests write; on request (cluster_node_up, root) this
 # machine also joins as one real node: containerd, runc, a CNI bridge and kubelet.
