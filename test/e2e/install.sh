@@ -123,13 +123,23 @@ versions() {
   [[ $tag == "$VERSION" ]] || { echo "deploy/ tags the image $tag, VERSION is $VERSION"; return 1; }
   [[ $(kubectl -n gpu-system get deployment gpu-extender -o 'jsonpath={.spec.template.spec.containers[0].image}') == "gpu-extender:$VERSION" ]] ||
     { echo "the extender does not run gpu-extender:$VERSION"; return 1; }
+  # every overlay renders, with the image and the certificate Job of this version
+  local d jobs images want
+  for d in deploy deploy/overlays/every-node deploy/overlays/monitoring deploy/overlays/without-podgroup-crd \
+    deploy/overlays/cert-manager test/node/local; do
+    jobs=$(kubectl kustomize "$d" | grep -c "name: gpu-extender-certs-$VERSION$")
+    images=$(kubectl kustomize "$d" | grep -c "image: gpu-extender:$VERSION$")
+    want="1 4"
+    [[ $d == */cert-manager ]] && want="0 2"   # no Job, no CronJob
+    [[ "$jobs $images" == "$want" ]] || { echo "$d: $jobs certificate Jobs of $VERSION, $images images of it"; return 1; }
+  done
   for b in gpu-extender gpu-agent; do
     got=$(kubectl -n gpu-system exec deployment/gpu-extender -- "/usr/local/bin/$b" --version) || return 1
     [[ $(awk '{print $2}' <<<"$got") == "$VERSION" ]] || { echo "$b in the image says: $got"; return 1; }
   done
   note "gpu-extender:$VERSION runs; in it: $got"
 }
-e2e_check "the image is gpu-extender:VERSION, as deploy/ names it, and both programs in it print that version" versions
+e2e_check "the image is gpu-extender:VERSION, as deploy/ and every overlay name it (and the Job), and both programs in it print that version" versions
 
 certs_rbac() {
   local sa=system:serviceaccount:gpu-system:gpu-extender-certs row want got bad=0
