@@ -1,7 +1,8 @@
-# gpu-extender and gpu-agent in one image. (Not built in this repository's
-# CI: the build machines have no container engine. The test node builds the
-# same file tree with the same script, deploy/image/rootfs.sh, and packs it
-# as gpu-extender:dev without an engine: test/node/images.sh.)
+# gpu-extender and gpu-agent in one image, for those with a container
+# engine. `make image` builds the same file tree with the same script
+# (deploy/image/rootfs.sh) and packs it as an OCI archive without any
+# engine (deploy/image/oci.sh); that is the image the tests run. Tag this
+# one gpu-extender:$(cat VERSION) as well.
 FROM debian:bookworm-slim AS build
 RUN apt-get update && apt-get install -y --no-install-recommends \
       build-essential ca-certificates git && rm -rf /var/lib/apt/lists/*

@@ -55,14 +55,18 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(OBJ)/%.o)
 SLIB_OBJS := $(LIB_SRCS:%.c=$(SOBJ)/%.o)
 UNIT_BINS := $(UNIT_SRCS:test/unit/%.c=$(BUILD)/test/%)
 
-# The version stamp changes only when the version does, so a commit (or an
-# edit after one) rebuilds the two objects that print it and nothing else.
-VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+# The version: the VERSION file, the same for both programs and the image's
+# tag (make image); the commit is printed beside it. The stamp changes only
+# when either does, so a commit (or an edit after one) rebuilds the objects
+# that print them and nothing else.
+VERSION := $(shell cat VERSION 2>/dev/null || echo dev)
+COMMIT := $(shell git describe --always --dirty --exclude='*' 2>/dev/null || echo unknown)
 VERSION_STAMP := $(BUILD)/.version
-$(shell mkdir -p $(BUILD); echo '$(VERSION)' | cmp -s - $(VERSION_STAMP) || echo '$(VERSION)' > $(VERSION_STAMP))
-# The objects that print it, in each build (normal, ASan, TSan).
-VERSIONED := $(foreach d,$(OBJ) $(SOBJ) $(TOBJ),$(d)/src/serve.o $(d)/src/main.o)
-$(VERSIONED): ALL_CFLAGS += -DGPU_VERSION='"$(VERSION)"'
+$(shell mkdir -p $(BUILD); echo '$(VERSION) $(COMMIT)' | cmp -s - $(VERSION_STAMP) || echo '$(VERSION) $(COMMIT)' > $(VERSION_STAMP))
+ALL_CFLAGS += -DGPU_VERSION='"$(VERSION)"'
+# The objects that print them, in each build (normal, ASan, TSan).
+VERSIONED := $(foreach d,$(OBJ) $(SOBJ) $(TOBJ),$(foreach f,src/serve src/main src/agentd/agent_main src/agent/gns src/agentd/run,$(d)/$(f).o))
+$(VERSIONED): ALL_CFLAGS += -DGPU_COMMIT='"$(COMMIT)"'
 
 # Debian packages the build needs, and those only the tests need; each set
 # is installed when missing (apt-get as root, else sudo).
@@ -73,7 +77,7 @@ TEST_PKGS := libcmocka-dev openssl curl python3 wrk \
 DEPS_STAMP := $(BUILD)/.deps-build
 TEST_DEPS_STAMP := $(BUILD)/.deps-test
 
-.PHONY: all deps run test structure unit dst soak blackbox e2e bench bench-http-scale bench-e2e bench-sustained sim fuzz proto clean
+.PHONY: all deps run test structure unit dst soak blackbox e2e bench bench-http-scale bench-e2e bench-sustained sim fuzz proto clean image
 all: $(BUILD)/gpu-extender $(BUILD)/gpu-agent $(BUILD)/kubectl-gpu
 
 define install_missing
@@ -284,13 +288,20 @@ proto:
 clean:
 	rm -rf $(BUILD)
 
+# The product's image, with no container engine (deploy/image/oci.sh): an
+# OCI archive build/image/gpu-extender-$(VERSION).tar of both programs,
+# named gpu-extender:$(VERSION), the tag deploy/ names.
+image: all
+	@deploy/image/oci.sh $(BUILD)
+
 # A one-machine cluster to try it out: the e2e control plane, this machine as
 # a real kubelet node with 8 fake GPUs (FAKE_NODES=N adds fake nodes), and
-# deploy/ as gpu-extender:dev (test/node/local-cluster.sh; needs root). Runs in
-# the background; the last line is the `export KUBECONFIG=...` to use.
+# deploy/ installed by `kubectl apply -k` (through test/node/local) with the
+# image of `make image` imported into its containerd (test/node/local-cluster.sh;
+# needs root). Runs in the background; the last line is the `export KUBECONFIG=...` to use.
 FAKE_NODES ?= 0
 .PHONY: cluster cluster-down
-cluster: all | $(TEST_DEPS_STAMP)
+cluster: image | $(TEST_DEPS_STAMP)
 	@FAKE_NODES=$(FAKE_NODES) test/node/local-cluster.sh up
 
 cluster-down:

@@ -23,7 +23,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define AGENT_VERSION "0.1.0"
+/* The product's version (the VERSION file, through the Makefile), the extender's too. */
+#ifndef GPU_VERSION
+#define GPU_VERSION "dev"
+#endif
+#define AGENT_VERSION GPU_VERSION
 #define AGENT_MAX_GPUS GPU_MAX_DEVICES   /* per vendor, and per node */
 #define AGENT_MAX_MIG 8                  /* MIG instances per GPU (7 on A100/H100) */
 #define AGENT_ERR_MAX 512

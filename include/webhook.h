@@ -28,7 +28,7 @@
  * (webhook_protect) when it is a GPU pod created with spec.nodeName or an
  * UPDATE changes the labels and annotations the reservation rests on. The
  * same rules ship as ValidatingAdmissionPolicies
- * (deploy/08-admission-policy.yaml), which no label opts out of and which
+ * (deploy/base/08-admission-policy.yaml), which no label opts out of and which
  * cannot be down; this is their second layer for clusters older than 1.30.
  *
  * Applying a patch again (reinvocationPolicy IfNeeded) is a no-op: what is
@@ -46,7 +46,7 @@
 #include <stddef.h>
 
 #define WEBHOOK_NAMESPACES_MAX 512
-/* The extender's own identity (deploy/03-rbac.yaml): the only one that may change what webhook_protect guards. */
+/* The extender's own identity (deploy/base/03-rbac.yaml): the only one that may change what webhook_protect guards. */
 #define WEBHOOK_EXTENDER_USER "system:serviceaccount:gpu-system:gpu-extender"
 
 struct webhook_opts {
@@ -138,7 +138,7 @@ int webhook_bypass(const cJSON *pod, const cJSON *old, const char *ns, const str
  *     gpu.scheduling/ resource) in a container or init container: it skips
  *     the scheduler, so nothing is reserved for it. A static pod's mirror
  *     (annotation kubernetes.io/config.mirror) written by a node passes.
- * No namespace is exempt. The first layer is deploy/08-admission-policy.yaml.
+ * No namespace is exempt. The first layer is deploy/base/08-admission-policy.yaml.
  */
 int webhook_protect(const cJSON *pod, const cJSON *old, const char *user, const struct webhook_opts *o, char *why,
 		    size_t len);

@@ -1,4 +1,5 @@
 /* gpu-extender: entry point; dispatches to the subcommands. */
+#include "certs.h"
 #include "serve.h"
 #include "sim.h"
 
@@ -13,6 +14,7 @@ static void usage(FILE *out)
 		"commands:\n"
 		"  serve      run the scheduler extender (see gpu-extender serve --help)\n"
 		"  simulate   replay a cluster trace through the scoring core\n"
+		"  certs      make or renew the install's certificates as Secrets (see --help)\n"
 		"  version    print the version\n");
 }
 
@@ -25,9 +27,11 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "serve"))
 		return serve_main(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
-		printf("gpu-extender %s\n", GPU_VERSION);
+		printf("gpu-extender %s (commit %s)\n", GPU_VERSION, GPU_COMMIT);
 		return 0;
 	}
+	if (!strcmp(argv[1], "certs"))
+		return certs_main(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "simulate"))
 		return sim_main(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {

@@ -253,7 +253,7 @@ static void http_error(struct agent_publisher *p, const char *what, const struct
 	if (r->status == 401)
 		hint = " (the API server rejected the agent's credentials)";
 	else if (r->status == 403)
-		hint = " (RBAC: the agent's ServiceAccount needs get/create/update on gpunodestatuses and patch on nodes, deploy/03-rbac.yaml)";
+		hint = " (RBAC: the agent's ServiceAccount needs get/create/update on gpunodestatuses and patch on nodes, deploy/base/03-rbac.yaml)";
 	if (r->status == 429 || r->status == 503)
 		p->retry_after_s = r->retry_after;
 	snprintf(err, errlen, "%s: HTTP %ld: %s%s", what, r->status, msg, hint);
@@ -360,7 +360,7 @@ static int write_gns(struct agent_publisher *p, const char *desired, struct agen
 		const char *method, *url;
 		if (r.status == 404) {
 			if (!names_object(&r, p->node)) {
-				snprintf(err, errlen, "the GpuNodeStatus CRD is not installed (kubectl apply -f deploy/02-crd-gpunodestatus.yaml)");
+				snprintf(err, errlen, "the GpuNodeStatus CRD is not installed (kubectl apply -f deploy/base/02-crd-gpunodestatus.yaml)");
 				goto out;
 			}
 			body = agent_gns_create_body(desired, p->node_uid, err, errlen);

@@ -4,6 +4,10 @@
  * GpuNodeStatus and labels. See docs/agent.md.
  */
 #include "agent.h"
+
+#ifndef GPU_COMMIT
+#define GPU_COMMIT "unknown"
+#endif
 #include "agent_publish.h"
 #include "devplugin.h"
 
@@ -218,7 +222,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	else if (rc == OPT_HELP_MARKDOWN)
 		opt_markdown(stdout, options, NOPTIONS);
 	else if (!rc && o->version)
-		printf("gpu-agent %s\n", AGENT_VERSION);
+		printf("gpu-agent %s (commit %s)\n", AGENT_VERSION, GPU_COMMIT);
 	if (rc > 0 || (!rc && o->version))
 		return 1;
 	if (!rc && !npos) {

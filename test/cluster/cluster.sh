@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A real Kubernetes control plane on 127.0.0.1 for tests: etcd, kube-apiserver,
 # kube-controller-manager (garbage collector, service accounts, root CA
-# publisher, endpoints, Deployments/ReplicaSets/DaemonSets; never the node
+# publisher, endpoints, Deployments/ReplicaSets/DaemonSets, Jobs/CronJobs and
+# their clean-up, namespaces; never the node
 # lifecycle controller) and, on request, kube-scheduler. Nodes are fake Node
 # objects whose status the tests write; on request (cluster_node_up, root) this
 # machine also joins as one real node: containerd, runc, a CNI bridge and kubelet.
@@ -155,7 +156,7 @@
 #   CLUSTER_CONTAINERD_ADDRESS, CLUSTER_CONTAINERD_BIN (containerd, ctr, the shim)
 #   CLUSTER_KUBELET_PORT   kubelet's HTTPS port on CLUSTER_NODE_IP
 #   Constants: CLUSTER_BUSYBOX_IMAGE (gpu-test/busybox:local), CLUSTER_PRODUCT_IMAGE
-#   (gpu-extender:dev), CLUSTER_PAUSE_IMAGE, CLUSTER_KUBELET_ROOT (/var/lib/kubelet);
+#   (gpu-extender:VERSION, make image), CLUSTER_PAUSE_IMAGE, CLUSTER_KUBELET_ROOT (/var/lib/kubelet);
 #   pods must use imagePullPolicy: Never (no registry).
 #
 # Environment read
@@ -689,8 +690,12 @@ _CLUSTER_CONTROLLERS+=,root-ca-certificate-publisher-controller
 _CLUSTER_CONTROLLERS+=,endpoints-controller,endpointslice-controller
 # deploy/ runs as Deployments and a DaemonSet
 _CLUSTER_CONTROLLERS+=,deployment-controller,replicaset-controller,daemonset-controller
-# ClusterRoles aggregated to view, edit, admin (deploy/12-kubectl-gpu-rbac.yaml)
+# ClusterRoles aggregated to view, edit, admin (deploy/base/12-kubectl-gpu-rbac.yaml)
 _CLUSTER_CONTROLLERS+=,clusterrole-aggregation-controller
+# deploy/'s certificates: a Job at install, a CronJob that renews, finished Jobs deleted
+_CLUSTER_CONTROLLERS+=,job-controller,cronjob-controller,ttl-after-finished-controller
+# a deleted namespace's objects go with it (deploy/'s uninstall)
+_CLUSTER_CONTROLLERS+=,namespace-controller
 
 _cluster_start_controller_manager() {
   local p=$CLUSTER_DIR/pki

@@ -32,7 +32,7 @@ _CLUSTER_NODE_CNI_NET=gpu-test
 _CLUSTER_NODE_LABEL=gpu-extender.test/real-node
 CLUSTER_PAUSE_IMAGE=registry.k8s.io/pause:3.10.1
 CLUSTER_BUSYBOX_IMAGE=gpu-test/busybox:local
-CLUSTER_PRODUCT_IMAGE=gpu-extender:dev
+CLUSTER_PRODUCT_IMAGE=gpu-extender:$(cat "$CLUSTER_HARNESS_DIR/../../VERSION")
 # nvidia-uvm has no fixed major: the driver asks for a dynamic one (listed in
 # /proc/devices; real hosts show numbers from 234 to 511). The fake takes 511,
 # the first number the kernel hands out from its upper dynamic range, which

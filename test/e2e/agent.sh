@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gpu-agent publishing into a real API server (test/cluster), as the
-# gpu-agent ServiceAccount with only the RBAC in deploy/03-rbac.yaml; then
+# gpu-agent ServiceAccount with only the RBAC in deploy/base/03-rbac.yaml; then
 # the extender scheduling onto what it published.
 #
 #   test/e2e/agent.sh            (needs build/gpu-agent and build/gpu-extender)
@@ -79,9 +79,9 @@ PY
 get_json() { kubectl get "$1" "$2" -o json >"$CLUSTER_DIR/$3.json" 2>/dev/null; }
 
 check_daemonset_valid() {
-  kubectl apply --dry-run=server -f deploy/06-agent.yaml >/dev/null
+  kubectl apply --dry-run=server -f deploy/base/06-agent.yaml >/dev/null
 }
-e2e_check "deploy/06-agent.yaml is accepted by the API server (dry run)" check_daemonset_valid
+e2e_check "deploy/base/06-agent.yaml is accepted by the API server (dry run)" check_daemonset_valid
 
 # ---- RBAC: without its binding the agent is refused, and says why ----
 check_rbac_denied() {
@@ -89,7 +89,7 @@ check_rbac_denied() {
   cluster_wait 10 "agent forbidden" bash -c '! "$CLUSTER_BIN/kubectl" --kubeconfig="$CLUSTER_AGENT_KUBECONFIG" auth can-i patch nodes | grep -q yes' || return 1
   local rc=0
   agent run --once --kubeconfig "$CLUSTER_AGENT_KUBECONFIG" --node n1 >"$OUT" 2>&1 || rc=$?
-  kubectl apply -f deploy/03-rbac.yaml >/dev/null || return 1
+  kubectl apply -f deploy/base/03-rbac.yaml >/dev/null || return 1
   [[ $rc == 1 ]] || { echo "exit status $rc, want 1"; cat "$OUT"; return 1; }
   grep -q 'HTTP 403.*RBAC' "$OUT" || { echo "no RBAC hint:"; cat "$OUT"; return 1; }
   [[ -z $(kubectl get gns n1 --ignore-not-found -o name) ]] || { echo "a status was written anyway"; return 1; }

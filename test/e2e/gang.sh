@@ -44,7 +44,7 @@ EXT_FLAGS=(--reap-interval 1 --bind-timeout 20 --gang-timeout 60)
 export CLUSTER_APISERVER_FLAGS="--runtime-config=scheduling.k8s.io/v1alpha1=true --feature-gates=GenericWorkload=true"
 export CLUSTER_SCHEDULER_FLAGS="--feature-gates=GenericWorkload=true,GangScheduling=true"
 e2e_setup || { echo "gang: 0 passed, 1 failed (cluster setup)"; exit 1; }
-kubectl apply -f deploy/10-crd-podgroup.yaml >/dev/null &&
+kubectl apply -f deploy/base/10-crd-podgroup.yaml >/dev/null &&
   cluster_wait 30 "PodGroup CRD established" kubectl wait --for=condition=Established --timeout=1s \
     crd/podgroups.scheduling.x-k8s.io >/dev/null || { echo "gang: 0 passed, 1 failed (PodGroup CRD)"; exit 1; }
 WORK=$CLUSTER_DIR/gang

@@ -27,7 +27,7 @@ cd "$(dirname "$0")/../.."
 PLUGIN_DIR=$E2E_ROOT/build
 [[ -x $PLUGIN_DIR/kubectl-gpu ]] || { echo "kubectl: 0 passed, 1 failed (make build/kubectl-gpu first)"; exit 1; }
 e2e_setup || { echo "kubectl: 0 passed, 1 failed (cluster setup)"; exit 1; }
-kubectl apply -f deploy/10-crd-podgroup.yaml -f deploy/12-kubectl-gpu-rbac.yaml >/dev/null &&
+kubectl apply -f deploy/base/10-crd-podgroup.yaml -f deploy/base/12-kubectl-gpu-rbac.yaml >/dev/null &&
   cluster_wait 30 "PodGroup CRD established" kubectl wait --for=condition=Established --timeout=1s \
     crd/podgroups.scheduling.x-k8s.io >/dev/null || { echo "kubectl: 0 passed, 1 failed (CRDs)"; exit 1; }
 cluster_ensure_namespace team-b

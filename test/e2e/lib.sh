@@ -82,8 +82,8 @@ e2e_note() { echo "  .. $*"; }
 
 e2e_setup() {
   cluster_up || return 1
-  kubectl apply -f "$E2E_ROOT/deploy/00-namespace.yaml" -f "$E2E_ROOT/deploy/01-crd-gpuclaim.yaml" \
-    -f "$E2E_ROOT/deploy/02-crd-gpunodestatus.yaml" -f "$E2E_ROOT/deploy/03-rbac.yaml" >/dev/null || return 1
+  kubectl apply -f "$E2E_ROOT/deploy/base/00-namespace.yaml" -f "$E2E_ROOT/deploy/base/01-crd-gpuclaim.yaml" \
+    -f "$E2E_ROOT/deploy/base/02-crd-gpunodestatus.yaml" -f "$E2E_ROOT/deploy/base/03-rbac.yaml" >/dev/null || return 1
   cluster_wait 30 "CRDs established" kubectl wait --for=condition=Established --timeout=1s \
     crd/gpuclaims.gpu.scheduling crd/gpunodestatuses.gpu.scheduling >/dev/null || return 1
   cluster_ensure_namespace ml

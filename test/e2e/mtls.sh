@@ -8,7 +8,7 @@
 #     client authentication; a bind refused so binds nothing;
 #   - /debug/nodes is not on the verb port, only on its loopback listener;
 #   - a real kube-scheduler configured with tlsConfig (certFile, keyFile,
-#     caFile), as deploy/07-scheduler.yaml is, places and binds a GPU pod;
+#     caFile), as deploy/base/07-scheduler.yaml is, places and binds a GPU pod;
 #   - the serving certificate and then the client CA are rotated in place
 #     while kube-scheduler places 30 pods: each is served from new
 #     connections on within the reload interval (1 s) plus 2 s, every pod is
@@ -124,7 +124,7 @@ check_debug() {
 }
 e2e_check "/debug/nodes is not on the verb port, only on its loopback listener" check_debug
 
-# kube-scheduler as deploy/07-scheduler.yaml configures it: https, tlsConfig.
+# kube-scheduler as deploy/base/07-scheduler.yaml configures it: https, tlsConfig.
 SCONF=$CLUSTER_DIR/mtls-scheduler.yaml
 sed -e "s#http://127.0.0.1:8888#$URL#" \
   -e "s#^  enableHTTPS: false#  enableHTTPS: true\n  tlsConfig:\n    certFile: $PKI/scheduler.crt\n    keyFile: $PKI/scheduler.key\n    caFile: $CLUSTER_CA_FILE#" \

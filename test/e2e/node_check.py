@@ -11,7 +11,7 @@ told to deliver it (the Allocate answer kept in kubelet's checkpoint).
 
 The test pods print their view once at start (see node.sh): a line
 `devices=nvidia0 nvidia1 `, a line `mounts=...`, then their GPU variables.
-agent-mounts: the running agent pod (deploy/06-agent.yaml) mounts no hostPath
+agent-mounts: the running agent pod (deploy/base/06-agent.yaml) mounts no hostPath
 of /, and every mount is read-only but the device plugin's own directories:
 in its spec, and in its container's mount table on this node (submounts too
 where kubelet reports recursiveReadOnly Enabled).
@@ -134,7 +134,7 @@ def check_devices(ns, name, short, delivery):
     return v
 
 
-# What deploy/06-agent.yaml may write on the host: the device plugin's sockets and the CDI spec.
+# What deploy/base/06-agent.yaml may write on the host: the device plugin's sockets and the CDI spec.
 AGENT_WRITABLE = {"/var/lib/kubelet/device-plugins", "/var/run/cdi"}
 
 

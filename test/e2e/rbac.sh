@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Least privilege of deploy/03-rbac.yaml, proven on the real API server with
+# Least privilege of deploy/base/03-rbac.yaml, proven on the real API server with
 # `kubectl auth can-i --as=system:serviceaccount:gpu-system:<sa>`: for each
 # service account, what it needs (yes) and a table of what it must not do
 # (no): read Secrets, delete or relabel Nodes, create or change pods beyond
@@ -19,7 +19,7 @@ t_start=$SECONDS
 export CLUSTER_APISERVER_FLAGS="--runtime-config=scheduling.k8s.io/v1alpha1=true --feature-gates=GenericWorkload=true"
 e2e_setup || { echo "rbac: 0 passed, 1 failed (cluster setup)"; exit 1; }
 # (kubectl auth can-i resolves a resource through discovery: the PodGroup CRD must be served.)
-kubectl apply -f deploy/10-crd-podgroup.yaml >/dev/null &&
+kubectl apply -f deploy/base/10-crd-podgroup.yaml >/dev/null &&
   cluster_wait 30 "PodGroup CRD established" kubectl wait --for=condition=Established --timeout=1s \
     crd/podgroups.scheduling.x-k8s.io >/dev/null || { echo "rbac: 0 passed, 1 failed (PodGroup CRD)"; exit 1; }
 
@@ -120,7 +120,7 @@ e2e_check "each service account may do what it needs ($(allowed) rows)" check_ne
 e2e_check "none may read Secrets, delete Nodes, change pods beyond binding, escalate or change admission ($(( ${#ROWS[@]} - $(allowed) )) rows)" check_denies
 
 # RBAC grants the extender Lease writes everywhere (reservation Leases live in
-# the pods' namespaces); deploy/11-least-privilege.yaml holds it to its own.
+# the pods' namespaces); deploy/base/11-least-privilege.yaml holds it to its own.
 as_ext() { kubectl --as=system:serviceaccount:gpu-system:gpu-extender "$@"; }
 lease() {  # NS NAME [LABELS_JSON]
   local labels=${3:-}
@@ -129,7 +129,7 @@ lease() {  # NS NAME [LABELS_JSON]
     "$2" "$1" "$labels"
 }
 check_lease_policy() {
-  kubectl apply -f deploy/11-least-privilege.yaml >/dev/null || return 1
+  kubectl apply -f deploy/base/11-least-privilege.yaml >/dev/null || return 1
   kubectl create namespace kube-node-lease >/dev/null 2>&1
   lease kube-node-lease a-node | kubectl apply -f - >/dev/null || return 1
   # The policy is loaded a moment after it is created: until a write it must refuse is refused.

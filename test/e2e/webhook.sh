@@ -12,15 +12,15 @@
 #     kube-system or labelled gpu.scheduling/webhook=disabled are not sent;
 #   - a pod that selects GPUs itself (env, ephemeral container, CDI or
 #     allocation annotation, on CREATE and UPDATE) is refused by the webhook,
-#     and by deploy/08-admission-policy.yaml also where the webhook is not
+#     and by deploy/base/08-admission-policy.yaml also where the webhook is not
 #     asked (opt-out label) or is down; a privileged kube-system pod is exempt;
-#   - deploy/08-admission-policy.yaml refuses, for real users (impersonated:
+#   - deploy/base/08-admission-policy.yaml refuses, for real users (impersonated:
 #     a namespace editor, a namespace admin), changes of the labels and
 #     annotation the reservation rests on, except by the extender's service
 #     account; mounts into the NVIDIA runtime's device list and hostPaths of
 #     GPU devices outside trusted namespaces; GPU pods with spec.nodeName;
 #   - with the webhook down, failurePolicy Ignore lets pods be created.
-# The webhook configuration is deploy/05-webhook.yaml itself, with only its
+# The webhook configuration is deploy/base/05-webhook.yaml itself, with only its
 # clientConfig switched from the in-cluster Service to https://127.0.0.1:PORT
 # (there are no Services without kube-proxy). The serving certificate is
 # signed by the harness's cluster CA for IP 127.0.0.1.
@@ -101,9 +101,9 @@ check_bad_review() {
 }
 e2e_check "a malformed review gets an error (400 / allowed:false), and the webhook keeps serving" check_bad_review
 
-# ---- register deploy/05-webhook.yaml, pointed at 127.0.0.1 ------------------
-e2e_check "deploy/05-webhook.yaml is accepted by the API server" \
-  kubectl apply -f deploy/05-webhook.yaml
+# ---- register deploy/base/05-webhook.yaml, pointed at 127.0.0.1 ------------------
+e2e_check "deploy/base/05-webhook.yaml is accepted by the API server" \
+  kubectl apply -f deploy/base/05-webhook.yaml
 CA_B64=$(base64 -w0 "$CLUSTER_CA_FILE")
 e2e_check "clientConfig switched to $WH_URL with caBundle = the cluster CA" \
   kubectl patch mutatingwebhookconfiguration gpu-env-injector --type=json \
@@ -320,8 +320,8 @@ check_annotation_refused() {
 e2e_check "webhook: an UPDATE that adds an allocation or CDI annotation is refused; others pass" check_annotation_refused
 
 # The policy: the same rules, with no webhook asked.
-e2e_check "deploy/08-admission-policy.yaml (ValidatingAdmissionPolicy + binding) is accepted" \
-  kubectl apply -f deploy/08-admission-policy.yaml
+e2e_check "deploy/base/08-admission-policy.yaml (ValidatingAdmissionPolicy + binding) is accepted" \
+  kubectl apply -f deploy/base/08-admission-policy.yaml
 policy_refuses_optout() {
   selecting_pod "$NS" optout-sel NVIDIA_VISIBLE_DEVICES ',"gpu.scheduling/webhook":"disabled"' |
     refused "ValidatingAdmissionPolicy 'gpu-scheduling-devices' with binding 'gpu-scheduling-devices' denied request: container main sets a GPU-selecting variable itself"

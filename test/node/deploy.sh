@@ -1,17 +1,17 @@
 # The product on the harness's real node, as `make cluster` and the e2e
-# suite test/e2e/node.sh deploy it: deploy/ through the overlay
-# test/node/local, with the harness's certificates. Sourced after
+# suites test/e2e/node.sh and install.sh deploy it: deploy/ through the
+# overlay test/node/local, certificates by deploy/'s own Job. Sourced after
 # test/cluster/cluster.sh, once cluster_up and cluster_node_up have run.
 #
 #   node_start_default_scheduler
 #                          the cluster's own kube-scheduler (pods of other
 #                          schedulers, and the product's own pods)
-#   node_deploy_product    namespace, the ConfigMap the hostNetwork pods read
-#                          the API server's address from, the webhook's
-#                          serving certificate (harness CA) and Secret (also
-#                          the verb port's), the client CA and gpu-scheduler's
-#                          client certificate,
-#                          `kubectl apply -k test/node/local`, the caBundle
+#   node_deploy_product    the node's label gpu.scheduling/gpu-node=true,
+#                          `kubectl apply -k test/node/local` (deploy/ as the
+#                          docs install it, on the harness's network), the
+#                          ConfigMap the hostNetwork pods read the API
+#                          server's address from; waits for deploy/'s
+#                          certificate Job (node_wait_certs)
 #   node_wait_product      the extender, the agent and gpu-scheduler rolled
 #                          out, and the node's GpuNodeStatus published
 #   NODE_FAKE_ROOT         where cluster_fake_gpus makes the fake GPUs (the
@@ -34,34 +34,31 @@ EOF
 }
 
 node_deploy_product() {
-  local ns=gpu-system svc=gpu-extender.gpu-system.svc
+  local ns=gpu-system
   node_fake_host_tools || return 1
-  kubectl apply -f "$_NODE_REPO/deploy/00-namespace.yaml" >/dev/null || return 1
-  cluster_ensure_namespace "$ns" >/dev/null || return 1
-  # In-cluster configuration of the hostNetwork pods (test/node/local).
+  # Without Node Feature Discovery, the GPU nodes get the operator's label
+  # (docs/install.md); the agent runs only there.
+  kubectl label node "$CLUSTER_NODE_NAME" gpu.scheduling/gpu-node=true --overwrite >/dev/null || return 1
+  # The install of docs/install.md, in one pass on the fresh cluster.
+  kubectl apply -k "$_NODE_OVERLAY" >/dev/null || return 1
+  # In-cluster configuration of the hostNetwork pods (test/node/local); they
+  # wait for it (CreateContainerConfigError, retried by kubelet).
   kubectl create configmap gpu-cluster-api -n "$ns" \
     --from-literal=KUBERNETES_SERVICE_HOST=127.0.0.1 \
     --from-literal=KUBERNETES_SERVICE_PORT="$CLUSTER_API_PORT" >/dev/null || return 1
-  # The webhook's serving certificate, signed by the harness CA
-  # (docs/webhook-certificates.md); the caBundle is set after the apply.
-  cluster_make_cert "$CLUSTER_DIR/webhook" tls "/CN=$svc" \
-    "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature,keyEncipherment" \
-    "extendedKeyUsage=serverAuth" "subjectAltName=DNS:$svc,DNS:$svc.cluster.local,DNS:gpu-extender.$ns" || return 1
-  kubectl create secret tls gpu-extender-webhook-tls -n "$ns" \
-    --cert="$CLUSTER_DIR/webhook/tls.crt" --key="$CLUSTER_DIR/webhook/tls.key" >/dev/null || return 1
-  # The verb port's client CA and gpu-scheduler's client certificate (harness CA;
-  # the extender serves the verbs with the webhook's certificate).
-  cluster_make_cert "$CLUSTER_DIR/webhook" scheduler-client "/CN=gpu-scheduler" || return 1
-  kubectl create secret generic gpu-extender-client-ca -n "$ns" --from-file=ca.crt="$CLUSTER_CA_FILE" >/dev/null ||
+  # deploy/'s Job makes the certificates and fills the caBundle.
+  node_wait_certs
+}
+
+# node_wait_certs: deploy/'s certificate Job completed.
+node_wait_certs() {
+  kubectl -n gpu-system wait --for=condition=complete job -l app.kubernetes.io/name=gpu-extender-certs \
+    --timeout=180s >/dev/null || {
+    kubectl -n gpu-system get jobs,pods -o wide >&2
+    kubectl -n gpu-system logs -l app.kubernetes.io/name=gpu-extender-certs --tail=20 >&2
+    _cluster_err "the certificate Job did not complete"
     return 1
-  kubectl create secret generic gpu-scheduler-extender-client -n "$ns" \
-    --from-file=tls.crt="$CLUSTER_DIR/webhook/scheduler-client.crt" \
-    --from-file=tls.key="$CLUSTER_DIR/webhook/scheduler-client.key" --from-file=ca.crt="$CLUSTER_CA_FILE" >/dev/null ||
-    return 1
-  kubectl apply -k "$_NODE_OVERLAY" >/dev/null || return 1
-  kubectl patch mutatingwebhookconfiguration gpu-env-injector --type=json -p \
-    "[{\"op\":\"add\",\"path\":\"/webhooks/0/clientConfig/caBundle\",\"value\":\"$(base64 -w0 "$CLUSTER_CA_FILE")\"}]" \
-    >/dev/null
+  }
 }
 
 # The fake GPUs' nvidia-smi as a host's own: test/node/local mounts

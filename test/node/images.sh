@@ -14,12 +14,13 @@
 #                                       k8s.io/kubernetes module source, gcc -static
 #   gpu-test/busybox:local              busybox-static with one symlink per applet
 #                                       (CMD sh); for test workloads
-#   gpu-extender:dev                    deploy/image/rootfs.sh of build/ (make all):
-#                                       what the Dockerfile builds, as dev; left out
-#                                       (with a warning) when build/ has no binaries
+#   gpu-extender:VERSION                the product's image of `make image`
+#                                       (deploy/image/oci.sh of build/), the tag
+#                                       deploy/ names; left out (with a warning)
+#                                       when build/ has no binaries
 #   registry.k8s.io/kube-scheduler:$K8S_VERSION
 #                                       the harness's static kube-scheduler in
-#                                       /usr/local/bin (deploy/07-scheduler.yaml)
+#                                       /usr/local/bin (deploy/base/07-scheduler.yaml)
 # Pods name them as above (kubelet and containerd complete short names to
 # docker.io/library/...; the archives carry the completed names) and need
 # imagePullPolicy: Never (or IfNotPresent): there is no registry.
@@ -41,7 +42,7 @@ out_dir=$cache_root/images
 build_dir=${GPU_EXTENDER_BUILD_DIR:-$repo/build}
 PAUSE_IMAGE=registry.k8s.io/pause:3.10.1
 BUSYBOX_IMAGE=docker.io/gpu-test/busybox:local
-PRODUCT_IMAGE=docker.io/library/gpu-extender:dev
+PRODUCT_IMAGE=docker.io/library/gpu-extender:$(cat "$repo/VERSION")
 SCHEDULER_IMAGE=registry.k8s.io/kube-scheduler:$K8S_VERSION
 
 # pack SLUG NAME ROOTFS [ocilayout options]: the archive, path on stdout
@@ -86,9 +87,8 @@ build_product() {
     echo "images.sh: no $build_dir/gpu-extender or gpu-agent: $PRODUCT_IMAGE left out (run make all)" >&2
     return 0
   fi
-  "$repo/deploy/image/rootfs.sh" "$work/product" "$build_dir" || exit 1
-  pack gpu-extender "$PRODUCT_IMAGE" "$work/product" \
-    --entrypoint '["/usr/local/bin/gpu-extender"]' --user 65532:65532
+  # exactly what `make image` writes (and the same bytes again)
+  "$repo/deploy/image/oci.sh" "$build_dir" || err "deploy/image/oci.sh failed"
 }
 
 build_scheduler() {

@@ -4,7 +4,7 @@
 # and a default kube-scheduler, the real node of this machine with 8 fake
 # A100 GPUs (cluster_node_up, cluster_fake_gpus), optionally FAKE_NODES more
 # fake nodes with 8 GPUs each, and the product from deploy/ through the
-# overlay test/node/local (image gpu-extender:dev, built from build/).
+# overlay test/node/local (image gpu-extender:VERSION of `make image`).
 #
 #   test/node/local-cluster.sh up      start it in the background; ends with
 #                                      `export KUBECONFIG=...` (needs root)

@@ -302,7 +302,7 @@ static void test_webhook_per_vendor(void **state)
 static void test_admission_policy_names_every_vendor(void **state)
 {
 	(void)state;
-	FILE *f = fopen("deploy/08-admission-policy.yaml", "r");
+	FILE *f = fopen("deploy/base/08-admission-policy.yaml", "r");
 	assert_non_null(f);
 	static char yaml[1 << 18];
 	size_t n = fread(yaml, 1, sizeof(yaml) - 1, f);
