@@ -523,6 +523,11 @@ _cluster_start_etcd() {
     if ! cluster_alive etcd && _cluster_port_conflict etcd; then
       _cluster_err "etcd lost a port race; retrying"; continue
     fi
+    # died before writing a line (seen once right after another suite's
+    # teardown): nothing to diagnose, so start it again
+    if ! cluster_alive etcd && [[ ! -s $(cluster_log etcd) ]] && ((attempt < 3)); then
+      _cluster_err "etcd exited without a word; retrying"; continue
+    fi
     _cluster_tail_log etcd
     return 1
   done
