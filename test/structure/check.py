@@ -79,7 +79,7 @@ def functions(text):
             m = CALLED.search(head)
             fn = m and '=' not in head.split('(')[0]
             body = (m.group(1) if fn else None, start)
-        elif code.endswith(';'):
+        elif code.endswith(';') or code.endswith('}'):    # a declaration, a one-line function
             start = None
 
 
