@@ -585,20 +585,103 @@ static bool topo_cell(const char *c, unsigned char *type, unsigned char *links)
 	return false;
 }
 
+/* The matrix's columns, from its header, and the GPU rows seen so far. */
+struct topo_cols {
+	char name[TOPO_MAX_TOKENS][16];
+	int gpu[TOPO_MAX_TOKENS];    /* the GPU a column is, or -1 (a NIC) */
+	int n, ngpu, rows;
+	bool rowseen[AGENT_MAX_GPUS];
+};
+
+/* The header's columns up to "CPU Affinity"; the GPU columns must come in order. */
+static int topo_header(struct topo_cols *c, char tok[][16], int k, char *err, size_t errlen)
+{
+	for (int i = 0; i < k && strcmp(tok[i], "CPU"); i++) {
+		memcpy(c->name[c->n], tok[i], sizeof(c->name[0]));
+		c->gpu[c->n] = agent_text_gpu_label(tok[i]);
+		if (c->gpu[c->n] >= 0) {
+			if (c->gpu[c->n] != c->ngpu) {
+				agent_text_err(err, errlen, "column %s is out of order", tok[i]);
+				return -1;
+			}
+			c->ngpu++;
+		}
+		c->n++;
+	}
+	return 0;
+}
+
+/* One row of the matrix into t; rows that are not a GPU's (NICs) are skipped. */
+static int topo_row(struct topo_cols *c, char tok[][16], int k, struct agent_topo *t, char *err, size_t errlen)
+{
+	int r = agent_text_gpu_label(tok[0]);
+	if (r < 0)
+		return 0;   /* NIC rows */
+	if (r >= c->ngpu) {
+		agent_text_err(err, errlen, "row %s has no column", tok[0]);
+		return -1;
+	}
+	if (k - 1 < c->n) {
+		agent_text_err(err, errlen, "row %s has %d cells, the header has %d", tok[0], k - 1, c->n);
+		return -1;
+	}
+	if (c->rowseen[r]) {
+		agent_text_err(err, errlen, "row %s appears twice", tok[0]);
+		return -1;
+	}
+	c->rowseen[r] = true;
+	c->rows++;
+	for (int i = 0; i < c->n; i++) {
+		int g = c->gpu[i];
+		if (g < 0)
+			continue;
+		unsigned char ty, li;
+		if (!topo_cell(tok[1 + i], &ty, &li) || (ty == AGENT_LINK_SELF) != (g == r)) {
+			agent_text_err(err, errlen, "row %s, column %s: unknown link '%s'", tok[0],
+				       c->name[i], tok[1 + i]);
+			return -1;
+		}
+		t->type[r][g] = ty;
+		t->links[r][g] = li;
+		snprintf(t->code[r][g], sizeof(t->code[r][g]), "%s", tok[1 + i]);
+	}
+	return 0;
+}
+
+/* The whole matrix came: a row for each GPU column, and the same link both ways. */
+static int topo_complete(const struct topo_cols *c, struct agent_topo *t, char *err, size_t errlen)
+{
+	if (!c->ngpu) {
+		agent_text_err(err, errlen, "no GPU matrix in the output");
+		return -1;
+	}
+	if (c->rows != c->ngpu) {
+		agent_text_err(err, errlen, "matrix has %d GPU rows for %d GPU columns", c->rows, c->ngpu);
+		return -1;
+	}
+	for (int a = 0; a < c->ngpu; a++) {
+		for (int b = 0; b < a; b++) {
+			if (t->type[a][b] != t->type[b][a] || t->links[a][b] != t->links[b][a]) {
+				agent_text_err(err, errlen, "matrix is not symmetric at GPU%d/GPU%d", a, b);
+				return -1;
+			}
+		}
+	}
+	t->n = c->ngpu;
+	return 0;
+}
+
 int nvsmi_parse_topo(const char *text, struct agent_topo *t, char *err, size_t errlen)
 {
 	memset(t, 0, sizeof(*t));
 	if (!agent_text_usable(text, true, err, errlen))
 		return -1;
 	char tok[TOPO_MAX_TOKENS + 1][16];
-	int colgpu[TOPO_MAX_TOKENS];
-	int ncol = 0, ngpu = 0, rows = 0;
-	bool rowseen[AGENT_MAX_GPUS] = { false };
+	struct topo_cols cols = { .n = 0 };
 	const char *p = text;
 	const char *line;
 	size_t n;
 	int lineno = 0;
-	char header[TOPO_MAX_TOKENS][16];
 	while ((line = agent_text_line(&p, &n))) {
 		lineno++;
 		if (!n)
@@ -613,76 +696,16 @@ int nvsmi_parse_topo(const char *text, struct agent_topo *t, char *err, size_t e
 		if (!k)
 			continue;
 		bool indented = line[0] == ' ' || line[0] == '\t';
-		if (!ncol) {
+		if (!cols.n) {
 			/* The header: indented, starts with GPU0. */
-			if (!indented || strcmp(tok[0], "GPU0"))
-				continue;
-			for (int i = 0; i < k && strcmp(tok[i], "CPU"); i++) {
-				memcpy(header[ncol], tok[i], sizeof(header[0]));
-				colgpu[ncol] = agent_text_gpu_label(tok[i]);
-				if (colgpu[ncol] >= 0) {
-					if (colgpu[ncol] != ngpu) {
-						agent_text_err(err, errlen, "column %s is out of order", tok[i]);
-						return -1;
-					}
-					ngpu++;
-				}
-				ncol++;
-			}
+			if (indented && !strcmp(tok[0], "GPU0") && topo_header(&cols, tok, k, err, errlen))
+				return -1;
 			continue;
 		}
 		if (!strcmp(tok[0], "Legend:"))
 			break;
-		if (indented)
-			continue;
-		int r = agent_text_gpu_label(tok[0]);
-		if (r < 0)
-			continue;   /* NIC rows */
-		if (r >= ngpu) {
-			agent_text_err(err, errlen, "row %s has no column", tok[0]);
+		if (!indented && topo_row(&cols, tok, k, t, err, errlen))
 			return -1;
-		}
-		if (k - 1 < ncol) {
-			agent_text_err(err, errlen, "row %s has %d cells, the header has %d", tok[0], k - 1, ncol);
-			return -1;
-		}
-		if (rowseen[r]) {
-			agent_text_err(err, errlen, "row %s appears twice", tok[0]);
-			return -1;
-		}
-		rowseen[r] = true;
-		rows++;
-		for (int c = 0; c < ncol; c++) {
-			int g = colgpu[c];
-			if (g < 0)
-				continue;
-			unsigned char ty, li;
-			if (!topo_cell(tok[1 + c], &ty, &li) || (ty == AGENT_LINK_SELF) != (g == r)) {
-				agent_text_err(err, errlen, "row %s, column %s: unknown link '%s'", tok[0],
-					       header[c], tok[1 + c]);
-				return -1;
-			}
-			t->type[r][g] = ty;
-			t->links[r][g] = li;
-			snprintf(t->code[r][g], sizeof(t->code[r][g]), "%s", tok[1 + c]);
-		}
 	}
-	if (!ngpu) {
-		agent_text_err(err, errlen, "no GPU matrix in the output");
-		return -1;
-	}
-	if (rows != ngpu) {
-		agent_text_err(err, errlen, "matrix has %d GPU rows for %d GPU columns", rows, ngpu);
-		return -1;
-	}
-	for (int a = 0; a < ngpu; a++) {
-		for (int b = 0; b < a; b++) {
-			if (t->type[a][b] != t->type[b][a] || t->links[a][b] != t->links[b][a]) {
-				agent_text_err(err, errlen, "matrix is not symmetric at GPU%d/GPU%d", a, b);
-				return -1;
-			}
-		}
-	}
-	t->n = ngpu;
-	return 0;
+	return topo_complete(&cols, t, err, errlen);
 }

@@ -827,6 +827,47 @@ static int call_run(nghttp2_session *ng, struct call *k, int timeout_ms, char *e
 	return 0;
 }
 
+/* k->fd: a non-blocking connection to the server's socket sa (socket_path); 0, or -1 with err. */
+static int call_connect(struct call *k, const struct sockaddr_un *sa, const char *socket_path, char *err,
+			size_t errlen)
+{
+	k->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (k->fd < 0 || connect(k->fd, (const struct sockaddr *)sa, sizeof(*sa))) {
+		snprintf(err, errlen, "%s: %s", socket_path, strerror(errno));
+		return -1;
+	}
+	if (fcntl(k->fd, F_SETFL, fcntl(k->fd, F_GETFL) | O_NONBLOCK)) {
+		snprintf(err, errlen, "fcntl: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* The closed stream's answer: its message into resp and 0, the grpc-status, or -1 (err says why). */
+static int call_answer(const struct call *k, struct buf *resp, char *err, size_t errlen)
+{
+	const uint8_t *msg;
+	size_t mlen;
+	if (k->reset_code) {
+		snprintf(err, errlen, "the server reset the stream (HTTP/2 error %u)", k->reset_code);
+	} else if (k->http_status != 200) {
+		snprintf(err, errlen, "HTTP status %d", k->http_status);
+	} else if (k->grpc_status < 0) {
+		snprintf(err, errlen, "the answer has no grpc-status");
+	} else if (k->grpc_status > 0) {
+		snprintf(err, errlen, "%s", k->grpc_message[0] ? k->grpc_message : "(no message)");
+		return k->grpc_status;
+	} else if (k->overflow) {
+		snprintf(err, errlen, "answer larger than %zu bytes", H2RPC_MAX_MESSAGE);
+	} else if (!h2rpc_unframe((const uint8_t *)k->raw.data, k->raw.len, &msg, &mlen, err, errlen)) {
+		buf_clear(resp);
+		if (!buf_add(resp, msg, mlen))
+			return 0;
+		snprintf(err, errlen, "answer too large");
+	}
+	return -1;
+}
+
 int h2rpc_call(const char *socket_path, const char *path, const uint8_t *req, size_t len, struct buf *resp,
 	       int timeout_ms, char *err, size_t errlen)
 {
@@ -843,15 +884,8 @@ int h2rpc_call(const char *socket_path, const char *path, const uint8_t *req, si
 		snprintf(err, errlen, "request too large");
 		goto out;
 	}
-	k.fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (k.fd < 0 || connect(k.fd, (struct sockaddr *)&sa, sizeof(sa))) {
-		snprintf(err, errlen, "%s: %s", socket_path, strerror(errno));
+	if (call_connect(&k, &sa, socket_path, err, errlen))
 		goto out;
-	}
-	if (fcntl(k.fd, F_SETFL, fcntl(k.fd, F_GETFL) | O_NONBLOCK)) {
-		snprintf(err, errlen, "fcntl: %s", strerror(errno));
-		goto out;
-	}
 	if (nghttp2_session_callbacks_new(&cbs)) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
@@ -880,23 +914,7 @@ int h2rpc_call(const char *socket_path, const char *path, const uint8_t *req, si
 	}
 	if (call_run(ng, &k, timeout_ms, err, errlen))
 		goto out;
-	const uint8_t *msg;
-	size_t mlen;
-	if (k.reset_code) {
-		snprintf(err, errlen, "the server reset the stream (HTTP/2 error %u)", k.reset_code);
-	} else if (k.http_status != 200) {
-		snprintf(err, errlen, "HTTP status %d", k.http_status);
-	} else if (k.grpc_status < 0) {
-		snprintf(err, errlen, "the answer has no grpc-status");
-	} else if (k.grpc_status > 0) {
-		snprintf(err, errlen, "%s", k.grpc_message[0] ? k.grpc_message : "(no message)");
-		rc = k.grpc_status;
-	} else if (k.overflow) {
-		snprintf(err, errlen, "answer larger than %zu bytes", H2RPC_MAX_MESSAGE);
-	} else if (!h2rpc_unframe((const uint8_t *)k.raw.data, k.raw.len, &msg, &mlen, err, errlen)) {
-		buf_clear(resp);
-		rc = buf_add(resp, msg, mlen) ? (snprintf(err, errlen, "answer too large"), -1) : 0;
-	}
+	rc = call_answer(&k, resp, err, errlen);
 out:
 	if (ng)
 		nghttp2_session_del(ng);

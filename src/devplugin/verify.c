@@ -160,6 +160,84 @@ static int holder_of(const struct dp_record *rec, enum dp_resource r, const char
 	return found;
 }
 
+/* A claim ticket: pod k asks for one, and the agent handed this container k's own devices. */
+static enum dp_verdict check_claim(const char *const *ids, size_t nids, const struct dp_held *h,
+				   const struct dp_pod *pods, int npods, int ki, const char *delivered, int *owner,
+				   char *msg, size_t msglen)
+{
+	const struct dp_pod *k = &pods[ki];
+	if (!wants(k, DP_CLAIM)) {
+		snprintf(msg, msglen, "kubelet gave claim ticket %s to pod %s/%s, which asks for no claim ticket",
+			 nids ? ids[0] : "", h->ns, h->pod);
+		return DP_REFUSED;
+	}
+	if (!delivered || !delivered[0]) {
+		snprintf(msg, msglen, "the agent did not answer the Allocate of claim ticket %s itself (restarted since)",
+			 nids ? ids[0] : "");
+		return DP_UNVERIFIED;
+	}
+	if (strcmp(delivered, k->uid)) {
+		int p = -1;
+		for (int i = 0; i < npods && p < 0; i++)
+			if (!strcmp(pods[i].uid, delivered))
+				p = i;
+		*owner = p;
+		snprintf(msg, msglen,
+			 "container %s of pod %s/%s was given the devices of pod %s (claim ticket %s); "
+			 "not starting it",
+			 h->container, h->ns, h->pod, p >= 0 ? pods[p].name : delivered, nids ? ids[0] : "");
+		return DP_REFUSED;
+	}
+	return DP_VERIFIED;
+}
+
+/* Devices by id: each one inside pod ki's binding (a shared one only to a sharing pod). */
+static enum dp_verdict check_devices(const struct dp_inventory *inv, enum dp_resource r, const char *const *ids,
+				     size_t nids, const struct dp_held *h, const struct dp_pod *pods, int npods,
+				     int ki, int *owner, char *msg, size_t msglen)
+{
+	const struct dp_pod *k = &pods[ki];
+	char bound[256];
+	binding_str(k, bound, sizeof(bound));
+	for (size_t i = 0; i < nids; i++) {
+		int d = gpu_of(inv, r, ids[i]);
+		if (d >= 0 && bound_to(inv, k, d) && (r != DP_SHARE || k->shared))
+			continue;
+		int p = d >= 0 ? bound_elsewhere(inv, pods, npods, ki, d) : -1;
+		*owner = p;
+		if (p >= 0)
+			snprintf(msg, msglen,
+				 "container %s of pod %s/%s was given %s, which the extender bound to pod %s/%s "
+				 "(%s/%s is bound to GPUs %s); not starting it",
+				 h->container, h->ns, h->pod, ids[i], pods[p].ns, pods[p].name, h->ns, h->pod, bound);
+		else
+			snprintf(msg, msglen,
+				 "container %s of pod %s/%s was given %s, outside its binding (GPUs %s); not starting it",
+				 h->container, h->ns, h->pod, ids[i], bound);
+		return DP_REFUSED;
+	}
+	return DP_VERIFIED;
+}
+
+/* A share: the limits the agent handed out are pod ki's, not another sharing pod's. */
+static enum dp_verdict check_share_limits(const struct dp_held *h, const struct dp_pod *pods, int npods, int ki,
+					  const char *delivered, int *owner, char *msg, size_t msglen)
+{
+	const struct dp_pod *k = &pods[ki];
+	if (!delivered || !delivered[0] || !strcmp(delivered, k->uid))
+		return DP_VERIFIED;
+	for (int i = 0; i < npods; i++)
+		if (!strcmp(pods[i].uid, delivered) &&
+		    (pods[i].mem_mib != k->mem_mib || pods[i].core_pct != k->core_pct)) {
+			*owner = i;
+			snprintf(msg, msglen,
+				 "container %s of pod %s/%s was given the share limits of pod %s/%s; not starting it",
+				 h->container, h->ns, h->pod, pods[i].ns, pods[i].name);
+			return DP_REFUSED;
+		}
+	return DP_VERIFIED;
+}
+
 enum dp_verdict dp_prestart_check(const struct dp_inventory *inv, enum dp_resource r, const char *const *ids,
 				  size_t nids, const struct dp_record *rec, const struct dp_pod *pods, int npods,
 				  const char *delivered, int *holder, int *owner, char *msg, size_t msglen)
@@ -188,63 +266,12 @@ enum dp_verdict dp_prestart_check(const struct dp_inventory *inv, enum dp_resour
 		return DP_REFUSED;
 	}
 	*holder = ki;
-	const struct dp_pod *k = &pods[ki];
-	if (r == DP_CLAIM) {
-		if (!wants(k, DP_CLAIM)) {
-			snprintf(msg, msglen, "kubelet gave claim ticket %s to pod %s/%s, which asks for no claim ticket",
-				 nids ? ids[0] : "", h->ns, h->pod);
-			return DP_REFUSED;
-		}
-		if (!delivered || !delivered[0]) {
-			snprintf(msg, msglen, "the agent did not answer the Allocate of claim ticket %s itself (restarted since)",
-				 nids ? ids[0] : "");
-			return DP_UNVERIFIED;
-		}
-		if (strcmp(delivered, k->uid)) {
-			int p = -1;
-			for (int i = 0; i < npods && p < 0; i++)
-				if (!strcmp(pods[i].uid, delivered))
-					p = i;
-			*owner = p;
-			snprintf(msg, msglen,
-				 "container %s of pod %s/%s was given the devices of pod %s (claim ticket %s); "
-				 "not starting it",
-				 h->container, h->ns, h->pod, p >= 0 ? pods[p].name : delivered, nids ? ids[0] : "");
-			return DP_REFUSED;
-		}
-		return DP_VERIFIED;
-	}
-	char bound[256];
-	binding_str(k, bound, sizeof(bound));
-	for (size_t i = 0; i < nids; i++) {
-		int d = gpu_of(inv, r, ids[i]);
-		if (d >= 0 && bound_to(inv, k, d) && (r != DP_SHARE || k->shared))
-			continue;
-		int p = d >= 0 ? bound_elsewhere(inv, pods, npods, ki, d) : -1;
-		*owner = p;
-		if (p >= 0)
-			snprintf(msg, msglen,
-				 "container %s of pod %s/%s was given %s, which the extender bound to pod %s/%s "
-				 "(%s/%s is bound to GPUs %s); not starting it",
-				 h->container, h->ns, h->pod, ids[i], pods[p].ns, pods[p].name, h->ns, h->pod, bound);
-		else
-			snprintf(msg, msglen,
-				 "container %s of pod %s/%s was given %s, outside its binding (GPUs %s); not starting it",
-				 h->container, h->ns, h->pod, ids[i], bound);
-		return DP_REFUSED;
-	}
-	if (r == DP_SHARE && delivered && delivered[0] && strcmp(delivered, k->uid)) {
-		for (int i = 0; i < npods; i++)
-			if (!strcmp(pods[i].uid, delivered) &&
-			    (pods[i].mem_mib != k->mem_mib || pods[i].core_pct != k->core_pct)) {
-				*owner = i;
-				snprintf(msg, msglen,
-					 "container %s of pod %s/%s was given the share limits of pod %s/%s; not starting it",
-					 h->container, h->ns, h->pod, pods[i].ns, pods[i].name);
-				return DP_REFUSED;
-			}
-	}
-	return DP_VERIFIED;
+	if (r == DP_CLAIM)
+		return check_claim(ids, nids, h, pods, npods, ki, delivered, owner, msg, msglen);
+	enum dp_verdict v = check_devices(inv, r, ids, nids, h, pods, npods, ki, owner, msg, msglen);
+	if (v == DP_VERIFIED && r == DP_SHARE)
+		v = check_share_limits(h, pods, npods, ki, delivered, owner, msg, msglen);
+	return v;
 }
 
 /* ---- the audit -------------------------------------------------------------------- */

@@ -348,6 +348,32 @@ static void pool_stop(struct io_pool *p)
 		pthread_join(p->threads[i], NULL);
 }
 
+/* A request's header came: its state in *con_cls; an announced body over the limit is refused here. */
+static enum MHD_Result begin_request(struct httpd *h, struct MHD_Connection *conn, void **con_cls)
+{
+	struct conn_state *st = calloc(1, sizeof(*st));
+	if (!st)
+		return MHD_NO;
+	buf_init(&st->body, h->max_body);
+	clock_gettime(CLOCK_MONOTONIC, &st->start);
+	/* A whole header came: from now on the connection may idle as a kept-alive one. */
+	MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)IDLE_SECONDS);
+	*con_cls = st;
+	atomic_fetch_add(&h->inflight, 1);
+	/* Refuse an announced oversized body before reading any of it. */
+	const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+	int64_t len;
+	if (cl && strnum_i64(cl, &len) && len > (int64_t)h->max_body) {
+		struct http_response r = { 413, NULL, { 0 } };
+		buf_init(&r.body, 4096);
+		httpd_error(&r, 413, "request body of %lld bytes is over the limit of %zu",
+			    (long long)len, h->max_body);
+		metrics_request(VERB_OTHER, 413, since(&st->start));
+		return reply(h, conn, &r, NULL);
+	}
+	return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version, const char *upload,
 				  size_t *upload_size, void **con_cls)
@@ -355,29 +381,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	(void)version;
 	struct httpd *h = cls;
 	struct conn_state *st = *con_cls;
-	if (!st) {
-		st = calloc(1, sizeof(*st));
-		if (!st)
-			return MHD_NO;
-		buf_init(&st->body, h->max_body);
-		clock_gettime(CLOCK_MONOTONIC, &st->start);
-		/* A whole header came: from now on the connection may idle as a kept-alive one. */
-		MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)IDLE_SECONDS);
-		*con_cls = st;
-		atomic_fetch_add(&h->inflight, 1);
-		/* Refuse an announced oversized body before reading any of it. */
-		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-		int64_t len;
-		if (cl && strnum_i64(cl, &len) && len > (int64_t)h->max_body) {
-			struct http_response r = { 413, NULL, { 0 } };
-			buf_init(&r.body, 4096);
-			httpd_error(&r, 413, "request body of %lld bytes is over the limit of %zu",
-				    (long long)len, h->max_body);
-			metrics_request(VERB_OTHER, 413, since(&st->start));
-			return reply(h, conn, &r, NULL);
-		}
-		return MHD_YES;
-	}
+	if (!st)
+		return begin_request(h, conn, con_cls);
 	if (*upload_size) {
 		st->received += *upload_size;
 		if (!st->too_big && buf_add(&st->body, upload, *upload_size))
@@ -634,6 +639,20 @@ static int set_address(struct httpd *h, const char *host, int port, char *err, s
 	return 0;
 }
 
+/* The certificate, key and client CA the config names, kept (paths and PEM) for reloads. */
+static int load_tls(struct httpd *h, const struct httpd_config *cfg, char *err, size_t errlen)
+{
+	h->flags |= MHD_USE_TLS;
+	h->cert_path = strdup(cfg->tls_cert);
+	h->key_path = strdup(cfg->tls_key ? cfg->tls_key : "");
+	h->ca_path = h->verify_clients ? strdup(cfg->client_ca) : NULL;
+	if (!h->cert_path || !h->key_path || (h->verify_clients && !h->ca_path)) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	return pem_load(h->cert_path, h->key_path, h->ca_path, &h->pem, err, errlen);
+}
+
 struct httpd *httpd_start(const struct httpd_config *cfg, const struct http_route *routes,
 			  size_t nroutes, char *err, size_t errlen)
 {
@@ -683,20 +702,9 @@ struct httpd *httpd_start(const struct httpd_config *cfg, const struct http_rout
 	 * told through its ITC and drops the socket itself.
 	 */
 	h->flags |= tls ? MHD_USE_POLL : MHD_USE_EPOLL;
-	if (tls) {
-		h->flags |= MHD_USE_TLS;
-		h->cert_path = strdup(cfg->tls_cert);
-		h->key_path = strdup(cfg->tls_key ? cfg->tls_key : "");
-		h->ca_path = h->verify_clients ? strdup(cfg->client_ca) : NULL;
-		if (!h->cert_path || !h->key_path || (h->verify_clients && !h->ca_path)) {
-			snprintf(err, errlen, "out of memory");
-			free_httpd(h);
-			return NULL;
-		}
-		if (pem_load(h->cert_path, h->key_path, h->ca_path, &h->pem, err, errlen)) {
-			free_httpd(h);
-			return NULL;
-		}
+	if (tls && load_tls(h, cfg, err, errlen)) {
+		free_httpd(h);
+		return NULL;
 	}
 	struct MHD_Daemon *d = daemon_start(h, tls ? &h->pem : NULL, MHD_INVALID_SOCKET);
 	if (!d) {

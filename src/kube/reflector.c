@@ -166,6 +166,38 @@ static int build_path(struct reflector *r, struct buf *p, bool watch, const char
 	return 0;
 }
 
+/*
+ * One page of a LIST into the sink, under its lock: the first page begins the
+ * list, the last (no continue token) ends it and sets r->rv; on other pages
+ * cont takes the token for the next. True on the last page.
+ */
+static bool apply_page(struct reflector *r, const cJSON *page, const cJSON *list_items, bool first,
+		       struct buf *cont, int *items)
+{
+	const struct reflector_sink *s = &r->o.sink;
+	s->lock(s->ctx);
+	if (first)
+		s->list_begin(s->ctx);
+	const cJSON *it;
+	cJSON_ArrayForEach(it, list_items) {
+		s->apply(s->ctx, false, it);
+		(*items)++;
+	}
+	const cJSON *meta = cJSON_GetObjectItemCaseSensitive(page, "metadata");
+	const cJSON *c = cJSON_GetObjectItemCaseSensitive(meta, "continue");
+	const cJSON *rv = cJSON_GetObjectItemCaseSensitive(meta, "resourceVersion");
+	bool last = !cJSON_IsString(c) || !*c->valuestring;
+	if (last) {
+		s->list_end(s->ctx);
+		snprintf(r->rv, sizeof(r->rv), "%s", cJSON_IsString(rv) ? rv->valuestring : "");
+	} else {
+		buf_clear(cont);
+		buf_adds(cont, c->valuestring);
+	}
+	s->unlock(s->ctx);
+	return last;
+}
+
 /* A full LIST, page by page; 0 on success (r->rv set), -1 to back off. */
 static int list_all(struct reflector *r)
 {
@@ -174,7 +206,6 @@ static int list_all(struct reflector *r)
 	buf_init(&cont, 8192);
 	struct kube_response resp;
 	kube_response_init(&resp);
-	const struct reflector_sink *s = &r->o.sink;
 	int rc = -1, items = 0;
 	bool begun = false;
 	r->retry_after_s = 0;
@@ -209,28 +240,8 @@ static int list_all(struct reflector *r)
 			set_problem(r, "the API server sent a list that is not JSON");
 			goto out;
 		}
-		s->lock(s->ctx);
-		if (!begun) {
-			s->list_begin(s->ctx);
-			begun = true;
-		}
-		const cJSON *it;
-		cJSON_ArrayForEach(it, list_items) {
-			s->apply(s->ctx, false, it);
-			items++;
-		}
-		const cJSON *meta = cJSON_GetObjectItemCaseSensitive(page, "metadata");
-		const cJSON *c = cJSON_GetObjectItemCaseSensitive(meta, "continue");
-		const cJSON *rv = cJSON_GetObjectItemCaseSensitive(meta, "resourceVersion");
-		bool last = !cJSON_IsString(c) || !*c->valuestring;
-		if (last) {
-			s->list_end(s->ctx);
-			snprintf(r->rv, sizeof(r->rv), "%s", cJSON_IsString(rv) ? rv->valuestring : "");
-		} else {
-			buf_clear(&cont);
-			buf_adds(&cont, c->valuestring);
-		}
-		s->unlock(s->ctx);
+		bool last = apply_page(r, page, list_items, !begun, &cont, &items);
+		begun = true;
 		cJSON_Delete(page);
 		if (last)
 			break;

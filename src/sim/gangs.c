@@ -382,6 +382,66 @@ static double wall(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The replay's arrays for n jobs on cl; -1 when out of memory (replay_release frees what came). */
+static int replay_alloc(struct replay *r, const struct sim_cluster *cl, int n)
+{
+	r->st = calloc((size_t)n + 1, sizeof(*r->st));
+	r->heap = malloc(((size_t)n + 1) * sizeof(*r->heap));
+	r->queue = malloc(((size_t)n + 1) * sizeof(*r->queue));
+	r->waits = malloc(((size_t)n + 1) * sizeof(*r->waits));
+	r->node_free = calloc((size_t)cl->nnode, sizeof(*r->node_free));
+	r->cand = calloc((size_t)cl->nnode + 1, sizeof(*r->cand));
+	r->cand_node = calloc((size_t)cl->nnode + 1, sizeof(*r->cand_node));
+	r->blocked_round = calloc((size_t)r->tr->nshape + 1, sizeof(*r->blocked_round));
+	r->blocked_k = calloc((size_t)r->tr->nshape + 1, sizeof(*r->blocked_k));
+	if (!r->st || !r->heap || !r->queue || !r->waits || !r->node_free || !r->cand || !r->cand_node ||
+	    !r->blocked_round || !r->blocked_k)
+		return -1;
+	return 0;
+}
+
+static void replay_release(struct replay *r, int n)
+{
+	if (r->st)
+		for (int i = 0; i < n; i++)
+			free(r->st[i].slots);
+	free(r->st);
+	free(r->heap);
+	free(r->queue);
+	free(r->waits);
+	free(r->node_free);
+	free(r->cand);
+	free(r->cand_node);
+	free(r->blocked_round);
+	free(r->blocked_k);
+	sim_placer_release(&r->pl);
+}
+
+/* The figures of a finished replay of n jobs into r->out (its seconds are the caller's). */
+static void summarize(struct replay *r, const struct sim_cluster *cl, int n)
+{
+	struct sim_gang_result *out = r->out;
+	out->jobs = n;
+	out->end_s = r->t;
+	/* What still waits never starts: nothing is left to run and leave. */
+	out->never = r->nqueue;
+	for (int q = 0; q < r->nqueue; q++)
+		out->deadlocked += r->st[r->queue[q]].placed > 0;
+	double cap = (double)cl->gpu_milli, span = r->w1 - r->w0;
+	if (span > 0) {
+		out->unalloc_pct = 100.0 - r->alloc_int / span * 100.0 / cap;
+		out->idle_pct = r->idle_int / span * 100.0 / cap;
+	}
+	if (r->nwait) {
+		double sum = 0;
+		for (int i = 0; i < r->nwait; i++)
+			sum += r->waits[i];
+		out->wait_mean_s = sum / r->nwait;
+		sim_sort(r->waits, r->nwait);
+		out->wait_p95_s = sim_quantile(r->waits, r->nwait, 0.95);
+	}
+}
+
 int sim_gang_run(const struct sim_cluster *cl, const struct sim_trace *tr, const struct sim_job *jobs,
 		 int n, const struct sim_run_cfg *cfg, enum sim_gang_place how,
 		 struct sim_gang_result *out)
@@ -391,16 +451,7 @@ int sim_gang_run(const struct sim_cluster *cl, const struct sim_trace *tr, const
 	int rc = -1;
 	if (sim_placer_init(&r.pl, cl, tr, cfg))
 		return -1;
-	r.st = calloc((size_t)n + 1, sizeof(*r.st));
-	r.heap = malloc(((size_t)n + 1) * sizeof(*r.heap));
-	r.queue = malloc(((size_t)n + 1) * sizeof(*r.queue));
-	r.waits = malloc(((size_t)n + 1) * sizeof(*r.waits));
-	r.node_free = calloc((size_t)cl->nnode, sizeof(*r.node_free));
-	r.cand = calloc((size_t)cl->nnode + 1, sizeof(*r.cand));
-	r.cand_node = calloc((size_t)cl->nnode + 1, sizeof(*r.cand_node));
-	r.blocked_round = calloc((size_t)tr->nshape + 1, sizeof(*r.blocked_round));
-	r.blocked_k = calloc((size_t)tr->nshape + 1, sizeof(*r.blocked_k));
-	if (!r.st || !r.heap || !r.queue || !r.waits || !r.node_free || !r.cand || !r.cand_node || !r.blocked_round || !r.blocked_k)
+	if (replay_alloc(&r, cl, n))
 		goto out;
 	for (int i = 0; i < cl->nnode; i++)
 		recount(&r, i);
@@ -427,39 +478,9 @@ int sim_gang_run(const struct sim_cluster *cl, const struct sim_trace *tr, const
 		}
 	}
 	out->seconds = wall() - t0;
-	out->jobs = n;
-	out->end_s = r.t;
-	/* What still waits never starts: nothing is left to run and leave. */
-	out->never = r.nqueue;
-	for (int q = 0; q < r.nqueue; q++)
-		out->deadlocked += r.st[r.queue[q]].placed > 0;
-	double cap = (double)cl->gpu_milli, span = r.w1 - r.w0;
-	if (span > 0) {
-		out->unalloc_pct = 100.0 - r.alloc_int / span * 100.0 / cap;
-		out->idle_pct = r.idle_int / span * 100.0 / cap;
-	}
-	if (r.nwait) {
-		double sum = 0;
-		for (int i = 0; i < r.nwait; i++)
-			sum += r.waits[i];
-		out->wait_mean_s = sum / r.nwait;
-		sim_sort(r.waits, r.nwait);
-		out->wait_p95_s = sim_quantile(r.waits, r.nwait, 0.95);
-	}
+	summarize(&r, cl, n);
 	rc = 0;
 out:
-	if (r.st)
-		for (int i = 0; i < n; i++)
-			free(r.st[i].slots);
-	free(r.st);
-	free(r.heap);
-	free(r.queue);
-	free(r.waits);
-	free(r.node_free);
-	free(r.cand);
-	free(r.cand_node);
-	free(r.blocked_round);
-	free(r.blocked_k);
-	sim_placer_release(&r.pl);
+	replay_release(&r, n);
 	return rc;
 }

@@ -8,7 +8,10 @@ Fails when
   - a header in include/ has no owner: neither a module src/NAME/ (or
     src/PREFIX/ for PREFIX_NAME.h) nor a file NAME.c says where its code is;
   - a module includes a header of a module that test/structure/layers does
-    not let it use, or the layers themselves go round in a circle.
+    not let it use, or the layers themselves go round in a circle;
+  - a function in src/ (generated src/proto/ aside) is longer than
+    MAX_FUNCTION_LINES, counted from its signature's first line to its
+    closing brace.
 
 Usage: test/structure/check.py [ROOT]    (prints "N passed, N failed")
 """
@@ -18,6 +21,11 @@ import sys
 
 ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), '..', '..')
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+MAX_FUNCTION_LINES = 80
+# Functions allowed to be longer, with the reason; empty: none needs it.
+LONG_FUNCTIONS = {}
+FUNCTION_END = re.compile(r'^}\s*(/[*/].*)?$')
+CALLED = re.compile(r'([A-Za-z_]\w*)\s*\(')
 
 
 def files_under(top, exts):
@@ -31,6 +39,48 @@ def module_of(path):
     """src/reserve/store.c -> reserve; src/main.c -> main."""
     parts = path.split(os.sep)
     return parts[1] if len(parts) > 2 else os.path.splitext(parts[1])[0]
+
+
+def functions(text):
+    """(name, first line, length) of each function in a C file of the project's
+    style: the definition starts at column 0 (return type, then the name, the
+    signature maybe over several lines), its body ends with a '}' alone at
+    column 0. Top-level initializers and struct bodies (ending '};') are not
+    functions."""
+    lines = text.split('\n')
+    start = None          # the first line of the declaration being read
+    body = None           # (name or None for data, start) while inside braces
+    in_comment = False
+    for i, line in enumerate(lines):
+        if body is not None:
+            if FUNCTION_END.match(line):
+                if body[0]:
+                    yield body[0], body[1] + 1, i - body[1] + 1
+                body = start = None
+            elif line.startswith('}'):
+                body = start = None
+            continue
+        s = line.strip()
+        if in_comment:
+            in_comment = '*/' not in line
+            continue
+        if s.startswith('/*'):
+            in_comment = '*/' not in s
+            continue
+        if not s or s.startswith('//') or line.startswith('#'):
+            continue
+        if start is None and re.match(r'[A-Za-z_]', line):
+            start = i
+        if start is None:
+            continue
+        code = re.sub(r'/\*.*?\*/|//.*$', '', line).rstrip()
+        if code.endswith('{'):
+            head = ' '.join(lines[start:i + 1])
+            m = CALLED.search(head)
+            fn = m and '=' not in head.split('(')[0]
+            body = (m.group(1) if fn else None, start)
+        elif code.endswith(';') or code.endswith('}'):    # a declaration, a one-line function
+            start = None
 
 
 def read_layers():
@@ -131,6 +181,16 @@ def main():
         state[m] = 2
     for m in sorted(allowed):
         visit(m, [])
+
+    # 6. Functions short enough to read whole.
+    checks += 1
+    for p in sources:
+        if not p.endswith('.c') or p.startswith(os.path.join('src', 'proto') + os.sep):
+            continue
+        for name, line, length in functions(open(os.path.join(ROOT, p), errors='replace').read()):
+            if length > MAX_FUNCTION_LINES and name not in LONG_FUNCTIONS:
+                fail('%s:%d: %s is %d lines, over %d: split it where its pieces have names of their own'
+                     % (p, line, name, length, MAX_FUNCTION_LINES))
 
     for p in problems:
         print('structure: ' + p)
