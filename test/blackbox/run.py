@@ -7,6 +7,7 @@ Ends with a line "N passed, N failed"; exits 1 if anything failed.
 import http.client
 import json
 import os
+import re
 import selectors
 import shutil
 import signal
@@ -656,6 +657,83 @@ def docs_list_every_flag_as_help_prints_it():
         assert table.startswith("| flag |"), table[:200]
         text = open(os.path.join(ROOT, doc)).read()
         assert table in text, f"{doc} does not hold the table that `{' '.join(cmd[1:])}` prints; paste it in"
+
+
+AGENT = os.path.join(os.path.dirname(BIN), "gpu-agent")
+
+
+def metric_table(cmd):
+    """The families a program's `metrics` command prints: name -> (type, [labels], [values])."""
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    fams = {}
+    for line in out.splitlines():
+        if not line.startswith("| `"):
+            continue
+        cells = [c.strip() for c in line.strip("|").split(" | ")]
+        names, _, values = cells[2].partition(": ")
+        labels = [] if names == "none" else [n.strip("` ") for n in names.split(",")]
+        fams[cells[0].strip("`")] = (cells[1], labels, [v.strip("` ") for v in values.split(",")] if values else [])
+    assert fams, out
+    return out, fams
+
+
+def all_metric_families():
+    fams = dict(metric_table([BIN, "metrics"])[1])
+    fams.update(metric_table([AGENT, "metrics"])[1])
+    return fams
+
+
+@test
+def docs_metrics_md_is_what_the_programs_print():
+    text = open(os.path.join(ROOT, "docs/metrics.md")).read()
+    for cmd in [[BIN, "metrics"], [AGENT, "metrics"]]:
+        table, fams = metric_table(cmd)
+        assert table.startswith("| metric |"), table[:200]
+        assert table in text, f"docs/metrics.md does not hold the table that `{' '.join(cmd)}` prints; paste it in"
+
+
+def check_scrape(body, fams):
+    """Each family of the table is in the scrape and nothing else is; labels and fixed values as listed."""
+    seen = {}
+    for line in body.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, typ = line.split()
+            seen[name] = typ
+        elif line and not line.startswith("#"):
+            series = line.rsplit(" ", 1)[0]
+            name, _, labels = series.partition("{")
+            base = name
+            for suffix in ("_bucket", "_sum", "_count"):
+                if name.endswith(suffix) and name[:-len(suffix)] in fams and fams[name[:-len(suffix)]][0] == "histogram":
+                    base = name[:-len(suffix)]
+            assert base in fams, f"/metrics serves {name}, which the metrics table lacks"
+            typ, names, values = fams[base]
+            for pair in filter(None, labels.rstrip("}").split('",')):
+                k, _, v = pair.partition('="')
+                v = v.rstrip('"')
+                if k == "le" and typ == "histogram":
+                    continue
+                assert k in names, f"{series}: label {k} not in the table's {names}"
+                assert not values or v in values, f"{series}: {k}={v} not in the table's {values}"
+    assert set(seen) == set(fams), f"served but not in the table: {set(seen) - set(fams)}; " \
+                                   f"in the table but not served: {set(fams) - set(seen)}"
+    for name, typ in seen.items():
+        assert fams[name][0] == typ, (name, typ, fams[name][0])
+
+
+@test
+def metrics_scrape_has_exactly_the_families_of_the_table():
+    _, fams = metric_table([BIN, "metrics"])
+    s = Server()
+    try:
+        s.post("/filter", example("filter.json"))
+        st, body, _ = s.request("GET", "/metrics")
+        assert st == 200, body
+        check_scrape(body, fams)
+        assert 'gpu_extender_node_gpus{node="gpu-h100-a",model=' in body, body
+        assert 'gpu_extender_node_fragmentation_ratio{node="gpu-h100-a"} 0' in body, body
+    finally:
+        assert s.stop() == 0, s.output()
 
 
 @test
