@@ -73,7 +73,8 @@ $(VERSIONED): ALL_CFLAGS += -DGPU_COMMIT='"$(COMMIT)"'
 BUILD_PKGS := libmicrohttpd-dev libgnutls28-dev libcjson-dev libcurl4-openssl-dev libssl-dev libyaml-dev pkg-config \
 	libnghttp2-dev libprotobuf-c-dev
 TEST_PKGS := libcmocka-dev openssl curl python3 wrk \
-	procps runc containernetworking-plugins busybox-static iproute2 mount kmod ca-certificates
+	procps runc containernetworking-plugins busybox-static iproute2 mount kmod ca-certificates \
+	prometheus
 DEPS_STAMP := $(BUILD)/.deps-build
 TEST_DEPS_STAMP := $(BUILD)/.deps-test
 
@@ -95,7 +96,8 @@ endef
 deps: $(DEPS_STAMP) $(TEST_DEPS_STAMP)
 $(DEPS_STAMP):
 	$(call install_missing,$(BUILD_PKGS))
-$(TEST_DEPS_STAMP):
+# Also when the Makefile changes: a package added to a list is installed on machines set up before.
+$(TEST_DEPS_STAMP): Makefile
 	$(call install_missing,$(TEST_PKGS))
 
 $(OBJ)/%.o: %.c $(HDRS) | $(DEPS_STAMP)

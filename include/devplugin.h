@@ -34,6 +34,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define DP_PATH_MAX 256
 #define DP_ID_MAX 64                 /* kubelet's limit on a device id is 63 characters */
@@ -430,6 +431,10 @@ void dp_auditor_prestart(struct dp_auditor *a, enum dp_verdict v, const char *ns
 			 const char *other_ns, const char *other, const char *msg);
 /* The Prometheus text of the counters and gauges (tests; /metrics). */
 void dp_auditor_metrics(struct dp_auditor *a, struct buf *out);
+/* The table of those metrics (n: how many), and its Markdown reference (`gpu-agent metrics`, docs/metrics.md). */
+struct metric_family;
+const struct metric_family *dp_auditor_families(int *n);
+void dp_auditor_reference(FILE *out);
 void dp_auditor_stop(struct dp_auditor *a);
 
 /* ---- the plugin (plugin.c) ---- */

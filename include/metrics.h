@@ -8,7 +8,9 @@
 
 #include "buf.h"
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 enum metric_verb {
 	VERB_FILTER = 0, VERB_PRIORITIZE, VERB_BIND, VERB_PREEMPT, VERB_MUTATE, VERB_OTHER,
@@ -41,10 +43,46 @@ void metrics_add(enum metric_counter m, int label, uint64_t n);
 /* Unix time of the newest watch event of a resource (for the age gauge). */
 void metrics_event_seen(int resource);
 
+/*
+ * One metric family: what /metrics prints in its HELP and TYPE lines and
+ * what docs/metrics.md says of it. Each program keeps its families in one
+ * table that its renderer walks, so the reference cannot drift from what is
+ * served (both programs print it: `gpu-extender metrics`, `gpu-agent metrics`).
+ */
+struct metric_family {
+	const char *name;
+	const char *type;        /* "counter", "gauge" or "histogram" */
+	const char *labels;      /* NULL: one series without labels; else names, ", " between */
+	const char *values[8];   /* one label with fixed values: those, in order; else none */
+	const char *help;        /* the HELP line */
+	const char *more;        /* NULL, or what the reference adds (label values, when it moves) */
+	int source, index;       /* where the program's renderer finds the values (its own codes) */
+};
+
+/* The Markdown table of the families f[0..n-1]: metric, type, labels, meaning. */
+void metrics_reference(FILE *out, const struct metric_family *f, int n);
+/* A family's HELP and TYPE lines. */
+void metrics_header(struct buf *out, const struct metric_family *f);
+/* Appends s as a label value: quoted, with \\, " and newline escaped. */
+void metrics_quote(struct buf *out, const char *s);
+/* The extender's families, in the order metrics_render prints them. */
+const struct metric_family *metrics_families(int *n);
+
+/* The per-node GPU counts a gpu_extender_node_gpus series carries. */
+enum metrics_gpu_state { MGPU_WHOLE = 0, MGPU_SHARED, MGPU_FREE, MGPU_UNHEALTHY, MGPU_STATES };
+extern const char *const metrics_gpu_state_names[MGPU_STATES];
+enum { MNODE_GPUS = 0, MNODE_FRAGMENTATION };
+
 /* Extra gauges supplied by the program at render time. */
 struct metrics_gauges {
 	double cache_nodes, cache_devices, cache_allocations, cache_gpuclaims;
 	double ready;          /* 1 when /readyz would answer 200 */
+	/*
+	 * Appends the series of a per-node family f (f->index: MNODE_GPUS,
+	 * MNODE_FRAGMENTATION) from the cache; NULL: none.
+	 */
+	void (*per_node)(void *ctx, const struct metric_family *f, struct buf *out);
+	void *ctx;
 };
 
 void metrics_render(struct buf *out, const struct metrics_gauges *g);

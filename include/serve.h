@@ -13,4 +13,7 @@
 /* argv[0] is "serve". Returns the process exit status. */
 int serve_main(int argc, char **argv);
 
+/* argv[0] is "metrics": prints the reference of the extender's /metrics (docs/metrics.md). */
+int serve_metrics_main(int argc, char **argv);
+
 #endif

@@ -15,6 +15,7 @@ static void usage(FILE *out)
 		"  serve      run the scheduler extender (see gpu-extender serve --help)\n"
 		"  simulate   replay a cluster trace through the scoring core\n"
 		"  certs      make or renew the install's certificates as Secrets (see --help)\n"
+		"  metrics    print the reference of /metrics (a Markdown table, docs/metrics.md)\n"
 		"  version    print the version\n");
 }
 
@@ -30,6 +31,8 @@ int main(int argc, char **argv)
 		printf("gpu-extender %s (commit %s)\n", GPU_VERSION, GPU_COMMIT);
 		return 0;
 	}
+	if (!strcmp(argv[1], "metrics"))
+		return serve_metrics_main(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "certs"))
 		return certs_main(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "simulate"))

@@ -91,6 +91,85 @@ static void on_version(void *ctx, const struct http_request *req, struct http_re
 	buf_adds(&resp->body, "{\"version\":\"" GPU_VERSION "\",\"api\":\"gpu.scheduling/v1\"}\n");
 }
 
+/* A node's devices of the model of dev[first], counted by state (metrics_gpu_state_names). */
+static void model_counts(const struct gpu_node *n, int first, int count[MGPU_STATES])
+{
+	memset(count, 0, sizeof(int) * MGPU_STATES);
+	for (int i = first; i < n->ndev; i++) {
+		const struct gpu_device *d = &n->dev[i];
+		if (strcmp(n->info[i].model, n->info[first].model))
+			continue;
+		if (d->health != GPU_HEALTHY)
+			count[MGPU_UNHEALTHY]++;
+		else if (d->exclusive || d->external)
+			count[MGPU_WHOLE]++;
+		else if (d->shared)
+			count[MGPU_SHARED]++;
+		else if (gpu_usable(d))
+			count[MGPU_FREE]++;
+	}
+}
+
+static bool model_seen_before(const struct gpu_node *n, int i)
+{
+	for (int k = 0; k < i; k++)
+		if (!strcmp(n->info[k].model, n->info[i].model))
+			return true;
+	return false;
+}
+
+/* Idle compute that only shares can use (on devices a share holds) over all idle compute; as kubectl gpu. */
+static double fragmentation(const struct gpu_node *n)
+{
+	int64_t idle = 0, partial = 0;
+	for (int i = 0; i < n->ndev; i++) {
+		const struct gpu_device *d = &n->dev[i];
+		if (!gpu_usable(d) || d->mig || d->exclusive)
+			continue;
+		idle += gpu_free_core(d);
+		partial += d->shared ? gpu_free_core(d) : 0;
+	}
+	return idle ? (double)partial / (double)idle : 0;
+}
+
+static void node_series(const struct metric_family *f, const struct gpu_node *n, struct buf *out)
+{
+	if (f->index == MNODE_FRAGMENTATION) {
+		buf_printf(out, "%s{node=", f->name);
+		metrics_quote(out, n->name);
+		buf_printf(out, "} %.6g\n", fragmentation(n));
+		return;
+	}
+	for (int i = 0; i < n->ndev; i++) {
+		if (model_seen_before(n, i))
+			continue;
+		int count[MGPU_STATES];
+		model_counts(n, i, count);
+		for (int st = 0; st < MGPU_STATES; st++) {
+			buf_printf(out, "%s{node=", f->name);
+			metrics_quote(out, n->name);
+			buf_adds(out, ",model=");
+			metrics_quote(out, n->info[i].model[0] ? n->info[i].model : "unknown");
+			buf_printf(out, ",state=\"%s\"} %d\n", metrics_gpu_state_names[st], count[st]);
+		}
+	}
+}
+
+/* The per-node families, from the cache's current snapshot (lock-free, as the verbs read it). */
+static void per_node(void *ctx, const struct metric_family *f, struct buf *out)
+{
+	struct server *s = ctx;
+	struct snapshot *snap = cache_acquire(s->cache);
+	if (!snap)
+		return;
+	for (size_t i = 0; i < snap->n; i++) {
+		const struct gpu_node *n = snapshot_node(snap, i)->node;
+		if (n && n->ndev)
+			node_series(f, n, out);
+	}
+	snapshot_release(snap);
+}
+
 static void on_metrics(void *ctx, const struct http_request *req, struct http_response *resp)
 {
 	(void)req;
@@ -101,6 +180,7 @@ static void on_metrics(void *ctx, const struct http_request *req, struct http_re
 		.cache_nodes = (double)st.nodes, .cache_devices = (double)st.devices,
 		.cache_allocations = (double)st.allocs, .cache_gpuclaims = (double)st.gpuclaims,
 		.ready = is_ready(s, (char[300]){ 0 }, 300) ? 1 : 0,
+		.per_node = per_node, .ctx = s,
 	};
 	resp->content_type = "text/plain; version=0.0.4";
 	metrics_render(&resp->body, &g);
@@ -407,6 +487,19 @@ static void server_release(struct server *s)
 	extender_free(s->ext);
 	webhook_free(s->wh);
 	cache_free(s->cache);
+}
+
+int serve_metrics_main(int argc, char **argv)
+{
+	if (argc > 1) {
+		fprintf(stderr, "usage: gpu-extender metrics (prints the reference of /metrics as Markdown)\n");
+		return 2;
+	}
+	(void)argv;
+	int n;
+	const struct metric_family *f = metrics_families(&n);
+	metrics_reference(stdout, f, n);
+	return 0;
 }
 
 int serve_main(int argc, char **argv)

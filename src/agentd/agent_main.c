@@ -171,6 +171,8 @@ static void usage(FILE *f)
 	      "                     with --device-plugin also hand the devices to containers\n"
 	      "  podresources       print kubelet's record of the devices each container got\n"
 	      "                     (its PodResources API), one JSON object per line\n"
+	      "  metrics            print the reference of the device plugin's /metrics\n"
+	      "                     (a Markdown table, docs/metrics.md)\n"
 	      "\n"
 	      "options (a boolean takes --flag, --flag=false or --flag false):\n"
 	      "  -h, --help\n"
@@ -390,6 +392,10 @@ int main(int argc, char **argv)
 		return cmd_run(&o);
 	if (!strcmp(o.cmd, "podresources"))
 		return cmd_podresources(&o);
+	if (!strcmp(o.cmd, "metrics")) {
+		dp_auditor_reference(stdout);
+		return 0;
+	}
 	if (!strcmp(o.cmd, "help")) {
 		usage(stdout);
 		return 0;

@@ -21,9 +21,11 @@
 #include "httpd.h"
 #include "ledger.h"
 #include "log.h"
+#include "metrics.h"
 #include "strnum.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -341,39 +343,62 @@ static void *auditor_main(void *arg)
 
 /* ---- metrics ------------------------------------------------------------------------ */
 
-/* One labelled family: its HELP and TYPE lines, then a line per label value. */
-static void family(struct buf *out, const char *name, const char *type, const char *help, const char *label,
-		   const char *const *values, const atomic_uint_fast64_t *v, int n)
+/* Where dp_auditor_metrics finds a family's values (metric_family.source, .index an offset in the auditor). */
+enum { AT_ARRAY, AT_ONE, AT_TIME };
+#define AT(field, src) .source = src, .index = (int)offsetof(struct dp_auditor, field)
+
+/* The agent's metrics: the one table its /metrics and docs/metrics.md come from. */
+static const struct metric_family families[] = {
+	{ "gpu_agent_allocation_problems", "gauge", "kind", { "held_twice", "unbound", "outside_binding",
+							       "not_in_ledger" },
+	  "Problems the audit sees now (lasting 10 s or more), by kind.",
+	  "`held_twice`: a GPU two pods hold; `unbound`: held without a binding; `outside_binding`: held outside "
+	  "its pod's binding; `not_in_ledger`: bound but not reserved in the node's ledger.", AT(now, AT_ARRAY) },
+	{ "gpu_agent_allocation_problems_found_total", "counter", "kind", { "held_twice", "unbound",
+									   "outside_binding", "not_in_ledger" },
+	  "Problems reported (log line and Event), by kind.", NULL, AT(found, AT_ARRAY) },
+	{ "gpu_agent_prestart_checks_total", "counter", "result", { "verified", "unverified", "refused" },
+	  "PreStartContainer checks of a container's devices against its pod's binding, by result.",
+	  "`unverified`: an init container's, or PodResources unreadable; `refused`: the container was given "
+	  "another pod's devices and does not start.", AT(prestart, AT_ARRAY) },
+	{ "gpu_agent_audits_total", "counter", NULL, { NULL }, "Audits completed.", NULL, AT(audits, AT_ONE) },
+	{ "gpu_agent_audit_errors_total", "counter", "source", { "podresources", "ledger" },
+	  "Audits that could not read a source.", "`podresources`: kubelet's PodResources API; `ledger`: the node's "
+	  "ledger Lease.", AT(errors, AT_ARRAY) },
+	{ "gpu_agent_audit_last_timestamp_seconds", "gauge", NULL, { NULL }, "Unix time of the last completed audit.",
+	  NULL, AT(last_audit, AT_TIME) },
+	{ "gpu_agent_events_total", "counter", "result", { "sent", "failed", "dropped" },
+	  "Events about GPU allocation problems, by result.",
+	  "`dropped`: past the rate limit (10, then one every 6 s); only logged.", AT(events, AT_ARRAY) },
+};
+#define NFAMILIES ((int)(sizeof(families) / sizeof(families[0])))
+
+const struct metric_family *dp_auditor_families(int *n)
 {
-	buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-	for (int k = 0; k < n; k++)
-		buf_printf(out, "%s{%s=\"%s\"} %llu\n", name, label, values[k], (unsigned long long)atomic_load(&v[k]));
+	*n = NFAMILIES;
+	return families;
+}
+
+void dp_auditor_reference(FILE *out)
+{
+	metrics_reference(out, families, NFAMILIES);
 }
 
 void dp_auditor_metrics(struct dp_auditor *a, struct buf *out)
 {
-	static const char *const ps[PS_N] = { "verified", "unverified", "refused" };
-	static const char *const src[SRC_N] = { "podresources", "ledger" };
-	static const char *const ev[EV_N] = { "sent", "failed", "dropped" };
-	const char *kinds[DP_NPROB];
-	for (int k = 0; k < DP_NPROB; k++)
-		kinds[k] = dp_problem_name(k);
-	family(out, "gpu_agent_allocation_problems", "gauge",
-	       "Problems the audit sees now (lasting 10 s or more), by kind.", "kind", kinds, a->now, DP_NPROB);
-	family(out, "gpu_agent_allocation_problems_found_total", "counter",
-	       "Problems reported (log line and Event), by kind.", "kind", kinds, a->found, DP_NPROB);
-	family(out, "gpu_agent_prestart_checks_total", "counter",
-	       "PreStartContainer checks of a container's devices against its pod's binding, by result.", "result", ps,
-	       a->prestart, PS_N);
-	buf_printf(out, "# HELP gpu_agent_audits_total Audits completed.\n# TYPE gpu_agent_audits_total counter\n"
-			"gpu_agent_audits_total %llu\n", (unsigned long long)atomic_load(&a->audits));
-	family(out, "gpu_agent_audit_errors_total", "counter", "Audits that could not read a source.", "source", src,
-	       a->errors, SRC_N);
-	buf_printf(out, "# HELP gpu_agent_audit_last_timestamp_seconds Unix time of the last completed audit.\n"
-			"# TYPE gpu_agent_audit_last_timestamp_seconds gauge\ngpu_agent_audit_last_timestamp_seconds %lld\n",
-		   (long long)atomic_load(&a->last_audit));
-	family(out, "gpu_agent_events_total", "counter", "Events about GPU allocation problems, by result.", "result", ev,
-	       a->events, EV_N);
+	for (int i = 0; i < NFAMILIES; i++) {
+		const struct metric_family *f = &families[i];
+		const char *at = (const char *)a + f->index;
+		metrics_header(out, f);
+		if (f->source == AT_TIME)
+			buf_printf(out, "%s %lld\n", f->name, (long long)atomic_load((const atomic_int_fast64_t *)at));
+		else if (f->source == AT_ONE)
+			buf_printf(out, "%s %llu\n", f->name,
+				   (unsigned long long)atomic_load((const atomic_uint_fast64_t *)at));
+		for (int k = 0; f->source == AT_ARRAY && k < 8 && f->values[k]; k++)
+			buf_printf(out, "%s{%s=\"%s\"} %llu\n", f->name, f->labels, f->values[k],
+				   (unsigned long long)atomic_load((const atomic_uint_fast64_t *)at + k));
+	}
 }
 
 static void on_metrics(void *ctx, const struct http_request *req, struct http_response *resp)

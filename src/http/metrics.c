@@ -1,12 +1,15 @@
 #include "metrics.h"
 
+#include <stddef.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <time.h>
 
 /* Latency buckets in seconds: 50 us to 5 s, what the 5 s httpTimeout allows. */
 static const double buckets[] = { 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
 				  0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5 };
 #define NBUCKETS (sizeof(buckets) / sizeof(buckets[0]))
+#define NVALUES 8
 
 struct verb_stats {
 	_Atomic uint64_t count;
@@ -16,43 +19,87 @@ struct verb_stats {
 };
 
 static struct verb_stats verbs[VERB_COUNT];
-
-static const char *const verb_names[VERB_COUNT] = {
-	"filter", "prioritize", "bind", "preempt", "mutate", "other"
-};
-
-struct counter_family {
-	const char *name, *help, *label;
-	const char *values[6];
-	_Atomic uint64_t v[6];
-};
-
-static struct counter_family counters[M_COUNTER_COUNT] = {
-	[M_BINDS] = { "gpu_extender_binds_total", "Bind requests by result.", "result",
-		      { "ok", "no_fit", "conflict", "error" }, { 0 } },
-	[M_RESERVE_CONFLICTS] = { "gpu_extender_reservation_conflicts_total",
-				  "Reservation writes that lost a race (HTTP 409) and were retried.", "resource",
-				  { "lease" }, { 0 } },
-	[M_WATCH_RESTARTS] = { "gpu_extender_watch_restarts_total", "Watches re-opened.", "resource",
-			       { "nodes", "gpunodestatuses", "gpuclaims", "pods", "leases" }, { 0 } },
-	[M_RELISTS] = { "gpu_extender_relists_total", "Full lists, the first one included.", "resource",
-			{ "nodes", "gpunodestatuses", "gpuclaims", "pods", "leases" }, { 0 } },
-	[M_WATCH_EVENTS] = { "gpu_extender_watch_events_total", "Watch events applied to the cache.", "resource",
-			     { "nodes", "gpunodestatuses", "gpuclaims", "pods", "leases" }, { 0 } },
-	[M_RELEASED] = { "gpu_extender_reservations_released_total", "Reservations released, by reason.", "reason",
-			 { "pod_gone", "pod_finished", "bind_timeout", "bind_failed", "gang_timeout", "pod_elsewhere" }, { 0 } },
-	[M_GANGS] = { "gpu_extender_gang_reservations_total",
-		      "Attempts to reserve a whole gang's places, by result.", "result",
-		      { "reserved", "no_fit", "waiting", "conflict", "rolled_back" }, { 0 } },
-	[M_HTTP_REFUSED] = { "gpu_extender_connections_refused_total",
-			     "Connections closed at once, at maxConnections or maxConnectionsPerAddress.", "reason",
-			     { "connection_limit" }, { 0 } },
-	[M_RATINGS] = { "gpu_extender_prioritize_ratings_total",
-			"Nodes prioritize rated, by where the rating came from: the pod's filter (its node unchanged since), "
-			"or made.", "source", { "filter", "made" }, { 0 } },
-};
-
+static _Atomic uint64_t counts[M_COUNTER_COUNT][NVALUES];
 static _Atomic int64_t newest_event[RES_COUNT];
+
+const char *const metrics_gpu_state_names[MGPU_STATES] = { "whole", "shared", "free", "unhealthy" };
+
+/* Where metrics_render finds a family's values (metric_family.source). */
+enum { SRC_REQUESTS, SRC_ERRORS, SRC_DURATION, SRC_COUNTER, SRC_EVENT_AGE, SRC_GAUGE, SRC_NODE };
+
+#define VERBS { "filter", "prioritize", "bind", "preempt", "mutate", "other" }
+#define RESOURCES { "nodes", "gpunodestatuses", "gpuclaims", "pods", "leases" }
+#define GAUGE(field) .source = SRC_GAUGE, .index = (int)offsetof(struct metrics_gauges, field)
+
+/* The extender's metrics: the one table /metrics and docs/metrics.md come from. */
+static const struct metric_family families[] = {
+	{ "gpu_extender_requests_total", "counter", "verb", VERBS, "Requests served, by verb.",
+	  "`mutate` is the admission webhook, `other` the probes and /metrics.", SRC_REQUESTS, 0 },
+	{ "gpu_extender_request_errors_total", "counter", "verb", VERBS,
+	  "Requests answered with an HTTP error status.", "401: a caller without a certificate of the client CA.",
+	  SRC_ERRORS, 0 },
+	{ "gpu_extender_request_duration_seconds", "histogram", "verb", VERBS, "Time to answer a request.",
+	  "Buckets (`le`) from 50 us to 5 s, kube-scheduler's default `httpTimeout`.", SRC_DURATION, 0 },
+	{ "gpu_extender_binds_total", "counter", "result", { "ok", "no_fit", "conflict", "error" },
+	  "Bind requests by result.",
+	  "`no_fit`: the node no longer fits the pod; `conflict`: the reservation lost to another writer; "
+	  "`error`: the API server refused or could not be reached.", SRC_COUNTER, M_BINDS },
+	{ "gpu_extender_reservation_conflicts_total", "counter", "resource", { "lease" },
+	  "Reservation writes that lost a race (HTTP 409) and were retried.", NULL, SRC_COUNTER, M_RESERVE_CONFLICTS },
+	{ "gpu_extender_watch_restarts_total", "counter", "resource", RESOURCES, "Watches re-opened.",
+	  "A watch the API server ended or that broke; each re-open resumes at the last version seen.", SRC_COUNTER,
+	  M_WATCH_RESTARTS },
+	{ "gpu_extender_relists_total", "counter", "resource", RESOURCES, "Full lists, the first one included.",
+	  "More than one per resource: a watch's version expired (HTTP 410) and the cache was listed again.",
+	  SRC_COUNTER, M_RELISTS },
+	{ "gpu_extender_watch_events_total", "counter", "resource", RESOURCES, "Watch events applied to the cache.",
+	  NULL, SRC_COUNTER, M_WATCH_EVENTS },
+	{ "gpu_extender_reservations_released_total", "counter", "reason",
+	  { "pod_gone", "pod_finished", "bind_timeout", "bind_failed", "gang_timeout", "pod_elsewhere" },
+	  "Reservations released, by reason.",
+	  "The reaper's releases: the pod deleted, finished, never bound in time, its bind failed, its gang timed "
+	  "out, or bound to another node.", SRC_COUNTER, M_RELEASED },
+	{ "gpu_extender_gang_reservations_total", "counter", "result",
+	  { "reserved", "no_fit", "waiting", "conflict", "rolled_back" },
+	  "Attempts to reserve a whole gang's places, by result.",
+	  "`waiting`: members still missing; `rolled_back`: a member's reservation failed and the others were "
+	  "released.", SRC_COUNTER, M_GANGS },
+	{ "gpu_extender_connections_refused_total", "counter", "reason", { "connection_limit" },
+	  "Connections closed at once, at maxConnections or maxConnectionsPerAddress.", NULL, SRC_COUNTER,
+	  M_HTTP_REFUSED },
+	{ "gpu_extender_prioritize_ratings_total", "counter", "source", { "filter", "made" },
+	  "Nodes prioritize rated, by where the rating came from: the pod's filter (its node unchanged since), "
+	  "or made.", NULL, SRC_COUNTER, M_RATINGS },
+	{ "gpu_extender_newest_event_age_seconds", "gauge", "resource", RESOURCES,
+	  "Seconds since the newest watch event of a resource (-1: none yet).",
+	  "GpuNodeStatuses change at least every 5 minutes (each agent's resync); far more: the agents or the "
+	  "watch are stuck.", SRC_EVENT_AGE, 0 },
+	{ "gpu_extender_cache_nodes", "gauge", NULL, { NULL }, "Nodes in the capacity cache.", NULL,
+	  GAUGE(cache_nodes) },
+	{ "gpu_extender_cache_devices", "gauge", NULL, { NULL }, "GPU devices in the capacity cache.", NULL,
+	  GAUGE(cache_devices) },
+	{ "gpu_extender_cache_allocations", "gauge", NULL, { NULL }, "Pod allocations recorded in the cache.", NULL,
+	  GAUGE(cache_allocations) },
+	{ "gpu_extender_cache_gpuclaims", "gauge", NULL, { NULL }, "GpuClaim objects in the cache.", NULL,
+	  GAUGE(cache_gpuclaims) },
+	{ "gpu_extender_ready", "gauge", NULL, { NULL }, "1 when the extender is ready to serve.",
+	  "0 while the inventory or the first lists are not loaded, or the reservations are being rebuilt.", GAUGE(ready) },
+	{ "gpu_extender_node_gpus", "gauge", "node, model, state", { NULL },
+	  "GPUs of a node by model and state, reservations included.",
+	  "`state`: `whole` (held by one pod, or by pods the extender does not track), `shared` (held by shares), `free`, `unhealthy`; nodes with "
+	  "no GPUs have no series.", SRC_NODE, MNODE_GPUS },
+	{ "gpu_extender_node_fragmentation_ratio", "gauge", "node", { NULL },
+	  "Idle GPU compute of a node that only shares can use (on devices a share holds), over all its idle compute.",
+	  "0: every idle GPU is whole; 1: every idle bit of GPU is a remnant beside a share.", SRC_NODE,
+	  MNODE_FRAGMENTATION },
+};
+#define NFAMILIES ((int)(sizeof(families) / sizeof(families[0])))
+
+const struct metric_family *metrics_families(int *n)
+{
+	*n = NFAMILIES;
+	return families;
+}
 
 void metrics_request(enum metric_verb v, int status, double seconds)
 {
@@ -71,8 +118,8 @@ void metrics_request(enum metric_verb v, int status, double seconds)
 
 void metrics_add(enum metric_counter m, int label, uint64_t n)
 {
-	if ((unsigned)m < M_COUNTER_COUNT && label >= 0 && label < 6)
-		atomic_fetch_add_explicit(&counters[m].v[label], n, memory_order_relaxed);
+	if ((unsigned)m < M_COUNTER_COUNT && label >= 0 && label < NVALUES)
+		atomic_fetch_add_explicit(&counts[m][label], n, memory_order_relaxed);
 }
 
 void metrics_inc(enum metric_counter m, int label)
@@ -86,58 +133,107 @@ void metrics_event_seen(int resource)
 		atomic_store(&newest_event[resource], (int64_t)time(NULL));
 }
 
-static void gauge(struct buf *out, const char *name, const char *help, double v)
+void metrics_header(struct buf *out, const struct metric_family *f)
 {
-	buf_printf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", name, help, name, name, v);
+	buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", f->name, f->help, f->name, f->type);
 }
 
-void metrics_render(struct buf *out, const struct metrics_gauges *g)
+void metrics_quote(struct buf *out, const char *s)
 {
-	buf_adds(out, "# HELP gpu_extender_requests_total Requests served, by verb.\n"
-		      "# TYPE gpu_extender_requests_total counter\n");
-	for (int v = 0; v < VERB_COUNT; v++)
-		buf_printf(out, "gpu_extender_requests_total{verb=\"%s\"} %llu\n", verb_names[v],
-			   (unsigned long long)atomic_load(&verbs[v].count));
-	buf_adds(out, "# HELP gpu_extender_request_errors_total Requests answered with an HTTP error status.\n"
-		      "# TYPE gpu_extender_request_errors_total counter\n");
-	for (int v = 0; v < VERB_COUNT; v++)
-		buf_printf(out, "gpu_extender_request_errors_total{verb=\"%s\"} %llu\n", verb_names[v],
-			   (unsigned long long)atomic_load(&verbs[v].errors));
-	buf_adds(out, "# HELP gpu_extender_request_duration_seconds Time to answer a request.\n"
-		      "# TYPE gpu_extender_request_duration_seconds histogram\n");
+	buf_adds(out, "\"");
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '"')
+			buf_printf(out, "\\%c", *s);
+		else if (*s == '\n')
+			buf_adds(out, "\\n");
+		else
+			buf_printf(out, "%c", *s);
+	}
+	buf_adds(out, "\"");
+}
+
+/* One series of a family with one label: name{label="value"} v. */
+static void series(struct buf *out, const struct metric_family *f, int i, long long v)
+{
+	buf_printf(out, "%s{%s=\"%s\"} %lld\n", f->name, f->labels, f->values[i], v);
+}
+
+static void histogram(struct buf *out, const struct metric_family *f)
+{
 	for (int v = 0; v < VERB_COUNT; v++) {
 		uint64_t cum = 0;
 		for (size_t i = 0; i < NBUCKETS; i++) {
 			cum += atomic_load(&verbs[v].bucket[i]);
-			buf_printf(out, "gpu_extender_request_duration_seconds_bucket{verb=\"%s\",le=\"%g\"} %llu\n",
-				   verb_names[v], buckets[i], (unsigned long long)cum);
+			buf_printf(out, "%s_bucket{verb=\"%s\",le=\"%g\"} %llu\n", f->name, f->values[v], buckets[i],
+				   (unsigned long long)cum);
 		}
 		uint64_t count = atomic_load(&verbs[v].count);
-		buf_printf(out, "gpu_extender_request_duration_seconds_bucket{verb=\"%s\",le=\"+Inf\"} %llu\n",
-			   verb_names[v], (unsigned long long)count);
-		buf_printf(out, "gpu_extender_request_duration_seconds_sum{verb=\"%s\"} %.9f\n",
-			   verb_names[v], (double)atomic_load(&verbs[v].sum_ns) / 1e9);
-		buf_printf(out, "gpu_extender_request_duration_seconds_count{verb=\"%s\"} %llu\n",
-			   verb_names[v], (unsigned long long)count);
+		buf_printf(out, "%s_bucket{verb=\"%s\",le=\"+Inf\"} %llu\n", f->name, f->values[v],
+			   (unsigned long long)count);
+		buf_printf(out, "%s_sum{verb=\"%s\"} %.9f\n", f->name, f->values[v],
+			   (double)atomic_load(&verbs[v].sum_ns) / 1e9);
+		buf_printf(out, "%s_count{verb=\"%s\"} %llu\n", f->name, f->values[v], (unsigned long long)count);
 	}
-	for (int m = 0; m < M_COUNTER_COUNT; m++) {
-		struct counter_family *f = &counters[m];
-		buf_printf(out, "# HELP %s %s\n# TYPE %s counter\n", f->name, f->help, f->name);
-		for (int i = 0; i < 6 && f->values[i]; i++)
-			buf_printf(out, "%s{%s=\"%s\"} %llu\n", f->name, f->label, f->values[i],
-				   (unsigned long long)atomic_load(&f->v[i]));
+}
+
+static void family(struct buf *out, const struct metric_family *f, const struct metrics_gauges *g, int64_t now)
+{
+	int n = 0;
+	while (n < NVALUES && f->values[n])
+		n++;
+	switch (f->source) {
+	case SRC_REQUESTS:
+	case SRC_ERRORS:
+		for (int v = 0; v < VERB_COUNT; v++)
+			series(out, f, v, (long long)atomic_load(f->source == SRC_REQUESTS ? &verbs[v].count
+											    : &verbs[v].errors));
+		break;
+	case SRC_DURATION:
+		histogram(out, f);
+		break;
+	case SRC_COUNTER:
+		for (int i = 0; i < n; i++)
+			series(out, f, i, (long long)atomic_load(&counts[f->index][i]));
+		break;
+	case SRC_EVENT_AGE:
+		for (int r = 0; r < n && r < RES_COUNT; r++) {
+			int64_t t = atomic_load(&newest_event[r]);
+			series(out, f, r, (long long)(t ? now - t : -1));
+		}
+		break;
+	case SRC_GAUGE:
+		buf_printf(out, "%s %.17g\n", f->name, *(const double *)((const char *)g + f->index));
+		break;
+	case SRC_NODE:
+		if (g->per_node)
+			g->per_node(g->ctx, f, out);
+		break;
 	}
-	buf_adds(out, "# HELP gpu_extender_newest_event_age_seconds Seconds since the newest watch event of a resource (-1: none yet).\n"
-		      "# TYPE gpu_extender_newest_event_age_seconds gauge\n");
+}
+
+void metrics_render(struct buf *out, const struct metrics_gauges *g)
+{
 	int64_t now = (int64_t)time(NULL);
-	for (int r = 0; r < RES_COUNT; r++) {
-		int64_t t = atomic_load(&newest_event[r]);
-		buf_printf(out, "gpu_extender_newest_event_age_seconds{resource=\"%s\"} %lld\n",
-			   counters[M_WATCH_EVENTS].values[r], (long long)(t ? now - t : -1));
+	for (int i = 0; i < NFAMILIES; i++) {
+		metrics_header(out, &families[i]);
+		family(out, &families[i], g, now);
 	}
-	gauge(out, "gpu_extender_cache_nodes", "Nodes in the capacity cache.", g->cache_nodes);
-	gauge(out, "gpu_extender_cache_devices", "GPU devices in the capacity cache.", g->cache_devices);
-	gauge(out, "gpu_extender_cache_allocations", "Pod allocations recorded in the cache.", g->cache_allocations);
-	gauge(out, "gpu_extender_cache_gpuclaims", "GpuClaim objects in the cache.", g->cache_gpuclaims);
-	gauge(out, "gpu_extender_ready", "1 when the extender is ready to serve.", g->ready);
+}
+
+void metrics_reference(FILE *out, const struct metric_family *f, int n)
+{
+	fputs("| metric | type | labels | meaning |\n|---|---|---|---|\n", out);
+	for (int i = 0; i < n; i++) {
+		fprintf(out, "| `%s` | %s | ", f[i].name, f[i].type);
+		if (!f[i].labels)
+			fputs("none", out);
+		for (const char *p = f[i].labels; p && *p;) {
+			size_t len = strcspn(p, ", ");
+			fprintf(out, "%s`%.*s`", p == f[i].labels ? "" : ", ", (int)len, p);
+			p += len + strspn(p + len, ", ");
+		}
+		for (int k = 0; k < NVALUES && f[i].values[k]; k++)
+			fprintf(out, "%s`%s`", k ? ", " : ": ", f[i].values[k]);
+		fprintf(out, " | %s%s%s |\n", f[i].help, f[i].more ? " " : "", f[i].more ? f[i].more : "");
+	}
 }

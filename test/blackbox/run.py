@@ -7,6 +7,7 @@ Ends with a line "N passed, N failed"; exits 1 if anything failed.
 import http.client
 import json
 import os
+import re
 import selectors
 import shutil
 import signal
@@ -656,6 +657,148 @@ def docs_list_every_flag_as_help_prints_it():
         assert table.startswith("| flag |"), table[:200]
         text = open(os.path.join(ROOT, doc)).read()
         assert table in text, f"{doc} does not hold the table that `{' '.join(cmd[1:])}` prints; paste it in"
+
+
+AGENT = os.path.join(os.path.dirname(BIN), "gpu-agent")
+MONITORING = os.path.join(ROOT, "deploy/overlays/monitoring")
+# Metrics of other programs the rules or the dashboard may name.
+EXTERNAL_METRICS = {
+    "apiserver_admission_webhook_fail_open_count": "kube-apiserver",
+    "kube_node_status_capacity": "kube-state-metrics",
+    "kube_node_status_allocatable": "kube-state-metrics",
+}
+
+
+def metric_table(cmd):
+    """The families a program's `metrics` command prints: name -> (type, [labels], [values])."""
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    fams = {}
+    for line in out.splitlines():
+        if not line.startswith("| `"):
+            continue
+        cells = [c.strip() for c in line.strip("|").split(" | ")]
+        names, _, values = cells[2].partition(": ")
+        labels = [] if names == "none" else [n.strip("` ") for n in names.split(",")]
+        fams[cells[0].strip("`")] = (cells[1], labels, [v.strip("` ") for v in values.split(",")] if values else [])
+    assert fams, out
+    return out, fams
+
+
+def all_metric_families():
+    fams = dict(metric_table([BIN, "metrics"])[1])
+    fams.update(metric_table([AGENT, "metrics"])[1])
+    return fams
+
+
+@test
+def docs_metrics_md_is_what_the_programs_print():
+    text = open(os.path.join(ROOT, "docs/metrics.md")).read()
+    for cmd in [[BIN, "metrics"], [AGENT, "metrics"]]:
+        table, fams = metric_table(cmd)
+        assert table.startswith("| metric |"), table[:200]
+        assert table in text, f"docs/metrics.md does not hold the table that `{' '.join(cmd)}` prints; paste it in"
+
+
+def check_scrape(body, fams):
+    """Each family of the table is in the scrape and nothing else is; labels and fixed values as listed."""
+    seen = {}
+    for line in body.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, typ = line.split()
+            seen[name] = typ
+        elif line and not line.startswith("#"):
+            series = line.rsplit(" ", 1)[0]
+            name, _, labels = series.partition("{")
+            base = name
+            for suffix in ("_bucket", "_sum", "_count"):
+                if name.endswith(suffix) and name[:-len(suffix)] in fams and fams[name[:-len(suffix)]][0] == "histogram":
+                    base = name[:-len(suffix)]
+            assert base in fams, f"/metrics serves {name}, which the metrics table lacks"
+            typ, names, values = fams[base]
+            for pair in filter(None, labels.rstrip("}").split('",')):
+                k, _, v = pair.partition('="')
+                v = v.rstrip('"')
+                if k == "le" and typ == "histogram":
+                    continue
+                assert k in names, f"{series}: label {k} not in the table's {names}"
+                assert not values or v in values, f"{series}: {k}={v} not in the table's {values}"
+    assert set(seen) == set(fams), f"served but not in the table: {set(seen) - set(fams)}; " \
+                                   f"in the table but not served: {set(fams) - set(seen)}"
+    for name, typ in seen.items():
+        assert fams[name][0] == typ, (name, typ, fams[name][0])
+
+
+@test
+def metrics_scrape_has_exactly_the_families_of_the_table():
+    _, fams = metric_table([BIN, "metrics"])
+    s = Server()
+    try:
+        s.post("/filter", example("filter.json"))
+        st, body, _ = s.request("GET", "/metrics")
+        assert st == 200, body
+        check_scrape(body, fams)
+        assert 'gpu_extender_node_gpus{node="gpu-h100-a",model=' in body, body
+        assert 'gpu_extender_node_fragmentation_ratio{node="gpu-h100-a"} 0' in body, body
+    finally:
+        assert s.stop() == 0, s.output()
+
+
+def promql_selectors(expr):
+    """(metric, [(label, op, value)]) for each metric a PromQL expression names."""
+    e = re.sub(r"\$\{?\w+\}?", "x", expr)                    # Grafana variables
+    found, matchers = [], {}
+    for m in re.finditer(r'([a-zA-Z_:][\w:]*)\s*\{([^}]*)\}', e):
+        matchers.setdefault(m.group(1), []).extend(re.findall(r'(\w+)\s*(=~|!~|!=|=)\s*"([^"]*)"', m.group(2)))
+    e = re.sub(r'"(?:[^"\\]|\\.)*"', '""', e)
+    e = re.sub(r"\{[^}]*\}|\[[^\]]*\]", " ", e)
+    e = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", e)
+    keywords = {"by", "without", "on", "ignoring", "group_left", "group_right", "and", "or", "unless", "bool",
+                "offset", "inf", "nan"}
+    for name in re.findall(r"(?<![\w:.])([a-zA-Z_:][\w:]*)(?![\w:]|\s*\()", e):
+        if name not in keywords:
+            found.append((name, matchers.get(name, [])))
+    return found
+
+
+def check_names(where, expr, fams):
+    for name, matchers in promql_selectors(expr):
+        if name in EXTERNAL_METRICS:
+            continue
+        base = re.sub(r"_(bucket|sum|count)$", "", name)
+        fam = fams.get(name) or (fams.get(base) if fams.get(base, ("",))[0] == "histogram" else None)
+        assert fam, f"{where}: {name} is in no metrics table (docs/metrics.md) nor EXTERNAL_METRICS"
+        for label, op, value in matchers:
+            assert label in fam[1] or (label == "le" and fam[0] == "histogram"), f"{where}: {name} has no label {label}"
+            if op in ("=", "!=") and fam[2] and label == fam[1][0]:
+                assert value in fam[2], f"{where}: {name}{{{label}{op}\"{value}\"}}: not one of {fam[2]}"
+    return len(promql_selectors(expr))
+
+
+@test
+def monitoring_rules_pass_promtool_and_name_only_served_metrics():
+    assert promql_selectors('histogram_quantile(0.99, sum by (verb, le) (rate(a_b{x="y"}[5m]))) / c and d') == \
+        [("a_b", [("x", "=", "y")]), ("c", []), ("d", [])]
+    text = open(os.path.join(MONITORING, "alerts.yaml")).read()
+    spec = text[text.index("\nspec:\n") + 7:]
+    rules = "".join(l[2:] + "\n" for l in spec.splitlines())
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(rules)
+    try:
+        r = subprocess.run(["promtool", "check", "rules", f.name], capture_output=True, text=True)
+    finally:
+        os.unlink(f.name)
+    assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
+    fams = all_metric_families()
+    exprs = re.findall(r"^\s*expr:\s*(.+)$", rules, re.M)
+    assert len(exprs) >= 15 and all(check_names(f"alerts.yaml: {e}", e, fams) for e in exprs), exprs
+    dash = json.load(open(os.path.join(MONITORING, "dashboard.json")))
+    n = 0
+    for p in dash["panels"]:
+        for t in p.get("targets", []):
+            n += check_names(f"dashboard.json panel {p['title']!r}", t["expr"], fams)
+    assert n >= 20, n
+    kust = open(os.path.join(MONITORING, "kustomization.yaml")).read()
+    assert "grafana_dashboard" in kust and "dashboard.json" in kust and "alerts.yaml" in kust, kust
 
 
 @test

@@ -10,6 +10,7 @@
 #include "devplugin.h"
 #include "h2rpc.h"
 #include "ledger.h"
+#include "metrics.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -17,6 +18,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -889,6 +893,70 @@ static void test_audit(void **state)
 
 /* The auditor's thread and counters: PreStart verdicts counted, an unreadable kubelet
  * record counted as an audit error (the metric an alert would watch). */
+/* The /metrics text holds each family of the table, with its type, and no series the table lacks. */
+static void assert_families_match(const char *text)
+{
+	int n;
+	const struct metric_family *f = dp_auditor_families(&n);
+	for (int i = 0; i < n; i++) {
+		char want[200];
+		snprintf(want, sizeof(want), "# TYPE %s %s\n", f[i].name, f[i].type);
+		assert_non_null(strstr(text, want));
+	}
+	for (const char *line = text; *line; line = strchr(line, '\n') + 1) {
+		size_t len = strcspn(line, "{ \n");
+		bool known = line[0] == '#';
+		for (int i = 0; i < n && !known; i++)
+			known = strlen(f[i].name) == len && !strncmp(line, f[i].name, len);
+		if (!known)
+			fail_msg("served but not in the table: %.*s", (int)len, line);
+		for (int i = 0; i < n && line[0] != '#' && line[len] == '{'; i++) {
+			if (strlen(f[i].name) != len || strncmp(line, f[i].name, len))
+				continue;
+			bool listed = false;
+			for (int k = 0; k < 8 && f[i].values[k] && !listed; k++) {
+				char series[200];
+				snprintf(series, sizeof(series), "{%s=\"%s\"} ", f[i].labels, f[i].values[k]);
+				listed = !strncmp(line + len, series, strlen(series));
+			}
+			if (!listed)
+				fail_msg("a label value the table lacks: %.*s", (int)strcspn(line, "\n"), line);
+		}
+	}
+	/* The kinds the table lists are dp_problem_name's. */
+	for (int k = 0; k < DP_NPROB; k++)
+		assert_string_equal(f[0].values[k], dp_problem_name(k));
+	assert_null(f[0].values[DP_NPROB]);
+}
+
+/* A port nobody listens on now (the kernel's pick, closed again). */
+static int unused_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	close(fd);
+	return ntohs(sa.sin_port);
+}
+
+/* GET /metrics over TCP, as Prometheus scrapes it: the whole answer, headers included. */
+static void scrape(int port, struct buf *out)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	const char req[] = "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n";
+	assert_int_equal(write(fd, req, sizeof(req) - 1), (ssize_t)sizeof(req) - 1);
+	char chunk[4096];
+	ssize_t n;
+	while ((n = read(fd, chunk, sizeof(chunk))) > 0)
+		buf_add(out, chunk, (size_t)n);
+	close(fd);
+}
+
 static void test_auditor_metrics(void **state)
 {
 	(void)state;
@@ -898,6 +966,8 @@ static void test_auditor_metrics(void **state)
 	snprintf(cfg.node, sizeof(cfg.node), "n1");
 	snprintf(cfg.podresources_socket, sizeof(cfg.podresources_socket), "/tmp/no-such-podresources.sock");
 	cfg.audit_every_s = 1;
+	int port = unused_port();
+	snprintf(cfg.metrics_listen, sizeof(cfg.metrics_listen), "127.0.0.1:%d", port);
 	char err[256];
 	struct dp_pods *ps = dp_pods_start(NULL, "n1", err, sizeof(err));
 	struct dp_auditor *a = dp_auditor_start(&cfg, NULL, ps, err, sizeof(err));
@@ -919,6 +989,13 @@ static void test_auditor_metrics(void **state)
 	assert_non_null(strstr(buf_cstr(&m), "gpu_agent_prestart_checks_total{result=\"verified\"} 1"));
 	assert_non_null(strstr(buf_cstr(&m), "gpu_agent_allocation_problems{kind=\"held_twice\"} 0"));
 	assert_non_null(strstr(buf_cstr(&m), "# TYPE gpu_agent_allocation_problems_found_total counter"));
+	/* What the served /metrics holds: the families of the table and nothing else. */
+	buf_clear(&m);
+	scrape(port, &m);
+	const char *body = strstr(buf_cstr(&m), "\r\n\r\n");
+	assert_non_null(body);
+	assert_non_null(strstr(buf_cstr(&m), " 200 "));
+	assert_families_match(body + 4);
 	buf_release(&m);
 	dp_auditor_stop(a);
 	dp_pods_stop(ps);
