@@ -180,6 +180,8 @@ struct dp_pod {
 	char ns[64];
 	char name[254];
 	uint64_t seen;                          /* when the plugin first saw it bound here (order) */
+	int64_t rv;                             /* resourceVersion as a number (0: not one); see dp_pod_order */
+	bool relisted;                          /* in the batch kubelet's restart listed: creation order */
 	int64_t created;                        /* creationTimestamp, seconds */
 	bool admitted;                          /* kubelet is past admission (started or ended) */
 	bool finished;                          /* Succeeded or Failed (kubelet refused it, or it ended) */
@@ -201,7 +203,13 @@ struct dp_pod {
  * allocation annotations do not parse.
  */
 int dp_pod_parse(const cJSON *pod, const char *node, struct dp_pod *out, char *err, size_t errlen);
-/* Kubelet's order of admission: first seen, then created, then name. */
+/*
+ * Kubelet's order of admission: first seen; among pods that arrived in one
+ * list, the order kubelet's watch saw them bound (resourceVersion: a pod
+ * kubelet has not admitted is not written after its binding), except in
+ * the batch of kubelet's restart, which it admits by creation; then
+ * created, then name.
+ */
 int dp_pod_order(const struct dp_pod *a, const struct dp_pod *b);
 
 /*
@@ -231,9 +239,13 @@ bool dp_pods_mark_named(struct dp_pods *p, const char *ns, const char *name, con
  * kubelet restarted: it lists the node's pods anew and admits those it has
  * not admitted yet in creation order (one batch), whatever order they were
  * bound in. Makes every such pod one arrival, so dp_pod_order falls back
- * to creation time for them.
+ * to creation time for them. Pods new to the store join that batch until
+ * the store has read a list (kubelet's list may hold pods the watch has
+ * not shown yet).
  */
 void dp_pods_kubelet_restarted(struct dp_pods *p);
+/* Whether kubelet restarted and no list was read since: refresh before matching. */
+bool dp_pods_restart_unread(struct dp_pods *p);
 /* Adds pods built elsewhere (tests; PodResources at start marks pods done). */
 void dp_pods_put(struct dp_pods *p, const struct dp_pod *pod);
 

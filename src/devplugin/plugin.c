@@ -135,12 +135,13 @@ static void broadcast(struct devplugin *dp)
 /*
  * The node's pods for the attempt-th look (0 or 1): the watch's copy, then,
  * when that did not hold the pod kubelet asks for, a fresh list (the watch
- * may not have shown a just-bound pod yet).
+ * may not have shown a just-bound pod yet). After kubelet restarted, a list
+ * first: its batch holds the pods it listed, shown by the watch or not.
  */
 static struct dp_pod *pods_for(struct devplugin *dp, int attempt, int *n)
 {
 	char err[256];
-	if (attempt && dp_pods_refresh(dp->pods, err, sizeof(err)))
+	if ((attempt || dp_pods_restart_unread(dp->pods)) && dp_pods_refresh(dp->pods, err, sizeof(err)))
 		log_warn("cannot list the node's pods", "error=\"%s\"", LOG_Q(err));
 	return dp_pods_copy(dp->pods, n);
 }
@@ -692,6 +693,11 @@ static void *server_main(void *arg)
 				dp_pods_kubelet_restarted(dp->pods);
 				dp->current[0] = '\0';
 				listen_all(dp);
+				/* the pods kubelet just listed, shown by the watch yet or not, are
+				   that batch (registration goes on meanwhile on its own thread) */
+				char err[256];
+				if (dp_pods_refresh(dp->pods, err, sizeof(err)))
+					log_warn("cannot list the node's pods", "error=\"%s\"", LOG_Q(err));
 			}
 			sync_kubelet(dp);
 		}

@@ -6,11 +6,15 @@
  * The store also remembers the order in which pods arrived bound here,
  * because that is the order in which kubelet admits them (it sees the
  * same watch stream): among pods waiting for the same resource, the first
- * seen is the one kubelet is admitting.
+ * seen is the one kubelet is admitting. The pods of one list (the watch
+ * listed again, a refresh, the agent's start) arrive together, but
+ * kubelet's watch had them one by one: their resourceVersions say in
+ * which order.
  */
 #include "devplugin.h"
 
 #include "api.h"
+#include "clock.h"
 #include "log.h"
 #include "reflector.h"
 #include "metrics.h"
@@ -157,6 +161,10 @@ int dp_pod_parse(const cJSON *pod, const char *node, struct dp_pod *out, char *e
 		return -1;
 	}
 	out->created = parse_time(api_str(api_path(pod, "metadata"), "creationTimestamp"));
+	/* etcd's revision; anything else leaves 0, and creation time orders */
+	const char *rv = api_str(api_path(pod, "metadata"), "resourceVersion");
+	if (!rv || !strnum_i64(rv, &out->rv) || out->rv < 0)
+		out->rv = 0;
 	out->admitted = pod_admitted(pod);
 	const char *phase = api_str(api_path(pod, "status"), "phase");
 	out->finished = phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"));
@@ -172,6 +180,9 @@ int dp_pod_order(const struct dp_pod *a, const struct dp_pod *b)
 {
 	if (a->seen != b->seen)
 		return a->seen < b->seen ? -1 : 1;
+	/* one list: kubelet's watch had them one by one, in the order they were bound */
+	if (!a->relisted && !b->relisted && a->rv && b->rv && a->rv != b->rv)
+		return a->rv < b->rv ? -1 : 1;
 	if (a->created != b->created)
 		return a->created < b->created ? -1 : 1;
 	int c = strcmp(a->ns, b->ns);
@@ -195,6 +206,8 @@ struct dp_pods {
 	int n, alloc;
 	uint64_t seq;                /* arrival counter: one per watch event, one per list */
 	uint64_t list_seq;
+	uint64_t join;               /* kubelet's restart batch that new pods join (0: none), until */
+	int64_t join_until_ms;       /* a list is read, or kubelet is past its batch */
 	unsigned gen;
 	bool listing;
 };
@@ -212,6 +225,17 @@ static void remove_at(struct dp_pods *p, int i)
 	p->e[i] = p->e[--p->n];
 }
 
+/*
+ * Whether kubelet's restart batch is still open to pods new to the store:
+ * kubelet lists its pods as it starts and admits that batch as soon as the
+ * plugin has registered again, within a second or two of the restart.
+ */
+#define RESTART_BATCH_MS 5000
+static bool joining(const struct dp_pods *p)
+{
+	return p->join && clock_mono_ms() < p->join_until_ms;
+}
+
 /* Inserts or replaces a pod, keeping its arrival and what kubelet already took. */
 static void put_locked(struct dp_pods *p, const struct dp_pod *pod, uint64_t seen)
 {
@@ -221,6 +245,7 @@ static void put_locked(struct dp_pods *p, const struct dp_pod *pod, uint64_t see
 		struct dp_pod old = e->pod;
 		e->pod = *pod;
 		e->pod.seen = old.seen;
+		e->pod.relisted = old.relisted;
 		for (int k = 0; k < e->pod.ncontainers && k < old.ncontainers; k++)
 			if (!strcmp(e->pod.c[k].name, old.c[k].name))
 				memcpy(e->pod.c[k].done, old.c[k].done, sizeof(old.c[k].done));
@@ -241,6 +266,11 @@ static void put_locked(struct dp_pods *p, const struct dp_pod *pod, uint64_t see
 	e->pod = *pod;
 	e->pod.seen = seen;
 	e->gen = p->gen;
+	if (joining(p) && !pod->admitted) {
+		/* bound before kubelet's restart list most likely: in its creation-ordered batch */
+		e->pod.seen = p->join;
+		e->pod.relisted = true;
+	}
 }
 
 /* One Pod object, from the watch, a list or a refresh; under p->mu. */
@@ -284,7 +314,7 @@ static void sink_list_begin(void *ctx)
 	struct dp_pods *p = ctx;
 	p->listing = true;
 	p->gen++;
-	p->list_seq = ++p->seq;    /* a list is one arrival: creation time orders within it */
+	p->list_seq = ++p->seq;    /* a list is one arrival: resourceVersion orders within it */
 }
 
 static void sink_apply(void *ctx, bool deleted, const cJSON *obj)
@@ -297,6 +327,7 @@ static void sink_list_end(void *ctx)
 {
 	struct dp_pods *p = ctx;
 	p->listing = false;
+	p->join = 0;
 	for (int i = p->n - 1; i >= 0; i--)
 		if (p->e[i].gen != p->gen)
 			remove_at(p, i);
@@ -395,9 +426,10 @@ void dp_pods_apply_list(struct dp_pods *p, const cJSON *items)
 {
 	const cJSON *item;
 	pthread_mutex_lock(&p->mu);
-	uint64_t seen = ++p->seq;      /* one arrival: creation time orders them */
+	uint64_t seen = ++p->seq;      /* one arrival: resourceVersion orders them */
 	cJSON_ArrayForEach(item, items)
 		apply_locked(p, false, item, seen);
+	p->join = 0;
 	pthread_mutex_unlock(&p->mu);
 }
 
@@ -437,9 +469,21 @@ void dp_pods_kubelet_restarted(struct dp_pods *p)
 	pthread_mutex_lock(&p->mu);
 	uint64_t batch = ++p->seq;
 	for (int i = 0; i < p->n; i++)
-		if (!p->e[i].pod.admitted)
+		if (!p->e[i].pod.admitted) {
 			p->e[i].pod.seen = batch;
+			p->e[i].pod.relisted = true;
+		}
+	p->join = batch;
+	p->join_until_ms = clock_mono_ms() + RESTART_BATCH_MS;
 	pthread_mutex_unlock(&p->mu);
+}
+
+bool dp_pods_restart_unread(struct dp_pods *p)
+{
+	pthread_mutex_lock(&p->mu);
+	bool open = joining(p);
+	pthread_mutex_unlock(&p->mu);
+	return open;
 }
 
 void dp_pods_put(struct dp_pods *p, const struct dp_pod *pod)

@@ -214,7 +214,7 @@ static bool taken(struct world *w, const struct apis_pod *p)
 /* After quiescence also: lost entries are back, and every ledger entry is a live bound pod's, on its node, with its devices. */
 int check_quiescent(struct world *w)
 {
-	if (check_step(w) || node_check_quiescent(w, w->failure, sizeof(w->failure)) || check_gangs(w, true))
+	if (check_step(w) || node_check_quiescent(w, w->failure, sizeof(w->failure), lost) || check_gangs(w, true))
 		return -1;
 	if (w->nlost) {
 		static struct apis_pod all[DST_MAX_PODS];

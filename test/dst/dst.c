@@ -619,6 +619,7 @@ static void pod_event(struct world *w, uint32_t kind)
 		}
 	} else if (kind == 2 && on(w, F_UNLABEL)) {
 		p->touched = true;
+		p->edited_waiting = p->edited_waiting || !node_runs(w, node, p->uid);
 		apis_pod_unlabel(w->api, p->ns, p->name);
 		dst_trace(w, "pod %s: managed label removed", p->name);
 	}

@@ -222,6 +222,7 @@ struct spod {
 	char gang[16];         /* its PodGroup, or "" */
 	int gang_size;
 	bool touched;          /* deleted, finished or unlabelled: its gang may rightly stay incomplete */
+	bool edited_waiting;   /* unlabelled bound, before its container ran: a list shows that write */
 };
 
 /* What the kubelet models did (the summary's counts). */
@@ -311,7 +312,7 @@ bool node_runs(struct world *w, const char *node, const char *uid);
 void node_close_watches(struct world *w);
 /* The nodes' invariants; exempt: pods lose-entry touched. 0, or -1 with failure set. */
 int node_check(struct world *w, char *failure, size_t size, bool (*exempt)(struct world *, const char *));
-int node_check_quiescent(struct world *w, char *failure, size_t size);
+int node_check_quiescent(struct world *w, char *failure, size_t size, bool (*exempt)(struct world *, const char *));
 
 /* check.c: the invariants. 0, or -1 with w->failure set. */
 int check_step(struct world *w);

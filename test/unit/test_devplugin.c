@@ -734,6 +734,94 @@ static void test_order_after_kubelet_restart(void **state)
 }
 
 
+/* A node pod as the API server lists it: bound to n1 on one GPU, created at second c, written at rv. */
+static cJSON *listed_pod(const char *uid, int gpu, int c, const char *rv)
+{
+	char js[1024];
+	snprintf(js, sizeof(js),
+		 "{\"metadata\":{\"name\":\"pod-%s\",\"namespace\":\"ml\",\"uid\":\"%s\",\"resourceVersion\":\"%s\","
+		 "\"creationTimestamp\":\"2026-01-02T03:04:%02dZ\",\"annotations\":{"
+		 "\"gpu.scheduling/allocated\":\"n1:%d\"}},"
+		 "\"spec\":{\"nodeName\":\"n1\",\"containers\":[{\"name\":\"main\",\"resources\":{\"limits\":"
+		 "{\"gpu.scheduling/gpu\":\"1\"}}}]},\"status\":{\"phase\":\"Pending\"}}",
+		 uid, uid, rv, c, gpu);
+	return cJSON_Parse(js);
+}
+
+/* The uid of the pod the agent prefers for a 1-GPU container with both GPUs available. */
+static const char *preferred(struct dp_pods *ps, const struct dp_inventory *inv, char *uid)
+{
+	const char *avail[] = { "GPU-0000", "GPU-0001" };
+	struct dp_choice ch;
+	char why[256];
+	int n;
+	struct dp_pod *pods = dp_pods_copy(ps, &n);
+	assert_int_equal(dp_prefer(inv, DP_GPU, pods, n, NULL, avail, 2, NULL, 0, 1, &ch, why, sizeof(why)), 0);
+	snprintf(uid, 64, "%s", pods[ch.pod].uid);
+	dp_choice_release(&ch);
+	free(pods);
+	return uid;
+}
+
+/* Two pods bound out of creation order (y at resourceVersion 40, then x at 41) that the agent
+ * first sees in one list (its watch relisted, or a refresh): kubelet's watch had y first. */
+static void test_order_list_by_binding(void **state)
+{
+	(void)state;
+	struct dp_inventory *inv = inventory_of(2, 0);
+	char err[128], uid[64];
+	struct dp_pods *ps = dp_pods_start(NULL, "n1", err, sizeof(err));
+	cJSON *items = cJSON_CreateArray();
+	cJSON_AddItemToArray(items, listed_pod("x", 0, 1, "41"));     /* created first, bound second */
+	cJSON_AddItemToArray(items, listed_pod("y", 1, 2, "40"));
+	dp_pods_apply_list(ps, items);
+	assert_string_equal(preferred(ps, inv, uid), "y");
+	cJSON_Delete(items);
+	/* a resourceVersion that is not a number: creation time decides */
+	dp_pods_stop(ps);
+	ps = dp_pods_start(NULL, "n1", err, sizeof(err));
+	items = cJSON_CreateArray();
+	cJSON_AddItemToArray(items, listed_pod("x", 0, 1, "b"));
+	cJSON_AddItemToArray(items, listed_pod("y", 1, 2, "a"));
+	dp_pods_apply_list(ps, items);
+	assert_string_equal(preferred(ps, inv, uid), "x");
+	cJSON_Delete(items);
+	dp_pods_stop(ps);
+	free(inv);
+	rm_tree(root);
+}
+
+/* kubelet restarts while the agent's watch has not shown two pods bound out of creation order:
+ * the list the agent reads then puts them in kubelet's batch, admitted by creation; pods
+ * that come after that list are ordered by their binding again. */
+static void test_order_restart_batch_joined(void **state)
+{
+	(void)state;
+	struct dp_inventory *inv = inventory_of(2, 0);
+	char err[128], uid[64];
+	struct dp_pods *ps = dp_pods_start(NULL, "n1", err, sizeof(err));
+	dp_pods_kubelet_restarted(ps);
+	assert_true(dp_pods_restart_unread(ps));
+	cJSON *items = cJSON_CreateArray();
+	cJSON_AddItemToArray(items, listed_pod("x", 0, 1, "41"));
+	cJSON_AddItemToArray(items, listed_pod("y", 1, 2, "40"));
+	dp_pods_apply_list(ps, items);
+	cJSON_Delete(items);
+	assert_false(dp_pods_restart_unread(ps));
+	assert_string_equal(preferred(ps, inv, uid), "x");          /* kubelet's batch: creation order */
+	dp_pods_mark_done(ps, "x", 0, DP_GPU);
+	dp_pods_mark_done(ps, "y", 0, DP_GPU);
+	items = cJSON_CreateArray();                                  /* later: a list brings two more */
+	cJSON_AddItemToArray(items, listed_pod("v", 0, 3, "51"));
+	cJSON_AddItemToArray(items, listed_pod("w", 1, 4, "50"));
+	dp_pods_apply_list(ps, items);
+	cJSON_Delete(items);
+	assert_string_equal(preferred(ps, inv, uid), "w");
+	dp_pods_stop(ps);
+	free(inv);
+	rm_tree(root);
+}
+
 /* ---- what kubelet did, checked against the bindings ---- */
 
 static void record_add1(struct dp_record *rec, const char *pod, const char *ctr, const char *res, const char *a,
@@ -1123,6 +1211,8 @@ int main(void)
 		cmocka_unit_test(test_prefer_skips_deleting),
 		cmocka_unit_test(test_prefer_sidecar_share),
 		cmocka_unit_test(test_order_after_kubelet_restart),
+		cmocka_unit_test(test_order_list_by_binding),
+		cmocka_unit_test(test_order_restart_batch_joined),
 		cmocka_unit_test(test_prestart_swap_refused),
 		cmocka_unit_test(test_prestart_shares_and_tickets),
 		cmocka_unit_test(test_audit),
