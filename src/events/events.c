@@ -398,6 +398,8 @@ void events_free(struct events *e)
 }
 
 static bool enqueue(struct events *e, const struct events_object *o, enum events_type type, const char *reason,
+		    int every_s, const char *fmt, va_list ap) __attribute__((format(printf, 6, 0)));
+static bool enqueue(struct events *e, const struct events_object *o, enum events_type type, const char *reason,
 		    int every_s, const char *fmt, va_list ap)
 {
 	struct item it;
