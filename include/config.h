@@ -48,6 +48,7 @@ struct config {
 	char pod_selector[256];       /* label selector of pods that hold GPUs */
 	int gang_timeout_s;           /* a gang's unused places are released after this */
 	char gang_topology_key[128];  /* node label of the topology domains gangs keep to */
+	bool events;                  /* post Events on pods, PodGroups (include/events.h) */
 	/* webhook */
 	char webhook_listen[128];     /* host:port of the HTTPS /mutate server, "" = off */
 	char webhook_cert[CONFIG_PATH_MAX];

@@ -92,6 +92,7 @@ struct dp_config {
 	char ledger_ns[64];                     /* where the extender keeps the ledger Leases */
 	char metrics_listen[128];               /* "host:port" of /metrics; "" = not served */
 	int audit_every_s;                      /* the audit's period */
+	bool events;                            /* post Events (the audit's on pods, devices' health on the node) */
 };
 void dp_config_default(struct dp_config *c);
 
@@ -432,8 +433,10 @@ int dp_record_read(const char *socket, struct dp_record *rec, char *err, size_t 
  */
 #define DP_AUDIT_PERSIST_S 10
 struct dp_auditor;
-struct dp_auditor *dp_auditor_start(const struct dp_config *cfg, struct kube_client *kube, struct dp_pods *pods,
-				    char *err, size_t errlen);
+struct events;
+/* events: where its Warnings go (NULL: none; the caller frees it after dp_auditor_stop). */
+struct dp_auditor *dp_auditor_start(const struct dp_config *cfg, struct kube_client *kube, struct events *events,
+				    struct dp_pods *pods, char *err, size_t errlen);
 /* The devices to audit against (copied). */
 void dp_auditor_inventory(struct dp_auditor *a, const struct dp_inventory *inv);
 /* Audit soon (after an Allocate or a PreStart). */

@@ -19,6 +19,8 @@
 #include "httpd.h"
 #include "policy.h"
 
+struct events;
+
 /* Carries out a bind; returns a BIND_* result (bind.h); on failure err says why in one line. */
 typedef int (*extender_bind_fn)(void *ctx, const struct bind_request *req, char *err, size_t errlen);
 
@@ -63,6 +65,8 @@ struct extender_opts {
 	 * those the policy rates best; 0 passes every node that fits.
 	 */
 	int filter_keeps_best;
+	/* May be NULL (no Events): a pod no node fits gets a GPUClaimUnsatisfiable Event, once a minute at most. */
+	struct events *events;
 };
 
 struct extender;

@@ -28,6 +28,8 @@
 #include "cluster.h"
 #include "kube.h"
 
+struct events;
+
 struct reserve_opts {
 	struct kube_client *client;
 	struct cache *cache;
@@ -41,6 +43,12 @@ struct reserve_opts {
 	int gang_timeout_s;           /* a gang's places unused this long go (default for gangs without one) */
 	const char *gang_topology_key;   /* node label whose values are the topology domains gangs keep to */
 	int64_t reap_slice_ns;        /* the longest a reaper pass holds the lock at once (0: 1 ms; tests: less) */
+	/*
+	 * Where the module's Events go (include/events.h; NULL: none): the
+	 * devices bound, reservations the reaper releases, gangs waiting and
+	 * timed out. Only queued: no bind or reaper pass waits on them.
+	 */
+	struct events *events;
 };
 
 struct reserve;

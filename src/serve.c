@@ -8,6 +8,7 @@
 #include "cache.h"
 #include "cluster.h"
 #include "config.h"
+#include "events.h"
 #include "extender.h"
 #include "httpd.h"
 #include "inventory.h"
@@ -37,6 +38,7 @@ struct server {
 	struct kube_client *client;
 	struct cluster cl;            /* zeroed: stopping it does nothing */
 	struct reserve *resv;
+	struct events *events;        /* NULL: Events off, or standalone */
 	struct webhook *wh;
 	atomic_bool trimmed;          /* cluster: memory of the first lists handed back (is_ready) */
 	struct httpd *verbs, *webhook_httpd, *debug_httpd;
@@ -182,6 +184,7 @@ static void on_metrics(void *ctx, const struct http_request *req, struct http_re
 		.ready = is_ready(s, (char[300]){ 0 }, 300) ? 1 : 0,
 		.per_node = per_node, .ctx = s,
 	};
+	events_counts(s->events, g.events);
 	resp->content_type = "text/plain; version=0.0.4";
 	metrics_render(&resp->body, &g);
 }
@@ -212,7 +215,12 @@ static int start_cluster(struct server *s)
 		log_error("cannot start the watches", "error=\"%s\"", LOG_Q(err));
 		return -1;
 	}
+	if (s->cfg.events) {
+		struct events_opts eo = { .component = "gpu-extender", .instance = s->cfg.identity };
+		s->events = events_new(s->client, &eo);
+	}
 	struct reserve_opts ro = {
+		.events = s->events,
 		.client = s->client, .cache = s->cache, .res = &s->cfg.res, .ns = s->cfg.lease_namespace,
 		.identity = s->cfg.identity, .bind_timeout_s = s->cfg.bind_timeout_s,
 		.watch_idle_timeout_s = s->cfg.watch_idle_timeout_s,
@@ -407,6 +415,7 @@ static int start_extender(struct server *s)
 		xo.ready = is_ready;
 		xo.ready_ctx = s;
 		xo.assume_binds = true;
+		xo.events = s->events;
 	}
 	s->ext = extender_new(&xo);
 	return s->ext ? 0 : -1;
@@ -483,6 +492,7 @@ static void server_release(struct server *s)
 	reserve_stop(s->resv);
 	cluster_stop(&s->cl);
 	reserve_free(s->resv);
+	events_free(s->events);       /* after every thread that posts */
 	kube_client_free(s->client);
 	extender_free(s->ext);
 	webhook_free(s->wh);

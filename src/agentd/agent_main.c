@@ -149,6 +149,9 @@ static const struct opt options[] = {
 	{ .flag = "audit-interval", .kind = OPT_INT, AT(dp.audit_every_s), .def = "30", .arg = "SECONDS", .lo = 1,
 	  .hi = 86400, .help = "device plugin: compare kubelet's record with the bindings and the ledger every "
 			       "SECONDS, and after each Allocate" },
+	{ .flag = "events", .kind = OPT_BOOL, AT(dp.events), .def = "true",
+	  .help = "device plugin: post Events (allocation problems on the pod, a device turned unhealthy or healthy "
+		  "again on the node); false: none" },
 	{ .flag = "device-root", .kind = OPT_PATH, AT(dp.device_root), .arg = "DIR",
 	  .help = "TEST ONLY: the device files are under DIR instead of / (fake GPUs made by the test harness)" },
 };

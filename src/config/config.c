@@ -125,6 +125,10 @@ static const struct opt options[] = {
 	{ .flag = "gang-topology-key", .key = "gang.topologyKey", .kind = OPT_STR, AT(gang_topology_key),
 	  .def = "topology.kubernetes.io/zone", .arg = "LABEL",
 	  .help = "node label whose values are the topology domains (zones, racks) a gang is kept inside" },
+	{ .flag = "events", .key = "events", .kind = OPT_BOOL, AT(events), .def = "true",
+	  .help = "cluster mode: post Events on pods and PodGroups (devices bound, no node fits, gang waiting or timed "
+		  "out, reservation released); queued and posted by a thread of their own, deduplicated and rate "
+		  "limited (false: none)" },
 	{ .flag = "pod-selector", .key = "podSelector", .kind = OPT_STR, AT(pod_selector), .def = "gpu.scheduling/managed=true",
 	  .arg = "SELECTOR", .help = "label selector of the pods that hold GPUs, watched to rebuild allocations" },
 	{ .flag = "webhook-listen", .key = "webhook.listen", .kind = OPT_STR, AT(webhook_listen), .arg = "HOST:PORT",

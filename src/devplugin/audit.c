@@ -10,14 +10,16 @@
  * A problem must be seen for DP_AUDIT_PERSIST_S before it is reported:
  * the three sources are read one after another, and a pod deleted or bound
  * between two reads looks wrong for a moment. Each problem is reported
- * once while it lasts; Events are also rate limited (EVENT_BURST, then one
- * every EVENT_REFILL_S), so a node that goes wrong all at once cannot
- * flood the API server. The agent only reads the ledger.
+ * once while it lasts; the Event recorder (include/events.h) also limits
+ * each pod's Events and posts them from its own thread, so a node that
+ * goes wrong all at once cannot flood the API server, and no audit waits
+ * on it. The agent only reads the ledger.
  */
 #include "devplugin.h"
 
 #include "api.h"
 #include "clock.h"
+#include "events.h"
 #include "httpd.h"
 #include "ledger.h"
 #include "log.h"
@@ -34,14 +36,10 @@
 
 #define MAX_PROBLEMS 256
 #define MAX_TRACKED 256
-#define EVENT_BURST 10
-#define EVENT_REFILL_S 6
 #define KICK_DELAY_MS 1000
-#define MAX_QUEUE 16
 
 enum { PS_VERIFIED, PS_UNVERIFIED, PS_REFUSED, PS_N };
 enum { SRC_PODRESOURCES, SRC_LEDGER, SRC_N };
-enum { EV_SENT, EV_FAILED, EV_DROPPED, EV_N };
 
 static const char *const problem_reason[DP_NPROB] = { "GPUHeldTwice", "GPUWithoutBinding", "GPUOutsideBinding",
 						      "GPUNotInLedger" };
@@ -52,15 +50,10 @@ struct tracked {
 	bool reported, present;
 };
 
-/* A PreStart refusal to report (the server thread queues it, the auditor posts it). */
-struct refusal {
-	char ns[64], pod[254], other_ns[64], other[254];
-	char msg[512];
-};
-
 struct dp_auditor {
 	struct dp_config cfg;
 	struct kube_client *kube;
+	struct events *events;
 	struct dp_pods *pods;
 	pthread_t thread;
 	struct httpd *httpd;
@@ -70,109 +63,16 @@ struct dp_auditor {
 	bool stop;
 	int64_t kick_at;             /* monotonic ms of a pending early audit; 0 none */
 	struct dp_inventory *inv;
-	int nq;
-	struct refusal q[MAX_QUEUE];
 
 	/* the auditor thread's own */
 	struct tracked *t;
 	int nt;
-	double tokens;
-	int64_t tokens_at;
 	bool failing[SRC_N];
 
 	/* metrics: written by the auditor and the server thread, read by /metrics */
-	atomic_uint_fast64_t now[DP_NPROB], found[DP_NPROB], prestart[PS_N], audits, errors[SRC_N], events[EV_N];
+	atomic_uint_fast64_t now[DP_NPROB], found[DP_NPROB], prestart[PS_N], audits, errors[SRC_N];
 	atomic_int_fast64_t last_audit;
 };
-
-/* ---- Events ------------------------------------------------------------------------- */
-
-static bool take_token(struct dp_auditor *a)
-{
-	int64_t now = clock_mono_ms();
-	if (!a->tokens_at)
-		a->tokens = EVENT_BURST;
-	else
-		a->tokens += (double)(now - a->tokens_at) / (EVENT_REFILL_S * 1000.0);
-	if (a->tokens > EVENT_BURST)
-		a->tokens = EVENT_BURST;
-	a->tokens_at = now;
-	if (a->tokens < 1)
-		return false;
-	a->tokens -= 1;
-	return true;
-}
-
-/* The pod's uid (kubectl describe finds Events by it); false when it is gone. */
-static bool pod_uid(struct dp_auditor *a, const char *ns, const char *pod, char *uid, size_t size)
-{
-	char path[600], err[256];
-	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns, pod);
-	cJSON *obj = kube_get_object(a->kube, path, "pod", err, sizeof(err));
-	const char *u = obj ? api_str(api_path(obj, "metadata"), "uid") : NULL;
-	snprintf(uid, size, "%s", u ? u : "");
-	cJSON_Delete(obj);
-	return u != NULL;
-}
-
-/* A Warning Event on the pod: reason and message. */
-static void post_event(struct dp_auditor *a, const char *ns, const char *pod, const char *reason, const char *msg)
-{
-	if (!a->kube || !ns[0] || !pod[0])
-		return;
-	if (!take_token(a)) {
-		atomic_fetch_add(&a->events[EV_DROPPED], 1);
-		log_warn("too many GPU allocation Events; this one is only logged", "pod=%s/%s reason=%s", ns, pod,
-			 reason);
-		return;
-	}
-	char uid[64], ts[32], path[400], err[256];
-	if (!pod_uid(a, ns, pod, uid, sizeof(uid)))
-		return;                        /* gone: nobody to tell */
-	time_t t = (time_t)clock_wall_s();
-	struct tm tm;
-	gmtime_r(&t, &tm);
-	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	cJSON *ev = cJSON_CreateObject();
-	cJSON_AddStringToObject(ev, "apiVersion", "v1");
-	cJSON_AddStringToObject(ev, "kind", "Event");
-	cJSON *md = cJSON_AddObjectToObject(ev, "metadata");
-	char gen[300];
-	snprintf(gen, sizeof(gen), "%.240s.", pod);
-	cJSON_AddStringToObject(md, "generateName", gen);
-	cJSON_AddStringToObject(md, "namespace", ns);
-	cJSON *io = cJSON_AddObjectToObject(ev, "involvedObject");
-	cJSON_AddStringToObject(io, "apiVersion", "v1");
-	cJSON_AddStringToObject(io, "kind", "Pod");
-	cJSON_AddStringToObject(io, "namespace", ns);
-	cJSON_AddStringToObject(io, "name", pod);
-	cJSON_AddStringToObject(io, "uid", uid);
-	cJSON_AddStringToObject(ev, "reason", reason);
-	cJSON_AddStringToObject(ev, "message", msg);
-	cJSON_AddStringToObject(ev, "type", "Warning");
-	cJSON *src = cJSON_AddObjectToObject(ev, "source");
-	cJSON_AddStringToObject(src, "component", "gpu-agent");
-	cJSON_AddStringToObject(src, "host", a->cfg.node);
-	cJSON_AddStringToObject(ev, "firstTimestamp", ts);
-	cJSON_AddStringToObject(ev, "lastTimestamp", ts);
-	cJSON_AddNumberToObject(ev, "count", 1);
-	char *body = cJSON_PrintUnformatted(ev);
-	cJSON_Delete(ev);
-	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events", ns);
-	struct kube_response r;
-	kube_response_init(&r);
-	int rc = body ? kube_request(a->kube, "POST", path, body, NULL, 10, &r, err, sizeof(err)) : -1;
-	if (!rc && r.status != 201 && r.status != 200) {
-		char m[200];
-		snprintf(err, sizeof(err), "HTTP %ld: %s", r.status, kube_status_message(&r, m, sizeof(m)));
-		rc = -1;
-	}
-	atomic_fetch_add(&a->events[rc ? EV_FAILED : EV_SENT], 1);
-	if (rc)
-		log_warn("cannot post an Event", "pod=%s/%s reason=%s error=\"%s\"", ns, pod, reason, LOG_Q(err));
-	kube_response_release(&r);
-	free(body);
-}
 
 /* ---- one audit -------------------------------------------------------------------- */
 
@@ -222,6 +122,13 @@ static void source_state(struct dp_auditor *a, int src, bool ok, const char *err
 		log_info("the GPU allocation audit reads its source again", "source=\"%s\"", names[src]);
 	}
 	a->failing[src] = !ok;
+}
+
+/* A Warning Event on the pod (queued: the recorder reads the pod's uid, and skips a pod that is gone). */
+static void post_event(struct dp_auditor *a, const char *ns, const char *pod, const char *reason, const char *msg)
+{
+	if (ns[0] && pod[0])
+		events_pod(a->events, ns, pod, NULL, EVENTS_WARNING, reason, 0, "%s", msg);
 }
 
 static void report(struct dp_auditor *a, const struct dp_problem *p)
@@ -314,15 +221,6 @@ static void *auditor_main(void *arg)
 	int64_t next = clock_mono_ms() + KICK_DELAY_MS;
 	pthread_mutex_lock(&a->mu);
 	while (!a->stop) {
-		if (a->nq) {
-			struct refusal r = a->q[--a->nq];
-			pthread_mutex_unlock(&a->mu);
-			post_event(a, r.ns, r.pod, "GPUPreStartRefused", r.msg);
-			if (r.other[0])
-				post_event(a, r.other_ns, r.other, "GPUPreStartRefused", r.msg);
-			pthread_mutex_lock(&a->mu);
-			continue;
-		}
 		int64_t now = clock_mono_ms();
 		if (a->kick_at && a->kick_at < next)
 			next = a->kick_at;
@@ -344,7 +242,7 @@ static void *auditor_main(void *arg)
 /* ---- metrics ------------------------------------------------------------------------ */
 
 /* Where dp_auditor_metrics finds a family's values (metric_family.source, .index an offset in the auditor). */
-enum { AT_ARRAY, AT_ONE, AT_TIME };
+enum { AT_ARRAY, AT_ONE, AT_TIME, AT_EVENTS };
 #define AT(field, src) .source = src, .index = (int)offsetof(struct dp_auditor, field)
 
 /* The agent's metrics: the one table its /metrics and docs/metrics.md come from. */
@@ -367,9 +265,9 @@ static const struct metric_family families[] = {
 	  "ledger Lease.", AT(errors, AT_ARRAY) },
 	{ "gpu_agent_audit_last_timestamp_seconds", "gauge", NULL, { NULL }, "Unix time of the last completed audit.",
 	  NULL, AT(last_audit, AT_TIME) },
-	{ "gpu_agent_events_total", "counter", "result", { "sent", "failed", "dropped" },
-	  "Events about GPU allocation problems, by result.",
-	  "`dropped`: past the rate limit (10, then one every 6 s); only logged.", AT(events, AT_ARRAY) },
+	{ "gpu_agent_events_total", "counter", "result", { EVENTS_RESULT_NAMES },
+	  "Events the agent posted (allocation problems, device health), by result.", EVENTS_RESULT_MEANING,
+	  AT(events, AT_EVENTS) },
 };
 #define NFAMILIES ((int)(sizeof(families) / sizeof(families[0])))
 
@@ -398,6 +296,10 @@ void dp_auditor_metrics(struct dp_auditor *a, struct buf *out)
 		for (int k = 0; f->source == AT_ARRAY && k < 8 && f->values[k]; k++)
 			buf_printf(out, "%s{%s=\"%s\"} %llu\n", f->name, f->labels, f->values[k],
 				   (unsigned long long)atomic_load((const atomic_uint_fast64_t *)at + k));
+		uint64_t ev[EVENTS_NRESULT];
+		events_counts(a->events, ev);
+		for (int k = 0; f->source == AT_EVENTS && k < EVENTS_NRESULT; k++)
+			buf_printf(out, "%s{%s=\"%s\"} %llu\n", f->name, f->labels, f->values[k], (unsigned long long)ev[k]);
 	}
 }
 
@@ -430,8 +332,8 @@ static struct httpd *serve_metrics(struct dp_auditor *a, char *err, size_t errle
 
 /* ---- the interface ------------------------------------------------------------------ */
 
-struct dp_auditor *dp_auditor_start(const struct dp_config *cfg, struct kube_client *kube, struct dp_pods *pods,
-				    char *err, size_t errlen)
+struct dp_auditor *dp_auditor_start(const struct dp_config *cfg, struct kube_client *kube, struct events *events,
+				    struct dp_pods *pods, char *err, size_t errlen)
 {
 	struct dp_auditor *a = calloc(1, sizeof(*a));
 	if (!a) {
@@ -443,6 +345,7 @@ struct dp_auditor *dp_auditor_start(const struct dp_config *cfg, struct kube_cli
 	if (a->cfg.audit_every_s <= 0)
 		a->cfg.audit_every_s = 30;
 	a->kube = kube;
+	a->events = events;
 	a->pods = pods;
 	pthread_mutex_init(&a->mu, NULL);
 	pthread_cond_init(&a->cv, NULL);
@@ -491,15 +394,11 @@ void dp_auditor_prestart(struct dp_auditor *a, enum dp_verdict v, const char *ns
 {
 	atomic_fetch_add(&a->prestart[v == DP_REFUSED ? PS_REFUSED : v == DP_UNVERIFIED ? PS_UNVERIFIED : PS_VERIFIED],
 			 1);
-	pthread_mutex_lock(&a->mu);
-	if (v == DP_REFUSED && a->nq < MAX_QUEUE) {
-		struct refusal *r = &a->q[a->nq++];
-		snprintf(r->ns, sizeof(r->ns), "%s", ns ? ns : "");
-		snprintf(r->pod, sizeof(r->pod), "%s", pod ? pod : "");
-		snprintf(r->other_ns, sizeof(r->other_ns), "%s", other_ns ? other_ns : "");
-		snprintf(r->other, sizeof(r->other), "%s", other ? other : "");
-		snprintf(r->msg, sizeof(r->msg), "%s", msg);
+	if (v == DP_REFUSED) {
+		post_event(a, ns ? ns : "", pod ? pod : "", "GPUPreStartRefused", msg);
+		post_event(a, other_ns ? other_ns : "", other ? other : "", "GPUPreStartRefused", msg);
 	}
+	pthread_mutex_lock(&a->mu);
 	if (!a->kick_at)
 		a->kick_at = clock_mono_ms() + KICK_DELAY_MS;
 	pthread_cond_signal(&a->cv);

@@ -63,6 +63,7 @@ void dp_config_default(struct dp_config *c)
 	c->claim_tickets = DP_DEFAULT_CLAIM_TICKETS;
 	snprintf(c->ledger_ns, sizeof(c->ledger_ns), "gpu-system");
 	c->audit_every_s = 30;
+	c->events = true;
 }
 
 /* ---- device files --------------------------------------------------------- */

@@ -16,6 +16,7 @@
  * either changed, listens again and asks the registrar to register again.
  */
 #include "devplugin.h"
+#include "events.h"
 
 #include "clock.h"
 #include "deviceplugin.pb-c.h"
@@ -59,6 +60,7 @@ struct devplugin {
 	struct dp_config cfg;
 	struct dp_pods *pods;
 	struct dp_auditor *auditor;
+	struct events *events;          /* NULL: off (or no API server) */
 	struct h2rpc_server *srv;
 	pthread_t server_thread, registrar_thread;
 	atomic_bool stop;
@@ -634,6 +636,20 @@ static void sync_kubelet(struct devplugin *dp)
 
 /* ---- the server thread --------------------------------------------------------- */
 
+/* GPUUnhealthy (Warning) or GPUHealthy on the node, as kubelet's own node Events: uid is the node's name. */
+static void tell_health(struct devplugin *dp, const struct dp_device *d)
+{
+	struct events_object node = { .api_version = "v1", .kind = "Node", .ns = "", .name = dp->cfg.node,
+				      .uid = dp->cfg.node };
+	if (d->healthy)
+		events_post(dp->events, &node, EVENTS_NORMAL, "GPUHealthy", 0, "GPU %d (%s) is healthy again", d->id,
+			    d->uuid[0] ? d->uuid : d->kubelet_id);
+	else
+		events_post(dp->events, &node, EVENTS_WARNING, "GPUUnhealthy", 0,
+			    "GPU %d (%s) is unhealthy, kubelet gives it to no new pod: %s", d->id,
+			    d->uuid[0] ? d->uuid : d->kubelet_id, d->why);
+}
+
 /* Serves a new inventory when devplugin_update handed one over. */
 static void take_update(struct devplugin *dp)
 {
@@ -649,11 +665,14 @@ static void take_update(struct devplugin *dp)
 			const struct dp_device *d = &next->dev[i];
 			int o = dp->inv ? dp_inventory_find(dp->inv, d->id) : -1;
 			bool was = o >= 0 && dp->inv->dev[o].healthy;
-			if (!d->healthy && (o < 0 || was))
+			if (!d->healthy && (o < 0 || was)) {
 				log_warn("device unhealthy: kubelet gives it to no new pod", "id=%d device=%s reason=\"%s\"",
 					 d->id, d->kubelet_id, LOG_Q(d->why));
-			else if (d->healthy && o >= 0 && !was)
+				tell_health(dp, d);
+			} else if (d->healthy && o >= 0 && !was) {
 				log_info("device healthy again", "id=%d device=%s", d->id, d->kubelet_id);
+				tell_health(dp, d);
+			}
 		}
 		if (dp->cfg.delivery == DP_DELIVERY_CDI) {
 			char *json = dp_cdi_spec(next);
@@ -728,7 +747,11 @@ struct devplugin *devplugin_start(const struct dp_config *cfg, struct kube_clien
 	}
 	if (!(dp->pods = dp_pods_start(kube, cfg->node, err, errlen)))
 		goto fail;
-	if (!(dp->auditor = dp_auditor_start(cfg, kube, dp->pods, err, errlen)))
+	if (kube && cfg->events) {
+		struct events_opts eo = { .component = "gpu-agent", .instance = cfg->node };
+		dp->events = events_new(kube, &eo);
+	}
+	if (!(dp->auditor = dp_auditor_start(cfg, kube, dp->events, dp->pods, err, errlen)))
 		goto fail;
 	if (!(dp->srv = h2rpc_server_new(&ops))) {
 		snprintf(err, errlen, "cannot create the gRPC server");
@@ -753,6 +776,7 @@ struct devplugin *devplugin_start(const struct dp_config *cfg, struct kube_clien
 fail:
 	h2rpc_server_free(dp->srv);
 	dp_auditor_stop(dp->auditor);
+	events_free(dp->events);
 	dp_pods_stop(dp->pods);
 	pthread_cond_destroy(&dp->cv);
 	pthread_mutex_destroy(&dp->mu);
@@ -798,6 +822,7 @@ void devplugin_stop(struct devplugin *dp)
 	pthread_join(dp->registrar_thread, NULL);
 	h2rpc_server_free(dp->srv);     /* removes our sockets: kubelet sees the plugin go */
 	dp_auditor_stop(dp->auditor);
+	events_free(dp->events);
 	dp_pods_stop(dp->pods);
 	free(dp->inv);
 	free(dp->next);

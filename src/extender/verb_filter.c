@@ -6,6 +6,7 @@
  * counts the pod's devices until its bind arrives.
  */
 #include "extender_impl.h"
+#include "events.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@ struct filter_job {
 	struct prio_job *rating;   /* rates each node that passes, while its devices are in the caches; or NULL */
 	struct prio_job rates;     /* what rating points to */
 	bool oom;
+	bool gang;                 /* its gang's route decided (the gang's own Events tell why) */
 };
 
 /* Whether node i is in the reply's list of nodes that pass. */
@@ -335,7 +337,8 @@ static void filter_decide(struct extender *x, struct filter_job *j)
 		extender_forget_choices(x, a->ref.uid);   /* a pod filtered again does not compete with itself */
 	struct snapshot *snap = cache_acquire(x->o.cache);
 	snapshot_find_all(snap, a->names, a->n, j->l.node);
-	if (!route_gang(x, j)) {
+	j->gang = route_gang(x, j);
+	if (!j->gang) {
 		filter_nodes(j);
 		if (x->o.filter_keeps_best > 0 && a->claim_ok && claim_wants_gpu(&a->claim) &&
 		    keep_best(x, j, j->policy, x->o.filter_keeps_best))
@@ -401,6 +404,57 @@ static void filter_reply(const struct filter_job *j, const struct http_request *
 		httpd_error(resp, 500, "reply too large");
 }
 
+/* ---- the pod's Event when no node fits ---------------------------------- */
+
+#define UNSATISFIABLE_EVERY_S 60   /* at most one such Event a pod a minute: kube-scheduler retries often */
+#define UNSATISFIABLE_REASONS 3
+
+/*
+ * No node the request gave fits: a Warning on the pod, the reasons
+ * summarised ("6 nodes: 4 node has 2 matching GPUs, claim needs 4; 2 no
+ * GpuNodeStatus..."), the most frequent first. Only queued (events.h).
+ */
+static void tell_unsatisfiable(struct extender *x, const struct filter_job *j)
+{
+	const struct verb_args *a = j->l.a;
+	if (!x->o.events || j->oom || j->gang || a->n == 0 || !a->ref.name || (a->claim_ok && !claim_wants_gpu(&a->claim)))
+		return;
+	int32_t at[UNSATISFIABLE_REASONS];
+	int count[UNSATISFIABLE_REASONS], nr = 0, other = 0;
+	for (int i = 0; i < a->n; i++) {
+		if (j->v[i].reason < 0)
+			return;                 /* a node fits */
+		const char *why = j->reasons.data + j->v[i].reason;
+		int k = 0;
+		while (k < nr && at[k] != j->v[i].reason && strcmp(j->reasons.data + at[k], why))
+			k++;
+		if (k < nr) {
+			count[k]++;
+		} else if (nr < UNSATISFIABLE_REASONS) {
+			at[nr] = j->v[i].reason;
+			count[nr++] = 1;
+		} else {
+			other++;
+		}
+	}
+	for (int k = 1; k < nr; k++)      /* most frequent first */
+		for (int m = k; m > 0 && count[m] > count[m - 1]; m--) {
+			int c = count[m];
+			int32_t o = at[m];
+			count[m] = count[m - 1], at[m] = at[m - 1];
+			count[m - 1] = c, at[m - 1] = o;
+		}
+	char msg[512];
+	size_t len = (size_t)snprintf(msg, sizeof(msg), "no node of %d fits:", a->n);
+	for (int k = 0; k < nr && len < sizeof(msg); k++)
+		len += (size_t)snprintf(msg + len, sizeof(msg) - len, "%s %d: %s", k ? ";" : "", count[k],
+					j->reasons.data + at[k]);
+	if (other && len < sizeof(msg))
+		snprintf(msg + len, sizeof(msg) - len, "; %d: other reasons", other);
+	events_pod(x->o.events, a->ref.ns, a->ref.name, a->ref.uid, EVENTS_WARNING, "GPUClaimUnsatisfiable",
+		   UNSATISFIABLE_EVERY_S, "%s", msg);
+}
+
 static void filter_job_release(struct filter_job *j)
 {
 	if (j->rating)
@@ -423,6 +477,7 @@ void extender_filter(void *ctx, const struct http_request *req, struct http_resp
 	if (extender_parse_args(x, req, &a, resp) || filter_start(x, &j, resp))
 		goto out;
 	filter_decide(x, &j);
+	tell_unsatisfiable(x, &j);
 	if (j.oom)
 		httpd_error(resp, 500, "out of memory");
 	else

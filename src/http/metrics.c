@@ -25,7 +25,7 @@ static _Atomic int64_t newest_event[RES_COUNT];
 const char *const metrics_gpu_state_names[MGPU_STATES] = { "whole", "shared", "free", "unhealthy" };
 
 /* Where metrics_render finds a family's values (metric_family.source). */
-enum { SRC_REQUESTS, SRC_ERRORS, SRC_DURATION, SRC_COUNTER, SRC_EVENT_AGE, SRC_GAUGE, SRC_NODE };
+enum { SRC_REQUESTS, SRC_ERRORS, SRC_DURATION, SRC_COUNTER, SRC_EVENT_AGE, SRC_GAUGE, SRC_NODE, SRC_EVENTS };
 
 #define VERBS { "filter", "prioritize", "bind", "preempt", "mutate", "other" }
 #define RESOURCES { "nodes", "gpunodestatuses", "gpuclaims", "pods", "leases" }
@@ -92,6 +92,11 @@ static const struct metric_family families[] = {
 	  "Idle GPU compute of a node that only shares can use (on devices a share holds), over all its idle compute.",
 	  "0: every idle GPU is whole; 1: every idle bit of GPU is a remnant beside a share.", SRC_NODE,
 	  MNODE_FRAGMENTATION },
+	/* the values are events.h's EVENTS_RESULT_NAMES, in order (test_events checks) */
+	{ "gpu_extender_events_total", "counter", "result", { "sent", "patched", "failed", "dropped", "limited", "gone" },
+	  "Events the extender posted (bindings, releases, gangs, claims that fit nowhere), by result.",
+	  "`sent`: a new Event; `patched`: a repeat counted on one; `dropped`: the queue was full; `limited`: past "
+	  "the rate limits; `gone`: its object no longer exists.", SRC_EVENTS, 0 },
 };
 #define NFAMILIES ((int)(sizeof(families) / sizeof(families[0])))
 
@@ -207,6 +212,10 @@ static void family(struct buf *out, const struct metric_family *f, const struct 
 	case SRC_NODE:
 		if (g->per_node)
 			g->per_node(g->ctx, f, out);
+		break;
+	case SRC_EVENTS:
+		for (int i = 0; i < n; i++)
+			series(out, f, i, (long long)g->events[i]);
 		break;
 	}
 }

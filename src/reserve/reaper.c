@@ -2,6 +2,7 @@
 #include "api.h"
 #include "binding.h"
 #include "clock.h"
+#include "events.h"
 #include "log.h"
 #include "metrics.h"
 #include "podread.h"
@@ -675,6 +676,27 @@ static void look_up(struct reserve *r, struct pass *ps)
 	}
 }
 
+/* Whether an earlier release of this pass was a place of the same gang (its members were told then). */
+static bool gang_told(const struct pass *ps, size_t at)
+{
+	const struct release *x = &ps->rel[at];
+	for (size_t j = 0; j < at; j++)
+		if (ps->rel[j].reason == REL_GANG_TIMEOUT && !strcmp(ps->rel[j].at.ns, x->at.ns) &&
+		    !strcmp(ps->rel[j].at.pod, x->at.pod))
+			return true;
+	return false;
+}
+
+/* GPUReservationReleased on a pod that is still there: why its GPUs went. */
+static void tell_released(struct reserve *r, const struct release *x)
+{
+	if (x->reason == REL_POD_GONE || !x->at.pod[0])
+		return;                     /* nobody to tell */
+	events_pod(r->o.events, x->at.ns, x->at.pod, x->at.uid,
+		   x->reason == REL_POD_FINISHED ? EVENTS_NORMAL : EVENTS_WARNING, "GPUReservationReleased", 0,
+		   "node %s: GPUs %s released: %s", x->at.node, x->at.ids[0] ? x->at.ids : "-", reason_names[x->reason]);
+}
+
 /* Releases what the pass found to release: one ledger write per node for (up to 64 of) its releases. */
 static void release_all(struct reserve *r, struct pass *ps)
 {
@@ -704,11 +726,15 @@ static void release_all(struct reserve *r, struct pass *ps)
 					 x->at.node, LOG_Q(reason_names[x->reason]));
 				char msg[128];
 				snprintf(msg, sizeof(msg), "released: %s", reason_names[x->reason]);
-				if (x->reason == REL_GANG_TIMEOUT)   /* a place: at.pod is its gang */
+				if (x->reason == REL_GANG_TIMEOUT) {   /* a place: at.pod is its gang */
 					reserve_gang_status(r, x->at.ns, x->at.pod, x->at.claim, "TimedOut", 0, NULL,
 							    "places no member took in time were released");
-				else
+					if (!gang_told(ps, idx[k]))
+						reserve_gang_timed_out(r, x->at.ns, x->at.pod, x->at.claim);
+				} else {
 					reserve_claim_status(r, x->at.ns, x->at.claim, "Pending", "", "", "", msg);
+					tell_released(r, x);
+				}
 			}
 			x->at.node[0] = '\0';
 		}

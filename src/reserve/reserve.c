@@ -2,6 +2,7 @@
 #include "reserve.h"
 #include "binding.h"
 #include "clock.h"
+#include "events.h"
 #include "jsonarena.h"
 #include "log.h"
 #include "metrics.h"
@@ -29,6 +30,28 @@ static bool pod_seen(struct reserve *r, const char *uid, char *node, size_t size
 		snprintf(node, size, "%s", p ? pod_str(p, POD_NODE) : "");
 	pthread_mutex_unlock(&r->lock);
 	return p != NULL;
+}
+
+/* GPUsAllocated on the pod: "node n1: GPUs 0,1 (GPU-3f2a..., GPU-77c1...)". */
+static void tell_bound(struct reserve *r, const struct bind_request *req, const struct gpu_node *n,
+		       const struct alloc *a, const char *ids)
+{
+	if (!r->o.events)
+		return;
+	char uuids[384] = "", share[64] = "";
+	size_t len = 0;
+	for (const char *p = ids; *p && len < sizeof(uuids);) {
+		int i = n ? gpu_node_find_device(n, atoi(p)) : -1;
+		if (i >= 0 && n->info[i].uuid && n->info[i].uuid[0])
+			len += (size_t)snprintf(uuids + len, sizeof(uuids) - len, "%s%s", len ? ", " : "", n->info[i].uuid);
+		p = strchr(p, ',');
+		p = p ? p + 1 : "";
+	}
+	if (a->mode == CLAIM_SHARED)
+		snprintf(share, sizeof(share), ", a share of %u MiB and %u%% of its cores", a->mem_mib, a->core / 10);
+	events_pod(r->o.events, req->ns, req->name, req->uid, EVENTS_NORMAL, "GPUsAllocated", 0,
+		   "node %s: GPU%s %s%s%s%s%s", req->node, strchr(ids, ',') ? "s" : "", ids, uuids[0] ? " (" : "",
+		   uuids, uuids[0] ? ")" : "", share);
 }
 
 int reserve_edit_reserve(void *ctx, struct ledger *l, char *err, size_t errlen)
@@ -232,6 +255,7 @@ static int reserve_then_bind(struct reserve *r, struct bind_ctx *b, const char *
 		reserve_gang_place_taken(r, req->ns, req->claim);
 	log_info("reserved and bound", "pod=%s node=%s gpus=%s retried=%s gang=%s", pod, req->node, ids,
 		 b->existed ? "yes" : "no", b->took_place ? req->claim->gang : "-");
+	tell_bound(r, req, b->node, &b->entry.a, ids);
 	return BIND_OK;
 }
 

@@ -8,6 +8,7 @@
  * twice; places no member took within the gang's timeout go with the reaper.
  */
 #include "reserve_gang.h"
+#include "events.h"
 #include "api.h"
 #include "clock.h"
 #include "gang.h"
@@ -233,6 +234,61 @@ static int workload_group(struct reserve *r, const char *ns, const char *gang, i
 	}
 	cJSON_Delete(wl);
 	return rc;
+}
+
+/* ---- Events ---- */
+
+#define GANG_WAITING_EVERY_S 30   /* a waiting member is filtered again often: one Event a pod in this long */
+#define GANG_EVENT_PODS 256       /* members told of a timeout at most */
+
+/* The gang's PodGroup, when it has one (not a GpuClaim's gang nor a Workload's): the recorder skips one not found. */
+static void tell_podgroup(struct reserve *r, const char *ns, const char *gang, const char *claim, enum events_type t,
+			  const char *reason, int every_s, const char *msg)
+{
+	if ((claim && claim[0]) || strchr(gang, '/'))
+		return;
+	struct events_object pg = { .api_version = "scheduling.x-k8s.io/v1alpha1", .kind = "PodGroup", .ns = ns,
+				    .name = gang };
+	events_post(r->o.events, &pg, t, reason, every_s, "%s", msg);
+}
+
+/* GangWaiting on the member being filtered and on its PodGroup: "2 of 3 members". */
+static void tell_waiting(struct reserve *r, const struct api_pod_ref *pod, const struct claim *c, int exist, int size)
+{
+	if (!r->o.events)
+		return;
+	char msg[160];
+	snprintf(msg, sizeof(msg), "gang %s waits for its members: %d of %d exist; none is placed before all are", c->gang,
+		 exist, size);
+	events_pod(r->o.events, pod->ns, pod->name, pod->uid, EVENTS_NORMAL, "GangWaiting", GANG_WAITING_EVERY_S, "%s",
+		   msg);
+	tell_podgroup(r, pod->ns, c->gang, c->gpuclaim, EVENTS_NORMAL, "GangWaiting", GANG_WAITING_EVERY_S, msg);
+}
+
+void reserve_gang_timed_out(struct reserve *r, const char *ns, const char *gang, const char *claim)
+{
+	if (!r->o.events)
+		return;
+	struct member { char name[254], uid[64]; } *m = malloc(GANG_EVENT_PODS * sizeof(*m));
+	int n = 0;
+	const struct pod_state *p;
+	pthread_mutex_lock(&r->lock);
+	for (size_t pos = 0; m && n < GANG_EVENT_PODS && (p = keyset_next(&r->pods, &pos));) {
+		if (p->finished || strcmp(pod_str(p, POD_NS), ns) || strcmp(pod_str(p, POD_GANG), gang))
+			continue;
+		snprintf(m[n].name, sizeof(m[n].name), "%s", pod_str(p, POD_NAME));
+		snprintf(m[n].uid, sizeof(m[n].uid), "%s", pod_str(p, POD_UID));
+		n++;
+	}
+	pthread_mutex_unlock(&r->lock);
+	const char *msg = "the gang's reserved places were not all taken in time and were released; it is planned again "
+			  "once all its members are there";
+	for (int i = 0; i < n; i++)
+		events_pod(r->o.events, ns, m[i].name, m[i].uid, EVENTS_WARNING, "GangTimedOut", 0, "gang %s: %s", gang, msg);
+	char full[300];
+	snprintf(full, sizeof(full), "gang %s: %s", gang, msg);
+	tell_podgroup(r, ns, gang, claim, EVENTS_WARNING, "GangTimedOut", 0, full);
+	free(m);
 }
 
 /* ---- status ---- */
@@ -617,6 +673,8 @@ static void reserve_places(struct reserve *r, const struct api_pod_ref *pod, con
 		snprintf(out->reason, sizeof(out->reason), "gang %s/%s %s", pod->ns, gang, p.reason);
 		metrics_inc(M_GANGS, GANG_NO_FIT);
 		reserve_gang_status(r, pod->ns, gang, c->gpuclaim, "Waiting", 0, NULL, out->reason);
+		events_pod(r->o.events, pod->ns, pod->name, pod->uid, EVENTS_WARNING, "GPUClaimUnsatisfiable", 60, "%s",
+			   out->reason);
 		return;
 	}
 	char id[17], holder[128], err[256] = "";
@@ -747,6 +805,7 @@ void reserve_gang_route(void *ctx, const struct api_pod_ref *pod, const struct c
 					 pod->ns, c->gang, exist, size);
 				metrics_inc(M_GANGS, GANG_WAITING);
 				pthread_mutex_unlock(&r->gang_lock);
+				tell_waiting(r, pod, c, exist, size);
 				reserve_gang_status(r, pod->ns, c->gang, c->gpuclaim, "Waiting", size, NULL, out->reason);
 				free(v.free);
 				return;

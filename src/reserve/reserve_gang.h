@@ -16,6 +16,8 @@ void reserve_gang_reap(struct reserve *r, time_t now);
  */
 void reserve_gang_status(struct reserve *r, const char *ns, const char *gang, const char *claim, const char *phase,
 			 int size, const struct gang_plan *plan, const char *message);
+/* GangTimedOut on the gang's members the pod watch knows and on its PodGroup (the reaper, after releasing its places). */
+void reserve_gang_timed_out(struct reserve *r, const char *ns, const char *gang, const char *claim);
 /* Whether the gang holds places no member took yet (its members may then take nothing else). */
 bool reserve_gang_has_places(struct reserve *r, const char *ns, const char *gang);
 /*

@@ -124,6 +124,13 @@ status_is() {  # KIND NAME WANT
   got=$(gang_status "$1" "$2")
   [[ $got == "$3" ]] || { echo "status of $1 $2: '$got', want '$3'"; return 1; }
 }
+# reason_of KIND NAME REASON: the messages of the Events REASON on the object (pod, PodGroup) NAME
+reason_of() {
+  kubectl -n "$NS" get events --field-selector "involvedObject.kind=$1,involvedObject.name=$2,reason=$3" \
+    -o jsonpath='{range .items[*]}{.message}{"\n"}{end}'
+}
+has_event() { [[ -n $(reason_of "$@") ]]; }   # KIND NAME REASON
+described() { kubectl -n "$NS" describe pod "$1" | grep -qF -- "$2"; }   # POD TEXT
 events_say() {  # POD TEXT: the pod's FailedScheduling events carry TEXT
   kubectl -n "$NS" get events --field-selector "involvedObject.name=$1" -o json | grep -qF -- "$2"
 }
@@ -153,6 +160,8 @@ if e2e_want 1; then
     [[ $got == "2 1" ]] || { echo "nodes, domains: $got"; return 1; }
   }
   e2e_check "1. ... and its spread: 2 nodes, 1 zone" spread
+  e2e_check "1. kubectl describe pod shows the member's GPUsAllocated Event" \
+    cluster_wait 10 "GPUsAllocated on fit-0" described fit-0 "node $(node_of fit-0): GPUs 0,1,2,3,4,5,6,7"
 fi
 
 if e2e_want 2; then
@@ -180,6 +189,9 @@ JSON
   settle
   waiting() { (($(bound_count pg-0 pg-1) == 0)) && events_say pg-1 "gang ml/pg-3 waits for its members"; }
   e2e_check "3. a PodGroup gang (minMember 3) with 2 members created: none placed, the events say it waits" waiting
+  e2e_check "3. ... kubectl describe pod shows GangWaiting, 2 of 3 members" \
+    described pg-1 "gang pg-3 waits for its members: 2 of 3 exist"
+  e2e_check "3. ... and the PodGroup has the GangWaiting Event too" has_event PodGroup pg-3 GangWaiting
   t0=$SECONDS
   pg_member pg-2 pg-3 2
   e2e_check "3. the third member created: all three bound" cluster_wait 40 "pg-0..2 bound" all_bound pg-0 pg-1 pg-2
@@ -225,6 +237,8 @@ if e2e_want 5; then
   e2e_check "5. ... and the GpuClaim shows the gang TimedOut (1 bound, no place left)" \
     cluster_wait 10 "the gang's status" status_is gclaim lone "TimedOut 1 0"
   e2e_check "5. ... and its lock Lease, expired, is deleted" cluster_wait 10 "job-5's lock gone" no_lock job-5
+  e2e_check "5. ... and the members have a GangTimedOut Event" \
+    cluster_wait 10 "GangTimedOut on lone-0" has_event Pod lone-0 GangTimedOut
   delete_pods lone-0 lone-1
 fi
 

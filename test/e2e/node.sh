@@ -132,6 +132,13 @@ if e2e_want 2; then
     node_pod two-a '{"gpu.scheduling/gpu":"2"}' >/dev/null && wait_running two-a && check devices "$NS" two-a
   }
   e2e_check "a pod asking 2 GPUs runs; its /dev/nvidia*, CUDA_VISIBLE_DEVICES and kubelet's PodResources are its binding" two_gpus
+  allocated_event() {  # the deployed extender's Event (its service account's RBAC), as kubectl describe shows it
+    local node=$CLUSTER_NODE_NAME
+    cluster_wait 20 "GPUsAllocated on two-a" bash -c \
+      "$KUBECTL -n $NS describe pod two-a | grep -q 'GPUsAllocated.*node $node: GPUs '" || return 1
+    kubectl -n "$NS" describe pod two-a | grep GPUsAllocated
+  }
+  e2e_check "kubectl describe pod shows the extender's GPUsAllocated Event" allocated_event
   disjoint() {
     node_pod two-b '{"gpu.scheduling/gpu":"2"}' >/dev/null && wait_running two-b &&
       check devices "$NS" two-b && check disjoint "$NS" two-a "$NS" two-b
@@ -246,9 +253,18 @@ fake_health() {
 }
 gns_health() { kubectl get gns "$CLUSTER_NODE_NAME" -o "jsonpath={.status.devices[$1].health}"; }
 if e2e_want 7; then
+  # The agent's Events on the node (kubectl describe node finds them by the node's name as uid, as kubelet's).
+  node_event_messages() {  # REASON
+    kubectl -n default get events --field-selector \
+      "involvedObject.kind=Node,involvedObject.name=$CLUSTER_NODE_NAME,reason=$1,reportingComponent=gpu-agent" \
+      -o 'jsonpath={range .items[*]}{.message}{"\n"}{end}' 2>/dev/null
+  }
+  node_event() { node_event_messages "$1" | grep -qF -- "$2"; }   # REASON TEXT
   unhealthy() {
     fake_health 3
     cluster_wait 60 "GPU 3 Unhealthy in kubelet's count" allocatable_is gpu.scheduling/gpu 7 || return 1
+    cluster_wait 20 "a GPUUnhealthy Event on the node" node_event GPUUnhealthy "GPU 3 " || return 1
+    e2e_note "Event: $(node_event_messages GPUUnhealthy | head -1)"
     [[ $(gns_health 3) == Unhealthy ]] || { echo "GpuNodeStatus says $(gns_health 3)"; return 1; }
     node_pod seven '{"gpu.scheduling/gpu":"7"}' >/dev/null && wait_running seven && check devices "$NS" seven || return 1
     [[ ,$(e2e_ann "$NS" seven gpu.scheduling/allocated), != *[:,]3,* ]] || { echo "GPU 3 was handed out"; return 1; }
@@ -257,10 +273,11 @@ if e2e_want 7; then
     [[ $(pod_phase one-more) == Pending ]] || { echo "one-more is $(pod_phase one-more)"; return 1; }
     fake_health -1
     cluster_wait 60 "GPU 3 healthy again" allocatable_is gpu.scheduling/gpu 8 || return 1
+    cluster_wait 20 "a GPUHealthy Event on the node" node_event GPUHealthy "GPU 3 " || return 1
     wait_running one-more 60 && check devices "$NS" one-more &&
       [[ $(e2e_ann "$NS" one-more gpu.scheduling/allocated) == *:3 ]]
   }
-  e2e_check "an unhealthy GPU leaves kubelet's count and gets no new pod; healthy again, it does" unhealthy
+  e2e_check "an unhealthy GPU leaves kubelet's count and gets no new pod, with a GPUUnhealthy Event on the node; healthy again, it does (GPUHealthy)" unhealthy
   clean_pods
 fi
 

@@ -50,6 +50,8 @@ row gpu-extender yes patch gpuclaims.gpu.scheduling/status
 row gpu-extender yes get podgroups.scheduling.x-k8s.io
 row gpu-extender yes patch podgroups.scheduling.x-k8s.io/status
 row gpu-extender yes get workloads.scheduling.k8s.io
+row gpu-extender yes create events          # docs/operations.md, "Events"
+row gpu-extender yes patch events           # a repeat's count
 for v in create update patch delete; do
   row gpu-extender yes "$v" leases.coordination.k8s.io gpu-system
   row gpu-extender yes "$v" leases.coordination.k8s.io
@@ -61,6 +63,7 @@ row gpu-agent yes list pods -
 # ... and reads (only) its node's ledger and posts Events for the allocation audit (docs/node.md).
 for v in get list watch; do row gpu-agent yes "$v" leases.coordination.k8s.io gpu-system; done
 row gpu-agent yes create events
+row gpu-agent yes patch events
 # The second scheduler: kube-scheduler's own role, leader election in gpu-system.
 row gpu-scheduler yes create pods/binding
 row gpu-scheduler yes get nodes -
@@ -97,6 +100,8 @@ row gpu-agent no update leases.coordination.k8s.io gpu-system
 for v in create patch delete; do row gpu-agent no "$v" leases.coordination.k8s.io gpu-system; done
 row gpu-agent no get leases.coordination.k8s.io
 row gpu-agent no update events
+row gpu-extender no update events
+row gpu-extender no delete events
 row gpu-agent no delete events
 row gpu-agent no update gpuclaims.gpu.scheduling/status
 row gpu-scheduler no update leases.coordination.k8s.io

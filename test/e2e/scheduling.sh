@@ -46,6 +46,20 @@ check_annotations() {
 }
 e2e_check "allocation annotations on the bound pods" check_annotations
 
+# `kubectl describe pod` tells the story: the extender's Events (docs/operations.md, "Events").
+described() {  # POD TEXT: kubectl describe pod shows TEXT (its Events are found by the pod's uid)
+  kubectl -n ml describe pod "$1" | grep -qF -- "$2"
+}
+check_allocated_event() {
+  local alloc node ids
+  alloc=$(e2e_ann ml bp1 gpu.scheduling/allocated)
+  node=${alloc%%:*} ids=${alloc#*:}
+  cluster_wait 10 "GPUsAllocated on bp1" described bp1 "GPUsAllocated" || return 1
+  described bp1 "node $node: GPU $ids (GPU-$node-$ids)" || { kubectl -n ml describe pod bp1 | sed -n '/^Events:/,$p'; return 1; }
+  kubectl -n ml describe pod bp1 | grep GPUsAllocated
+}
+e2e_check "kubectl describe pod shows GPUsAllocated: the node, the devices and their UUIDs" check_allocated_event
+
 # --- spread, per pod, with the annotation gpu.scheduling/policy ---
 for i in 1 2; do e2e_pod ml sp$i '{"gpu.scheduling/gpu":"1"}' '{"gpu.scheduling/policy":"spread"}'; done
 check_spread() {
@@ -69,6 +83,15 @@ check_pending_reason() {
   events_of huge | head -c 400; echo
 }
 e2e_check "unschedulable pod stays Pending with the extender's reason" check_pending_reason
+check_unsatisfiable_event() {
+  cluster_wait 20 "GPUClaimUnsatisfiable on huge" described huge "GPUClaimUnsatisfiable" || return 1
+  local got
+  got=$(kubectl -n ml get events --field-selector "reportingComponent=gpu-extender,involvedObject.name=huge,reason=GPUClaimUnsatisfiable" \
+    -o jsonpath='{range .items[*]}{.type} {.source.component} {.count} {.message}{"\n"}{end}')
+  echo "$got"
+  [[ $got == "Warning gpu-extender "*"no node of "*" fits: "*"claim needs 16"* ]]
+}
+e2e_check "kubectl describe pod shows GPUClaimUnsatisfiable, the reasons summarised" check_unsatisfiable_event
 
 # --- a GpuClaim: two A100s on one NVLink island ---
 kubectl apply -f - >/dev/null <<'YAML'

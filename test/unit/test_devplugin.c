@@ -1058,7 +1058,7 @@ static void test_auditor_metrics(void **state)
 	snprintf(cfg.metrics_listen, sizeof(cfg.metrics_listen), "127.0.0.1:%d", port);
 	char err[256];
 	struct dp_pods *ps = dp_pods_start(NULL, "n1", err, sizeof(err));
-	struct dp_auditor *a = dp_auditor_start(&cfg, NULL, ps, err, sizeof(err));
+	struct dp_auditor *a = dp_auditor_start(&cfg, NULL, NULL, ps, err, sizeof(err));
 	assert_non_null(a);
 	dp_auditor_inventory(a, inv);
 	dp_auditor_prestart(a, DP_REFUSED, "ml", "pod-x", "ml", "pod-y", "container main of pod ml/pod-x ...");

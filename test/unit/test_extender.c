@@ -2,8 +2,10 @@
 #include "testutil.h"
 
 #include "choices.h"
+#include "events.h"
 #include "extender.h"
 #include "inventory.h"
+#include "kube.h"
 #include "metrics.h"
 
 #include <pthread.h>
@@ -170,6 +172,63 @@ static void test_filter_invalid_requests(void **state)
 	assert_int_equal(cJSON_GetArraySize(un), 4);
 	assert_non_null(strstr(cJSON_GetObjectItem(un, "big")->valuestring, "GpuClaim ml/broken is invalid"));
 	cJSON_Delete(r);
+}
+
+/* An API server that takes every Event and keeps the bodies of the POSTs. */
+struct event_sink {
+	pthread_mutex_t mu;
+	int posts;
+	char body[4][2048];
+};
+
+static int take_event(void *ctx, const char *method, const char *path, const char *body, const char *content_type,
+		      long timeout_s, struct kube_response *r, char *err, size_t errlen)
+{
+	(void)path, (void)content_type, (void)timeout_s, (void)err, (void)errlen;
+	struct event_sink *k = ctx;
+	pthread_mutex_lock(&k->mu);
+	if (!strcmp(method, "POST") && k->posts < 4)
+		snprintf(k->body[k->posts++], sizeof(k->body[0]), "%s", body);
+	pthread_mutex_unlock(&k->mu);
+	r->status = strcmp(method, "POST") ? 200 : 201;
+	buf_adds(&r->body, "{\"metadata\":{\"name\":\"ev\"}}");
+	return 0;
+}
+
+/* No node fits: one GPUClaimUnsatisfiable Event on the pod, the reasons counted; again within a minute, none. */
+static void test_filter_unsatisfiable_event(void **state)
+{
+	struct fixture *f = *state;
+	struct event_sink k = { .posts = 0 };
+	pthread_mutex_init(&k.mu, NULL);
+	struct kube_client *c = kube_client_new_transport(take_event, &k);
+	struct events_opts eo = { .component = "gpu-extender", .instance = "t" };
+	struct events *ev = events_new(c, &eo);
+	struct extender_opts o = { .cache = f->cache, .res = &f->res, .default_policy = POLICY_BINPACK,
+				   .bind = extender_bind_local, .bind_ctx = f->cache, .events = ev };
+	struct extender *x = extender_new(&o);
+	int st;
+	for (int i = 0; i < 3; i++) {      /* one at a time: repeats still queued would be folded into one */
+		cJSON_Delete(call(extender_filter, x, args("p8", "", "\"gpu.scheduling/gpu\":\"8\""), &st));
+		assert_true(events_idle(ev, 5000));
+	}
+	cJSON_Delete(call(extender_filter, x, args("p2", "", "\"gpu.scheduling/gpu\":\"2\""), &st));   /* fits */
+	assert_true(events_idle(ev, 5000));
+	assert_int_equal(k.posts, 1);
+	assert_non_null(strstr(k.body[0], "\"reason\":\"GPUClaimUnsatisfiable\""));
+	assert_non_null(strstr(k.body[0], "\"type\":\"Warning\""));
+	assert_non_null(strstr(k.body[0], "\"name\":\"p8\""));
+	assert_non_null(strstr(k.body[0], "\"uid\":\"p8\""));
+	assert_non_null(strstr(k.body[0], "no node of 4 fits: "));
+	assert_non_null(strstr(k.body[0], "1: node has 4 matching GPUs, claim needs 8"));
+	assert_non_null(strstr(k.body[0], "1: node has 1 matching GPU, claim needs 8"));
+	uint64_t n[EVENTS_NRESULT];
+	events_counts(ev, n);
+	assert_int_equal(n[EVENTS_LIMITED], 2);
+	extender_free(x);
+	events_free(ev);
+	kube_client_free(c);
+	pthread_mutex_destroy(&k.mu);
 }
 
 /* NodeNames as Go's encoding/json reads them: escapes decoded, member names in any case, first one wins. */
@@ -649,6 +708,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_filter_reasons, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_filter_unsatisfiable_event, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_filter_no_gpu_pod_passes_all, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_filter_nodes_form_echoes_objects, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_filter_invalid_requests, setup, teardown),
