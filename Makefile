@@ -113,10 +113,10 @@ $(SOBJ)/%.o: %.c $(HDRS) | $(DEPS_STAMP)
 $(VERSIONED): $(VERSION_STAMP)
 
 $(BUILD)/libgpu.a: $(LIB_OBJS)
-	@ar rcs $@ $^
+	@rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/libgpu-asan.a: $(SLIB_OBJS)
-	@ar rcs $@ $^
+	@rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/gpu-extender: $(OBJ)/src/main.o $(BUILD)/libgpu.a
 	@echo "  LD      $@"
