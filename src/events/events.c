@@ -344,6 +344,19 @@ static int or_default(int v, int def)
 	return v > 0 ? v : def;
 }
 
+/* Everything events_new made, once no thread uses it. */
+static void release(struct events *e)
+{
+	pthread_cond_destroy(&e->idle);
+	pthread_cond_destroy(&e->wake);
+	pthread_mutex_destroy(&e->mu);
+	free(e->ring);
+	free(e->seen);
+	free(e->buckets);
+	free(e->every);
+	free(e);
+}
+
 struct events *events_new(struct kube_client *kube, const struct events_opts *o)
 {
 	struct events *e = calloc(1, sizeof(*e));
@@ -367,14 +380,7 @@ struct events *events_new(struct kube_client *kube, const struct events_opts *o)
 	if (e->ring && e->seen && e->buckets && e->every && !pthread_create(&e->thread, NULL, drain, e))
 		return e;
 	log_error("cannot start the Event recorder; no Events are posted", "component=%s", e->component);
-	pthread_cond_destroy(&e->idle);
-	pthread_cond_destroy(&e->wake);
-	pthread_mutex_destroy(&e->mu);
-	free(e->ring);
-	free(e->seen);
-	free(e->buckets);
-	free(e->every);
-	free(e);
+	release(e);
 	return NULL;
 }
 
@@ -387,14 +393,7 @@ void events_free(struct events *e)
 	pthread_cond_signal(&e->wake);
 	pthread_mutex_unlock(&e->mu);
 	pthread_join(e->thread, NULL);
-	pthread_cond_destroy(&e->idle);
-	pthread_cond_destroy(&e->wake);
-	pthread_mutex_destroy(&e->mu);
-	free(e->ring);
-	free(e->seen);
-	free(e->buckets);
-	free(e->every);
-	free(e);
+	release(e);
 }
 
 static bool enqueue(struct events *e, const struct events_object *o, enum events_type type, const char *reason,

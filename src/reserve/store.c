@@ -423,28 +423,29 @@ void store_lock_free_all(struct store_lock *locks, int n)
 
 /* ---- watches ---- */
 
-static void ev_ledger_lock(void *ctx)
+/* Either watch's hooks: ctx is a store_ledger_events or store_resv_events, whose first member they are. */
+static void ev_lock(void *ctx)
 {
-	const struct store_ledger_events *ev = ctx;
-	ev->lock(ev->ctx);
+	const struct store_watch_hooks *h = ctx;
+	h->lock(h->ctx);
 }
 
-static void ev_ledger_unlock(void *ctx)
+static void ev_unlock(void *ctx)
 {
-	const struct store_ledger_events *ev = ctx;
-	ev->unlock(ev->ctx);
+	const struct store_watch_hooks *h = ctx;
+	h->unlock(h->ctx);
 }
 
-static void ev_ledger_begin(void *ctx)
+static void ev_begin(void *ctx)
 {
-	const struct store_ledger_events *ev = ctx;
-	ev->begin(ev->ctx);
+	const struct store_watch_hooks *h = ctx;
+	h->begin(h->ctx);
 }
 
-static void ev_ledger_end(void *ctx)
+static void ev_end(void *ctx)
 {
-	const struct store_ledger_events *ev = ctx;
-	ev->end(ev->ctx);
+	const struct store_watch_hooks *h = ctx;
+	h->end(h->ctx);
 }
 
 static void ev_ledger_apply(void *ctx, bool deleted, const cJSON *obj)
@@ -454,45 +455,20 @@ static void ev_ledger_apply(void *ctx, bool deleted, const cJSON *obj)
 	if (!node)
 		return;
 	if (deleted) {
-		ev->deleted(ev->ctx, node, api_str(api_path(obj, "metadata"), "resourceVersion"));
+		ev->deleted(ev->hooks.ctx, node, api_str(api_path(obj, "metadata"), "resourceVersion"));
 		return;
 	}
 	struct ledger l;
 	char err[256];
 	if (ledger_decode(obj, &l, err, sizeof(err)))
-		ev->unreadable(ev->ctx, node, err);
+		ev->unreadable(ev->hooks.ctx, node, err);
 	else
-		ev->put(ev->ctx, node, &l);
+		ev->put(ev->hooks.ctx, node, &l);
 }
 
 void store_ledger_sink(const struct store_ledger_events *ev, struct reflector_sink *out)
 {
-	*out = (struct reflector_sink){ ev_ledger_lock, ev_ledger_unlock, ev_ledger_begin, ev_ledger_apply,
-					ev_ledger_end, (void *)ev };
-}
-
-static void ev_resv_lock(void *ctx)
-{
-	const struct store_resv_events *ev = ctx;
-	ev->lock(ev->ctx);
-}
-
-static void ev_resv_unlock(void *ctx)
-{
-	const struct store_resv_events *ev = ctx;
-	ev->unlock(ev->ctx);
-}
-
-static void ev_resv_begin(void *ctx)
-{
-	const struct store_resv_events *ev = ctx;
-	ev->begin(ev->ctx);
-}
-
-static void ev_resv_end(void *ctx)
-{
-	const struct store_resv_events *ev = ctx;
-	ev->end(ev->ctx);
+	*out = (struct reflector_sink){ ev_lock, ev_unlock, ev_begin, ev_ledger_apply, ev_end, (void *)ev };
 }
 
 /* The owning pod's uid (and name, when pod is not NULL). */
@@ -518,18 +494,17 @@ static void ev_resv_apply(void *ctx, bool deleted, const cJSON *obj)
 	const cJSON *md = api_path(obj, "metadata");
 	const char *ns = api_str(md, "namespace"), *name = api_str(md, "name");
 	if (deleted) {
-		ev->deleted(ev->ctx, ns ? ns : "", name ? name : "", uid);
+		ev->deleted(ev->hooks.ctx, ns ? ns : "", name ? name : "", uid);
 		return;
 	}
 	const char *node = api_annotation(obj, LEDGER_ANN_NODE);
 	if (uid && ns && name && node)
-		ev->put(ev->ctx, ns, name, uid, pod ? pod : "", node);
+		ev->put(ev->hooks.ctx, ns, name, uid, pod ? pod : "", node);
 }
 
 void store_resv_sink(const struct store_resv_events *ev, struct reflector_sink *out)
 {
-	*out = (struct reflector_sink){ ev_resv_lock, ev_resv_unlock, ev_resv_begin, ev_resv_apply, ev_resv_end,
-					(void *)ev };
+	*out = (struct reflector_sink){ ev_lock, ev_unlock, ev_begin, ev_resv_apply, ev_end, (void *)ev };
 }
 
 int store_watch_start(struct store *s, struct cluster *cl, int idle_timeout_s, struct reflector *out[2], char *err,

@@ -37,12 +37,17 @@ enum store_result {
  * each batch (a page of a list, one event); begin and end bracket a whole
  * list (end: what the list did not show is gone).
  */
-struct store_ledger_events {
+/* What both watches call around their events: a list's begin and end, the lock held while applying. */
+struct store_watch_hooks {
 	void *ctx;
 	void (*lock)(void *ctx);
 	void (*unlock)(void *ctx);
 	void (*begin)(void *ctx);
 	void (*end)(void *ctx);
+};
+
+struct store_ledger_events {
+	struct store_watch_hooks hooks;   /* first: the sinks' shared forwarders read it */
 	/* The node's ledger as stored now (l->rv its version); the callee takes l. */
 	void (*put)(void *ctx, const char *node, struct ledger *l);
 	/* The node's ledger changed but cannot be read: keep what was. */
@@ -53,11 +58,7 @@ struct store_ledger_events {
 
 /* What the reservations watch brings: every pod's reservation Lease, of any namespace. */
 struct store_resv_events {
-	void *ctx;
-	void (*lock)(void *ctx);
-	void (*unlock)(void *ctx);
-	void (*begin)(void *ctx);
-	void (*end)(void *ctx);
+	struct store_watch_hooks hooks;   /* first, as above */
 	/* The Lease ns/name holds pod (its name and uid) reserved on node. */
 	void (*put)(void *ctx, const char *ns, const char *name, const char *uid, const char *pod, const char *node);
 	/* The Lease ns/name went (uid: its pod's, NULL when it named none). */

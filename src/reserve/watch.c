@@ -344,9 +344,9 @@ void reserve_reservation_sink(struct reserve *r, struct reflector_sink *out)
 
 void reserve_watch_events(struct reserve *r)
 {
-	r->store.ledger_ev = (struct store_ledger_events){ r, ledger_lock, ledger_unlock, ledger_begin, ledger_end,
+	r->store.ledger_ev = (struct store_ledger_events){ { r, ledger_lock, ledger_unlock, ledger_begin, ledger_end },
 							    ledger_put, ledger_unreadable, ledger_deleted };
-	r->store.resv_ev = (struct store_resv_events){ r, lock, unlock, resv_begin, resv_end, resv_put, resv_deleted };
+	r->store.resv_ev = (struct store_resv_events){ { r, lock, unlock, resv_begin, resv_end }, resv_put, resv_deleted };
 }
 
 /* ---- pods that hold GPUs ---- */
