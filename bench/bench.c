@@ -1250,6 +1250,30 @@ static void scale_report(struct scale_srv *srv, int nsrv, int iters)
 	}
 }
 
+/* Milliseconds between the scrapes of --scrape-every during the samples; 0: none. */
+static int scrape_every_ms;
+
+/*
+ * A Prometheus of its own (a process): GET /metrics of each server in
+ * turn, every scrape_every_ms, on a new connection each time (as a scraper
+ * that does not keep one), until killed. 0 when not asked for.
+ */
+static pid_t start_scraper(const struct scale_srv *srv, int nsrv)
+{
+	if (!scrape_every_ms)
+		return 0;
+	fflush(NULL);
+	pid_t p = fork();
+	if (p)
+		return p;
+	for (int k = 0;; k = (k + 1) % nsrv) {
+		usleep((useconds_t)scrape_every_ms * 1000);
+		CURL *h = client();
+		get(h, srv[k].url[3]);
+		curl_easy_cleanup(h);
+	}
+}
+
 static void http_scale(const char *extender, const char *baseline, int nodes, int per_node, int iters)
 {
 	char inv[] = "/tmp/gpu-bench-XXXXXX";
@@ -1287,6 +1311,7 @@ static void http_scale(const char *extender, const char *baseline, int nodes, in
 	uint64_t rng = 0x9E3779B97F4A7C15ULL;
 	const int warm = 20;
 	double run0 = 0;
+	pid_t scraper = start_scraper(srv, nsrv);
 	/* Each pod's arguments go to every server, the order alternating, so that both see the same moments. */
 	for (int i = -warm; i < iters; i++) {
 		if (i == 0)
@@ -1298,6 +1323,10 @@ static void http_scale(const char *extender, const char *baseline, int nodes, in
 			scale_sample(&srv[(k + i + warm) % nsrv], i, &fb, &reply);
 	}
 	double run_s = now_s() - run0;
+	if (scraper) {
+		kill(scraper, SIGKILL);
+		waitpid(scraper, NULL, 0);
+	}
 	for (int k = 0; k < nsrv; k++) {
 		srv[k].run_s = run_s / nsrv;
 		srv[k].end_rss = rss_of(srv[k].pid);
@@ -1336,8 +1365,12 @@ static void http_scale(const char *extender, const char *baseline, int nodes, in
 	       "max(5, 50 - %d/125) = %d %%; prioritize names the nodes the filter passed (%.0f on average)\n",
 	       count, nodes, percent, (double)srv[0].passed / iters);
 	printf("  one pod wanting 2 whole GPUs, policy %s, one keep-alive connection a server, %d samples after %d "
-	       "untimed; 2 x GET /healthz on the same connection p50 %.3f / p99 %.3f ms\n\n",
+	       "untimed; 2 x GET /healthz on the same connection p50 %.3f / p99 %.3f ms\n",
 	       bench_policy, iters, warm, sb.p50, sb.p99);
+	if (scrape_every_ms)
+		printf("  during the samples, GET /metrics of each server in turn every %d ms, a connection each (the "
+		       "server CPU of a pair then counts a scrape's that overlaps it)\n", scrape_every_ms);
+	printf("\n");
 	scale_report(srv, nsrv, iters);
 	printf("\nserver CPU: the server's threads' time on a CPU during the pair (schedstat, ns); its wait: their time\n"
 	       "runnable with no CPU free; pairs that waited for no CPU: those where neither the server nor the client\n"
@@ -1359,7 +1392,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: bench [--extender PATH] [--nodes N] [--iters N] [--policy NAME] [--in-process]\n"
 			"       bench --scale [--allocs PER_NODE] [--busy] [--labels N] [--nodes N] [--iters N] [--policy NAME]\n"
-			"       bench --http-scale [--extender PATH] [--baseline-extender PATH] [--nodes 65000] [--allocs 8] [--iters 2000] [--policy NAME]\n");
+			"       bench --http-scale [--extender PATH] [--baseline-extender PATH] [--scrape-every MS] [--nodes 65000] [--allocs 8] [--iters 2000] [--policy NAME]\n");
 	exit(2);
 }
 
@@ -1390,6 +1423,8 @@ int main(int argc, char **argv)
 			iters_override = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--policy"))
 			bench_policy = argv[++i];
+		else if (!strcmp(argv[i], "--scrape-every"))
+			scrape_every_ms = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--allocs"))
 			per_node = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--labels")) {
