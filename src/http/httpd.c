@@ -175,6 +175,7 @@ static struct MHD_Response *response_of(struct http_response *r)
 										   stream_read, st, stream_free) : NULL;
 		if (!resp) {
 			r->stream.done(r->stream.ctx);
+			buf_release(&r->body);
 			free(st);
 		} else {
 			st->s = r->stream;
