@@ -32,6 +32,8 @@
 #include "reserve.h"
 
 #include <curl/curl.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <math.h>
 #include <pthread.h>
@@ -205,7 +207,7 @@ static void summarize(double *lat, int n, double wall, struct stats *s)
 static void call_for(http_handler h, void *ctx, const char *body, size_t len, struct buf *reply)
 {
 	struct http_request req = { "POST", "/", body, len, NULL };
-	struct http_response resp = { 200, NULL, { 0 } };
+	struct http_response resp = { .status = 200 };
 	buf_init(&resp.body, 1 << 26);
 	struct jsonarena arena;            /* as the HTTP server does */
 	jsonarena_begin(&arena, (size_t)1 << 30);
@@ -451,7 +453,7 @@ static pid_t start_server(const char *extender, const char *inv, int *port, int 
 	snprintf(url, sizeof(url), "http://%s/readyz", listen);
 	pid_t srv = fork();
 	if (srv == 0) {
-		execl(extender, extender, "serve", "--inventory", inv, "--listen", listen, "--log-level", "warn",
+		execl(extender, extender, "serve", "--inventory", inv, "--listen", listen, "--debug-listen", "", "--log-level", "warn",
 		      (char *)NULL);
 		perror(extender);
 		_exit(127);
@@ -919,48 +921,107 @@ static void post_keep(CURL *h, const char *url, const char *body, size_t len, st
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
 }
 
-/* A gauge or counter of the server's /metrics, -1 when it has none. */
-static double metric_value(CURL *h, const char *url, const char *name)
+/* Writes "5" to the process's clear_refs: its peak RSS (VmHWM) starts again from its RSS now. */
+static void reset_peak_of(pid_t pid)
 {
-	struct buf b;
-	buf_init(&b, 1 << 20);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, keep);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-	get(h, url);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
-	char key[128];
-	snprintf(key, sizeof(key), "\n%s ", name);
-	const char *at = strstr(buf_cstr(&b), key);
-	double v = at ? atof(at + strlen(key)) : -1;
-	buf_release(&b);
-	return v;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/clear_refs", (int)pid);
+	FILE *f = fopen(path, "w");
+	if (f) {
+		fputs("5", f);
+		fclose(f);
+	}
 }
 
 /*
- * The server's own count of a verb's requests so far, all of them (le NULL)
- * or those it answered within le seconds (a bucket of its histogram).
+ * What the kernel's scheduler counted for threads, in seconds: run, on a
+ * CPU; wait, runnable but waiting for one (the machine's other work). From
+ * schedstat, in nanoseconds, where utime/stime count in 10 ms ticks.
  */
-static double served_within(CURL *h, const char *url, const char *verb, const char *le)
+struct sched_s {
+	double run, wait;
+};
+
+static void add_schedstat(const char *path, struct sched_s *s)
 {
-	char name[160];
-	if (le)
-		snprintf(name, sizeof(name), "gpu_extender_request_duration_seconds_bucket{verb=\"%s\",le=\"%s\"}", verb, le);
-	else
-		snprintf(name, sizeof(name), "gpu_extender_request_duration_seconds_count{verb=\"%s\"}", verb);
-	return metric_value(h, url, name);
+	char text[128];
+	int fd = open(path, O_RDONLY);
+	ssize_t n = fd < 0 ? -1 : read(fd, text, sizeof(text) - 1);
+	if (fd >= 0)
+		close(fd);
+	unsigned long long run, wait;
+	if (n > 0 && (text[n] = '\0', sscanf(text, "%llu %llu", &run, &wait) == 2)) {
+		s->run += (double)run / 1e9;
+		s->wait += (double)wait / 1e9;
+	}
 }
 
-/* Of a verb's requests between two readings {count, within 1 ms, within 2.5 ms}: those over 1 and over 2.5 ms. */
-static void slow_counts(CURL *h, const char *url, const char *verb, double before[3], double over[2])
+/* All the threads of process pid. */
+static struct sched_s sched_of(pid_t pid)
 {
-	double now[3] = { served_within(h, url, verb, NULL), served_within(h, url, verb, "0.001"),
-			  served_within(h, url, verb, "0.0025") };
-	if (!over) {
-		memcpy(before, now, sizeof(now));
-		return;
+	struct sched_s s = { 0, 0 };
+	char path[96];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	struct dirent *e;
+	while (d && (e = readdir(d)))
+		if (e->d_name[0] != '.') {
+			snprintf(path, sizeof(path), "/proc/%d/task/%s/schedstat", (int)pid, e->d_name);
+			add_schedstat(path, &s);
+		}
+	if (d)
+		closedir(d);
+	return s;
+}
+
+/* The calling thread. */
+static struct sched_s sched_self(void)
+{
+	struct sched_s s = { 0, 0 };
+	add_schedstat("/proc/thread-self/schedstat", &s);
+	return s;
+}
+
+static double thread_cpu_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* A value of a /metrics page, -1 when it has none. */
+static double page_value(const char *page, const char *name)
+{
+	char key[192];
+	snprintf(key, sizeof(key), "\n%s ", name);
+	const char *at = strstr(page, key);
+	return at ? atof(at + strlen(key)) : -1;
+}
+
+/* Of the filter and prioritize histograms: the count, and those within 1 and 2.5 ms; and the sums. */
+struct served {
+	double n[2][3], sum_s;
+};
+
+static struct served served_on(const char *page)
+{
+	static const char *const verbs[] = { "filter", "prioritize" };
+	static const char *const les[] = { NULL, "0.001", "0.0025" };
+	struct served s = { .sum_s = 0 };
+	for (int v = 0; v < 2; v++) {
+		char name[160];
+		for (int k = 0; k < 3; k++) {
+			if (les[k])
+				snprintf(name, sizeof(name), "gpu_extender_request_duration_seconds_bucket{verb=\"%s\",le=\"%s\"}",
+					 verbs[v], les[k]);
+			else
+				snprintf(name, sizeof(name), "gpu_extender_request_duration_seconds_count{verb=\"%s\"}", verbs[v]);
+			s.n[v][k] = page_value(page, name);
+		}
+		snprintf(name, sizeof(name), "gpu_extender_request_duration_seconds_sum{verb=\"%s\"}", verbs[v]);
+		s.sum_s += page_value(page, name);
 	}
-	over[0] = (now[0] - before[0]) - (now[1] - before[1]);
-	over[1] = (now[0] - before[0]) - (now[2] - before[2]);
+	return s;
 }
 
 /* What a share holds: 8000 MiB of one GPU, as --scale's allocations. */
@@ -1027,19 +1088,193 @@ static void random_args(struct buf *b, int *idx, int nodes, int count, uint64_t 
 	buf_adds(b, "]}");
 }
 
-/* Writes "5" to the process's clear_refs: its peak RSS (VmHWM) starts again from its RSS now. */
-static void reset_peak_of(pid_t pid)
+/* One server of --http-scale (the build under test, or --baseline-extender's) and what it measured. */
+struct scale_srv {
+	const char *label;
+	pid_t pid;
+	char url[4][96];          /* filter, prioritize, healthz, metrics */
+	CURL *h;
+	double load_s, load_peak, fill_s;
+	double filled_rss, scraped_rss, end_rss, hwm;
+	double allocs, scrape_ms, scrape_cpu_ms, scrape_mib;
+	struct served before, after;
+	double *pair, *filt, *run, *wait, *quiet;   /* per sample, seconds; quiet: the pairs that waited for no CPU */
+	int nquiet;
+	double client_cpu, run_s;
+	long passed;
+};
+
+/* GET /metrics: the page into page, its wall and server CPU time into s. */
+static void scrape(struct scale_srv *s, struct buf *page)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/clear_refs", (int)pid);
-	FILE *f = fopen(path, "w");
-	if (f) {
-		fputs("5", f);
-		fclose(f);
+	buf_clear(page);
+	curl_easy_setopt(s->h, CURLOPT_WRITEFUNCTION, keep);
+	curl_easy_setopt(s->h, CURLOPT_WRITEDATA, page);
+	struct sched_s c0 = sched_of(s->pid);
+	double t = now_s();
+	get(s->h, s->url[3]);
+	s->scrape_ms = (now_s() - t) * 1e3;
+	s->scrape_cpu_ms = (sched_of(s->pid).run - c0.run) * 1e3;
+	s->scrape_mib = (double)page->len / (1 << 20);
+	curl_easy_setopt(s->h, CURLOPT_WRITEFUNCTION, discard);
+}
+
+/* Under this, a pair's waits for a CPU (server and client) count as none. */
+#define QUIET_WAIT_S 100e-6
+
+/* One filter+prioritize pair on s, sample i (< 0: untimed). */
+static void scale_sample(struct scale_srv *s, int i, struct buf *args, struct buf *reply)
+{
+	struct sched_s srv0 = sched_of(s->pid), me0 = sched_self();
+	double cpu0 = thread_cpu_s(), t = now_s();
+	post_keep(s->h, s->url[0], args->data, args->len, reply);
+	double tf = now_s() - t, cpu1 = thread_cpu_s();
+	int passed;
+	char *pb = passed_body(buf_cstr(args), buf_cstr(reply), &passed);
+	double cpu2 = thread_cpu_s();
+	t = now_s();
+	post(s->h, s->url[1], pb, strlen(pb));
+	double tp = now_s() - t, cpu3 = thread_cpu_s();
+	struct sched_s srv1 = sched_of(s->pid), me1 = sched_self();
+	free(pb);
+	if (i < 0)
+		return;
+	s->pair[i] = tf + tp;
+	s->filt[i] = tf;
+	s->run[i] = srv1.run - srv0.run;
+	s->wait[i] = srv1.wait - srv0.wait;
+	/* Neither the server nor this thread waited for a CPU: the machine's other work took no share. */
+	if (s->wait[i] + (me1.wait - me0.wait) < QUIET_WAIT_S)
+		s->quiet[s->nquiet++] = s->pair[i];
+	s->client_cpu += (cpu1 - cpu0) + (cpu3 - cpu2);
+	s->passed += passed;
+}
+
+static void scale_start(struct scale_srv *s, const char *exe, const char *inv, int iters)
+{
+	double t0 = now_s();
+	int port;
+	s->pid = start_server(exe, inv, &port, 600);
+	s->load_s = now_s() - t0;
+	s->load_peak = status_mib(s->pid, "VmHWM:");
+	reset_peak_of(s->pid);
+	static const char *const paths[] = { "filter", "prioritize", "healthz", "metrics" };
+	for (int k = 0; k < 4; k++)
+		snprintf(s->url[k], sizeof(s->url[k]), "http://127.0.0.1:%d/%s", port, paths[k]);
+	double **arr[] = { &s->pair, &s->filt, &s->run, &s->wait, &s->quiet };
+	for (size_t k = 0; k < sizeof(arr) / sizeof(arr[0]); k++)
+		if (!(*arr[k] = calloc((size_t)iters, sizeof(double)))) {
+			fprintf(stderr, "bench: out of memory\n");
+			exit(1);
+		}
+}
+
+/* The allocations, by two connections at once (processes of their own). */
+static void scale_fill(struct scale_srv *s, int nodes, int per_node)
+{
+	fflush(NULL);
+	double t0 = now_s();
+	pid_t kids[2];
+	for (int k = 0; k < 2; k++) {
+		kids[k] = fork();
+		if (kids[k] == 0) {
+			fill_nodes(atoi(strrchr(s->url[0], ':') + 1), k * nodes / 2, (k + 1) * nodes / 2, per_node);
+			_exit(0);
+		}
+	}
+	for (int k = 0; k < 2; k++) {
+		int st = 0;
+		waitpid(kids[k], &st, 0);
+		if (!WIFEXITED(st) || WEXITSTATUS(st)) {
+			kill(s->pid, SIGTERM);
+			exit(1);
+		}
+	}
+	s->fill_s = now_s() - t0;
+	s->filled_rss = rss_of(s->pid);
+}
+
+/* Over a verb's requests between two readings: those over 1 and over 2.5 ms. */
+static void slow_counts(const struct scale_srv *s, int verb, double over[2])
+{
+	const double *b = s->before.n[verb], *a = s->after.n[verb];
+	over[0] = (a[0] - b[0]) - (a[1] - b[1]);
+	over[1] = (a[0] - b[0]) - (a[2] - b[2]);
+}
+
+static double mean_of(const double *v, int n)
+{
+	double sum = 0;
+	for (int i = 0; i < n; i++)
+		sum += v[i];
+	return n ? sum / n : 0;
+}
+
+static void scale_report(struct scale_srv *srv, int nsrv, int iters)
+{
+	printf("| build | filter+prioritize p50 ms | p99 ms | filter p50 / p99 ms | server CPU a pair mean / p50 / p99 ms "
+	       "| server's wait for a CPU p50 / p99 ms | pairs that waited for no CPU: n, p50 / p99 ms | client CPU a pair ms "
+	       "| server ms | pairs/s |\n");
+	printf("|---|---|---|---|---|---|---|---|---|---|\n");
+	for (int k = 0; k < nsrv; k++) {
+		struct scale_srv *s = &srv[k];
+		double cpu_mean = mean_of(s->run, iters) * 1e3;
+		double server_ms = (s->after.sum_s - s->before.sum_s) / iters * 1e3;
+		struct stats sp, sf, sr, sw, sq = { 0, 0, 0, 0 };
+		summarize(s->pair, iters, s->run_s, &sp);
+		summarize(s->filt, iters, s->run_s, &sf);
+		summarize(s->run, iters, 1, &sr);
+		summarize(s->wait, iters, 1, &sw);
+		if (s->nquiet)
+			summarize(s->quiet, s->nquiet, 1, &sq);
+		printf("| %s | %.3f | %.3f | %.3f / %.3f | %.3f / %.3f / %.3f | %.3f / %.3f | %d, %.3f / %.3f | %.3f | %.3f | %.0f |\n",
+		       s->label, sp.p50, sp.p99, sf.p50, sf.p99, cpu_mean, sr.p50, sr.p99, sw.p50, sw.p99, s->nquiet, sq.p50,
+		       sq.p99, s->client_cpu / iters * 1e3, server_ms, sp.per_s);
+	}
+	printf("\n| build | loaded s | fill s | allocations | RSS MiB filled | after a scrape | at the end | VmHWM MiB "
+	       "since loaded | /metrics MiB | its ms / server CPU ms |\n");
+	printf("|---|---|---|---|---|---|---|---|---|---|\n");
+	for (int k = 0; k < nsrv; k++) {
+		struct scale_srv *s = &srv[k];
+		printf("| %s | %.1f | %.1f | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f | %.0f / %.0f |\n", s->label, s->load_s,
+		       s->fill_s, s->allocs, s->filled_rss, s->scraped_rss, s->end_rss, s->hwm, s->scrape_mib, s->scrape_ms,
+		       s->scrape_cpu_ms);
+	}
+	printf("\n");
+	for (int k = 0; k < nsrv; k++) {
+		double f[2], p[2];
+		slow_counts(&srv[k], 0, f);
+		slow_counts(&srv[k], 1, p);
+		printf("%s, the server's own times (its histogram): filters over 1 ms %.0f, over 2.5 ms %.0f; prioritizes "
+		       "over 1 ms %.0f, over 2.5 ms %.0f (of %d each)\n", srv[k].label, f[0], f[1], p[0], p[1], iters);
 	}
 }
 
-static void http_scale(const char *extender, int nodes, int per_node, int iters)
+/* Milliseconds between the scrapes of --scrape-every during the samples; 0: none. */
+static int scrape_every_ms;
+
+/*
+ * A Prometheus of its own (a process): GET /metrics of each server in
+ * turn, every scrape_every_ms, on a new connection each time (as a scraper
+ * that does not keep one), until killed. 0 when not asked for.
+ */
+static pid_t start_scraper(const struct scale_srv *srv, int nsrv)
+{
+	if (!scrape_every_ms)
+		return 0;
+	fflush(NULL);
+	pid_t p = fork();
+	if (p)
+		return p;
+	for (int k = 0;; k = (k + 1) % nsrv) {
+		usleep((useconds_t)scrape_every_ms * 1000);
+		CURL *h = client();
+		get(h, srv[k].url[3]);
+		curl_easy_cleanup(h);
+	}
+}
+
+static void http_scale(const char *extender, const char *baseline, int nodes, int per_node, int iters)
 {
 	char inv[] = "/tmp/gpu-bench-XXXXXX";
 	int fd = mkstemp(inv);
@@ -1049,135 +1284,121 @@ static void http_scale(const char *extender, int nodes, int per_node, int iters)
 	}
 	close(fd);
 	write_inventory(inv, nodes, false);
-	double t0 = now_s();
-	int port;
-	pid_t srv = start_server(extender, inv, &port, 600);
-	double load_s = now_s() - t0, load_peak = status_mib(srv, "VmHWM:");
+	struct scale_srv srv[2] = { { .label = "this build" }, { .label = "baseline" } };
+	int nsrv = baseline ? 2 : 1;
+	for (int k = 0; k < nsrv; k++)
+		scale_start(&srv[k], k ? baseline : extender, inv, iters);
 	unlink(inv);
-	reset_peak_of(srv);
+	for (int k = 0; k < nsrv; k++)
+		scale_fill(&srv[k], nodes, per_node);
 
-	/* The allocations, by two connections at once (processes of their own). */
-	fflush(NULL);
-	t0 = now_s();
-	pid_t kids[2];
-	for (int k = 0; k < 2; k++) {
-		kids[k] = fork();
-		if (kids[k] == 0) {
-			fill_nodes(port, k * nodes / 2, (k + 1) * nodes / 2, per_node);
-			_exit(0);
-		}
+	struct buf page, fb, reply;
+	buf_init(&page, (size_t)1 << 30);
+	buf_init(&fb, 1 << 26);
+	buf_init(&reply, 1 << 26);
+	for (int k = 0; k < nsrv; k++) {
+		srv[k].h = client();
+		scrape(&srv[k], &page);   /* as Prometheus would, once */
+		srv[k].allocs = page_value(buf_cstr(&page), "gpu_extender_cache_allocations");
+		srv[k].before = served_on(buf_cstr(&page));
+		srv[k].scraped_rss = rss_of(srv[k].pid);
 	}
-	for (int k = 0; k < 2; k++) {
-		int st = 0;
-		waitpid(kids[k], &st, 0);
-		if (!WIFEXITED(st) || WEXITSTATUS(st)) {
-			kill(srv, SIGTERM);
-			exit(1);
-		}
-	}
-	double fill_s = now_s() - t0;
-	char url[4][96];
-	static const char *const paths[] = { "filter", "prioritize", "healthz", "metrics" };
-	for (int k = 0; k < 4; k++)
-		snprintf(url[k], sizeof(url[k]), "http://127.0.0.1:%d/%s", port, paths[k]);
-	CURL *h = client();
-	double allocs = metric_value(h, url[3], "gpu_extender_cache_allocations");
-	double filled_rss = rss_of(srv);
-
 	int percent, count = nodes_to_score(nodes, &percent);
 	int *idx = malloc((size_t)nodes * sizeof(*idx));
-	double *pair = malloc((size_t)iters * sizeof(*pair)), *filt = malloc((size_t)iters * sizeof(*filt));
 	double *base = malloc((size_t)iters * sizeof(*base));
 	for (int i = 0; i < nodes; i++)
 		idx[i] = i;
 	uint64_t rng = 0x9E3779B97F4A7C15ULL;
-	struct buf fb, reply;
-	buf_init(&fb, 1 << 26);
-	buf_init(&reply, 1 << 26);
-	long passed_sum = 0;
-	double served = 0, run0 = 0, f0[3], p0[3], f_over[2], p_over[2];
 	const int warm = 20;
+	double run0 = 0;
+	pid_t scraper = start_scraper(srv, nsrv);
+	/* Each pod's arguments go to every server, the order alternating, so that both see the same moments. */
 	for (int i = -warm; i < iters; i++) {
-		if (i == 0) {
-			served = server_seconds(h, url[3]);
-			slow_counts(h, url[3], "filter", f0, NULL);
-			slow_counts(h, url[3], "prioritize", p0, NULL);
+		if (i == 0)
 			run0 = now_s();
-		}
 		char uid[48];
 		snprintf(uid, sizeof(uid), "uid-scale-%d", i + warm);
 		random_args(&fb, idx, nodes, count, &rng, uid);
-		double t = now_s();
-		post_keep(h, url[0], fb.data, fb.len, &reply);
-		double tf = now_s() - t;
-		int passed;
-		char *pb = passed_body(buf_cstr(&fb), buf_cstr(&reply), &passed);
-		t = now_s();
-		post(h, url[1], pb, strlen(pb));
-		double tp = now_s() - t;
-		free(pb);
-		if (i >= 0) {
-			pair[i] = tf + tp;
-			filt[i] = tf;
-			passed_sum += passed;
-		}
+		for (int k = 0; k < nsrv; k++)
+			scale_sample(&srv[(k + i + warm) % nsrv], i, &fb, &reply);
 	}
-	double server_ms = (server_seconds(h, url[3]) - served) / iters * 1e3, run_s = now_s() - run0;
-	slow_counts(h, url[3], "filter", f0, f_over);
-	slow_counts(h, url[3], "prioritize", p0, p_over);
+	double run_s = now_s() - run0;
+	if (scraper) {
+		kill(scraper, SIGKILL);
+		waitpid(scraper, NULL, 0);
+	}
+	for (int k = 0; k < nsrv; k++) {
+		srv[k].run_s = run_s / nsrv;
+		srv[k].end_rss = rss_of(srv[k].pid);
+		srv[k].hwm = status_mib(srv[k].pid, "VmHWM:");
+	}
+	for (int k = 0; k < nsrv; k++) {
+		struct buf end;
+		buf_init(&end, (size_t)1 << 30);
+		double ms = srv[k].scrape_ms, cpu = srv[k].scrape_cpu_ms;
+		scrape(&srv[k], &end);
+		srv[k].scrape_ms = (srv[k].scrape_ms + ms) / 2, srv[k].scrape_cpu_ms = (srv[k].scrape_cpu_ms + cpu) / 2;
+		srv[k].after = served_on(buf_cstr(&end));
+		buf_release(&end);
+	}
 	for (int i = 0; i < iters; i++) {
 		double t = now_s();
-		get(h, url[2]);
-		get(h, url[2]);
+		get(srv[0].h, srv[0].url[2]);
+		get(srv[0].h, srv[0].url[2]);
 		base[i] = now_s() - t;
 	}
-	double hwm = status_mib(srv, "VmHWM:"), rss = rss_of(srv);
-	curl_easy_cleanup(h);
-	kill(srv, SIGTERM);
-	waitpid(srv, NULL, 0);
+	for (int k = 0; k < nsrv; k++) {
+		curl_easy_cleanup(srv[k].h);
+		kill(srv[k].pid, SIGTERM);
+		waitpid(srv[k].pid, NULL, 0);
+	}
 
-	struct stats sp, sf, sb;
-	summarize(pair, iters, run_s, &sp);
-	summarize(filt, iters, run_s, &sf);
+	struct stats sb;
 	summarize(base, iters, 1, &sb);
-	printf("http-scale: a real `gpu-extender serve` (standalone, its inventory file) at %d nodes x 8 GPUs\n", nodes);
-	printf("  inventory loaded and ready in %.1f s, peak RSS %.1f MiB while loading it\n", load_s, load_peak);
+	printf("http-scale: a real `gpu-extender serve` (standalone, its inventory file) at %d nodes x 8 GPUs%s\n", nodes,
+	       baseline ? ", and the baseline build's, driven in turns" : "");
+	printf("  inventory loaded and ready in %.1f s, peak RSS %.1f MiB while loading it\n", srv[0].load_s,
+	       srv[0].load_peak);
 	printf("  %d allocations (%d a node, shares of 8000 MiB) placed by its own filter and bind, two connections: "
-	       "%.1f s; the cache holds %.0f\n", nodes * per_node, per_node, fill_s, allocs);
+	       "%.1f s; the cache holds %.0f\n", nodes * per_node, per_node, srv[0].fill_s, srv[0].allocs);
 	printf("  each filter names %d nodes drawn at random: kube-scheduler's percentageOfNodesToScore unset, "
 	       "max(5, 50 - %d/125) = %d %%; prioritize names the nodes the filter passed (%.0f on average)\n",
-	       count, nodes, percent, (double)passed_sum / iters);
-	printf("  one pod wanting 2 whole GPUs, policy %s, one keep-alive connection, %d samples after %d untimed\n\n",
-	       bench_policy, iters, warm);
-	printf("| filter+prioritize p50 ms | p99 ms | filter p50 / p99 ms | server ms | pairs/s | 2 x GET /healthz p50 / p99 ms "
-	       "| RSS MiB filled | at the end | VmHWM MiB since loaded |\n");
-	printf("|---|---|---|---|---|---|---|---|---|\n");
-	printf("| %.3f | %.3f | %.3f / %.3f | %.3f | %.0f | %.3f / %.3f | %.1f | %.1f | %.1f |\n", sp.p50, sp.p99, sf.p50,
-	       sf.p99, server_ms, sp.per_s, sb.p50, sb.p99, filled_rss, rss, hwm);
-	printf("\nthe server's own times (its histogram): filters over 1 ms %.0f, over 2.5 ms %.0f; prioritizes over 1 ms "
-	       "%.0f, over 2.5 ms %.0f (of %d each)\n", f_over[0], f_over[1], p_over[0], p_over[1], iters);
-	printf("server ms: the server's own mean time per pair (its /metrics); VmHWM: the process's peak RSS from the\n"
-	       "inventory loaded on (the fill and the samples; /proc/PID/clear_refs), the inventory's parse not counted\n");
+	       count, nodes, percent, (double)srv[0].passed / iters);
+	printf("  one pod wanting 2 whole GPUs, policy %s, one keep-alive connection a server, %d samples after %d "
+	       "untimed; 2 x GET /healthz on the same connection p50 %.3f / p99 %.3f ms\n",
+	       bench_policy, iters, warm, sb.p50, sb.p99);
+	if (scrape_every_ms)
+		printf("  during the samples, GET /metrics of each server in turn every %d ms, a connection each (the "
+		       "server CPU of a pair then counts a scrape's that overlaps it)\n", scrape_every_ms);
+	printf("\n");
+	scale_report(srv, nsrv, iters);
+	printf("\nserver CPU: the server's threads' time on a CPU during the pair (schedstat, ns); its wait: their time\n"
+	       "runnable with no CPU free; pairs that waited for no CPU: those where neither the server nor the client\n"
+	       "waited over 0.1 ms for one (what a quiet machine shows); server ms: its own mean time a pair (its /metrics).\n"
+	       "RSS filled: before any /metrics; after a scrape: one GET /metrics (65,000 nodes' series); VmHWM: the peak\n"
+	       "from the inventory loaded on (/proc/PID/clear_refs), the inventory's parse not counted\n");
 	printf("goals: filter+prioritize p99 under 2 ms, RSS under 256 MiB at 65000 nodes with 520k allocations\n");
+	buf_release(&page);
 	buf_release(&fb);
 	buf_release(&reply);
 	free(idx);
-	free(pair);
-	free(filt);
 	free(base);
+	for (int k = 0; k < nsrv; k++) {
+		free(srv[k].pair), free(srv[k].filt), free(srv[k].run), free(srv[k].wait), free(srv[k].quiet);
+	}
 }
 
 static void usage(void)
 {
 	fprintf(stderr, "usage: bench [--extender PATH] [--nodes N] [--iters N] [--policy NAME] [--in-process]\n"
 			"       bench --scale [--allocs PER_NODE] [--busy] [--labels N] [--nodes N] [--iters N] [--policy NAME]\n"
-			"       bench --http-scale [--extender PATH] [--nodes 65000] [--allocs 8] [--iters 2000] [--policy NAME]\n");
+			"       bench --http-scale [--extender PATH] [--baseline-extender PATH] [--scrape-every MS] [--nodes 65000] [--allocs 8] [--iters 2000] [--policy NAME]\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
-	const char *extender = "build/gpu-extender";
+	const char *extender = "build/gpu-extender", *baseline = NULL;
 	int only_nodes = 0, iters_override = 0;
 	bool in_process_only = false, scale_only = false, http_scale_only = false;
 	int per_node = 8;
@@ -1194,12 +1415,16 @@ int main(int argc, char **argv)
 			usage();
 		else if (!strcmp(argv[i], "--extender"))
 			extender = argv[++i];
+		else if (!strcmp(argv[i], "--baseline-extender"))
+			baseline = argv[++i];
 		else if (!strcmp(argv[i], "--nodes"))
 			only_nodes = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--iters"))
 			iters_override = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--policy"))
 			bench_policy = argv[++i];
+		else if (!strcmp(argv[i], "--scrape-every"))
+			scrape_every_ms = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--allocs"))
 			per_node = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--labels")) {
@@ -1212,7 +1437,7 @@ int main(int argc, char **argv)
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	jsonarena_install();
 	if (http_scale_only) {
-		http_scale(extender, only_nodes ? only_nodes : 65000, per_node, iters_override ? iters_override : 2000);
+		http_scale(extender, baseline, only_nodes ? only_nodes : 65000, per_node, iters_override ? iters_override : 2000);
 		curl_global_cleanup();
 		return 0;
 	}

@@ -28,10 +28,25 @@ struct http_request {
 	void *conn;               /* for httpd_query() */
 };
 
+/*
+ * A body made while it is sent, for a page too large to hold at once
+ * (/metrics at 65,000 nodes is 25 MiB): body goes first, then each time
+ * the connection can take more, more() appends the next part to out, until
+ * it returns false. done() is called once, when the answer is sent or the
+ * connection is gone. Both run on the connection's thread, after the
+ * handler returned.
+ */
+struct http_stream {
+	bool (*more)(void *ctx, struct buf *out);
+	void (*done)(void *ctx);
+	void *ctx;
+};
+
 struct http_response {
 	int status;               /* 200 unless the handler sets it */
 	const char *content_type; /* default application/json */
 	struct buf body;          /* capped by the server */
+	struct http_stream stream;   /* more NULL: body is the whole answer */
 };
 
 typedef void (*http_handler)(void *ctx, const struct http_request *req, struct http_response *resp);

@@ -80,12 +80,28 @@ struct metrics_gauges {
 	uint64_t events[8];    /* the Event recorder's counts by result, in events.h's order */
 	/*
 	 * Appends the series of a per-node family f (f->index: MNODE_GPUS,
-	 * MNODE_FRAGMENTATION) from the cache; NULL: none.
+	 * MNODE_FRAGMENTATION) from the cache, some nodes from *pos on (0 at
+	 * the family's start), and moves *pos past them; true while nodes
+	 * remain. NULL: none.
 	 */
-	void (*per_node)(void *ctx, const struct metric_family *f, struct buf *out);
+	bool (*per_node)(void *ctx, const struct metric_family *f, size_t *pos, struct buf *out);
 	void *ctx;
 };
 
+/* The whole page. */
 void metrics_render(struct buf *out, const struct metrics_gauges *g);
+
+/*
+ * The page a part at a time, for a response sent as it is made (a page at
+ * 65,000 nodes is 25 MiB): a family whole, or some nodes of a per-node
+ * family. Start with a zeroed cursor; false once the page is done (then
+ * nothing was appended). metrics_render is these parts in a row.
+ */
+struct metrics_cursor {
+	int family;
+	size_t node;
+	bool begun;            /* the family's header is out */
+};
+bool metrics_render_part(struct buf *out, const struct metrics_gauges *g, struct metrics_cursor *c);
 
 #endif

@@ -134,10 +134,25 @@ static double fragmentation(const struct gpu_node *n)
 	return idle ? (double)partial / (double)idle : 0;
 }
 
+/* "\"} N\n", the end of a series whose value is a device count (not negative). */
+static void add_count_end(struct buf *out, int n)
+{
+	char v[16], *p = v + sizeof(v);
+	*--p = '\n';
+	do
+		*--p = (char)('0' + n % 10);
+	while ((n /= 10) > 0);
+	*--p = ' ';
+	*--p = '}';
+	*--p = '"';
+	buf_add(out, p, (size_t)(v + sizeof(v) - p));
+}
+
 static void node_series(const struct metric_family *f, const struct gpu_node *n, struct buf *out)
 {
 	if (f->index == MNODE_FRAGMENTATION) {
-		buf_printf(out, "%s{node=", f->name);
+		buf_adds(out, f->name);
+		buf_adds(out, "{node=");
 		metrics_quote(out, n->name);
 		buf_printf(out, "} %.6g\n", fragmentation(n));
 		return;
@@ -147,46 +162,82 @@ static void node_series(const struct metric_family *f, const struct gpu_node *n,
 			continue;
 		int count[MGPU_STATES];
 		model_counts(n, i, count);
+		/* Appends, not a printf a series: 260,000 series at 65,000 nodes. */
 		for (int st = 0; st < MGPU_STATES; st++) {
-			buf_printf(out, "%s{node=", f->name);
+			buf_adds(out, f->name);
+			buf_adds(out, "{node=");
 			metrics_quote(out, n->name);
 			buf_adds(out, ",model=");
 			metrics_quote(out, n->info[i].model[0] ? n->info[i].model : "unknown");
-			buf_printf(out, ",state=\"%s\"} %d\n", metrics_gpu_state_names[st], count[st]);
+			buf_adds(out, ",state=\"");
+			buf_adds(out, metrics_gpu_state_names[st]);
+			add_count_end(out, count[st]);
 		}
 	}
 }
 
-/* The per-node families, from the cache's current snapshot (lock-free, as the verbs read it). */
-static void per_node(void *ctx, const struct metric_family *f, struct buf *out)
+/*
+ * A scrape under way: the page goes out a part at a time as the connection
+ * takes it (httpd's stream), its per-node series from the snapshot taken
+ * when the scrape began, its gauges as they were then.
+ */
+struct scrape {
+	struct metrics_gauges g;
+	struct metrics_cursor at;
+	struct snapshot *snap;
+};
+
+/* Nodes a part of the page: about 90 KiB of series. */
+#define SCRAPE_NODES 1024
+
+/* The per-node families, SCRAPE_NODES nodes at a time (lock-free, as the verbs read the cache). */
+static bool per_node(void *ctx, const struct metric_family *f, size_t *pos, struct buf *out)
 {
-	struct server *s = ctx;
-	struct snapshot *snap = cache_acquire(s->cache);
+	const struct snapshot *snap = ((struct scrape *)ctx)->snap;
 	if (!snap)
-		return;
-	for (size_t i = 0; i < snap->n; i++) {
-		const struct gpu_node *n = snapshot_node(snap, i)->node;
+		return false;
+	for (size_t end = *pos + SCRAPE_NODES; *pos < snap->n && *pos < end; (*pos)++) {
+		const struct gpu_node *n = snapshot_node(snap, *pos)->node;
 		if (n && n->ndev)
 			node_series(f, n, out);
 	}
-	snapshot_release(snap);
+	return *pos < snap->n;
+}
+
+static bool scrape_more(void *ctx, struct buf *out)
+{
+	struct scrape *sc = ctx;
+	return metrics_render_part(out, &sc->g, &sc->at);
+}
+
+static void scrape_done(void *ctx)
+{
+	struct scrape *sc = ctx;
+	snapshot_release(sc->snap);
+	free(sc);
 }
 
 static void on_metrics(void *ctx, const struct http_request *req, struct http_response *resp)
 {
 	(void)req;
 	struct server *s = ctx;
+	struct scrape *sc = calloc(1, sizeof(*sc));
+	if (!sc) {
+		httpd_error(resp, 500, "out of memory");
+		return;
+	}
 	struct cache_stats st;
 	cache_stats(s->cache, &st);
-	struct metrics_gauges g = {
+	sc->g = (struct metrics_gauges){
 		.cache_nodes = (double)st.nodes, .cache_devices = (double)st.devices,
 		.cache_allocations = (double)st.allocs, .cache_gpuclaims = (double)st.gpuclaims,
 		.ready = is_ready(s, (char[300]){ 0 }, 300) ? 1 : 0,
-		.per_node = per_node, .ctx = s,
+		.per_node = per_node, .ctx = sc,
 	};
-	events_counts(s->events, g.events);
+	events_counts(s->events, sc->g.events);
+	sc->snap = cache_acquire(s->cache);
 	resp->content_type = "text/plain; version=0.0.4";
-	metrics_render(&resp->body, &g);
+	resp->stream = (struct http_stream){ scrape_more, scrape_done, sc };
 }
 
 /* Cluster mode: the API client, the watches, the reservations. */

@@ -130,16 +130,75 @@ const char *httpd_query(const struct http_request *req, const char *key)
 	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, key);
 }
 
-static enum MHD_Result reply(struct httpd *h, struct MHD_Connection *conn, struct http_response *r,
-			     const char *allow)
+/* Bytes MHD asks a stream for at a time. */
+#define STREAM_BLOCK (64u << 10)
+
+/* A body sent as it is made (struct http_stream): the part made last, and how much of it is out. */
+struct stream_state {
+	struct http_stream s;
+	struct buf part;
+	size_t at;
+	bool ended;
+};
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
 {
+	(void)pos;
+	struct stream_state *st = cls;
+	while (st->at == st->part.len) {
+		if (st->ended)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		buf_clear(&st->part);
+		st->at = 0;
+		st->ended = !st->s.more(st->s.ctx, &st->part);
+	}
+	size_t n = st->part.len - st->at < max ? st->part.len - st->at : max;
+	memcpy(out, st->part.data + st->at, n);
+	st->at += n;
+	return (ssize_t)n;
+}
+
+static void stream_free(void *cls)
+{
+	struct stream_state *st = cls;
+	st->s.done(st->s.ctx);
+	buf_release(&st->part);
+	free(st);
+}
+
+/* The MHD response of r: its body, or its stream (which it then owns, body first). NULL when out of memory. */
+static struct MHD_Response *response_of(struct http_response *r)
+{
+	if (r->stream.more) {
+		struct stream_state *st = calloc(1, sizeof(*st));
+		struct MHD_Response *resp = st ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK,
+										   stream_read, st, stream_free) : NULL;
+		if (!resp) {
+			r->stream.done(r->stream.ctx);
+			buf_release(&r->body);
+			free(st);
+		} else {
+			st->s = r->stream;
+			st->part = r->body;
+		}
+		r->body = (struct buf){ 0 };
+		r->stream = (struct http_stream){ 0 };
+		return resp;
+	}
 	size_t len;
 	char *data = buf_detach(&r->body, &len);
 	struct MHD_Response *resp = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
-	if (!resp) {
+	if (!resp)
 		free(data);
+	return resp;
+}
+
+static enum MHD_Result reply(struct httpd *h, struct MHD_Connection *conn, struct http_response *r,
+			     const char *allow)
+{
+	struct MHD_Response *resp = response_of(r);
+	if (!resp)
 		return MHD_NO;
-	}
 	MHD_add_response_header(resp, "Content-Type", r->content_type ? r->content_type : "application/json");
 	if (allow)
 		MHD_add_response_header(resp, "Allow", allow);
@@ -364,7 +423,7 @@ static enum MHD_Result begin_request(struct httpd *h, struct MHD_Connection *con
 	const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
 	int64_t len;
 	if (cl && strnum_i64(cl, &len) && len > (int64_t)h->max_body) {
-		struct http_response r = { 413, NULL, { 0 } };
+		struct http_response r = { .status = 413 };
 		buf_init(&r.body, 4096);
 		httpd_error(&r, 413, "request body of %lld bytes is over the limit of %zu",
 			    (long long)len, h->max_body);
@@ -391,13 +450,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		/* A chunked body that goes on and on: drop the connection. */
 		return st->received > h->max_body * DISCARD_FACTOR ? MHD_NO : MHD_YES;
 	}
-	struct http_response r = { 200, NULL, { 0 } };
+	struct http_response r = { .status = 200 };
 	enum metric_verb verb = VERB_OTHER;
 	char allow[16] = "";
 	if (atomic_load(&st->answered)) {
 		/* Resumed: the I/O pool ran the handler. */
 		r = st->resp;
 		st->resp.body = (struct buf){ 0 };
+		st->resp.stream = (struct http_stream){ 0 };
 		verb = st->route->verb;
 	} else {
 		buf_init(&r.body, (size_t)1 << 30);
@@ -444,6 +504,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (st) {
 		buf_release(&st->body);
 		buf_release(&st->resp.body);
+		if (st->resp.stream.more)   /* a queued answer never sent */
+			st->resp.stream.done(st->resp.stream.ctx);
 		free(st);
 		*con_cls = NULL;
 		atomic_fetch_sub(&h->inflight, 1);

@@ -145,16 +145,18 @@ void metrics_header(struct buf *out, const struct metric_family *f)
 
 void metrics_quote(struct buf *out, const char *s)
 {
-	buf_adds(out, "\"");
-	for (; *s; s++) {
-		if (*s == '\\' || *s == '"')
-			buf_printf(out, "\\%c", *s);
-		else if (*s == '\n')
-			buf_adds(out, "\\n");
-		else
-			buf_printf(out, "%c", *s);
+	/* Runs without an escape go in at once: a page at 65,000 nodes quotes 325,000 names. */
+	buf_addc(out, '"');
+	for (;;) {
+		size_t run = strcspn(s, "\\\"\n");
+		buf_add(out, s, run);
+		s += run;
+		if (!*s)
+			break;
+		buf_adds(out, *s == '\n' ? "\\n" : *s == '"' ? "\\\"" : "\\\\");
+		s++;
 	}
-	buf_adds(out, "\"");
+	buf_addc(out, '"');
 }
 
 /* One series of a family with one label: name{label="value"} v. */
@@ -210,9 +212,7 @@ static void family(struct buf *out, const struct metric_family *f, const struct 
 		buf_printf(out, "%s %.17g\n", f->name, *(const double *)((const char *)g + f->index));
 		break;
 	case SRC_NODE:
-		if (g->per_node)
-			g->per_node(g->ctx, f, out);
-		break;
+		break;   /* a part at a time (metrics_render_part) */
 	case SRC_EVENTS:
 		for (int i = 0; i < n; i++)
 			series(out, f, i, (long long)g->events[i]);
@@ -220,13 +220,29 @@ static void family(struct buf *out, const struct metric_family *f, const struct 
 	}
 }
 
+bool metrics_render_part(struct buf *out, const struct metrics_gauges *g, struct metrics_cursor *c)
+{
+	if (c->family >= NFAMILIES)
+		return false;
+	const struct metric_family *f = &families[c->family];
+	if (!c->begun)
+		metrics_header(out, f);
+	c->begun = true;
+	bool more = false;
+	if (f->source == SRC_NODE)
+		more = g->per_node && g->per_node(g->ctx, f, &c->node, out);
+	else
+		family(out, f, g, (int64_t)time(NULL));
+	if (!more)
+		*c = (struct metrics_cursor){ .family = c->family + 1 };
+	return true;
+}
+
 void metrics_render(struct buf *out, const struct metrics_gauges *g)
 {
-	int64_t now = (int64_t)time(NULL);
-	for (int i = 0; i < NFAMILIES; i++) {
-		metrics_header(out, &families[i]);
-		family(out, &families[i], g, now);
-	}
+	struct metrics_cursor c = { 0 };
+	while (metrics_render_part(out, g, &c))
+		;
 }
 
 void metrics_reference(FILE *out, const struct metric_family *f, int n)

@@ -181,7 +181,7 @@ static void bury(struct world *w)
 static void bind_fn(struct task *t)
 {
 	struct http_request req = { "POST", "/bind", t->body, strlen(t->body), NULL };
-	struct http_response resp = { 200, NULL, { 0 } };
+	struct http_response resp = { .status = 200 };
 	buf_init(&resp.body, 1 << 20);
 	extender_bind_arrive(t->inc->x, &req);
 	extender_bind(t->inc->x, &req, &resp);
@@ -435,7 +435,7 @@ static void start_bind(struct world *w, int pi, const char *node, bool resume)
 static void filter_fn(struct task *t)
 {
 	struct http_request req = { "POST", "/filter", t->fbody, strlen(t->fbody), NULL };
-	struct http_response resp = { 200, NULL, { 0 } };
+	struct http_response resp = { .status = 200 };
 	buf_init(&resp.body, 1 << 20);
 	extender_filter(t->inc->x, &req, &resp);
 	free(t->fbody);
@@ -530,7 +530,7 @@ static void schedule_pod(struct world *w, int pi)
 		return;
 	}
 	struct http_request req = { "POST", "/filter", body, strlen(body), NULL };
-	struct http_response resp = { 200, NULL, { 0 } };
+	struct http_response resp = { .status = 200 };
 	buf_init(&resp.body, 1 << 20);
 	sched_clock(w, f->slot);
 	extender_filter(f->x, &req, &resp);

@@ -70,7 +70,7 @@ static inline const char *fuzz_file(const uint8_t *data, size_t size)
 static inline cJSON *fuzz_handler(http_handler h, void *ctx, const char *body, size_t len)
 {
 	struct http_request req = { "POST", "/", body, len, NULL };
-	struct http_response resp = { 200, NULL, { 0 } };
+	struct http_response resp = { .status = 200 };
 	buf_init(&resp.body, 64u << 20);
 	h(ctx, &req, &resp);
 	cJSON *reply = cJSON_ParseWithLength(resp.body.data ? resp.body.data : "", resp.body.len);

@@ -244,7 +244,7 @@ static void add_claims(struct world *w, int k, const char *devices, const char *
 static char *verb(http_handler h, void *ctx, const char *body)
 {
 	struct http_request req = { "POST", "/", body, strlen(body), NULL };
-	struct http_response resp = { 200, NULL, { 0 } };
+	struct http_response resp = { .status = 200 };
 	buf_init(&resp.body, 1 << 24);
 	h(ctx, &req, &resp);
 	assert_int_equal(resp.status, 200);

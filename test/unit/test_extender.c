@@ -74,7 +74,7 @@ static int teardown(void **state)
 static cJSON *call(http_handler h, void *ctx, const char *body, int *status)
 {
 	struct http_request req = { "POST", "/", body, strlen(body), NULL };
-	struct http_response resp = { 200, NULL, { 0 } };
+	struct http_response resp = { .status = 200 };
 	buf_init(&resp.body, 1 << 24);
 	h(ctx, &req, &resp);
 	*status = resp.status;

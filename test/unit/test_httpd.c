@@ -1,7 +1,9 @@
 /*
  * httpd's I/O pool: a route that waits (as a bind waits on the API server)
  * must not hold the server's only connection thread, and a stopping server
- * answers what the pool holds before it stops. Certificate reload: new
+ * answers what the pool holds before it stops. A streamed body goes out
+ * whole after the handler's, and its end runs once, also when the client
+ * hangs up half-way. Certificate reload: new
  * connections get the new certificate and client CA, open ones finish on the
  * old set and are closed after their next answer, a request in flight is
  * answered, and a set that does not load leaves the old one serving.
@@ -13,6 +15,7 @@
 
 #include <curl/curl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <strings.h>
 #include <unistd.h>
@@ -44,9 +47,42 @@ static void on_quick(void *ctx, const struct http_request *req, struct http_resp
 	buf_adds(&resp->body, "{\"quick\":true}");
 }
 
+/* A body made while it is sent: "head\n", then streamed.parts parts of 100 bytes; done() counted. */
+#define STREAM_PARTS 3000
+static struct {
+	int parts, made;
+	atomic_int done;
+} streamed;
+
+static bool stream_more(void *ctx, struct buf *out)
+{
+	(void)ctx;
+	if (streamed.made == streamed.parts)
+		return false;
+	buf_printf(out, "%-99d\n", streamed.made++);
+	return true;
+}
+
+static void stream_done(void *ctx)
+{
+	(void)ctx;
+	atomic_fetch_add(&streamed.done, 1);
+}
+
+static void on_stream(void *ctx, const struct http_request *req, struct http_response *resp)
+{
+	(void)ctx;
+	(void)req;
+	streamed.made = 0;
+	buf_adds(&resp->body, "head\n");
+	resp->content_type = "text/plain";
+	resp->stream = (struct http_stream){ stream_more, stream_done, NULL };
+}
+
 static const struct http_route routes[] = {
 	{ .method = "POST", .path = "/wait", .handler = on_wait, .ctx = NULL, .verb = VERB_BIND, .waits = true },
 	{ .method = "GET", .path = "/quick", .handler = on_quick, .ctx = NULL, .verb = VERB_OTHER },
+	{ .method = "GET", .path = "/stream", .handler = on_stream, .ctx = NULL, .verb = VERB_OTHER },
 };
 
 static struct httpd *start(int io_threads)
@@ -56,7 +92,7 @@ static struct httpd *start(int io_threads)
 	struct httpd_config hc = { .host = "127.0.0.1", .port = 0, .url_prefix = "", .max_body = 1 << 20,
 				   .threads = 1, .io_threads = io_threads };
 	char err[256];
-	struct httpd *h = httpd_start(&hc, routes, 2, err, sizeof(err));
+	struct httpd *h = httpd_start(&hc, routes, sizeof(routes) / sizeof(routes[0]), err, sizeof(err));
 	if (!h)
 		fail_msg("httpd_start: %s", err);
 	return h;
@@ -82,7 +118,7 @@ static void *do_call(void *arg)
 	struct call *c = arg;
 	char url[128];
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", c->port, c->path);
-	buf_init(&c->reply, 1 << 16);
+	buf_init(&c->reply, 1 << 20);
 	CURL *h = curl_easy_init();
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms);
@@ -162,6 +198,74 @@ static void test_without_pool_it_runs_inline(void **state)
 	buf_release(&w.reply);
 	buf_release(&q.reply);
 	httpd_stop(h);
+}
+
+/* Waits up to 5 s for the stream's done() to have run n times. */
+static int streams_done(int n)
+{
+	for (int i = 0; i < 500 && atomic_load(&streamed.done) < n; i++)
+		usleep(10 * 1000);
+	return atomic_load(&streamed.done);
+}
+
+static void test_stream_sends_body_then_parts_and_ends_once(void **state)
+{
+	(void)state;
+	atomic_store(&streamed.done, 0);
+	streamed.parts = STREAM_PARTS;
+	struct httpd *h = start(0);
+	struct call c = { httpd_port(h), "/stream", NULL, 10000, 0, { 0 } };
+	do_call(&c);
+	assert_int_equal(c.status, 200);
+	struct buf want;
+	buf_init(&want, 1 << 20);
+	buf_adds(&want, "head\n");
+	for (int i = 0; i < STREAM_PARTS; i++)
+		buf_printf(&want, "%-99d\n", i);
+	assert_int_equal(c.reply.len, want.len);
+	assert_memory_equal(c.reply.data, want.data, want.len);
+	assert_int_equal(streams_done(1), 1);
+	buf_release(&want);
+	buf_release(&c.reply);
+	httpd_stop(h);
+	assert_int_equal(atomic_load(&streamed.done), 1);
+}
+
+/* Takes the first bytes, then hangs up. */
+static size_t hang_up(char *data, size_t size, size_t n, void *out)
+{
+	(void)data;
+	*(size_t *)out += size * n;
+	return 0;
+}
+
+static void test_stream_ends_once_when_the_client_hangs_up(void **state)
+{
+	(void)state;
+	atomic_store(&streamed.done, 0);
+	streamed.parts = 1000 * 1000;   /* 100 MB: more than the sockets between them hold */
+	struct httpd *h = start(0);
+	char url[128];
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/stream", httpd_port(h));
+	CURL *c = curl_easy_init();
+	size_t got = 0;
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, hang_up);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &got);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	assert_int_equal(curl_easy_perform(c), CURLE_WRITE_ERROR);
+	curl_easy_cleanup(c);
+	assert_true(got > 0);
+	/* The server finds the connection gone as it writes; the rest is never made, done() runs once. */
+	assert_int_equal(streams_done(1), 1);
+	assert_true(streamed.made < streamed.parts);
+	/* The one connection thread serves on. */
+	struct call q = { httpd_port(h), "/quick", NULL, 2000, 0, { 0 } };
+	do_call(&q);
+	assert_int_equal(q.status, 200);
+	buf_release(&q.reply);
+	httpd_stop(h);
+	assert_int_equal(atomic_load(&streamed.done), 1);
 }
 
 static void *stop_server(void *arg)
@@ -306,7 +410,7 @@ static void test_certificates_reload_without_dropping_requests(void **state)
 	gate.open = false;
 	struct httpd_config hc = { .host = "127.0.0.1", .port = 0, .url_prefix = "", .max_body = 1 << 20,
 				   .threads = 1, .io_threads = 1, .tls_cert = cert, .tls_key = key, .client_ca = ca };
-	struct httpd *h = httpd_start(&hc, routes, 2, err, sizeof(err));
+	struct httpd *h = httpd_start(&hc, routes, sizeof(routes) / sizeof(routes[0]), err, sizeof(err));
 	if (!h)
 		fail_msg("httpd_start: %s", err);
 	int port = httpd_port(h);
@@ -361,6 +465,8 @@ int main(void)
 		cmocka_unit_test(test_waiting_route_holds_no_connection_thread),
 		cmocka_unit_test(test_without_pool_it_runs_inline),
 		cmocka_unit_test(test_stop_answers_what_the_pool_holds),
+		cmocka_unit_test(test_stream_sends_body_then_parts_and_ends_once),
+		cmocka_unit_test(test_stream_ends_once_when_the_client_hangs_up),
 		cmocka_unit_test(test_certificates_reload_without_dropping_requests),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -466,7 +466,7 @@ struct reply {
 static struct reply call(struct webhook *w, const char *body, size_t len)
 {
 	struct http_request req = { "POST", "/mutate", body, len, NULL };
-	struct http_response resp = { 200, NULL, { 0 } };
+	struct http_response resp = { .status = 200 };
 	buf_init(&resp.body, 1 << 24);
 	struct jsonarena arena;
 	jsonarena_begin(&arena, 64u << 20);
