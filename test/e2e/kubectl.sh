@@ -151,7 +151,13 @@ check_image_plugin() {
   local root=$WORK/rootfs
   deploy/image/rootfs.sh "$root" "$E2E_ROOT/build" 2>/dev/null || return 1
   [[ -x $root/usr/local/bin/kubectl-gpu ]] || { echo "no kubectl-gpu in the image"; return 1; }
-  "$CLUSTER_BIN/kubectl" --kubeconfig="$CLUSTER_KUBECONFIG" config view --raw --flatten >"$root/tmp/kubeconfig" || return 1
+  # The admin's kubeconfig with its CA and token file copied in beside it (paths relative to it).
+  local ca tok
+  ca=$(awk '$1 == "certificate-authority:" {print $2}' "$CLUSTER_KUBECONFIG")
+  tok=$(awk '$1 == "tokenFile:" {print $2}' "$CLUSTER_KUBECONFIG")
+  cp "$ca" "$root/tmp/ca.crt" && cp "$tok" "$root/tmp/token" || return 1
+  sed -e 's#certificate-authority: .*#certificate-authority: ca.crt#' -e 's#tokenFile: .*#tokenFile: token#' \
+    "$CLUSTER_KUBECONFIG" >"$root/tmp/kubeconfig" || return 1
   local out
   if (($(id -u) == 0)); then
     out=$(chroot "$root" /usr/local/bin/kubectl-gpu nodes --kubeconfig /tmp/kubeconfig) || return 1
@@ -319,5 +325,7 @@ if [[ -n ${KGPU_SHOW:-} ]]; then
     disagree-unhealthy.txt disagree-node.txt tenant-pods.txt tenant-nodes.txt ops-node.txt; do
     echo "==== $f"; cat "$WORK/$f"
   done
+  # The GPU page and its picture, for the docs.
+  cp "$WORK/debug-nodes.png" "$WORK/node-k1.html" "$E2E_ROOT/build/" 2>/dev/null
 fi
 e2e_summary
