@@ -7,7 +7,8 @@
 #   2. `node NAME`: each device's holders are the ledger's; the grid shows them;
 #      the GPU page (/debug/nodes, and `node NAME -o html`) loaded in headless
 #      Chromium: each device's state and holders, coloured as the legend says,
-#      are the ledgers' (test/e2e/html_check.py); kubectl-gpu runs from the
+#      are the ledgers' (test/e2e/html_check.py), a GPU model with markup
+#      shows as text; kubectl-gpu runs from the
 #      image's tree (deploy/image/rootfs.sh);
 #   3. `pods` (-n, -A): every bound GPU pod's devices are its ledger entry's;
 #   4. `why`: a pod too large for any node, one that waits for GPUs held by
@@ -51,6 +52,15 @@ bound() { [[ -n $(e2e_pod_node "$1" "$2") ]]; }
 snapshot() {
   kubectl get lease -A -o json >"$WORK/leases.json" && kubectl get gpunodestatuses -o json >"$WORK/gns.json" &&
     kubectl get pods -A -o json >"$WORK/pods.json"
+}
+# gns_edit NODE PYTHON: rewrite the node's GpuNodeStatus devices (d: the list).
+gns_edit() {
+  kubectl get gpunodestatus "$1" -o json | python3 -c "
+import json, sys
+g = json.load(sys.stdin); d = g['status']['devices']
+$2
+g['status']['total'] = len(d)
+print(json.dumps(g))" | kubectl replace -f - >/dev/null
 }
 check() { python3 test/e2e/kubectl_check.py --leases "$WORK/leases.json" --gns "$WORK/gns.json" --pods "$WORK/pods.json" "$@"; }
 
@@ -137,6 +147,34 @@ check_html() {
       html_check --pods "$WORK/html-pods.json" --node "$n" "$WORK/node-$n.dom" || return 1
   done
   ! kgpu pods -o html >/dev/null 2>&1 || { echo "pods -o html accepted"; return 1; }
+  # A model name with markup (the agent publishes what the vendor tool says): text on the page, never markup.
+  local evil='<img src=x onerror=alert(1)><b>x</b>&amp;'
+  gns_edit k2 "[x.update(model='$evil') for x in d]" || return 1
+  cluster_wait 20 "the extender sees the new model" bash -c \
+    "curl -sf '$E2E_DEBUG_URL/debug/nodes?node=k2' | grep -qF '<img src=x'" || return 1
+  browse "$E2E_DEBUG_URL/debug/nodes?node=k2" "$WORK/evil.dom" && kgpu node k2 -o html >"$WORK/evil.html" &&
+    browse "file://$WORK/evil.html" "$WORK/evil-kgpu.dom" || return 1
+  python3 - "$evil" "$WORK/evil.dom" "$WORK/evil-kgpu.dom" <<'PY' || return 1
+import sys
+from html.parser import HTMLParser
+class P(HTMLParser):
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.tags, self.text = set(), ""
+    def handle_starttag(self, tag, attrs):
+        self.tags.add(tag)
+    def handle_data(self, data):
+        self.text += data
+for f in sys.argv[2:]:
+    p = P()
+    p.feed(open(f).read())
+    assert not p.tags & {"img", "b", "script"}, (f, p.tags)
+    assert sys.argv[1] in p.text, (f, "the model's text is not shown as written")
+PY
+  gns_edit k2 "d[:] = [g for g in json.load(open('$WORK/html-gns.json'))['items'] if g['metadata']['name'] == 'k2'][0]['status']['devices']" ||
+    return 1
+  cluster_wait 20 "the extender sees the model back" bash -c \
+    "! curl -sf '$E2E_DEBUG_URL/debug/nodes?node=k2' | grep -qF '<img src=x'" || return 1
   # A picture for people (build/e2e-cluster/kubectl/debug-nodes.png).
   timeout 90 chromium --headless --no-sandbox --disable-gpu --user-data-dir="$WORK/chromium" --window-size=1280,1100 \
     --screenshot="$WORK/debug-nodes.png" "$E2E_DEBUG_URL/debug/nodes" >/dev/null 2>&1 && [[ -s $WORK/debug-nodes.png ]]
@@ -229,15 +267,6 @@ PY
 e2e_check "kubectl gpu -o yaml is the JSON document; --context, --kubeconfig and KUBECONFIG pick the credentials" check_flags
 
 # ---- 6. ledger and agent disagree ----
-# gns_edit NODE PYTHON: rewrite the node's GpuNodeStatus devices (d: the list).
-gns_edit() {
-  kubectl get gpunodestatus "$1" -o json | python3 -c "
-import json, sys
-g = json.load(sys.stdin); d = g['status']['devices']
-$2
-g['status']['total'] = len(d)
-print(json.dumps(g))" | kubectl replace -f - >/dev/null
-}
 check_disagree() {
   local node ids first
   node=$(e2e_pod_node ml train); ids=$(e2e_ann ml train gpu.scheduling/allocated); ids=${ids#*:}; first=${ids%%,*}
