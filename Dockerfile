@@ -9,7 +9,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends \
 WORKDIR /src
 COPY . .
 # `make all` first installs the libraries it builds against (BUILD_PKGS in
-# the Makefile). The rootfs: the two programs, exactly the shared libraries
+# the Makefile). The rootfs: the programs (kubectl-gpu too), exactly the shared libraries
 # they load, CA certificates, passwd/group (root, nonroot 65532) and /tmp.
 RUN make -j"$(nproc)" all && deploy/image/rootfs.sh /rootfs build
 

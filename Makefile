@@ -74,7 +74,7 @@ BUILD_PKGS := libmicrohttpd-dev libgnutls28-dev libcjson-dev libcurl4-openssl-de
 	libnghttp2-dev libprotobuf-c-dev
 TEST_PKGS := libcmocka-dev openssl curl python3 wrk \
 	procps runc containernetworking-plugins busybox-static iproute2 mount kmod ca-certificates \
-	prometheus
+	prometheus chromium
 DEPS_STAMP := $(BUILD)/.deps-build
 TEST_DEPS_STAMP := $(BUILD)/.deps-test
 
@@ -291,7 +291,7 @@ clean:
 	rm -rf $(BUILD)
 
 # The product's image, with no container engine (deploy/image/oci.sh): an
-# OCI archive build/image/gpu-extender-$(VERSION).tar of both programs,
+# OCI archive build/image/gpu-extender-$(VERSION).tar of the programs,
 # named gpu-extender:$(VERSION), the tag deploy/ names.
 image: all
 	@deploy/image/oci.sh $(BUILD)

@@ -81,7 +81,11 @@ void extender_bind(void *ctx, const struct http_request *req, struct http_respon
 /* The bind's http_arrival step: counts the devices it will take (assume_binds). */
 void extender_bind_arrive(void *ctx, const struct http_request *req);
 void extender_preempt(void *ctx, const struct http_request *req, struct http_response *resp);
-/* GET /debug/nodes[?node=NAME]: what the cache believes, per node; ctx is the struct cache. */
+/*
+ * GET /debug/nodes[?node=NAME][&format=html|json]: what the cache believes, per
+ * node; JSON, or the HTML page of html.h when asked for it or when the
+ * Accept header names text/html (a browser). ctx is the struct cache.
+ */
 void extender_debug_nodes(void *ctx, const struct http_request *req, struct http_response *resp);
 
 /*

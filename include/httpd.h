@@ -111,6 +111,8 @@ void httpd_stop(struct httpd *h);
 
 /* A query parameter of the request, or NULL. */
 const char *httpd_query(const struct http_request *req, const char *key);
+/* A header of the request (name in any case), or NULL. */
+const char *httpd_header(const struct http_request *req, const char *name);
 
 /* Sets a JSON error reply {"Error":"..."} with the status. */
 void httpd_error(struct http_response *resp, int status, const char *fmt, ...)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The product's image as an OCI image archive, with no container engine
 # and no daemon (`make image`): deploy/image/rootfs.sh's tree of BUILDDIR
-# (both programs, their libraries) packed as one reproducible layer by
+# (the programs, their libraries) packed as one reproducible layer by
 # test/node/ocilayout.py (tar and sha256, standard library only: the same
 # build gives the same digest).
 #
@@ -9,7 +9,7 @@
 #
 # Writes BUILDDIR/image/gpu-extender-VERSION.tar, named
 # docker.io/library/gpu-extender:VERSION (VERSION: the repository's VERSION
-# file, the tag deploy/base/kustomization.yaml names and what both programs'
+# file, the tag deploy/base/kustomization.yaml names and what the programs'
 # --version prints), and prints its path. Load it into a node's containerd
 # with `ctr -n k8s.io images import FILE`, or push it to a registry with
 # `skopeo copy oci-archive:FILE docker://REGISTRY/gpu-extender:VERSION`.
@@ -21,7 +21,7 @@ build=${1:-$repo/build}
 version=$(cat "$repo/VERSION")
 err() { echo "oci.sh: $*" >&2; exit 1; }
 
-for b in gpu-extender gpu-agent; do
+for b in gpu-extender gpu-agent kubectl-gpu; do
   [[ -x $build/$b ]] || err "no $build/$b (run make all first)"
   got=$("$build/$b" --version | awk '{print $2}')
   [[ $got == "$version" ]] || err "$build/$b --version says $got, VERSION says $version (run make all again)"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Assembles the root file system of the gpu-extender image (both programs) in
+# Assembles the root file system of the gpu-extender image (its programs) in
 # a directory. The repository's Dockerfile runs it in its build stage and
 # copies the result onto scratch; the test node (test/node/images.sh) runs it
 # on the build machine and packs the same tree as an OCI archive, so both
@@ -7,8 +7,10 @@
 #
 #   deploy/image/rootfs.sh OUTDIR [BUILDDIR]     (BUILDDIR default: build)
 #
-# Contents: /usr/local/bin/gpu-extender and /usr/local/bin/gpu-agent from
-# BUILDDIR (`make all`), exactly the shared libraries they load (as ldd
+# Contents: /usr/local/bin/gpu-extender, /usr/local/bin/gpu-agent and
+# /usr/local/bin/kubectl-gpu (the `kubectl gpu` plugin, for `kubectl exec`
+# and for copying out) from BUILDDIR (`make all`), exactly the shared
+# libraries they load (as ldd
 # resolves them on this machine, the dynamic loader included),
 # /etc/ssl/certs/ca-certificates.crt, /etc/passwd and /etc/group with root
 # and nonroot (65532), and a world-writable /tmp. OUTDIR is emptied first.
@@ -18,7 +20,7 @@ out=${1:?usage: rootfs.sh OUTDIR [BUILDDIR]}
 build=${2:-build}
 err() { echo "rootfs.sh: $*" >&2; exit 1; }
 
-bins=(gpu-extender gpu-agent)
+bins=(gpu-extender gpu-agent kubectl-gpu)
 for b in "${bins[@]}"; do
   [[ -x $build/$b ]] || err "no $build/$b (run make all first)"
 done

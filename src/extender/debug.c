@@ -1,6 +1,11 @@
-/* GET /debug/nodes: the cache's view of every node, sorted by name. */
+/*
+ * GET /debug/nodes: the cache's view of every node, sorted by name, as JSON,
+ * or as the HTML page of html.h for a browser.
+ */
 #include "extender.h"
+#include "html.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,10 +86,119 @@ static void write_node(struct buf *out, const struct cache_node *cn)
 	buf_adds(out, "]}");
 }
 
+/* ---- the HTML page ---- */
+
+/*
+ * A gang's place: its uid is the ledger's "gang-..." (ledger.h,
+ * LEDGER_PLACE_PREFIX; a pod's uid is a UUID and never starts so).
+ */
+static bool rec_is_place(const struct alloc_rec *r)
+{
+	return !strncmp(alloc_rec_uid(r), "gang-", 5);
+}
+
+/* What the page is made of, each in one allocation (the strings stay the snapshot's). */
+struct page_parts {
+	struct html_node *nodes;
+	struct html_gpu *gpus;
+	struct html_holder *holders;
+	char (*notes)[128];
+};
+
+/* Node cn's devices and their holders, taken from parts at *ngpu and *nhold. */
+static void page_node(const struct cache_node *cn, struct page_parts *p, size_t k, size_t *ngpu, size_t *nhold)
+{
+	const struct gpu_node *n = cn->node;
+	struct html_node *hn = &p->nodes[k];
+	*hn = (struct html_node){ .name = n->name, .ngpus = n->ndev, .gpus = p->gpus + *ngpu };
+	int unknown = 0;
+	for (int i = 0; i < n->ndev; i++) {
+		const struct gpu_device *d = &n->dev[i];
+		const struct gpu_device_info *in = &n->info[i];
+		struct html_gpu *g = &p->gpus[(*ngpu)++];
+		*g = (struct html_gpu){ .id = d->id, .model = in->mig_profile[0] ? in->mig_profile : in->model,
+					.island = d->island >= 0 ? n->islands[d->island].name : "", .uuid = in->uuid,
+					.memory_mib = d->memory_mib, .holders = p->holders + *nhold,
+					.state = d->health != GPU_HEALTHY ? HTML_GPU_UNHEALTHY
+						 : d->external ? HTML_GPU_EXTERNAL : HTML_GPU_OK };
+		const struct alloc_rec *r = cn->allocs;
+		for (int a = 0; a < cn->nallocs; a++, r = alloc_rec_next(r))
+			for (int j = 0; j < r->ndev; j++) {
+				if (r->id_base + r->id_off[j] != d->id)
+					continue;
+				struct alloc_names x;
+				alloc_rec_names(r, &x);
+				p->holders[(*nhold)++] = (struct html_holder){
+					.ns = x.ns, .name = x.name, .gang = x.gang, .place = rec_is_place(r),
+					.shared = r->mode == CLAIM_SHARED, .mem_mib = r->mem_mib, .core_pct = r->core / 10 };
+				g->nholders++;
+			}
+	}
+	/* Reservations of devices the agent does not list (or no GpuNodeStatus at all). */
+	const struct alloc_rec *r = cn->allocs;
+	for (int a = 0; a < cn->nallocs; a++, r = alloc_rec_next(r))
+		for (int j = 0; j < r->ndev; j++) {
+			bool known = false;
+			for (int i = 0; i < n->ndev && !known; i++)
+				known = n->dev[i].id == r->id_base + r->id_off[j];
+			unknown += !known;
+		}
+	if (unknown || !cn->has_gns) {
+		snprintf(p->notes[k], sizeof(p->notes[k]), "%s%d reserved device%s the agent does not list",
+			 cn->has_gns ? "" : "no GpuNodeStatus; ", unknown, unknown == 1 ? "" : "s");
+		hn->note = p->notes[k];
+	}
+}
+
+/* v's n nodes as the page; nodes with neither devices nor reservations are counted, not drawn, unless asked for. */
+static int debug_html(const struct snapshot *s, const struct cache_node **v, size_t n, bool one, struct buf *out)
+{
+	size_t ngpu = 0, nhold = 0, k = 0;
+	for (size_t i = 0; i < n; i++) {
+		ngpu += (size_t)v[i]->node->ndev;
+		const struct alloc_rec *r = v[i]->allocs;
+		for (int a = 0; a < v[i]->nallocs; a++, r = alloc_rec_next(r))
+			nhold += r->ndev;
+	}
+	struct page_parts p = { malloc((n + 1) * sizeof(*p.nodes)), malloc((ngpu + 1) * sizeof(*p.gpus)),
+				malloc((nhold + 1) * sizeof(*p.holders)), malloc((n + 1) * sizeof(*p.notes)) };
+	int rc = -1;
+	if (p.nodes && p.gpus && p.holders && p.notes) {
+		ngpu = nhold = 0;
+		for (size_t i = 0; i < n; i++)
+			if (one || v[i]->node->ndev || v[i]->nallocs)
+				page_node(v[i], &p, k++, &ngpu, &nhold);
+		char source[128];
+		snprintf(source, sizeof(source), "gpu-extender's cache, version %llu", (unsigned long long)s->version);
+		struct html_page page = { .title = "GPUs", .source = source, .nnodes = (int)k, .nodes = p.nodes,
+					  .hidden = (int)(n - k) };
+		rc = html_gpu_page(&page, out);
+	}
+	free(p.nodes);
+	free(p.gpus);
+	free(p.holders);
+	free(p.notes);
+	return rc;
+}
+
+/* ?format=html|json; else HTML when the Accept header names text/html (a browser), JSON otherwise. -1: bad format. */
+static int wants_html(const struct http_request *req)
+{
+	const char *f = httpd_query(req, "format"), *accept = httpd_header(req, "Accept");
+	if (f)
+		return !strcmp(f, "html") ? 1 : !strcmp(f, "json") ? 0 : -1;
+	return accept && strstr(accept, "text/html") ? 1 : 0;
+}
+
 void extender_debug_nodes(void *ctx, const struct http_request *req, struct http_response *resp)
 {
 	struct cache *c = ctx;
 	const char *only = httpd_query(req, "node");
+	int html = wants_html(req);
+	if (html < 0) {
+		httpd_error(resp, 400, "format must be html or json");
+		return;
+	}
 	struct snapshot *s = cache_acquire(c);
 	const struct cache_node **v = malloc((s->n + 1) * sizeof(*v));
 	if (!v) {
@@ -98,6 +212,14 @@ void extender_debug_nodes(void *ctx, const struct http_request *req, struct http
 			v[n++] = snapshot_node(s, i);
 	qsort(v, n, sizeof(*v), by_name);
 	struct buf *out = &resp->body;
+	if (html && (n || !only)) {
+		resp->content_type = "text/html; charset=utf-8";
+		if (debug_html(s, v, n, only != NULL, out))
+			httpd_error(resp, 500, "out of memory");
+		free(v);
+		snapshot_release(s);
+		return;
+	}
 	buf_printf(out, "{\"version\":%llu,\"nodes\":[", (unsigned long long)s->version);
 	for (size_t i = 0; i < n; i++) {
 		if (i)

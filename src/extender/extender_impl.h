@@ -9,7 +9,7 @@
  *   verb_prioritize.c  POST /prioritize, and the rating filter borrows
  *   verb_bind.c        POST /bind (its arrival step; the standalone binder)
  *   verb_preempt.c     POST /preempt
- *   debug.c            GET /debug/nodes
+ *   debug.c            GET /debug/nodes (JSON, or html.h's page for a browser)
  */
 #ifndef GPU_EXTENDER_IMPL_H
 #define GPU_EXTENDER_IMPL_H

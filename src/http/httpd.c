@@ -130,6 +130,11 @@ const char *httpd_query(const struct http_request *req, const char *key)
 	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, key);
 }
 
+const char *httpd_header(const struct http_request *req, const char *name)
+{
+	return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
 /* Bytes MHD asks a stream for at a time. */
 #define STREAM_BLOCK (64u << 10)
 

@@ -105,6 +105,12 @@ struct kg_style {
 };
 /* A report as text tables (kind says which: "nodes", "node", "pods", "why"). 0, or -1 (out of memory). */
 int kg_render(const char *kind, const cJSON *report, const struct kg_style *st, struct buf *out);
+/*
+ * The GPUs as an HTML page (html.h, the extender's /debug/nodes page drawn
+ * from the ledgers): node's, or every node's when node is NULL. 0, or -1
+ * with err (no such node, out of memory).
+ */
+int kg_html(const struct kg_cluster *c, const char *node, struct buf *out, char *err, size_t errlen);
 /* A JSON document as YAML (block style; strings quoted where YAML would read them otherwise). */
 int kg_yaml(const cJSON *doc, struct buf *out);
 

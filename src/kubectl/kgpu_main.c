@@ -17,7 +17,7 @@
 struct opts {
 	const char *cmd, *arg;
 	const char *ns, *context, *kubeconfig, *output, *lease_ns;
-	bool all_ns, no_color;
+	bool all_ns, no_color, version;
 };
 
 static const char usage[] =
@@ -28,9 +28,9 @@ static const char usage[] =
 	"  kubectl gpu pods             GPU pods with their devices, node, claim and gang (-A: every namespace)\n"
 	"  kubectl gpu why POD          why a pod waits: the extender's reasons per node, its gang, its fit\n"
 	"\n"
-	"Flags: -n, --namespace NS   -A, --all-namespaces   -o, --output wide|json|yaml\n"
+	"Flags: -n, --namespace NS   -A, --all-namespaces   -o, --output wide|json|yaml|html (html: node, nodes)\n"
 	"       --context NAME   --kubeconfig FILE (else $KUBECONFIG, else ~/.kube/config)\n"
-	"       --lease-namespace NS (the extender's, default gpu-system)   --no-color\n";
+	"       --lease-namespace NS (the extender's, default gpu-system)   --no-color   --version\n";
 
 /* "--flag=value" or "--flag value"; advances *i past what it took. NULL when argv[*i] is not that flag. */
 static const char *flag_value(int argc, char **argv, int *i, const char *s, const char *l, bool *bad)
@@ -72,6 +72,10 @@ static int parse(int argc, char **argv, struct opts *o)
 			o->all_ns = true;
 		else if (!strcmp(argv[i], "--no-color"))
 			o->no_color = true;
+		else if (!strcmp(argv[i], "--version") || (!strcmp(argv[i], "version") && !o->cmd)) {
+			o->version = true;
+			return 1;
+		}
 		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help") || !strcmp(argv[i], "help"))
 			return 1;
 		else if (argv[i][0] == '-') {
@@ -88,8 +92,9 @@ static int parse(int argc, char **argv, struct opts *o)
 	}
 	if (!o->cmd)
 		return 1;
-	if (o->output && strcmp(o->output, "wide") && strcmp(o->output, "json") && strcmp(o->output, "yaml")) {
-		fprintf(stderr, "error: --output must be wide, json or yaml\n");
+	if (o->output && strcmp(o->output, "wide") && strcmp(o->output, "json") && strcmp(o->output, "yaml") &&
+	    strcmp(o->output, "html")) {
+		fprintf(stderr, "error: --output must be wide, json, yaml or html\n");
 		return -1;
 	}
 	bool needs_arg = !strcmp(o->cmd, "node") || !strcmp(o->cmd, "why");
@@ -99,6 +104,10 @@ static int parse(int argc, char **argv, struct opts *o)
 	}
 	if (needs_arg != (o->arg != NULL)) {
 		fprintf(stderr, "error: %s %s\n", o->cmd, needs_arg ? "needs a name" : "takes no argument");
+		return -1;
+	}
+	if (o->output && !strcmp(o->output, "html") && strcmp(o->cmd, "node") && strcmp(o->cmd, "nodes")) {
+		fprintf(stderr, "error: -o html is for node and nodes\n");
 		return -1;
 	}
 	return 0;
@@ -281,10 +290,26 @@ static int print(const cJSON *doc, const struct opts *o)
 	return rc;
 }
 
+static int print_html(const struct kg_cluster *c, const struct opts *o)
+{
+	struct buf out;
+	char err[512];
+	buf_init(&out, (size_t)1 << 30);
+	int rc = kg_html(c, !strcmp(o->cmd, "node") ? o->arg : NULL, &out, err, sizeof(err));
+	if (rc)
+		fprintf(stderr, "error: %s\n", err);
+	else
+		fwrite(buf_cstr(&out), 1, out.len, stdout);
+	buf_release(&out);
+	return rc ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct opts o;
 	int p = parse(argc, argv, &o);
+	if (p > 0 && o.version)
+		return printf("kubectl-gpu %s\n", GPU_VERSION) < 0;
 	if (p)
 		return p > 0 ? (fputs(usage, stdout), 0) : 2;
 	log_setup(LOG_WARN, false);
@@ -306,7 +331,9 @@ int main(int argc, char **argv)
 	if (!kc)
 		fprintf(stderr, "error: %s\n", err);
 	else if (!fetch(kc, &o, ns, &l, &in) && !kg_cluster_build(&c, &in, err, sizeof(err))) {
-		if (!(doc = report(&c, &o, ns, err, sizeof(err))))
+		if (o.output && !strcmp(o.output, "html"))
+			rc = print_html(&c, &o);
+		else if (!(doc = report(&c, &o, ns, err, sizeof(err))))
 			fprintf(stderr, "error: %s\n", err);
 		else
 			rc = print(doc, &o) ? 1 : 0;

@@ -294,6 +294,49 @@ def bind_records_allocation_and_debug_view_shows_it():
 
 
 @test
+def debug_nodes_html_page_for_a_browser_json_for_the_rest():
+    s = Server()
+    try:
+        hostile = 'x"><script>alert(1)</script>'
+        for name, limits, node in [("a", {"gpu.scheduling/gpu": "2"}, "gpu-h100-a"),
+                                   (hostile, {"gpu.scheduling/gpu": "1"}, "gpu-h100-a"),
+                                   ("s", {"gpu.scheduling/gpu-memory": "8192", "gpu.scheduling/gpu-core": "30"}, "gpu-l4-c")]:
+            s.post("/filter", {"Pod": pod(name, limits), "NodeNames": [node]})
+            assert bind(s, name, node)["Error"] == "", name
+
+        def get(path, accept=None):
+            c = http.client.HTTPConnection("127.0.0.1", s.debug_port, timeout=10)
+            try:
+                c.request("GET", path, headers={"Accept": accept} if accept else {})
+                r = c.getresponse()
+                return r.status, r.getheader("Content-Type"), r.read().decode()
+            finally:
+                c.close()
+        # JSON stays the default (curl's */*, no Accept at all) and ?format=json.
+        for path, accept in [("/debug/nodes", None), ("/debug/nodes", "*/*"), ("/debug/nodes?format=json", "text/html")]:
+            st, ctype, body = get(path, accept)
+            assert st == 200 and ctype == "application/json", (path, accept, st, ctype)
+            json.loads(body)
+        # A browser's Accept, or ?format=html: the page.
+        browser = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+        for path, accept in [("/debug/nodes", browser), ("/debug/nodes?format=html", None)]:
+            st, ctype, page = get(path, accept)
+            assert st == 200 and ctype == "text/html; charset=utf-8", (path, st, ctype)
+        assert page.startswith("<!DOCTYPE html>") and "<script" not in page, page[:200]
+        assert 'data-holder="ml/x&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;"' in page
+        assert 'data-holder="ml/a"' in page and ">ml/s 8192 MiB, 30%<" in page
+        assert 'data-node="gpu-l4-c"' in page and 'data-node="cpu-g"' not in page
+        assert "1 node without GPUs not shown" in page, page
+        st, ctype, one = get("/debug/nodes?format=html&node=gpu-l4-c")
+        assert st == 200 and 'data-node="gpu-l4-c"' in one and 'data-node="gpu-h100-a"' not in one
+        assert get("/debug/nodes?format=html&node=nope")[0] == 404
+        st, _, body = get("/debug/nodes?format=xml")
+        assert st == 400 and "format must be html or json" in body, body
+    finally:
+        s.stop()
+
+
+@test
 def concurrent_binds_over_http_exactly_one_wins():
     s = Server()
     try:

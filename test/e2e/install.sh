@@ -6,8 +6,9 @@
 #   1. `kubectl apply -k` of deploy/ (through test/node/local, as `make
 #      cluster` does: deploy/ with only the harness's network changed) in one
 #      pass; deploy/'s own Job makes the certificates (gpu-extender certs),
-#      fills the webhook's caBundle, and the product rolls out; both programs
-#      in the image print the version deploy/ tags it with;
+#      fills the webhook's caBundle, and the product rolls out; the programs
+#      in the image (gpu-extender, gpu-agent, kubectl-gpu) print the version
+#      deploy/ tags it with;
 #   2. the certificates are kept: the renewal CronJob run now, and the apply
 #      again, change no Secret and no caBundle;
 #   3. the webhook self-check of docs/webhook-certificates.md, run as written;
@@ -133,13 +134,13 @@ versions() {
     [[ $d == */cert-manager ]] && want="0 2"   # no Job, no CronJob
     [[ "$jobs $images" == "$want" ]] || { echo "$d: $jobs certificate Jobs of $VERSION, $images images of it"; return 1; }
   done
-  for b in gpu-extender gpu-agent; do
+  for b in gpu-extender gpu-agent kubectl-gpu; do
     got=$(kubectl -n gpu-system exec deployment/gpu-extender -- "/usr/local/bin/$b" --version) || return 1
     [[ $(awk '{print $2}' <<<"$got") == "$VERSION" ]] || { echo "$b in the image says: $got"; return 1; }
   done
   note "gpu-extender:$VERSION runs; in it: $got"
 }
-e2e_check "the image is gpu-extender:VERSION, as deploy/ and every overlay name it (and the Job), and both programs in it print that version" versions
+e2e_check "the image is gpu-extender:VERSION, as deploy/ and every overlay name it (and the Job), and its programs (kubectl-gpu too) print that version" versions
 
 certs_rbac() {
   local sa=system:serviceaccount:gpu-system:gpu-extender-certs row want got bad=0

@@ -5,6 +5,11 @@
 #   1. `nodes`: each node's counts equal those worked out from the ledgers and
 #      GpuNodeStatus (test/e2e/kubectl_check.py); the table shows them;
 #   2. `node NAME`: each device's holders are the ledger's; the grid shows them;
+#      the GPU page (/debug/nodes, and `node NAME -o html`) loaded in headless
+#      Chromium: each device's state and holders, coloured as the legend says,
+#      are the ledgers' (test/e2e/html_check.py), a GPU model with markup
+#      shows as text; kubectl-gpu runs from the
+#      image's tree (deploy/image/rootfs.sh);
 #   3. `pods` (-n, -A): every bound GPU pod's devices are its ledger entry's;
 #   4. `why`: a pod too large for any node, one that waits for GPUs held by
 #      others, a gang member waiting for its gang;
@@ -47,6 +52,15 @@ bound() { [[ -n $(e2e_pod_node "$1" "$2") ]]; }
 snapshot() {
   kubectl get lease -A -o json >"$WORK/leases.json" && kubectl get gpunodestatuses -o json >"$WORK/gns.json" &&
     kubectl get pods -A -o json >"$WORK/pods.json"
+}
+# gns_edit NODE PYTHON: rewrite the node's GpuNodeStatus devices (d: the list).
+gns_edit() {
+  kubectl get gpunodestatus "$1" -o json | python3 -c "
+import json, sys
+g = json.load(sys.stdin); d = g['status']['devices']
+$2
+g['status']['total'] = len(d)
+print(json.dumps(g))" | kubectl replace -f - >/dev/null
 }
 check() { python3 test/e2e/kubectl_check.py --leases "$WORK/leases.json" --gns "$WORK/gns.json" --pods "$WORK/pods.json" "$@"; }
 
@@ -98,6 +112,102 @@ check_node() {
   ! kgpu node nosuch >/dev/null 2>&1
 }
 e2e_check "kubectl gpu node NAME: each device's holders are the ledger's" check_node
+
+# ---- 2b. the GPU page in a browser ----
+# browse URL OUT: the DOM headless Chromium (Debian's, TEST_PKGS) builds from
+# the page: what a person's browser shows, with its own Accept header.
+browse() {
+  local t0=$SECONDS
+  timeout 90 chromium --headless --no-sandbox --disable-gpu --user-data-dir="$WORK/chromium" \
+    --dump-dom "$1" >"$2" 2>"$WORK/chromium.log" || { tail -5 "$WORK/chromium.log"; return 1; }
+  echo "$((SECONDS - t0))" >>"$WORK/chromium.seconds"
+  grep -q 'data-node=' "$2" || { echo "$1: no node in the page"; head -c 600 "$2"; return 1; }
+}
+html_check() { python3 test/e2e/html_check.py --leases "$WORK/html-leases.json" --gns "$WORK/html-gns.json" "$@"; }
+check_html() {
+  command -v chromium >/dev/null || { echo "no chromium (make deps installs TEST_PKGS)"; return 1; }
+  # The extender's cache follows the ledgers within moments: a fresh read of both, a few tries.
+  local try
+  for try in 1 2 3; do
+    kubectl get lease -A -o json >"$WORK/html-leases.json" && kubectl get gpunodestatuses -o json >"$WORK/html-gns.json" &&
+      kubectl get pods -A -o json >"$WORK/html-pods.json" || return 1
+    browse "$E2E_DEBUG_URL/debug/nodes" "$WORK/debug-nodes.dom" || return 1
+    html_check "$WORK/debug-nodes.dom" >"$WORK/html-check.txt" && break
+    ((try == 3)) && { cat "$WORK/html-check.txt"; return 1; }
+    sleep 1
+  done
+  cat "$WORK/html-check.txt"
+  # Programs still get JSON from the same address.
+  curl -sf "$E2E_DEBUG_URL/debug/nodes" | python3 -c 'import json,sys; assert json.load(sys.stdin)["nodes"]' || return 1
+  # The plugin draws the same page from the ledgers.
+  local n
+  for n in k1 k2; do
+    kgpu node "$n" -o html >"$WORK/node-$n.html" || return 1
+    browse "file://$WORK/node-$n.html" "$WORK/node-$n.dom" &&
+      html_check --pods "$WORK/html-pods.json" --node "$n" "$WORK/node-$n.dom" || return 1
+  done
+  ! kgpu pods -o html >/dev/null 2>&1 || { echo "pods -o html accepted"; return 1; }
+  # A model name with markup (the agent publishes what the vendor tool says): text on the page, never markup.
+  local evil='<img src=x onerror=alert(1)><b>x</b>&amp;'
+  gns_edit k2 "[x.update(model='$evil') for x in d]" || return 1
+  cluster_wait 20 "the extender sees the new model" bash -c \
+    "curl -sf '$E2E_DEBUG_URL/debug/nodes?node=k2' | grep -qF '<img src=x'" || return 1
+  browse "$E2E_DEBUG_URL/debug/nodes?node=k2" "$WORK/evil.dom" && kgpu node k2 -o html >"$WORK/evil.html" &&
+    browse "file://$WORK/evil.html" "$WORK/evil-kgpu.dom" || return 1
+  python3 - "$evil" "$WORK/evil.dom" "$WORK/evil-kgpu.dom" <<'PY' || return 1
+import sys
+from html.parser import HTMLParser
+class P(HTMLParser):
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.tags, self.text = set(), ""
+    def handle_starttag(self, tag, attrs):
+        self.tags.add(tag)
+    def handle_data(self, data):
+        self.text += data
+for f in sys.argv[2:]:
+    p = P()
+    p.feed(open(f).read())
+    assert not p.tags & {"img", "b", "script"}, (f, p.tags)
+    assert sys.argv[1] in p.text, (f, "the model's text is not shown as written")
+PY
+  gns_edit k2 "d[:] = [g for g in json.load(open('$WORK/html-gns.json'))['items'] if g['metadata']['name'] == 'k2'][0]['status']['devices']" ||
+    return 1
+  cluster_wait 20 "the extender sees the model back" bash -c \
+    "! curl -sf '$E2E_DEBUG_URL/debug/nodes?node=k2' | grep -qF '<img src=x'" || return 1
+  # A picture for people (build/e2e-cluster/kubectl/debug-nodes.png).
+  timeout 90 chromium --headless --no-sandbox --disable-gpu --user-data-dir="$WORK/chromium" --window-size=1280,1100 \
+    --screenshot="$WORK/debug-nodes.png" "$E2E_DEBUG_URL/debug/nodes" >/dev/null 2>&1 && [[ -s $WORK/debug-nodes.png ]]
+}
+e2e_check "the GPU page (/debug/nodes in headless Chromium, kubectl gpu node -o html) shows each device's holders as the ledgers do" check_html
+[[ -s $WORK/chromium.seconds ]] && e2e_note "headless Chromium loads: $(paste -sd' ' "$WORK/chromium.seconds") s"
+
+# ---- 2c. the plugin in the image ----
+# deploy/image/rootfs.sh's tree (what `make image` packs) holds kubectl-gpu
+# and every library it loads: run there (chroot, as root) against this cluster.
+check_image_plugin() {
+  local root=$WORK/rootfs
+  deploy/image/rootfs.sh "$root" "$E2E_ROOT/build" 2>/dev/null || return 1
+  [[ -x $root/usr/local/bin/kubectl-gpu ]] || { echo "no kubectl-gpu in the image"; return 1; }
+  # The admin's kubeconfig with its CA and token file copied in beside it (paths relative to it).
+  local ca tok
+  ca=$(awk '$1 == "certificate-authority:" {print $2}' "$CLUSTER_KUBECONFIG")
+  tok=$(awk '$1 == "tokenFile:" {print $2}' "$CLUSTER_KUBECONFIG")
+  cp "$ca" "$root/tmp/ca.crt" && cp "$tok" "$root/tmp/token" || return 1
+  sed -e 's#certificate-authority: .*#certificate-authority: ca.crt#' -e 's#tokenFile: .*#tokenFile: token#' \
+    "$CLUSTER_KUBECONFIG" >"$root/tmp/kubeconfig" || return 1
+  local out
+  if (($(id -u) == 0)); then
+    out=$(chroot "$root" /usr/local/bin/kubectl-gpu nodes --kubeconfig /tmp/kubeconfig) || return 1
+  else
+    # Without root: the tree's own loader and libraries.
+    local lib=$root/lib/x86_64-linux-gnu:$root/usr/lib/x86_64-linux-gnu
+    out=$("$root/lib64/ld-linux-x86-64.so.2" --library-path "$lib" "$root/usr/local/bin/kubectl-gpu" nodes \
+      --kubeconfig "$root/tmp/kubeconfig") || return 1
+  fi
+  [[ $out == "$(kgpu nodes)" ]] || { echo "in the image: $out"; return 1; }
+}
+e2e_check "kubectl-gpu is in the image's tree (deploy/image/rootfs.sh) and runs from there against the cluster" check_image_plugin
 
 # ---- 3. pods ----
 check_pods() {
@@ -157,15 +267,6 @@ PY
 e2e_check "kubectl gpu -o yaml is the JSON document; --context, --kubeconfig and KUBECONFIG pick the credentials" check_flags
 
 # ---- 6. ledger and agent disagree ----
-# gns_edit NODE PYTHON: rewrite the node's GpuNodeStatus devices (d: the list).
-gns_edit() {
-  kubectl get gpunodestatus "$1" -o json | python3 -c "
-import json, sys
-g = json.load(sys.stdin); d = g['status']['devices']
-$2
-g['status']['total'] = len(d)
-print(json.dumps(g))" | kubectl replace -f - >/dev/null
-}
 check_disagree() {
   local node ids first
   node=$(e2e_pod_node ml train); ids=$(e2e_ann ml train gpu.scheduling/allocated); ids=${ids#*:}; first=${ids%%,*}
@@ -249,9 +350,11 @@ e2e_check "a user with view in ml: its pods' GPUs, nothing of team-b's; with vie
 
 # Real output, for docs/kubectl-gpu.md.
 if [[ -n ${KGPU_SHOW:-} ]]; then
-  for f in nodes.txt nodes-wide.txt node-k1.txt node-k2.txt pods-ml.txt why-big.txt why-waits.txt why-job.txt disagree.txt \
+  for f in html-check.txt nodes.txt nodes-wide.txt node-k1.txt node-k2.txt pods-ml.txt why-big.txt why-waits.txt why-job.txt disagree.txt \
     disagree-unhealthy.txt disagree-node.txt tenant-pods.txt tenant-nodes.txt ops-node.txt; do
     echo "==== $f"; cat "$WORK/$f"
   done
+  # The GPU page and its picture, for the docs.
+  cp "$WORK/debug-nodes.png" "$WORK/node-k1.html" "$E2E_ROOT/build/" 2>/dev/null
 fi
 e2e_summary

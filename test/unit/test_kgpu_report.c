@@ -222,6 +222,42 @@ static void test_node_grid(void **state)
 	teardown(&f);
 }
 
+/* -o html: the node's devices drawn with the ledger's holders, as the reader may see them. */
+static void test_node_html(void **state)
+{
+	(void)state;
+	struct fixture f;
+	build(&f, "ml");
+	char err[128];
+	struct buf out;
+	buf_init(&out, (size_t)1 << 20);
+	assert_int_equal(kg_html(&f.c, "nope", &out, err, sizeof(err)), -1);
+	assert_string_equal(err, "node nope has neither a GpuNodeStatus nor a ledger");
+	assert_int_equal(kg_html(&f.c, "a", &out, err, sizeof(err)), 0);
+	const char *s = buf_cstr(&out);
+	assert_non_null(strstr(s, "<section class=\"node\" data-node=\"a\">"));
+	assert_null(strstr(s, "data-node=\"b\""));
+	assert_non_null(strstr(s, "data-device=\"0\" data-state=\"held\""));
+	assert_non_null(strstr(s, "data-device=\"1\" data-state=\"shared\""));
+	assert_non_null(strstr(s, "data-device=\"3\" data-state=\"unhealthy\""));
+	assert_non_null(strstr(s, "data-device=\"4\" data-state=\"free\""));
+	assert_non_null(strstr(s, "data-holder=\"ml/p1\" data-group=\"ml/p1\""));
+	assert_non_null(strstr(s, ">ml/s1 8192 MiB, 30%<"));
+	/* team-b's pod is not the reader's to name. */
+	assert_non_null(strstr(s, "data-holder=\"other\""));
+	assert_null(strstr(s, "team-b"));
+	/* ml/ghost holds GPU 9, which the agent does not list: the node's note says so. */
+	const char *note = strstr(s, "<p class=\"note\">");
+	assert_non_null(note);
+	assert_non_null(strstr(note, "ledger: ml/ghost (no such pod) holds GPU 9, which the agent does not list"));
+	buf_clear(&out);
+	assert_int_equal(kg_html(&f.c, NULL, &out, err, sizeof(err)), 0);
+	assert_non_null(strstr(buf_cstr(&out), "data-node=\"b\""));
+	assert_non_null(strstr(buf_cstr(&out), "2 nodes, 8 GPUs: 4 free, 2 held whole, 1 shared, 1 unhealthy"));
+	buf_release(&out);
+	teardown(&f);
+}
+
 static void test_pods(void **state)
 {
 	(void)state;
@@ -392,7 +428,7 @@ int main(void)
 		cmocka_unit_test(test_counts),    cmocka_unit_test(test_holders), cmocka_unit_test(test_issues),
 		cmocka_unit_test(test_nodes_table), cmocka_unit_test(test_node_grid), cmocka_unit_test(test_pods),
 		cmocka_unit_test(test_why),       cmocka_unit_test(test_why_gang), cmocka_unit_test(test_forbidden),
-		cmocka_unit_test(test_node_ledger_only), cmocka_unit_test(test_yaml),
+		cmocka_unit_test(test_node_ledger_only), cmocka_unit_test(test_yaml), cmocka_unit_test(test_node_html),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
