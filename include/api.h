@@ -22,6 +22,14 @@
 /* ANN_CUDA and the other visible-devices annotations: vendor.h, one list per vendor */
 #define ANN_SHARED_MEMORY "gpu.scheduling/shared-memory-mib"    /* per GPU, for isolation layers */
 #define ANN_SHARED_CORE "gpu.scheduling/shared-core-percent"
+/*
+ * The version of the allocation annotations' format, which the binding
+ * writes beside them. None means 1, the format of 0.2.0. A reader takes
+ * the versions up to its own and refuses a newer one rather than guess
+ * (docs/architecture.md, "Stored formats").
+ */
+#define ANN_ALLOCATION_VERSION "gpu.scheduling/allocation-version"
+#define API_ALLOCATION_VERSION 1
 #define LABEL_MANAGED "gpu.scheduling/managed"                   /* set by the webhook on GPU pods */
 #define LABEL_POD_GROUP "scheduling.x-k8s.io/pod-group"           /* coscheduling's gang of a pod */
 #define GANG_SIZE_MAX 1024
@@ -58,6 +66,20 @@ const char *api_annotation(const cJSON *obj, const char *key);
 const char *api_label(const cJSON *obj, const char *key);
 /* A JSON number that is a whole value within [lo, hi] (safe to convert to an integer type). */
 bool api_whole(const cJSON *v, double lo, double hi, double *out);
+
+/*
+ * The format version an object's annotation key states: 0 with *version
+ * (1 when the key is missing: the formats of 0.2.0 carried none), or -1
+ * with err when it is not a whole number from 1, or is newer than known
+ * (this program cannot read it).
+ */
+int api_format_version(const cJSON *obj, const char *key, int known, int *version, char *err, size_t errlen);
+/*
+ * The pod's gpu.scheduling/allocated annotation when its format is one this
+ * program reads; NULL when it has none, or when its allocation-version is
+ * newer (err then says so, if err is not NULL).
+ */
+const char *api_pod_allocated(const cJSON *pod, char *err, size_t errlen);
 
 /* Who a pod is. Strings point into the cJSON tree. */
 struct api_pod_ref {

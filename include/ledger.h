@@ -26,6 +26,16 @@
 #define LEDGER_ANN_NODE "gpu.scheduling/node"
 #define LEDGER_ANN_RESERVATIONS "gpu.scheduling/reservations"
 #define RESERVATION_LABEL "gpu.scheduling/reservation"
+/*
+ * The format version of a ledger, reservation or gang lock Lease, as an
+ * annotation the writer sets. None means 1, the format of 0.2.0 (which
+ * wrote none and ignores it). A reader refuses a Lease of a newer version:
+ * it neither reads it nor writes over it (docs/architecture.md, "Stored
+ * formats"). The version goes up only for a change an older reader would
+ * misread; a key it can ignore (as "try") keeps it.
+ */
+#define LEDGER_ANN_VERSION "gpu.scheduling/ledger-version"
+#define LEDGER_VERSION 1
 #define LEDGER_NAME_MAX 254
 
 /*
@@ -139,12 +149,14 @@ void ledger_gang_id(const char *ns, const char *gang, char out[17]);
 void ledger_lease_name(const char *node, char *out, size_t size);
 void ledger_reservation_name(const char *uid, const char *node, char *out, size_t size);
 
-/* A ledger Lease object -> l (node from its annotation). 0, or -1 with err. */
+/* A ledger Lease object -> l (node from its annotation). 0, or -1 with err (a newer format included). */
 int ledger_decode(const cJSON *lease, struct ledger *l, char *err, size_t errlen);
 /* The Lease object for l (with metadata.resourceVersion when l->rv is set). */
 int ledger_encode(const struct ledger *l, const char *ns, const char *holder, struct buf *out);
 /* The pod's reservation Lease (owned by the pod). */
 int ledger_encode_reservation(const struct ledger_entry *e, const char *node, struct buf *out);
+/* Whether a Lease's format (LEDGER_ANN_VERSION) is one this program reads; else false with err. */
+bool ledger_version_known(const cJSON *lease, char *err, size_t errlen);
 
 /* MicroTime as the API server wants it: 2006-01-02T15:04:05.000000Z. */
 void ledger_microtime(char *out, size_t size);

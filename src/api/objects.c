@@ -2,6 +2,7 @@
 #include "api.h"
 #include "vendor.h"
 #include "intern.h"
+#include "strnum.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -39,6 +40,38 @@ const char *api_annotation(const cJSON *obj, const char *key)
 const char *api_label(const cJSON *obj, const char *key)
 {
 	return api_str(api_path(obj, "metadata.labels"), key);
+}
+
+int api_format_version(const cJSON *obj, const char *key, int known, int *version, char *err, size_t errlen)
+{
+	const char *v = api_annotation(obj, key);
+	*version = 1;
+	if (!v)
+		return 0;
+	int n;
+	if (!strnum_int(v, 1, 1000000, &n)) {
+		snprintf(err, errlen, "%s '%.40s' is not a format version (a whole number from 1)", key, v);
+		return -1;
+	}
+	*version = n;
+	if (n > known) {
+		snprintf(err, errlen, "%s %d is newer than this program reads (up to %d): upgrade it "
+			 "(docs/operations.md, \"Downgrades\")", key, n, known);
+		return -1;
+	}
+	return 0;
+}
+
+const char *api_pod_allocated(const cJSON *pod, char *err, size_t errlen)
+{
+	char why[256];
+	int version;
+	if (api_format_version(pod, ANN_ALLOCATION_VERSION, API_ALLOCATION_VERSION, &version, why, sizeof(why))) {
+		if (err)
+			snprintf(err, errlen, "%s", why);
+		return NULL;
+	}
+	return api_annotation(pod, ANN_ALLOCATED);
 }
 
 void api_pod_ref(const cJSON *pod, struct api_pod_ref *out)

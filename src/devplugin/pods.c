@@ -138,6 +138,9 @@ int dp_pod_parse(const cJSON *pod, const char *node, struct dp_pod *out, char *e
 		return fail(err, errlen, ANN_ALLOCATED, alloc);
 	if ((size_t)(colon - alloc) != strlen(node) || strncmp(alloc, node, strlen(node)))
 		return 0;                         /* an allocation on another node: not ours to give */
+	/* a newer format may mean something else by these annotations: no devices rather than wrong ones */
+	if (!api_pod_allocated(pod, err, errlen))
+		return -1;
 	if (!parse_ids(colon + 1, out->ids, &out->nids))
 		return fail(err, errlen, ANN_ALLOCATED, alloc);
 	const char *uuids = api_annotation(pod, ANN_UUIDS);

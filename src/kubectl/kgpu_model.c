@@ -298,8 +298,11 @@ static void pods_vs_ledger(const struct kg_cluster *c, const struct kg_node *n, 
 	snprintf(want, sizeof(want), "%s:", n->name);
 	for (int i = 0; i < c->npods; i++) {
 		const cJSON *pod = c->pods[i].pod;
-		const char *alloc = api_annotation(pod, ANN_ALLOCATED);
+		char why[256] = "";
+		const char *alloc = api_pod_allocated(pod, why, sizeof(why));
 		const char *on = api_str(api_path(pod, "spec"), "nodeName");
+		if (why[0] && on && !strcmp(on, n->name))
+			issue(issues, "pod %s/%s: %s", c->pods[i].ns, c->pods[i].name, why);
 		if (!alloc || !on || strcmp(on, n->name) || api_pod_finished(pod))
 			continue;
 		const char *uid = api_str(api_path(pod, "metadata"), "uid");

@@ -205,7 +205,7 @@ static cJSON *pod_json(const struct kg_cluster *c, const cJSON *pod)
 	}
 	struct api_pod_ref r;
 	api_pod_ref(pod, &r);
-	const char *node = api_str(api_path(pod, "spec"), "nodeName"), *alloc = api_annotation(pod, ANN_ALLOCATED);
+	const char *node = api_str(api_path(pod, "spec"), "nodeName"), *alloc = api_pod_allocated(pod, NULL, 0);
 	const char *phase = api_str(api_path(pod, "status"), "phase"), *colon = alloc ? strrchr(alloc, ':') : NULL;
 	cJSON *p = cJSON_CreateObject();
 	cJSON_AddStringToObject(p, "namespace", r.ns);

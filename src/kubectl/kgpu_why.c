@@ -213,7 +213,7 @@ static const char *verdict(const struct tally *t, const struct gang_state *g, bo
 /* A pod that is not waiting: where it runs. */
 static void bound_doc(cJSON *doc, const cJSON *pod, const char *node)
 {
-	const char *alloc = api_annotation(pod, ANN_ALLOCATED);
+	const char *alloc = api_pod_allocated(pod, NULL, 0);
 	char line[640];
 	snprintf(line, sizeof(line), "bound to %s%s%s", node, alloc ? " with GPUs " : "",
 		 alloc ? (strchr(alloc, ':') ? strchr(alloc, ':') + 1 : alloc) : "");

@@ -42,6 +42,8 @@ static void add_annotations(struct buf *out, const struct gpu_node *n, const str
 		buf_printf(&list[v->id - 1], "%s%s", list[v->id - 1].len ? "," : "", name);
 	}
 	snprintf(alloc, sizeof(alloc), "%s:%s", node, ids);
+	/* the format of the annotations below (0.2.0 wrote none: version 1) */
+	buf_printf(out, "\"" ANN_ALLOCATION_VERSION "\":\"%d\",", API_ALLOCATION_VERSION);
 	buf_add_json_str(out, ANN_ALLOCATED);
 	buf_addc(out, ':');
 	buf_add_json_str(out, alloc);
@@ -88,7 +90,7 @@ static int pod_node_now(struct reserve *r, const struct bind_request *req, char 
 			if (pod && req->uid[0] && strcmp(ref.uid, req->uid)) {
 				rc = 1;                 /* another pod of that name */
 			} else if (pod) {
-				const char *ann = api_annotation(pod, ANN_ALLOCATED);
+				const char *ann = api_pod_allocated(pod, NULL, 0);
 				snprintf(node, size, "%s", on ? on : "");
 				snprintf(allocated, asize, "%s", ann ? ann : "");
 				rc = 0;

@@ -11,6 +11,9 @@
 #include <sys/time.h>
 #include <time.h>
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
 void ledger_init(struct ledger *l, const char *node)
 {
 	memset(l, 0, sizeof(*l));
@@ -265,11 +268,22 @@ static int decode_entry(const cJSON *j, struct ledger_entry *e, char *err, size_
 	return 0;
 }
 
+bool ledger_version_known(const cJSON *lease, char *err, size_t errlen)
+{
+	int version;
+	return !api_format_version(lease, LEDGER_ANN_VERSION, LEDGER_VERSION, &version, err, errlen);
+}
+
 int ledger_decode(const cJSON *lease, struct ledger *l, char *err, size_t errlen)
 {
 	const char *node = api_annotation(lease, LEDGER_ANN_NODE);
 	if (!node) {
 		snprintf(err, errlen, "ledger Lease without the %s annotation", LEDGER_ANN_NODE);
+		return -1;
+	}
+	char why[256];
+	if (!ledger_version_known(lease, why, sizeof(why))) {
+		snprintf(err, errlen, "ledger of %s: %s", node, why);
 		return -1;
 	}
 	ledger_init(l, node);
@@ -351,7 +365,8 @@ int ledger_encode(const struct ledger *l, const char *ns, const char *holder, st
 		buf_adds(out, ",\"resourceVersion\":");
 		buf_add_json_str(out, l->rv);
 	}
-	buf_adds(out, ",\"labels\":{\"" LEDGER_LABEL "\":\"true\"},\"annotations\":{\"" LEDGER_ANN_NODE "\":");
+	buf_adds(out, ",\"labels\":{\"" LEDGER_LABEL "\":\"true\"},\"annotations\":{\"" LEDGER_ANN_VERSION "\":\""
+		 STR(LEDGER_VERSION) "\",\"" LEDGER_ANN_NODE "\":");
 	buf_add_json_str(out, l->node);
 	buf_adds(out, ",\"" LEDGER_ANN_RESERVATIONS "\":");
 	buf_add_json_str(out, buf_cstr(&list));
@@ -372,7 +387,8 @@ int ledger_encode_reservation(const struct ledger_entry *e, const char *node, st
 	buf_add_json_str(out, name);
 	buf_adds(out, ",\"namespace\":");
 	buf_add_json_str(out, e->ns);
-	buf_adds(out, ",\"labels\":{\"" RESERVATION_LABEL "\":\"true\"},\"annotations\":{\"" LEDGER_ANN_NODE "\":");
+	buf_adds(out, ",\"labels\":{\"" RESERVATION_LABEL "\":\"true\"},\"annotations\":{\"" LEDGER_ANN_VERSION
+		 "\":\"" STR(LEDGER_VERSION) "\",\"" LEDGER_ANN_NODE "\":");
 	buf_add_json_str(out, node);
 	buf_adds(out, ",\"" ANN_ALLOCATED "\":");
 	char alloc[512];

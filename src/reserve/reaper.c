@@ -209,7 +209,7 @@ static void look_unwatched(struct reserve *r)
 		int alive = reserve_read_pod(r, u->ns, u->pod, todo[i].uid, &pod);
 		if (alive > 0) {
 			const char *node = api_str(api_path(pod, "spec"), "nodeName");
-			const char *ann = api_annotation(pod, ANN_ALLOCATED);
+			const char *ann = api_pod_allocated(pod, NULL, 0);
 			if (!api_pod_finished(pod) && node && node[0] && ann)
 				give_lease(r, u->ns, u->pod, todo[i].uid, node, ann);
 		}
@@ -267,7 +267,7 @@ static int classify_by_get(struct reserve *r, const struct lookup *l)
 		const char *node = api_str(api_path(pod, "spec"), "nodeName");
 		/* (a lookup for a deleted Lease may come before the timeout) */
 		reason = verdict(api_pod_finished(pod), node ? node : "", l->node, l->late);
-		const char *ann = api_annotation(pod, ANN_ALLOCATED);
+		const char *ann = api_pod_allocated(pod, NULL, 0);
 		settled = reason == REL_POD_FINISHED || (reason == -1 && node && !strcmp(node, l->node) && ann);
 		size_t nl = strlen(l->node);
 		if (reason == -1 && settled)
@@ -358,8 +358,12 @@ static void stale_or_lost(struct reserve *r, const struct stale_lease *l)
 	struct repair x;
 	memset(&x, 0, sizeof(x));
 	bool lost = false;
+	if (alive && !api_pod_allocated(pod, NULL, 0) && api_annotation(pod, ANN_ALLOCATED)) {
+		cJSON_Delete(pod);
+		return;   /* an allocation of a newer format: kept, not judged */
+	}
 	if (alive) {
-		const char *node = api_str(api_path(pod, "spec"), "nodeName"), *ann = api_annotation(pod, ANN_ALLOCATED);
+		const char *node = api_str(api_path(pod, "spec"), "nodeName"), *ann = api_pod_allocated(pod, NULL, 0);
 		size_t nl = strlen(l->node);
 		struct claim c;
 		bool wants = reserve_pod_wants(r, pod, &c);
@@ -490,7 +494,7 @@ static void fix_devices(struct reserve *r, const struct repair *x)
 	cJSON *pod;
 	if (reserve_read_pod(r, x->ns, x->pod, x->uid, &pod) <= 0)
 		return;
-	const char *node = api_str(api_path(pod, "spec"), "nodeName"), *ann = api_annotation(pod, ANN_ALLOCATED);
+	const char *node = api_str(api_path(pod, "spec"), "nodeName"), *ann = api_pod_allocated(pod, NULL, 0);
 	bool confirmed = !api_pod_finished(pod) && node && !strcmp(node, x->node) && ann &&
 			 !strcmp(ann, x->allocated);
 	cJSON_Delete(pod);

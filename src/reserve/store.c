@@ -231,7 +231,14 @@ static bool lock_of(cJSON *obj, struct store_lock *out)
 	memset(out, 0, sizeof(*out));
 	const cJSON *md = api_path(obj, "metadata"), *spec = api_path(obj, "spec");
 	const char *name = api_str(md, "name"), *rv = api_str(md, "resourceVersion");
+	char err[256];
 	if (!name || strncmp(name, "gpu-gang.", 9) || !rv) {
+		cJSON_Delete(obj);
+		return false;
+	}
+	if (!ledger_version_known(obj, err, sizeof(err))) {
+		/* never taken back or deleted by this replica: it expires, and its places with it */
+		log_warn("a gang's lock Lease of a newer format; left alone", "lease=%s error=\"%s\"", name, LOG_Q(err));
 		cJSON_Delete(obj);
 		return false;
 	}
@@ -244,7 +251,6 @@ static bool lock_of(cJSON *obj, struct store_lock *out)
 	api_whole(cJSON_GetObjectItemCaseSensitive(spec, "leaseDurationSeconds"), 1, 1e6, &secs);
 	out->duration_s = (int)secs;
 	out->end = lock_end(obj, out->duration_s);
-	char err[256];
 	out->planned = !ledger_intent_decode(api_annotation(obj, GANG_PLAN_ANN), &out->in, err, sizeof(err));
 	out->own = obj;
 	return true;
@@ -267,8 +273,8 @@ static void lock_body(const struct store *s, const char *ns, const char *gang, c
 	buf_init(&intent, 1 << 20);
 	ledger_intent_encode(in, &intent);
 	buf_printf(out, "{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\",\"metadata\":{\"name\":"
-			"\"gpu-gang.%s\",\"labels\":{\"" GANG_LOCK_LABEL "\":\"true\"},\"annotations\":{\"" GANG_ANN
-			"\":", id);
+			"\"gpu-gang.%s\",\"labels\":{\"" GANG_LOCK_LABEL "\":\"true\"},\"annotations\":{\"" LEDGER_ANN_VERSION
+			"\":\"%d\",\"" GANG_ANN "\":", id, LEDGER_VERSION);
 	snprintf(key, sizeof(key), "%s/%s", ns, gang);
 	buf_add_json_str(out, key);
 	buf_adds(out, ",\"" GANG_PLAN_ANN "\":");
@@ -498,6 +504,13 @@ static void ev_resv_apply(void *ctx, bool deleted, const cJSON *obj)
 		return;
 	}
 	const char *node = api_annotation(obj, LEDGER_ANN_NODE);
+	char err[256];
+	if (!ledger_version_known(obj, err, sizeof(err))) {
+		/* Not taken in: nothing here ever deletes it (its pod's garbage collection does). */
+		log_warn("a reservation Lease of a newer format; left alone", "lease=%s/%s error=\"%s\"", ns ? ns : "",
+			 name ? name : "", LOG_Q(err));
+		return;
+	}
 	if (uid && ns && name && node)
 		ev->put(ev->hooks.ctx, ns, name, uid, pod ? pod : "", node);
 }

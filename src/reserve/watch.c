@@ -404,7 +404,7 @@ static void pod_apply(void *ctx, bool deleted, const cJSON *obj)
 	free(strmap_del(&r->unwatched, ref.uid));   /* (in sight again) */
 	struct claim c;
 	bool wants = reserve_pod_wants(r, obj, &c);
-	const char *node = api_str(api_path(obj, "spec"), "nodeName"), *ann = api_annotation(obj, ANN_ALLOCATED);
+	const char *node = api_str(api_path(obj, "spec"), "nodeName"), *ann = api_pod_allocated(obj, NULL, 0);
 	const char *str[POD_STRINGS] = { ref.uid, ref.ns, ref.name, node ? node : "", ann ? ann : "",
 					 wants ? c.gang : "", wants ? c.gpuclaim : "" };
 	struct pod_state *p = pod_state_new(str), *old = NULL;

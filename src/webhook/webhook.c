@@ -31,7 +31,7 @@ struct webhook {
  * not set, and the host paths it may not mount are the vendor table's
  * (vendor.h).
  */
-static const char *const allocation_annotations[] = { ANN_ALLOCATED, ANN_UUIDS };
+static const char *const allocation_annotations[] = { ANN_ALLOCATED, ANN_UUIDS, ANN_ALLOCATION_VERSION };
 static const char *const share_annotations[] = { ANN_SHARED_MEMORY, ANN_SHARED_CORE };
 
 /* Annotations with this prefix make containerd or CRI-O inject CDI devices. */

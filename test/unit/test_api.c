@@ -587,9 +587,41 @@ static void test_node_decode(void **state)
 	cJSON_Delete(node);
 }
 
+/* A pod's allocation is read when its format version is missing (0.2.0) or known; a newer one is not guessed at. */
+static void test_pod_allocated_versions(void **state)
+{
+	(void)state;
+	const char *pods[] = {
+		"{\"metadata\":{\"annotations\":{\"gpu.scheduling/allocated\":\"n1:0,1\"}}}",
+		"{\"metadata\":{\"annotations\":{\"gpu.scheduling/allocation-version\":\"1\","
+		"\"gpu.scheduling/allocated\":\"n1:0,1\"}}}",
+		"{\"metadata\":{\"annotations\":{\"gpu.scheduling/allocation-version\":\"2\","
+		"\"gpu.scheduling/allocated\":\"n1:0,1\"}}}",
+		"{\"metadata\":{\"annotations\":{\"gpu.scheduling/allocation-version\":\"1 \","
+		"\"gpu.scheduling/allocated\":\"n1:0,1\"}}}",
+		"{\"metadata\":{}}",
+	};
+	const char *want[] = { "n1:0,1", "n1:0,1", NULL, NULL, NULL };
+	const char *why[] = { "", "", "allocation-version 2 is newer than this program reads (up to 1)",
+			      "is not a format version", "" };
+	for (size_t i = 0; i < sizeof(pods) / sizeof(pods[0]); i++) {
+		cJSON *pod = cJSON_Parse(pods[i]);
+		char err[256] = "";
+		const char *got = api_pod_allocated(pod, err, sizeof(err));
+		if (want[i])
+			assert_string_equal(got, want[i]);
+		else
+			assert_null(got);
+		assert_non_null(strstr(err, why[i]));
+		assert_true(why[i][0] || !err[0]);
+		cJSON_Delete(pod);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_pod_allocated_versions),
 		cmocka_unit_test(test_pod_without_gpus),
 		cmocka_unit_test(test_pod_whole_gpus_summed),
 		cmocka_unit_test(test_pod_init_container_max),

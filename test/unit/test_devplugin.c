@@ -434,6 +434,33 @@ static const char *pod_json =
 	"{\"gpu.scheduling/gpu\":\"2\",\"cpu\":\"1\"}}},{\"name\":\"b\"}]},"
 	"\"status\":{\"phase\":\"Pending\"}}";
 
+/*
+ * The allocation annotations' format version: none (0.2.0's pods) and 1
+ * are read; a newer one gets the pod no devices rather than ones the
+ * annotations may no longer mean, and says why.
+ */
+static void test_pod_allocation_version(void **state)
+{
+	(void)state;
+	cJSON *j = cJSON_Parse(pod_json);
+	cJSON *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "metadata"), "annotations");
+	struct dp_pod p;
+	char err[200] = "";
+	assert_int_equal(dp_pod_parse(j, "n1", &p, err, sizeof(err)), 1);
+	cJSON_AddStringToObject(ann, "gpu.scheduling/allocation-version", "1");
+	assert_int_equal(dp_pod_parse(j, "n1", &p, err, sizeof(err)), 1);
+	assert_int_equal(p.nids, 2);
+	cJSON_ReplaceItemInObject(ann, "gpu.scheduling/allocation-version", cJSON_CreateString("2"));
+	assert_int_equal(dp_pod_parse(j, "n1", &p, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "gpu.scheduling/allocation-version 2 is newer than this program reads"));
+	cJSON_ReplaceItemInObject(ann, "gpu.scheduling/allocation-version", cJSON_CreateString("v2"));
+	assert_int_equal(dp_pod_parse(j, "n1", &p, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "is not a format version"));
+	/* another node's pod stays none of ours, whatever its version */
+	assert_int_equal(dp_pod_parse(j, "n2", &p, err, sizeof(err)), 0);
+	cJSON_Delete(j);
+}
+
 static void test_pod_parse(void **state)
 {
 	(void)state;
@@ -1204,6 +1231,7 @@ int main(void)
 		cmocka_unit_test(test_inventory_kubelet_ids),
 		cmocka_unit_test(test_resource_lists),
 		cmocka_unit_test(test_pod_parse),
+		cmocka_unit_test(test_pod_allocation_version),
 		cmocka_unit_test(test_pods_store),
 		cmocka_unit_test(test_prefer_whole),
 		cmocka_unit_test(test_prefer_shares_and_tickets),

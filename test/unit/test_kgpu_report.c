@@ -169,6 +169,26 @@ static void test_issues(void **state)
 	teardown(&f);
 }
 
+/* A pod whose allocation is of a newer format than this kubectl-gpu reads: named as such, not compared. */
+static void test_issue_newer_allocation(void **state)
+{
+	(void)state;
+	struct fixture f;
+	build(&f, "ml");
+	const cJSON *it;
+	cJSON_ArrayForEach(it, f.pods) {
+		const cJSON *md = cJSON_GetObjectItem(it, "metadata");
+		if (!strcmp(cJSON_GetObjectItem(md, "name")->valuestring, "q"))
+			cJSON_AddStringToObject(cJSON_GetObjectItem(md, "annotations"), "gpu.scheduling/allocation-version", "2");
+	}
+	cJSON *iss = cJSON_CreateArray();
+	kg_node_issues(&f.c, kg_cluster_node(&f.c, "a"), iss);
+	assert_true(has_line(iss, "pod ml/q: gpu.scheduling/allocation-version 2 is newer than this program reads"));
+	assert_false(has_line(iss, "pod ml/q is bound here"));
+	cJSON_Delete(iss);
+	teardown(&f);
+}
+
 static char *render(const char *kind, const cJSON *doc, bool wide)
 {
 	struct buf out;
@@ -426,6 +446,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_counts),    cmocka_unit_test(test_holders), cmocka_unit_test(test_issues),
+		cmocka_unit_test(test_issue_newer_allocation),
 		cmocka_unit_test(test_nodes_table), cmocka_unit_test(test_node_grid), cmocka_unit_test(test_pods),
 		cmocka_unit_test(test_why),       cmocka_unit_test(test_why_gang), cmocka_unit_test(test_forbidden),
 		cmocka_unit_test(test_node_ledger_only), cmocka_unit_test(test_yaml), cmocka_unit_test(test_node_html),

@@ -184,6 +184,81 @@ static void test_reservation_lease(void **state)
 	buf_release(&out);
 }
 
+/* A ledger Lease exactly as 0.2.0 wrote it: no format version (so version 1). */
+#define LEDGER_0_2_0 \
+	"{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\",\"metadata\":{\"name\":\"gpu-ledger.gpu-a2\"," \
+	"\"namespace\":\"gpu-system\",\"resourceVersion\":\"12\",\"labels\":{\"gpu.scheduling/ledger\":\"true\"}," \
+	"\"annotations\":{%s\"gpu.scheduling/node\":\"gpu-a2\",\"gpu.scheduling/reservations\":\"[{\\\"uid\\\":" \
+	"\\\"u1\\\",\\\"namespace\\\":\\\"ml\\\",\\\"pod\\\":\\\"train\\\",\\\"mode\\\":\\\"Exclusive\\\",\\\"devices\\\":" \
+	"[0,1],\\\"memoryMiB\\\":0,\\\"coreMilli\\\":0,\\\"since\\\":1700000000,\\\"try\\\":7}]\"}}," \
+	"\"spec\":{\"holderIdentity\":\"gpu-extender-1\",\"renewTime\":\"2026-11-29T00:00:00.000000Z\"}}"
+
+/* decode of LEDGER_0_2_0 with extra annotations (e.g. a version) in front: its rc, the ledger in *l when 0 */
+static int decode_with(const char *extra, struct ledger *l, char *err, size_t errlen)
+{
+	char text[2048];
+	snprintf(text, sizeof(text), LEDGER_0_2_0, extra);
+	cJSON *obj = cJSON_Parse(text);
+	assert_non_null(obj);
+	int rc = ledger_decode(obj, l, err, errlen);
+	cJSON_Delete(obj);
+	return rc;
+}
+
+/*
+ * Stored formats carry a version: 0.2.0's ledger (none) is read as version
+ * 1; what this version writes says 1 and reads back; a newer version, or
+ * one that is not a number, is refused with the reason, not guessed at.
+ */
+static void test_format_versions(void **state)
+{
+	(void)state;
+	struct ledger l;
+	char err[256] = "";
+	assert_int_equal(decode_with("", &l, err, sizeof(err)), 0);
+	assert_int_equal(l.n, 1);
+	assert_string_equal(l.e[0].name, "train");
+	assert_int_equal(alloc_id(&l.e[0].a, 1), 1);
+	assert_int_equal(l.e[0].a.token, 7);
+	/* written back by this version: the version is stated, the rest as before */
+	struct buf out;
+	buf_init(&out, 1 << 16);
+	assert_int_equal(ledger_encode(&l, "gpu-system", "gpu-extender-2", &out), 0);
+	ledger_release(&l);
+	cJSON *obj = cJSON_Parse(buf_cstr(&out));
+	assert_string_equal(api_annotation(obj, LEDGER_ANN_VERSION), "1");
+	assert_int_equal(ledger_decode(obj, &l, err, sizeof(err)), 0);
+	assert_int_equal(l.n, 1);
+	assert_string_equal(l.e[0].a.uid, "u1");
+	assert_int_equal(l.e[0].a.token, 7);
+	ledger_release(&l);
+	cJSON_Delete(obj);
+	buf_release(&out);
+	assert_int_equal(decode_with("\"gpu.scheduling/ledger-version\":\"1\",", &l, err, sizeof(err)), 0);
+	ledger_release(&l);
+	/* newer: refused, whatever the entries look like */
+	assert_int_equal(decode_with("\"gpu.scheduling/ledger-version\":\"2\",", &l, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "ledger of gpu-a2: gpu.scheduling/ledger-version 2 is newer than this program reads"));
+	assert_int_equal(l.n, 0);
+	const char *bad[] = { "0", "-1", "1.5", "two", "", "99999999999" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char extra[96];
+		snprintf(extra, sizeof(extra), "\"gpu.scheduling/ledger-version\":\"%s\",", bad[i]);
+		err[0] = '\0';
+		assert_int_equal(decode_with(extra, &l, err, sizeof(err)), -1);
+		assert_non_null(strstr(err, "is not a format version"));
+	}
+	/* the pod's reservation Lease states it too */
+	struct ledger_entry e = entry("u9", CLAIM_EXCLUSIVE, 2, 2);
+	buf_init(&out, 1 << 16);
+	assert_int_equal(ledger_encode_reservation(&e, "gpu-a2", &out), 0);
+	obj = cJSON_Parse(buf_cstr(&out));
+	assert_string_equal(api_annotation(obj, LEDGER_ANN_VERSION), "1");
+	assert_true(ledger_version_known(obj, err, sizeof(err)));
+	cJSON_Delete(obj);
+	buf_release(&out);
+}
+
 static char dir[] = "/tmp/test-kubeconfig-XXXXXX";
 
 static void write_file(const char *name, const char *text)
@@ -1034,6 +1109,50 @@ static void test_adopt_the_bound_devices(void **state)
 	cache_free(c);
 }
 
+/* The pod watch's record of pod-<uid>, bound to n1 with allocation "n1:3" of format version (NULL: none). */
+static const char *watched_allocation(struct reserve *r, const char *uid, const char *version, char *out, size_t size)
+{
+	char text[768], ver[96] = "";
+	if (version)
+		snprintf(ver, sizeof(ver), "\"gpu.scheduling/allocation-version\":\"%s\",", version);
+	snprintf(text, sizeof(text),
+		 "{\"metadata\":{\"name\":\"pod-%s\",\"namespace\":\"ml\",\"uid\":\"%s\",\"labels\":"
+		 "{\"gpu.scheduling/managed\":\"true\"},\"annotations\":{%s\"gpu.scheduling/allocated\":\"n1:3\"}},"
+		 "\"spec\":{\"nodeName\":\"n1\",\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+		 "{\"gpu.scheduling/gpu\":\"1\"}}}]},\"status\":{\"phase\":\"Running\"}}",
+		 uid, uid, ver);
+	struct reflector_sink sink;
+	reserve_pod_sink(r, &sink);
+	feed(&sink, false, cJSON_Parse(text));
+	pthread_mutex_lock(&r->lock);
+	const struct pod_state *p = keyset_get(&r->pods, uid);
+	snprintf(out, size, "%s", p ? pod_str(p, POD_ALLOCATED) : "(none)");
+	pthread_mutex_unlock(&r->lock);
+	return out;
+}
+
+/*
+ * The reaper puts back or rewrites an entry from the pod's allocation as
+ * the pod watch recorded it: 0.2.0's pods (no version) and this version's
+ * are recorded; an allocation of a newer format is not, so no entry is
+ * ever made or changed from what this version cannot read.
+ */
+static void test_watch_reads_allocation_versions(void **state)
+{
+	(void)state;
+	struct cache *c = cache_new();
+	struct api_resources res;
+	api_resources_default(&res);
+	struct reserve_opts o = { .cache = c, .res = &res, .ns = "gpu-system", .identity = "r1" };
+	struct reserve *r = reserve_new(&o);
+	char got[64];
+	assert_string_equal(watched_allocation(r, "u1", NULL, got, sizeof(got)), "n1:3");
+	assert_string_equal(watched_allocation(r, "u2", "1", got, sizeof(got)), "n1:3");
+	assert_string_equal(watched_allocation(r, "u3", "2", got, sizeof(got)), "");
+	reserve_free(r);
+	cache_free(c);
+}
+
 /*
  * A pod asking for GPUs that the pod watch loses sight of (its managed label
  * went, or it was deleted) is noted for the reaper, which reads it and gives
@@ -1149,6 +1268,7 @@ int main(void)
 		cmocka_unit_test(test_decode_errors),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_reservation_lease),
+		cmocka_unit_test(test_format_versions),
 		cmocka_unit_test(test_kubeconfig),
 		cmocka_unit_test(test_pack_roundtrip),
 		cmocka_unit_test(test_watch_never_goes_back),
@@ -1161,6 +1281,7 @@ int main(void)
 		cmocka_unit_test(test_release_spares_another_try),
 		cmocka_unit_test(test_edit_decided_again_forgets),
 		cmocka_unit_test(test_adopt_the_bound_devices),
+		cmocka_unit_test(test_watch_reads_allocation_versions),
 		cmocka_unit_test(test_lost_sight_is_noted),
 		cmocka_unit_test(test_token_roundtrip),
 		cmocka_unit_test(test_gang_intent_and_place_uids),

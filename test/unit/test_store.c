@@ -11,6 +11,7 @@
 #include "ledger.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 /* A scripted API server: the answers in order, and the requests it was sent. */
 struct script {
@@ -194,6 +195,98 @@ static void test_reservation_read_delete(void **state)
 	kube_client_free(c);
 }
 
+/* text with its first "from" replaced by "to" (a new string) */
+static char *replaced(const char *text, const char *from, const char *to)
+{
+	const char *at = strstr(text, from);
+	assert_non_null(at);
+	size_t n = strlen(text) - strlen(from) + strlen(to) + 1;
+	char *out = malloc(n);
+	assert_non_null(out);
+	snprintf(out, n, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+	return out;
+}
+
+/*
+ * A ledger of a newer format is not read (so no edit is made on it, and a
+ * bind to its node fails with the reason); one without a version (0.2.0)
+ * is read as before.
+ */
+static void test_ledger_versions(void **state)
+{
+	(void)state;
+	char *text = ledger_text("41");
+	char *newer = replaced(text, "\"gpu.scheduling/ledger-version\":\"1\"", "\"gpu.scheduling/ledger-version\":\"2\"");
+	char *older = replaced(text, "\"gpu.scheduling/ledger-version\":\"1\",", "");
+	struct script s = { .answer = { { 200, newer }, { 200, older } }, .n = 2 };
+	struct store st;
+	struct kube_client *c = client_of(&s, &st);
+	struct ledger l;
+	char err[256] = "";
+	assert_int_equal(store_ledger_read(&st, "n1", &l, err, sizeof(err)), STORE_ERROR);
+	assert_non_null(strstr(err, "ledger-version 2 is newer"));
+	assert_int_equal(store_ledger_read(&st, "n1", &l, err, sizeof(err)), STORE_OK);
+	assert_int_equal(l.n, 1);
+	assert_string_equal(l.e[0].a.uid, "u1");
+	ledger_release(&l);
+	kube_client_free(c);
+	free(text);
+	free(newer);
+	free(older);
+}
+
+struct resv_seen {
+	int puts;
+	char node[64];
+};
+static void resv_noop(void *ctx)
+{
+	(void)ctx;
+}
+static void resv_put(void *ctx, const char *ns, const char *name, const char *uid, const char *pod, const char *node)
+{
+	(void)ns, (void)name, (void)uid, (void)pod;
+	struct resv_seen *r = ctx;
+	r->puts++;
+	snprintf(r->node, sizeof(r->node), "%s", node);
+}
+static void resv_deleted(void *ctx, const char *ns, const char *name, const char *uid)
+{
+	(void)ctx, (void)ns, (void)name, (void)uid;
+}
+
+/* The reservations watch takes in 0.2.0's Leases and this version's, and leaves a newer one alone. */
+static void test_reservation_versions(void **state)
+{
+	(void)state;
+	struct resv_seen seen = { 0, "" };
+	struct store_resv_events ev = { { &seen, resv_noop, resv_noop, resv_noop, resv_noop }, resv_put, resv_deleted };
+	struct reflector_sink sink;
+	store_resv_sink(&ev, &sink);
+	struct ledger_entry e;
+	memset(&e, 0, sizeof(e));
+	snprintf(e.a.uid, sizeof(e.a.uid), "u1");
+	alloc_add_id(&e.a, 0);
+	ledger_entry_set_pod(&e, "ml", "pod-u1");
+	struct buf b;
+	buf_init(&b, 4096);
+	assert_int_equal(ledger_encode_reservation(&e, "n1", &b), 0);
+	char *older = replaced(buf_cstr(&b), "\"gpu.scheduling/ledger-version\":\"1\",", "");
+	char *newer = replaced(buf_cstr(&b), "\"gpu.scheduling/ledger-version\":\"1\"", "\"gpu.scheduling/ledger-version\":\"3\"");
+	const char *texts[] = { buf_cstr(&b), older, newer };
+	for (int i = 0; i < 3; i++) {
+		cJSON *obj = cJSON_Parse(texts[i]);
+		assert_non_null(obj);
+		sink.apply(sink.ctx, false, obj);
+		cJSON_Delete(obj);
+		assert_int_equal(seen.puts, i < 2 ? i + 1 : 2);
+	}
+	assert_string_equal(seen.node, "n1");
+	free(older);
+	free(newer);
+	buf_release(&b);
+}
+
 #define LOCK_OBJ \
 	"{\"metadata\":{\"name\":\"gpu-gang.abc\",\"resourceVersion\":\"%s\",\"annotations\":{\"gpu.scheduling/gang\":" \
 	"\"ml/g\",\"gpu.scheduling/gang-plan\":\"%s\"}},\"spec\":{\"holderIdentity\":\"replica-2\"," \
@@ -214,7 +307,9 @@ static void test_lock(void **state)
 	snprintf(plan, sizeof(plan), "%.*s", (int)esc.len - 2, buf_cstr(&esc) + 1);   /* without its quotes */
 	snprintf(v1, sizeof(v1), LOCK_OBJ, "5", plan);
 	snprintf(v2, sizeof(v2), LOCK_OBJ, "6", plan);
-	struct script s = { .answer = { { 201, v1 }, { 409, NULL }, { 200, v2 }, { 409, NULL }, { 200, v1 } }, .n = 5 };
+	char *v9 = replaced(v1, "\"annotations\":{", "\"annotations\":{\"gpu.scheduling/ledger-version\":\"9\",");
+	struct script s = { .answer = { { 201, v1 }, { 409, NULL }, { 200, v2 }, { 409, NULL }, { 200, v1 }, { 200, v9 } },
+			    .n = 6 };
 	struct store st;
 	struct kube_client *c = client_of(&s, &st);
 	struct store_lock lock, other;
@@ -239,9 +334,14 @@ static void test_lock(void **state)
 	assert_int_equal(store_lock_read(&st, "abc", &lock, err, sizeof(err)), STORE_OK);
 	assert_string_equal(lock.rv, "5");
 	store_lock_release(&lock);
+	/* a lock of a newer format: not read, so never taken back or deleted here */
+	assert_int_equal(store_lock_read(&st, "abc", &lock, err, sizeof(err)), STORE_ERROR);
+	assert_non_null(strstr(err, "unreadable"));
+	store_lock_release(&lock);
 	buf_release(&intent);
 	buf_release(&esc);
 	kube_client_free(c);
+	free(v9);
 }
 
 int main(void)
@@ -252,6 +352,8 @@ int main(void)
 		cmocka_unit_test(test_reservation_put_renews),
 		cmocka_unit_test(test_reservation_read_delete),
 		cmocka_unit_test(test_lock),
+		cmocka_unit_test(test_ledger_versions),
+		cmocka_unit_test(test_reservation_versions),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
