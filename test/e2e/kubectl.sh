@@ -291,6 +291,9 @@ writes() { curl -s "$E2E_URL/metrics" | awk '$1 == "gpu_extender_node_summary_wr
 binds() { curl -s "$E2E_URL/metrics" | awk '$1 == "gpu_extender_binds_total{result=\"ok\"}" {print $2}'; }
 check_gns_columns() {
   e2e_start_extender ext2 --reap-interval 2 --node-summary-interval $PERIOD || return 1
+  # kube-scheduler again, on ext2's port
+  cluster_kill scheduler-sched >/dev/null 2>&1
+  e2e_start_scheduler sched2 "$E2E_URL" || return 1
   local took
   took=$(match_within $((PERIOD * 2 + 3))) || return 1
   kubectl get gns >"$WORK/gns-table.txt" && head -1 "$WORK/gns-table.txt" |
@@ -306,12 +309,13 @@ check_gns_columns() {
   cluster_wait 20 "the columns back to free" all_free || { cat "$WORK/gns-free.txt"; return 1; }
   e2e_note "kubectl get gns equal to the ledgers ${took}s after the extender started; back to free ${PERIOD}s-period: $((SECONDS - t0))s after the pods were deleted"
   # a burst: 40 shares bound in a few seconds
-  local w0 b0 i
+  local w0 b0 i pids=()
   w0=$(writes) b0=$(binds)
   for i in $(seq 1 40); do
     e2e_pod ml "burst-$i" '{"gpu.scheduling/gpu-memory":"1024","gpu.scheduling/gpu-core":"5"}' &
+    pids+=($!)
   done
-  wait
+  wait "${pids[@]}"   # (not a bare wait: the extenders and kube-scheduler are this shell's children too)
   cluster_wait 60 "the burst bound" bash -c "[[ \$(\"$CLUSTER_BIN/kubectl\" --kubeconfig=\"$CLUSTER_KUBECONFIG\" -n ml get pods -o 'jsonpath={range .items[*]}{.spec.nodeName}{\"\\n\"}{end}' | grep -c .) == 40 ]]" || return 1
   took=$(match_within $((PERIOD + 3))) || return 1
   local w1 b1
