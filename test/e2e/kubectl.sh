@@ -318,7 +318,7 @@ check_gns_columns() {
       grep -qE '^k1 0 0 0 8 0 0$' "$WORK/gns-free" && grep -qE '^k2 0 0 0 4 0 0$' "$WORK/gns-free"
   }
   cluster_wait 20 "the columns back to free" all_free || { cat "$WORK/gns-free.txt"; return 1; }
-  e2e_note "kubectl get gns equal to the ledgers ${took}s after the extender started; back to free $((SECONDS - t0))s after the pods were deleted (reaper pass, then a ${PERIOD}s period)"
+  echo "kubectl get gns equal to the ledgers ${took}s after the extender started; back to free $((SECONDS - t0))s after the pods were deleted (reaper pass, then a ${PERIOD}s period)" >"$WORK/gns-figures"
   # a burst: 40 shares bound in a few seconds
   local w0 b0 i pids=()
   w0=$(writes) b0=$(binds)
@@ -333,7 +333,7 @@ check_gns_columns() {
   took=$(match_within $((PERIOD + 3))) || return 1
   local w1 b1
   w1=$(writes) b1=$(binds)
-  e2e_note "burst: $((b1 - b0)) binds (all bound within ${bound_in}s), $((w1 - w0)) GpuNodeStatus writes (2 nodes, a ${PERIOD}s period); columns equal to the ledgers ${took}s after the last bind was seen"
+  echo "burst: $((b1 - b0)) binds (all bound within ${bound_in}s), $((w1 - w0)) GpuNodeStatus writes (2 nodes, a ${PERIOD}s period); columns equal to the ledgers ${took}s after the last bind was seen" >>"$WORK/gns-figures"
   ((b1 - b0 == 40)) || { echo "binds $b0 -> $b1"; return 1; }
   (((w1 - w0) * 4 <= b1 - b0)) || { echo "writes $w0 -> $w1 for $((b1 - b0)) binds"; return 1; }
   grep -qE '^k[12] [1-9][0-9]* 0 [1-9]' "$WORK/gns-cols" || { cat "$WORK/gns-cols.txt"; return 1; }
@@ -352,6 +352,7 @@ check_gns_restart() {
 # (started here, not inside a check: a check's output is read until every process it started closes it)
 if ext_on_port ext2; then
   e2e_check "kubectl get gns: allocated, free and unhealthy are the ledgers' within a period, free again after the pods go; a burst of 40 binds costs a few writes" check_gns_columns
+  while read -r line; do e2e_note "$line"; done <"$WORK/gns-figures" 2>/dev/null
   cluster_kill ext2 >/dev/null 2>&1
   if ext_on_port ext3; then
     e2e_check "kubectl get gns: a restarted extender writes nothing already there; counts an update dropped are written again" check_gns_restart
