@@ -136,6 +136,8 @@ struct cache_node {
 	bool has_node;             /* a Node object was seen */
 	bool has_gns;              /* a GpuNodeStatus was seen */
 	struct fit_whole whole;    /* fit_whole_count(node): in the line a request reads first */
+	uint16_t nassumed;         /* of the nallocs records, the last ones are binds in flight (cache_assume),
+	                              not the ledger's */
 	int nallocs;
 	struct gpu_state_digest state;   /* gpu_node_state_digest(node) */
 	struct gpu_node *node;     /* labels, devices, islands, usage */

@@ -49,6 +49,8 @@ struct config {
 	int gang_timeout_s;           /* a gang's unused places are released after this */
 	char gang_topology_key[128];  /* node label of the topology domains gangs keep to */
 	bool events;                  /* post Events on pods, PodGroups (include/events.h) */
+	int node_summary_interval_s;  /* GpuNodeStatus counts written at most this often a node; 0: not written */
+	int node_summary_writes_per_s;   /* ... and at most this many writes a second, all nodes together */
 	/* webhook */
 	char webhook_listen[128];     /* host:port of the HTTPS /mutate server, "" = off */
 	char webhook_cert[CONFIG_PATH_MAX];

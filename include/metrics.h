@@ -28,12 +28,14 @@ enum metric_counter {
 	M_GANGS,               /* result: reserved, no_fit, waiting, conflict, rolled_back */
 	M_HTTP_REFUSED,        /* reason: connection_limit */
 	M_RATINGS,             /* nodes prioritize rated, by source: filter (kept from the pod's filter), made */
+	M_NODE_SUMMARY_WRITES, /* GpuNodeStatus counts written (nodesum.h), by result: NSUM_* */
 	M_COUNTER_COUNT
 };
 
 enum { GANG_RESERVED = 0, GANG_NO_FIT, GANG_WAITING, GANG_CONFLICT, GANG_ROLLED_BACK };
 enum { RES_NODES = 0, RES_GNS, RES_GPUCLAIMS, RES_PODS, RES_LEASES, RES_COUNT };
 enum { RATINGS_KEPT = 0, RATINGS_MADE };
+enum { NSUM_WRITTEN = 0, NSUM_GONE, NSUM_FAILED };
 enum { REL_POD_GONE = 0, REL_POD_FINISHED, REL_BIND_TIMEOUT, REL_BIND_FAILED, REL_GANG_TIMEOUT, REL_POD_ELSEWHERE };
 
 /* Records one served request: its verb, HTTP status and duration. */
@@ -77,6 +79,7 @@ enum { MNODE_GPUS = 0, MNODE_FRAGMENTATION };
 struct metrics_gauges {
 	double cache_nodes, cache_devices, cache_allocations, cache_gpuclaims;
 	double ready;          /* 1 when /readyz would answer 200 */
+	double node_summary_pending;   /* nodes whose GpuNodeStatus counts wait for a write (nodesum.h) */
 	uint64_t events[8];    /* the Event recorder's counts by result, in events.h's order */
 	/*
 	 * Appends the series of a per-node family f (f->index: MNODE_GPUS,

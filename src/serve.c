@@ -15,6 +15,7 @@
 #include "jsonarena.h"
 #include "log.h"
 #include "metrics.h"
+#include "nodesum.h"
 #include "reserve.h"
 #include "webhook.h"
 
@@ -39,6 +40,7 @@ struct server {
 	struct cluster cl;            /* zeroed: stopping it does nothing */
 	struct reserve *resv;
 	struct events *events;        /* NULL: Events off, or standalone */
+	struct nodesum_writer *nodesum;   /* the GpuNodeStatus counts; NULL: off, or standalone */
 	struct webhook *wh;
 	atomic_bool trimmed;          /* cluster: memory of the first lists handed back (is_ready) */
 	struct httpd *verbs, *webhook_httpd, *debug_httpd;
@@ -232,12 +234,32 @@ static void on_metrics(void *ctx, const struct http_request *req, struct http_re
 		.cache_nodes = (double)st.nodes, .cache_devices = (double)st.devices,
 		.cache_allocations = (double)st.allocs, .cache_gpuclaims = (double)st.gpuclaims,
 		.ready = is_ready(s, (char[300]){ 0 }, 300) ? 1 : 0,
+		.node_summary_pending = nodesum_writer_pending(s->nodesum),
 		.per_node = per_node, .ctx = sc,
 	};
 	events_counts(s->events, sc->g.events);
 	sc->snap = cache_acquire(s->cache);
 	resp->content_type = "text/plain; version=0.0.4";
 	resp->stream = (struct http_stream){ scrape_more, scrape_done, sc };
+}
+
+/*
+ * The writer of each node's counts into its GpuNodeStatus (nodesum.h):
+ * made before the watches that tell it, started once the reservations are.
+ */
+static int start_nodesum(struct server *s)
+{
+	if (!s->cfg.node_summary_interval_s)
+		return 0;
+	struct nodesum_opts no = {
+		.client = s->client, .cache = s->cache, .identity = s->cfg.identity,
+		.interval_s = s->cfg.node_summary_interval_s, .writes_per_s = s->cfg.node_summary_writes_per_s,
+		.ready = is_ready, .ready_ctx = s,
+	};
+	s->nodesum = nodesum_writer_new(&no);
+	if (!s->nodesum)
+		log_error("cannot start the writer of the GpuNodeStatus counts", "error=\"out of memory\"");
+	return s->nodesum ? 0 : -1;
 }
 
 /* Cluster mode: the API client, the watches, the reservations. */
@@ -262,7 +284,10 @@ static int start_cluster(struct server *s)
 	}
 	if (!s->cfg.identity[0] && gethostname(s->cfg.identity, sizeof(s->cfg.identity) - 1))
 		snprintf(s->cfg.identity, sizeof(s->cfg.identity), "gpu-extender");
-	if (cluster_start(&s->cl, s->client, s->cache, err, sizeof(err))) {
+	if (start_nodesum(s))
+		return -1;
+	struct cluster_gns_hook hook = { nodesum_writer_seen, s->nodesum };
+	if (cluster_start(&s->cl, s->client, s->cache, &hook, err, sizeof(err))) {
 		log_error("cannot start the watches", "error=\"%s\"", LOG_Q(err));
 		return -1;
 	}
@@ -281,6 +306,10 @@ static int start_cluster(struct server *s)
 	s->resv = reserve_new(&ro);
 	if (!s->resv || reserve_start(s->resv, &s->cl, err, sizeof(err))) {
 		log_error("cannot start the reservations", "error=\"%s\"", LOG_Q(err));
+		return -1;
+	}
+	if (s->nodesum && nodesum_writer_start(s->nodesum)) {
+		log_error("cannot start the writer of the GpuNodeStatus counts", "error=\"no thread\"");
 		return -1;
 	}
 	log_info("cluster mode", "server=%s identity=%s ledgers=%s", server, s->cfg.identity,
@@ -540,8 +569,10 @@ static void server_release(struct server *s)
 	httpd_stop(s->debug_httpd);
 	httpd_stop(s->webhook_httpd);
 	httpd_stop(s->verbs);
+	nodesum_writer_stop(s->nodesum);   /* (before what its passes read) */
 	reserve_stop(s->resv);
 	cluster_stop(&s->cl);
+	nodesum_writer_free(s->nodesum);   /* (after the watch that tells it) */
 	reserve_free(s->resv);
 	events_free(s->events);       /* after every thread that posts */
 	kube_client_free(s->client);

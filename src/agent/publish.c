@@ -121,6 +121,26 @@ char *agent_gns_create_body(const char *desired, const char *node_uid, char *err
 	return print_or_err(root, err, errlen);
 }
 
+/*
+ * status.allocation is the extender's (its counts with the reservations,
+ * src/nodesum): moved from the object read into the one written, so that
+ * the agent's update never takes it away.
+ */
+static bool keep_allocation(cJSON *cur, cJSON *want)
+{
+	cJSON *status = cJSON_GetObjectItemCaseSensitive(cur, "status");
+	cJSON *wstatus = cJSON_GetObjectItemCaseSensitive(want, "status");
+	if (!cJSON_IsObject(status) || !cJSON_IsObject(wstatus) ||
+	    !cJSON_GetObjectItemCaseSensitive(status, "allocation"))
+		return true;
+	cJSON_DeleteItemFromObjectCaseSensitive(wstatus, "allocation");
+	cJSON *a = cJSON_DetachItemFromObjectCaseSensitive(status, "allocation");
+	if (cJSON_AddItemToObject(wstatus, "allocation", a))
+		return true;
+	cJSON_Delete(a);
+	return false;
+}
+
 char *agent_gns_update_body(const char *current, size_t current_len, const char *desired,
 			    const char *node_uid, char *err, size_t errlen)
 {
@@ -140,7 +160,11 @@ char *agent_gns_update_body(const char *current, size_t current_len, const char 
 		goto out;
 	}
 	cJSON_DeleteItemFromObjectCaseSensitive(meta, "managedFields");
-	/* everything but metadata comes from what we want now */
+	if (!keep_allocation(cur, want)) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	/* everything but metadata (and the extender's counts) comes from what we want now */
 	const char *const keys[] = { "apiVersion", "kind", "spec", "status" };
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 		cJSON_DeleteItemFromObjectCaseSensitive(cur, keys[i]);

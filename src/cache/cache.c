@@ -526,6 +526,7 @@ static struct cache_node *view_layout(struct arena *hot, struct arena *cold, con
 	v->node = n;
 	v->allocs = allocs;
 	v->nallocs = nallocs;
+	v->nassumed = (uint16_t)(nallocs - s->nallocs);
 	const struct alloc_rec *r = allocs;
 	for (int i = 0; i < nallocs; i++, r = alloc_rec_next(r)) {
 		struct alloc a;

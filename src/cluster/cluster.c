@@ -13,16 +13,19 @@ int cluster_add(struct cluster *cl, struct reflector *r)
 }
 
 int cluster_start(struct cluster *cl, struct kube_client *client, struct cache *cache,
-		  char *err, size_t errlen)
+		  const struct cluster_gns_hook *hook, char *err, size_t errlen)
 {
 	memset(cl, 0, sizeof(*cl));
+	cl->cache = cache;
+	if (hook)
+		cl->gns_hook = *hook;
 	struct reflector_opts o[3] = {
 		{ .name = "nodes", .resource = RES_NODES, .path = "/api/v1/nodes" },
 		{ .name = "gpunodestatuses", .resource = RES_GNS, .path = "/apis/gpu.scheduling/v1/gpunodestatuses" },
 		{ .name = "gpuclaims", .resource = RES_GPUCLAIMS, .path = "/apis/gpu.scheduling/v1/gpuclaims" },
 	};
 	cluster_node_sink(cache, &o[0].sink);
-	cluster_gns_sink(cache, &o[1].sink);
+	cluster_gns_hooked_sink(cl, &o[1].sink);
 	cluster_gpuclaim_sink(cache, &o[2].sink);
 	for (int i = 0; i < 3; i++) {
 		if (cluster_add(cl, reflector_start(client, &o[i], err, errlen))) {

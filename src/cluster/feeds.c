@@ -85,6 +85,40 @@ void cluster_gns_sink(struct cache *c, struct reflector_sink *out)
 	*out = (struct reflector_sink){ lock, unlock, gns_begin, gns_apply, gns_end, c };
 }
 
+static void hooked_lock(void *ctx)
+{
+	lock(((struct cluster *)ctx)->cache);
+}
+
+static void hooked_unlock(void *ctx)
+{
+	unlock(((struct cluster *)ctx)->cache);
+}
+
+static void hooked_begin(void *ctx)
+{
+	gns_begin(((struct cluster *)ctx)->cache);
+}
+
+static void hooked_end(void *ctx)
+{
+	gns_end(((struct cluster *)ctx)->cache);
+}
+
+static void hooked_apply(void *ctx, bool deleted, const cJSON *obj)
+{
+	struct cluster *cl = ctx;
+	gns_apply(cl->cache, deleted, obj);
+	const char *node = api_gns_node_name(obj);
+	if (node && cl->gns_hook.seen)
+		cl->gns_hook.seen(cl->gns_hook.ctx, node, deleted ? NULL : obj);
+}
+
+void cluster_gns_hooked_sink(struct cluster *cl, struct reflector_sink *out)
+{
+	*out = (struct reflector_sink){ hooked_lock, hooked_unlock, hooked_begin, hooked_apply, hooked_end, cl };
+}
+
 /* ---- GpuClaims (they live under their own lock, not the node writer lock) ---- */
 
 static void nolock(void *ctx)

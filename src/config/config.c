@@ -129,6 +129,16 @@ static const struct opt options[] = {
 	  .help = "cluster mode: post Events on pods and PodGroups (devices bound, no node fits, gang waiting or timed "
 		  "out, reservation released); queued and posted by a thread of their own, deduplicated and rate "
 		  "limited (false: none)" },
+	{ .flag = "node-summary-interval", .key = "nodeSummary.intervalSeconds", .kind = OPT_INT,
+	  AT(node_summary_interval_s), .def = "5", .arg = "SECONDS", .lo = 0, .hi = 3600,
+	  .zero = "not written (the columns stay empty)",
+	  .help = "cluster mode: how often each node's GPU counts with the reservations (allocated, free, unhealthy: "
+		  "the columns of kubectl get gns) are brought up to date in its GpuNodeStatus; a node is written only "
+		  "when its counts changed, at most once a period, never on a bind's path" },
+	{ .flag = "node-summary-writes-per-second", .key = "nodeSummary.writesPerSecond", .kind = OPT_INT,
+	  AT(node_summary_writes_per_s), .def = "20", .arg = "N", .lo = 1, .hi = 10000,
+	  .help = "cluster mode: at most this many of those writes a second, all nodes together; the nodes left over "
+		  "are written at the next period, first" },
 	{ .flag = "pod-selector", .key = "podSelector", .kind = OPT_STR, AT(pod_selector), .def = "gpu.scheduling/managed=true",
 	  .arg = "SELECTOR", .help = "label selector of the pods that hold GPUs, watched to rebuild allocations" },
 	{ .flag = "webhook-listen", .key = "webhook.listen", .kind = OPT_STR, AT(webhook_listen), .arg = "HOST:PORT",

@@ -92,6 +92,16 @@ static const struct metric_family families[] = {
 	  "Idle GPU compute of a node that only shares can use (on devices a share holds), over all its idle compute.",
 	  "0: every idle GPU is whole; 1: every idle bit of GPU is a remnant beside a share.", SRC_NODE,
 	  MNODE_FRAGMENTATION },
+	{ "gpu_extender_node_summary_writes_total", "counter", "result", { "written", "gone", "failed" },
+	  "Writes of a node's GPU counts into its GpuNodeStatus (status.allocation, the columns of kubectl get gns), "
+	  "by result.",
+	  "At most one a node a pass (`nodeSummary.intervalSeconds`) and only when its counts changed; none per bind. "
+	  "`gone`: the GpuNodeStatus was deleted meanwhile; `failed`: written again at the next pass.", SRC_COUNTER,
+	  M_NODE_SUMMARY_WRITES },
+	{ "gpu_extender_node_summary_pending", "gauge", NULL, { NULL },
+	  "Nodes whose GpuNodeStatus counts are behind and wait for a write.",
+	  "Above 0 for more than a pass: more nodes change each pass than `nodeSummary.writesPerSecond` allows, or "
+	  "the writes fail.", GAUGE(node_summary_pending) },
 	/* the values are events.h's EVENTS_RESULT_NAMES, in order (test_events checks) */
 	{ "gpu_extender_events_total", "counter", "result", { "sent", "patched", "failed", "dropped", "limited", "gone" },
 	  "Events the extender posted (bindings, releases, gangs, claims that fit nowhere), by result.",

@@ -14,7 +14,8 @@
 # GPU going unhealthy within a few seconds, survives SIGHUP and stops on
 # SIGTERM; the extender passes n1 for 2 GPUs and does not count the
 # unhealthy one; an unreachable API server gives one log line, backoff and
-# one "recovered" line; deleting the Node deletes its status.
+# one "recovered" line; deleting the Node deletes its status; the extender's
+# counts in the status (status.allocation) survive the agent's update.
 # Ends with "agent: N passed, N failed"; exit status 1 on any failure.
 set -u
 cd "$(dirname "$0")/../.."
@@ -221,11 +222,29 @@ check_unhealthy_not_counted() {
   filter 8 && py "$FILTER_OUT" 'not d.get("NodeNames")' \
     '"7 of 8" in (d.get("FailedAndUnresolvableNodes") or {}).get("n1", "")' || { cat "$FILTER_OUT"; return 1; }
 }
-if e2e_start_extender ext; then
+# The extender's counts in n1's GpuNodeStatus (status.allocation): the agent's
+# update keeps them, so the extender has nothing to write again.
+summary_writes() { curl -s "$E2E_URL/metrics" | awk '$1 == "gpu_extender_node_summary_writes_total{result=\"written\"}" {print $2}'; }
+check_counts_kept() {
+  counted() { get_json gns n1 gnsc && py "$CLUSTER_DIR/gnsc.json" 's["allocation"]["free"] == 7' 's["allocation"]["unhealthy"] == 1'; }
+  cluster_wait 5 "the extender's counts in n1's GpuNodeStatus" counted || { cat "$CLUSTER_DIR/gnsc.json"; return 1; }
+  local w0 rv
+  w0=$(summary_writes) rv=$(kubectl get gns n1 -o 'jsonpath={.metadata.resourceVersion}')
+  sleep 1.1   # (lastUpdated moves on: the agent's update is a real write)
+  agent run --once --kubeconfig "$CLUSTER_AGENT_KUBECONFIG" --node n1 >"$OUT" 2>&1 || { cat "$OUT"; return 1; }
+  grep -q 'msg="updated GpuNodeStatus"' "$OUT" || { cat "$OUT"; return 1; }
+  [[ $(kubectl get gns n1 -o 'jsonpath={.metadata.resourceVersion}') != "$rv" ]] || { echo "not written"; return 1; }
+  get_json gns n1 gnsc && py "$CLUSTER_DIR/gnsc.json" 's["allocation"]["free"] == 7' || { cat "$CLUSTER_DIR/gnsc.json"; return 1; }
+  sleep 2.5   # two passes of the extender
+  [[ $(summary_writes) == "$w0" ]] || { echo "the extender wrote again: $w0 -> $(summary_writes)"; return 1; }
+  echo "writes: $w0"
+}
+if e2e_start_extender ext --node-summary-interval 1; then
   wait_gns_in_cache() { filter 7 && py "$FILTER_OUT" 'd["NodeNames"] == ["n1"]'; }
   cluster_wait 10 "the extender to see n1's GPUs" wait_gns_in_cache
   e2e_check "extender: a pod asking for 2 GPUs passes n1" check_filter_passes
   e2e_check "extender: 7 fit, 8 do not (the unhealthy GPU is not counted)" check_unhealthy_not_counted
+  e2e_check "the extender's counts (free 7, unhealthy 1) in n1's GpuNodeStatus within a period; the agent's update keeps them and the extender does not write again" check_counts_kept
 else
   e2e_check "extender ready" false
 fi

@@ -21,7 +21,10 @@
 #   8. a user with only `view` in one namespace (through deploy/12's
 #      aggregated ClusterRole): its own pods' GPUs, nothing of another
 #      tenant's; with view in gpu-system too, the other tenant's reservations
-#      as "other".
+#      as "other";
+#   9. `kubectl get gns`: the extender's counts (status.allocation) equal the
+#      ledgers' within a period, free again once the pods go, a burst of binds
+#      costs a few writes (printed beside the binds), a restart writes nothing.
 #
 #   test/e2e/run.sh test/e2e/kubectl.sh
 set -u
@@ -54,13 +57,21 @@ snapshot() {
     kubectl get pods -A -o json >"$WORK/pods.json"
 }
 # gns_edit NODE PYTHON: rewrite the node's GpuNodeStatus devices (d: the list).
+# A read and a resourceVersion-checked replace, read again on a conflict (the
+# extender patches its counts into the same object), as the agent does.
 gns_edit() {
-  kubectl get gpunodestatus "$1" -o json | python3 -c "
+  local try
+  for try in 1 2 3 4 5; do
+    kubectl get gpunodestatus "$1" -o json | python3 -c "
 import json, sys
 g = json.load(sys.stdin); d = g['status']['devices']
 $2
 g['status']['total'] = len(d)
-print(json.dumps(g))" | kubectl replace -f - >/dev/null
+print(json.dumps(g))" | kubectl replace -f - >/dev/null 2>"$WORK/gns-edit.err" && return 0
+    grep -q Conflict "$WORK/gns-edit.err" || { cat "$WORK/gns-edit.err"; return 1; }
+  done
+  cat "$WORK/gns-edit.err"
+  return 1
 }
 check() { python3 test/e2e/kubectl_check.py --leases "$WORK/leases.json" --gns "$WORK/gns.json" --pods "$WORK/pods.json" "$@"; }
 
@@ -347,6 +358,111 @@ check_tenant() {
   ! grep -q 'team-b\|rival' "$WORK/ops-node.txt" "$WORK/ops-nodes.json"
 }
 e2e_check "a user with view in ml: its pods' GPUs, nothing of team-b's; with view in gpu-system, team-b's as \"other\"" check_tenant
+
+# ---- 9. kubectl get gns: the extender's counts with the reservations ----
+# The extender back (period 2 s): the columns of `kubectl get gns` (status.allocation,
+# written by the extender's background writer) equal the ledgers' counts (kubectl gpu
+# nodes, checked against the ledgers in 1) within a period; a burst of binds costs a
+# few writes, not one a bind; deleting the pods brings the columns back to free; a
+# restarted extender writes nothing that is already there.
+PERIOD=2
+# gns_cols FILE: `kubectl get gns -o wide` as NODE ALLOCATED WHOLE SHARED FREE UNHEALTHY PODS lines.
+gns_cols() {
+  kubectl get gns -o wide >"$1.txt" || return 1
+  python3 - "$1.txt" >"$1" <<'PY'
+import sys
+lines = open(sys.argv[1]).read().splitlines()
+head = lines[0]
+cols = ["NAME", "TOTAL", "ALLOCATED", "FREE", "UNHEALTHY", "WHOLE", "SHARED", "PODS", "MODEL", "VENDOR", "COUNTED", "AGE"]
+starts = [head.index(c) for c in cols]
+assert starts == sorted(starts), head
+for l in lines[1:]:
+    f = {c: l[a:b].strip() for c, a, b in zip(cols, starts, starts[1:] + [None])}
+    print(f["NAME"], f["ALLOCATED"], f["WHOLE"], f["SHARED"], f["FREE"], f["UNHEALTHY"], f["PODS"])
+PY
+}
+# The same from kubectl gpu nodes (the ledgers and GpuNodeStatus).
+ledger_cols() {
+  kgpu nodes -o json | python3 -c '
+import json, sys
+for n in json.load(sys.stdin)["items"]:
+    if n["agent"]:
+        print(n["node"], n["whole"] + n["shared"], n["whole"], n["shared"], n["free"], n["unhealthy"], n["reservations"])' >"$1"
+}
+cols_match() { gns_cols "$WORK/gns-cols" && ledger_cols "$WORK/ledger-cols" && diff "$WORK/ledger-cols" "$WORK/gns-cols"; }
+# within BOUND seconds; prints how long it took
+match_within() {
+  local t0=$SECONDS
+  cluster_wait "$1" "kubectl get gns equal to the ledgers" cols_match >/dev/null || { cols_match; cat "$WORK/gns-cols.txt"; return 1; }
+  echo "$((SECONDS - t0))"
+}
+writes() { curl -s "$E2E_URL/metrics" | awk '$1 == "gpu_extender_node_summary_writes_total{result=\"written\"}" {print $2}'; }
+binds() { curl -s "$E2E_URL/metrics" | awk '$1 == "gpu_extender_binds_total{result=\"ok\"}" {print $2}'; }
+# ext_on_port NAME: the extender again, on the first one's port (kube-scheduler's
+# configuration names it), with the period above.
+ext_on_port() {
+  cluster_spawn "$1" "$E2E_EXTENDER" serve --kubeconfig "$CLUSTER_EXTENDER_KUBECONFIG" --listen "127.0.0.1:$E2E_PORT_ext" \
+    --debug-listen "" --identity "$1" --reap-interval 2 --node-summary-interval $PERIOD &&
+    cluster_wait 30 "$1 ready" curl -sf "$E2E_URL/readyz" >/dev/null
+}
+check_gns_columns() {
+  local took
+  took=$(match_within $((PERIOD * 2 + 3))) || return 1
+  kubectl get gns >"$WORK/gns-table.txt" && head -1 "$WORK/gns-table.txt" |
+    grep -qE '^NAME +TOTAL +ALLOCATED +FREE +UNHEALTHY +MODEL +COUNTED +AGE$' || { cat "$WORK/gns-table.txt"; return 1; }
+  # every pod gone: back to free, within a period (plus the reaper's pass and the watch)
+  kubectl delete pods --all -n ml --grace-period=0 --force --wait=false >/dev/null 2>&1 &&
+    kubectl delete pods --all -n team-b --grace-period=0 --force --wait=false >/dev/null 2>&1 || return 1
+  local t0=$SECONDS
+  all_free() {
+    gns_cols "$WORK/gns-free" && [[ $(awk '$2 != 0 || $7 != 0' "$WORK/gns-free") == "" ]] &&
+      grep -qE '^k1 0 0 0 8 0 0$' "$WORK/gns-free" && grep -qE '^k2 0 0 0 4 0 0$' "$WORK/gns-free"
+  }
+  cluster_wait 20 "the columns back to free" all_free || { cat "$WORK/gns-free.txt"; return 1; }
+  echo "kubectl get gns equal to the ledgers ${took}s after the extender started; back to free $((SECONDS - t0))s after the pods were deleted (reaper pass, then a ${PERIOD}s period)" >"$WORK/gns-figures"
+  # a burst: 40 shares bound in a few seconds
+  local w0 b0 i pids=()
+  w0=$(writes) b0=$(binds)
+  for i in $(seq 1 40); do
+    e2e_pod ml "burst-$i" '{"gpu.scheduling/gpu-memory":"1024","gpu.scheduling/gpu-core":"5"}' &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+  local t1=$SECONDS
+  cluster_wait 60 "the burst bound" bash -c "[[ \$(\"$CLUSTER_BIN/kubectl\" --kubeconfig=\"$CLUSTER_KUBECONFIG\" -n ml get pods -o 'jsonpath={range .items[*]}{.spec.nodeName}{\"\\n\"}{end}' | grep -c .) == 40 ]]" || return 1
+  local bound_in=$((SECONDS - t1))
+  took=$(match_within $((PERIOD + 3))) || return 1
+  local w1 b1
+  w1=$(writes) b1=$(binds)
+  echo "burst: $((b1 - b0)) binds (all bound within ${bound_in}s), $((w1 - w0)) GpuNodeStatus writes (2 nodes, a ${PERIOD}s period); columns equal to the ledgers ${took}s after the last bind was seen" >>"$WORK/gns-figures"
+  ((b1 - b0 == 40)) || { echo "binds $b0 -> $b1"; return 1; }
+  (((w1 - w0) * 4 <= b1 - b0)) || { echo "writes $w0 -> $w1 for $((b1 - b0)) binds"; return 1; }
+  grep -qE '^k[12] [1-9][0-9]* 0 [1-9]' "$WORK/gns-cols" || { cat "$WORK/gns-cols.txt"; return 1; }
+}
+# a restarted extender writes nothing that is already there; an update that
+# drops the counts (as an agent older than them does) is undone within a period
+check_gns_restart() {
+  sleep $((PERIOD * 2 + 1))
+  [[ $(writes) == 0 ]] || { echo "the restarted extender wrote $(writes) times"; return 1; }
+  cols_match || return 1
+  kubectl get gns k2 -o json | python3 -c 'import json,sys; g=json.load(sys.stdin); g["status"].pop("allocation"); print(json.dumps(g))' |
+    kubectl replace -f - >/dev/null || return 1
+  match_within $((PERIOD + 3)) >/dev/null || return 1
+  [[ $(writes) == 1 ]] || { echo "the extender wrote $(writes) times, want 1"; return 1; }
+}
+# (started here, not inside a check: a check's output is read until every process it started closes it)
+if ext_on_port ext2; then
+  e2e_check "kubectl get gns: allocated, free and unhealthy are the ledgers' within a period, free again after the pods go; a burst of 40 binds costs a few writes" check_gns_columns
+  while read -r line; do e2e_note "$line"; done <"$WORK/gns-figures" 2>/dev/null
+  cluster_kill ext2 >/dev/null 2>&1
+  if ext_on_port ext3; then
+    e2e_check "kubectl get gns: a restarted extender writes nothing already there; counts an update dropped are written again" check_gns_restart
+  else
+    e2e_check "the extender restarted (ext3)" false
+  fi
+else
+  e2e_check "the extender back for kubectl get gns (ext2)" false
+fi
 
 # Real output, for docs/kubectl-gpu.md.
 if [[ -n ${KGPU_SHOW:-} ]]; then

@@ -46,6 +46,7 @@ for v in get list watch; do
   row gpu-extender yes "$v" gpuclaims.gpu.scheduling
 done
 row gpu-extender yes create pods/binding
+row gpu-extender yes patch gpunodestatuses.gpu.scheduling -   # its counts (status.allocation) only: the policy below
 row gpu-extender yes patch gpuclaims.gpu.scheduling/status
 row gpu-extender yes get podgroups.scheduling.x-k8s.io
 row gpu-extender yes patch podgroups.scheduling.x-k8s.io/status
@@ -92,6 +93,8 @@ row gpu-extender no delete pods
 row gpu-agent no delete pods
 row gpu-extender no patch nodes -
 row gpu-extender no update gpunodestatuses.gpu.scheduling -
+row gpu-extender no create gpunodestatuses.gpu.scheduling -
+row gpu-extender no delete gpunodestatuses.gpu.scheduling -
 row gpu-extender no update gpuclaims.gpu.scheduling
 row gpu-extender no update podgroups.scheduling.x-k8s.io
 row gpu-agent no create pods/binding
@@ -196,5 +199,30 @@ JSON
 }
 e2e_check "the agent may write only its own node's labels and GpuNodeStatus (ValidatingAdmissionPolicy on its pod-bound token); another node's, or with a token without a node, no" \
   check_agent_policy
+# RBAC lets the extender patch GpuNodeStatuses, for its counts; the policy
+# file holds it to status.allocation.
+check_counts_policy() {
+  kubectl apply -f deploy/base/11-least-privilege.yaml >/dev/null || return 1
+  e2e_gns counts-node 2 || return 1
+  local counts='{"status":{"allocation":{"allocated":1,"whole":1,"shared":0,"free":1,"unhealthy":0,"reservations":1,"countedAt":"2026-01-02T03:04:05Z","countedBy":"ext"}}}'
+  ext_patch() { as_ext patch gpunodestatus counts-node --type merge -p "$1" "${@:2}"; }
+  refused() { ! ext_patch '{"status":{"total":9}}' --dry-run=server >/dev/null 2>&1; }
+  cluster_wait 20 "the counts policy in force" refused || return 1
+  ext_patch "$counts" >/dev/null || { echo "its counts were refused: $(ext_patch "$counts" 2>&1)"; return 1; }
+  [[ $(kubectl get gns counts-node -o 'jsonpath={.status.allocation.allocated}/{.status.total}') == 1/2 ]] ||
+    { echo "the counts did not land: $(kubectl get gns counts-node -o json)"; return 1; }
+  local p out
+  for p in '{"status":{"devices":[]}}' '{"status":{"total":9}}' '{"spec":{"nodeName":"elsewhere"}}' \
+    '{"metadata":{"labels":{"x":"y"}}}' '{"metadata":{"annotations":{"x":"y"}}}' '{"status":{"islands":[{"name":"x"}]}}'; do
+    out=$(ext_patch "$p" 2>&1) && { echo "allowed: $p"; return 1; }
+    [[ $out == *"may change only status.allocation"* ]] || { echo "$p: $out"; return 1; }
+  done
+  ! kubectl get gns counts-node -o json | as_ext delete -f - >/dev/null 2>&1 || { echo "deleted a GpuNodeStatus"; return 1; }
+  # the admin (as the agent would) still writes the rest
+  kubectl patch gpunodestatus counts-node --type merge -p '{"status":{"total":3}}' >/dev/null ||
+    { echo "another writer was refused"; return 1; }
+}
+e2e_check "the extender may change only its counts (status.allocation) in a GpuNodeStatus (ValidatingAdmissionPolicy): not the devices, total, spec, labels, annotations; no delete" \
+  check_counts_policy
 echo "rbac.sh took $((SECONDS - t_start))s"
 e2e_summary

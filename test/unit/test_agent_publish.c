@@ -360,6 +360,36 @@ static void test_update_body(void **state)
 	free_node(node, keep);
 }
 
+/* The extender's counts (status.allocation, src/nodesum) survive the agent's update; the rest of status is the agent's. */
+static void test_update_keeps_allocation(void **state)
+{
+	(void)state;
+	static const char current[] =
+		"{\"apiVersion\":\"gpu.scheduling/v1\",\"kind\":\"GpuNodeStatus\","
+		"\"metadata\":{\"name\":\"n1\",\"resourceVersion\":\"7\"},\"spec\":{\"nodeName\":\"n1\"},"
+		"\"status\":{\"total\":1,\"free\":1,\"allocation\":{\"allocated\":1,\"whole\":1,\"shared\":0,"
+		"\"free\":0,\"unhealthy\":0,\"reservations\":1,\"countedAt\":\"2026-01-02T03:04:00Z\","
+		"\"countedBy\":\"ext-0\"}}}";
+	struct agent_vendor_result *keep[2];
+	struct agent_node *node = make_node("n1", 2, 0, "NVIDIA H100 80GB HBM3", keep);
+	char *desired = agent_gns_json(node, "2026-01-02T03:04:05Z", false);
+	assert_null(strstr(desired, "allocation"));   /* the agent never writes them itself */
+	char err[256];
+	char *body = agent_gns_update_body(current, strlen(current), desired, "", err, sizeof(err));
+	assert_non_null(body);
+	cJSON *j = cJSON_Parse(body);
+	const cJSON *status = cJSON_GetObjectItemCaseSensitive(j, "status");
+	assert_int_equal(cJSON_GetObjectItemCaseSensitive(status, "total")->valueint, 2);
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(status, "allocation");
+	assert_non_null(a);
+	assert_int_equal(cJSON_GetObjectItemCaseSensitive(a, "allocated")->valueint, 1);
+	assert_string_equal(cJSON_GetObjectItemCaseSensitive(a, "countedBy")->valuestring, "ext-0");
+	cJSON_Delete(j);
+	free(body);
+	free(desired);
+	free_node(node, keep);
+}
+
 /* ---- change detection ---- */
 
 static void test_change_detection(void **state)
@@ -830,6 +860,7 @@ int main(void)
 		cmocka_unit_test(test_labels_patch),
 		cmocka_unit_test(test_create_body),
 		cmocka_unit_test(test_update_body),
+		cmocka_unit_test(test_update_keeps_allocation),
 		cmocka_unit_test(test_change_detection),
 		cmocka_unit_test(test_backoff),
 		cmocka_unit_test(test_node_name),
