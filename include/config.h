@@ -49,6 +49,8 @@ struct config {
 	int gang_timeout_s;           /* a gang's unused places are released after this */
 	char gang_topology_key[128];  /* node label of the topology domains gangs keep to */
 	bool events;                  /* post Events on pods, PodGroups (include/events.h) */
+	bool nudge;                   /* nudge waiting pods when GPUs free (include/nudge.h) */
+	int nudge_rate;               /* nudges a second at most */
 	/* webhook */
 	char webhook_listen[128];     /* host:port of the HTTPS /mutate server, "" = off */
 	char webhook_cert[CONFIG_PATH_MAX];

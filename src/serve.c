@@ -15,6 +15,7 @@
 #include "jsonarena.h"
 #include "log.h"
 #include "metrics.h"
+#include "nudge.h"
 #include "reserve.h"
 #include "webhook.h"
 
@@ -39,6 +40,7 @@ struct server {
 	struct cluster cl;            /* zeroed: stopping it does nothing */
 	struct reserve *resv;
 	struct events *events;        /* NULL: Events off, or standalone */
+	struct nudge *nudge;          /* NULL: nudges off, or standalone */
 	struct webhook *wh;
 	atomic_bool trimmed;          /* cluster: memory of the first lists handed back (is_ready) */
 	struct httpd *verbs, *webhook_httpd, *debug_httpd;
@@ -185,6 +187,7 @@ static void on_metrics(void *ctx, const struct http_request *req, struct http_re
 		.per_node = per_node, .ctx = s,
 	};
 	events_counts(s->events, g.events);
+	nudge_counts(s->nudge, g.nudges);
 	resp->content_type = "text/plain; version=0.0.4";
 	metrics_render(&resp->body, &g);
 }
@@ -227,6 +230,14 @@ static int start_cluster(struct server *s)
 		.reap_interval_s = s->cfg.reap_interval_s, .pod_selector = s->cfg.pod_selector,
 		.gang_timeout_s = s->cfg.gang_timeout_s, .gang_topology_key = s->cfg.gang_topology_key,
 	};
+	if (s->cfg.nudge) {
+		struct nudge_opts no = { .cache = s->cache, .kube = s->client, .rate = s->cfg.nudge_rate };
+		s->nudge = nudge_new(&no);
+		if (s->nudge)
+			cache_on_gained(s->cache, nudge_gained, s->nudge);
+		else
+			log_warn("waiting pods are not nudged: the nudger did not start", "%s", "");
+	}
 	s->resv = reserve_new(&ro);
 	if (!s->resv || reserve_start(s->resv, &s->cl, err, sizeof(err))) {
 		log_error("cannot start the reservations", "error=\"%s\"", LOG_Q(err));
@@ -416,6 +427,7 @@ static int start_extender(struct server *s)
 		xo.ready_ctx = s;
 		xo.assume_binds = true;
 		xo.events = s->events;
+		xo.nudge = s->nudge;
 	}
 	s->ext = extender_new(&xo);
 	return s->ext ? 0 : -1;
@@ -492,6 +504,9 @@ static void server_release(struct server *s)
 	reserve_stop(s->resv);
 	cluster_stop(&s->cl);
 	reserve_free(s->resv);
+	if (s->nudge)
+		cache_on_gained(s->cache, NULL, NULL);   /* the writers are stopped; a bind's may still run: unhooked first */
+	nudge_free(s->nudge);
 	events_free(s->events);       /* after every thread that posts */
 	kube_client_free(s->client);
 	extender_free(s->ext);

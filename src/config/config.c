@@ -129,6 +129,12 @@ static const struct opt options[] = {
 	  .help = "cluster mode: post Events on pods and PodGroups (devices bound, no node fits, gang waiting or timed "
 		  "out, reservation released); queued and posted by a thread of their own, deduplicated and rate "
 		  "limited (false: none)" },
+	{ .flag = "nudge", .key = "nudge.enabled", .kind = OPT_BOOL, AT(nudge), .def = "true",
+	  .help = "cluster mode: when GPUs free without an event kube-scheduler watches (a reservation released, a "
+		  "device turned healthy), annotate the waiting GPU pods that fit now (gpu.scheduling/nudged), so that "
+		  "kube-scheduler tries them at once instead of after up to 5 minutes (false: never)" },
+	{ .flag = "nudge-rate", .key = "nudge.perSecond", .kind = OPT_INT, AT(nudge_rate), .def = "20", .arg = "N",
+	  .lo = 1, .hi = 100000, .help = "nudges a second at most (and the burst)" },
 	{ .flag = "pod-selector", .key = "podSelector", .kind = OPT_STR, AT(pod_selector), .def = "gpu.scheduling/managed=true",
 	  .arg = "SELECTOR", .help = "label selector of the pods that hold GPUs, watched to rebuild allocations" },
 	{ .flag = "webhook-listen", .key = "webhook.listen", .kind = OPT_STR, AT(webhook_listen), .arg = "HOST:PORT",
