@@ -24,7 +24,8 @@
 #include <string.h>
 #include <time.h>
 
-#define GAINED_MAX 256        /* nodes noted at once; more: every node is looked at */
+#define GAINED_MAX 1024       /* nodes noted at once; more: every node is looked at */
+#define FIT_BUDGET (1 << 20)  /* fits tried in one pass at most (every node looked at, many pods waiting) */
 #define SWEEP_MS 30000        /* the table is swept of pods not seen for keep_s this often at least */
 
 /* A pod no node fitted, as filter last saw it. */
@@ -282,10 +283,23 @@ static int candidates(struct nudge *n, int64_t now, struct cand **out)
 	return nc;
 }
 
-/* Marks the candidates still without a node that fit on v, each counted against the ones before. */
-static void place_on(const struct cache_node *v, struct cand *c, int nc)
+/* Whether some device of n could take a pod: usable, not held whole, with memory and compute left. */
+static bool has_room(const struct gpu_node *n)
 {
-	if (!v || !v->has_gns)
+	for (int i = 0; i < n->ndev; i++)
+		if (gpu_usable(&n->dev[i]) && !n->dev[i].exclusive && gpu_free_mib(&n->dev[i]) &&
+		    gpu_free_core(&n->dev[i]))
+			return true;
+	return false;
+}
+
+/*
+ * Marks the candidates still without a node that fit on v, each counted
+ * against the ones before; *budget less the fits tried.
+ */
+static void place_on(const struct cache_node *v, struct cand *c, int nc, long *budget)
+{
+	if (!v || !v->has_gns || *budget <= 0 || !has_room(v->node))
 		return;
 	const struct claim **left = malloc(((size_t)nc + 1) * sizeof(*left));
 	int *at = malloc(((size_t)nc + 1) * sizeof(*at));
@@ -294,6 +308,7 @@ static void place_on(const struct cache_node *v, struct cand *c, int nc)
 	for (int i = 0; left && at && fits && i < nc; i++)
 		if (!c[i].node)
 			at[nl] = i, left[nl++] = &c[i].claim;
+	*budget -= nl;
 	if (nl && nudge_fits(v->node, left, nl, fits) > 0)
 		for (int i = 0; i < nl; i++)
 			if (fits[i])
@@ -301,16 +316,20 @@ static void place_on(const struct cache_node *v, struct cand *c, int nc)
 	free(left), free(at), free(fits);
 }
 
-/* Which candidates fit on the nodes noted (every node: all). */
+/*
+ * Which candidates fit on the nodes noted (every node: all), within
+ * FIT_BUDGET fits: thousands of pods that fit nowhere, on tens of
+ * thousands of nodes, would take minutes of CPU.
+ */
 static void place(struct snapshot *s, char **gained, int ng, bool all, struct cand *c, int nc)
 {
-	if (all) {
-		for (size_t i = 0; i < s->n; i++)
-			place_on(snapshot_node(s, i), c, nc);
-		return;
-	}
-	for (int g = 0; g < ng; g++)
-		place_on(snapshot_find(s, gained[g]), c, nc);
+	long budget = FIT_BUDGET;
+	size_t nodes = all ? s->n : (size_t)ng;
+	for (size_t i = 0; i < nodes && budget > 0; i++)
+		place_on(all ? snapshot_node(s, i) : snapshot_find(s, gained[i]), c, nc, &budget);
+	if (budget <= 0)
+		log_warn("nudges: too many waiting pods and freed nodes to look at all; some wait for kube-scheduler",
+			 "waiting=%d nodes=%zu", nc, nodes);
 }
 
 /* A wall-clock time in milliseconds as RFC 3339: 2026-11-29T01:02:03.456Z. */

@@ -42,6 +42,10 @@ refused() {
 # The extender's cache shows NODE's GPU free (its /debug/nodes).
 free_in_cache() { curl -sf "$E2E_DEBUG_URL/debug/nodes?node=$1" | grep -q '"freeDevices":1'; }
 log_of() { cat "$CLUSTER_DIR/logs/$1.log"; }
+# A check runs in a subshell: its figures go to a file, printed after it.
+NOTES=$(mktemp)
+note() { echo "$*" >>"$NOTES"; }
+print_notes() { while IFS= read -r l; do e2e_note "$l"; done <"$NOTES"; : >"$NOTES"; }
 # Seconds (3 decimals) of an RFC 3339 time with milliseconds.
 secs() { date -u -d "$1" +%s.%3N; }
 
@@ -70,13 +74,14 @@ check_nudged() {
   ann=$(e2e_ann ml waiter-on gpu.scheduling/nudged)
   [[ -n $ann ]] || { echo "waiter-on has no gpu.scheduling/nudged annotation"; return 1; }
   dt=$(awk -v a="$(secs "$bound_at")" -v b="$(secs "$freed")" 'BEGIN { printf "%.3f", a - b }')
-  e2e_note "GPU freed (extender's cache: $freed) to pod bound ($bound_at): ${dt} s (nudged at $ann)"
+  note "nudges on: GPU freed (extender's cache: $freed) to pod bound ($bound_at): ${dt} s (nudged at $ann)"
   # 2 s, plus kube-scheduler's backoff for the pod: 1 s doubled per failed try, at most 10 s.
   awk -v d="$dt" 'BEGIN { exit !(d <= 12) }' || { echo "bound ${dt} s after its GPU freed: more than 2 s + 10 s backoff"; return 1; }
   curl -sf "$E2E_URL/metrics" | grep -q '^gpu_extender_nudges_total{result="sent"} [1-9]' ||
     { echo "no nudge counted sent:"; curl -sf "$E2E_URL/metrics" | grep nudges; return 1; }
 }
 e2e_check "nudges on: a waiting pod is bound within 2 s + its backoff (<= 10 s) of its GPU turning healthy" check_nudged
+print_notes
 cluster_stop_scheduler sched
 cluster_kill ext
 
@@ -91,9 +96,10 @@ check_not_nudged() {
     bound ml waiter-off && { echo "waiter-off bound $((SECONDS - t0)) s after its GPU freed, without a nudge"; return 1; }
     sleep 1
   done
-  e2e_note "nudges off: waiter-off still Pending ${OFF_WAIT} s after its GPU freed (kube-scheduler's flush: up to 5 min)"
+  note "nudges off: waiter-off still Pending ${OFF_WAIT} s after its GPU freed (kube-scheduler's flush: up to 5 min)"
   [[ -z $(e2e_ann ml waiter-off gpu.scheduling/nudged) ]] || { echo "annotated with nudges off"; return 1; }
 }
 e2e_check "nudges off: the waiting pod is still Pending ${OFF_WAIT} s after its GPU turned healthy" check_not_nudged
-echo "nudge.sh took $((SECONDS - t_start))s"
+print_notes
+rm -f "$NOTES"echo "nudge.sh took $((SECONDS - t_start))s"
 e2e_summary
