@@ -132,7 +132,8 @@ static const struct opt options[] = {
 	{ .flag = "nudge", .key = "nudge.enabled", .kind = OPT_BOOL, AT(nudge), .def = "true",
 	  .help = "cluster mode: when GPUs free without an event kube-scheduler watches (a reservation released, a "
 		  "device turned healthy), annotate the waiting GPU pods that fit now (gpu.scheduling/nudged), so that "
-		  "kube-scheduler tries them at once instead of after up to 5 minutes (false: never)" },
+		  "kube-scheduler tries them again after their backoff (10 s at most) instead of after up to 5 minutes "
+		  "(false: never)" },
 	{ .flag = "nudge-rate", .key = "nudge.perSecond", .kind = OPT_INT, AT(nudge_rate), .def = "20", .arg = "N",
 	  .lo = 1, .hi = 100000, .help = "nudges a second at most (and the burst)" },
 	{ .flag = "pod-selector", .key = "podSelector", .kind = OPT_STR, AT(pod_selector), .def = "gpu.scheduling/managed=true",
