@@ -307,6 +307,16 @@ const cJSON *cache_gpuclaim_lookup(void *cache, const char *ns, const char *name
 void cache_claims_rdlock(struct cache *c);
 void cache_claims_unlock(struct cache *c);
 
+/*
+ * fn(ctx, node) for each node whose newly built view offers more than its
+ * view before (gpu_node_gained: a reservation released, a device turned
+ * healthy, a node's first GpuNodeStatus), as cache_unlock() publishes it.
+ * It runs under the writer lock: it may only take note (no cache call, no
+ * wait on anything but a short mutex). fn NULL: none. Set under the
+ * writer lock: at any time.
+ */
+void cache_on_gained(struct cache *c, void (*fn)(void *ctx, const char *node), void *ctx);
+
 struct cache_stats {
 	size_t nodes, devices, allocs, gpuclaims;
 	uint64_t version;

@@ -51,6 +51,8 @@ struct config {
 	bool events;                  /* post Events on pods, PodGroups (include/events.h) */
 	int node_summary_interval_s;  /* GpuNodeStatus counts written at most this often a node; 0: not written */
 	int node_summary_writes_per_s;   /* ... and at most this many writes a second, all nodes together */
+	bool nudge;                   /* nudge waiting pods when GPUs free (include/nudge.h) */
+	int nudge_rate;               /* nudges a second at most */
 	/* webhook */
 	char webhook_listen[128];     /* host:port of the HTTPS /mutate server, "" = off */
 	char webhook_cert[CONFIG_PATH_MAX];

@@ -20,6 +20,7 @@
 #include "policy.h"
 
 struct events;
+struct nudge;
 
 /* Carries out a bind; returns a BIND_* result (bind.h); on failure err says why in one line. */
 typedef int (*extender_bind_fn)(void *ctx, const struct bind_request *req, char *err, size_t errlen);
@@ -67,6 +68,8 @@ struct extender_opts {
 	int filter_keeps_best;
 	/* May be NULL (no Events): a pod no node fits gets a GPUClaimUnsatisfiable Event, once a minute at most. */
 	struct events *events;
+	/* May be NULL (no nudges): told of each pod no node fits and each pod that fits (nudge.h). */
+	struct nudge *nudge;
 };
 
 struct extender;

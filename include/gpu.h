@@ -189,4 +189,13 @@ struct gpu_state_digest {
 
 struct gpu_state_digest gpu_node_state_digest(const struct gpu_node *n);
 
+/*
+ * Whether after offers more to some claim than before: a device that is
+ * new or newly usable (healthy, not held outside), or holds fewer pods or
+ * less memory or compute than before; or host cpu or memory freed.
+ * Devices are matched by id; before may be NULL (a node not seen before:
+ * any usable device counts). Pure; reads at most both nodes' devices.
+ */
+bool gpu_node_gained(const struct gpu_node *before, const struct gpu_node *after);
+
 #endif

@@ -81,6 +81,7 @@ struct metrics_gauges {
 	double ready;          /* 1 when /readyz would answer 200 */
 	double node_summary_pending;   /* nodes whose GpuNodeStatus counts wait for a write (nodesum.h) */
 	uint64_t events[8];    /* the Event recorder's counts by result, in events.h's order */
+	uint64_t nudges[8];    /* the nudger's counts by result, in nudge.h's order */
 	/*
 	 * Appends the series of a per-node family f (f->index: MNODE_GPUS,
 	 * MNODE_FRAGMENTATION) from the cache, some nodes from *pos on (0 at

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "nodesum.h"
+#include "nudge.h"
 #include "reserve.h"
 #include "webhook.h"
 
@@ -41,6 +42,7 @@ struct server {
 	struct reserve *resv;
 	struct events *events;        /* NULL: Events off, or standalone */
 	struct nodesum_writer *nodesum;   /* the GpuNodeStatus counts; NULL: off, or standalone */
+	struct nudge *nudge;          /* NULL: nudges off, or standalone */
 	struct webhook *wh;
 	atomic_bool trimmed;          /* cluster: memory of the first lists handed back (is_ready) */
 	struct httpd *verbs, *webhook_httpd, *debug_httpd;
@@ -238,6 +240,7 @@ static void on_metrics(void *ctx, const struct http_request *req, struct http_re
 		.per_node = per_node, .ctx = sc,
 	};
 	events_counts(s->events, sc->g.events);
+	nudge_counts(s->nudge, sc->g.nudges);
 	sc->snap = cache_acquire(s->cache);
 	resp->content_type = "text/plain; version=0.0.4";
 	resp->stream = (struct http_stream){ scrape_more, scrape_done, sc };
@@ -303,6 +306,14 @@ static int start_cluster(struct server *s)
 		.reap_interval_s = s->cfg.reap_interval_s, .pod_selector = s->cfg.pod_selector,
 		.gang_timeout_s = s->cfg.gang_timeout_s, .gang_topology_key = s->cfg.gang_topology_key,
 	};
+	if (s->cfg.nudge) {
+		struct nudge_opts no = { .cache = s->cache, .kube = s->client, .rate = s->cfg.nudge_rate };
+		s->nudge = nudge_new(&no);
+		if (s->nudge)
+			cache_on_gained(s->cache, nudge_gained, s->nudge);
+		else
+			log_warn("waiting pods are not nudged: the nudger did not start", "%s", "");
+	}
 	s->resv = reserve_new(&ro);
 	if (!s->resv || reserve_start(s->resv, &s->cl, err, sizeof(err))) {
 		log_error("cannot start the reservations", "error=\"%s\"", LOG_Q(err));
@@ -496,6 +507,7 @@ static int start_extender(struct server *s)
 		xo.ready_ctx = s;
 		xo.assume_binds = true;
 		xo.events = s->events;
+		xo.nudge = s->nudge;
 	}
 	s->ext = extender_new(&xo);
 	return s->ext ? 0 : -1;
@@ -574,6 +586,9 @@ static void server_release(struct server *s)
 	cluster_stop(&s->cl);
 	nodesum_writer_free(s->nodesum);   /* (after the watch that tells it) */
 	reserve_free(s->resv);
+	if (s->nudge)
+		cache_on_gained(s->cache, NULL, NULL);   /* the writers are stopped; a bind's may still run: unhooked first */
+	nudge_free(s->nudge);
 	events_free(s->events);       /* after every thread that posts */
 	kube_client_free(s->client);
 	extender_free(s->ext);

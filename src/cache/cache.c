@@ -210,6 +210,10 @@ struct cache {
 	struct strmap label_sets;     /* hash -> struct label_block * nodes labelled alike share (labels_pack); writer lock */
 	uint64_t gen[CACHE_KINDS];    /* current relist generation per kind */
 	uint32_t views_built;         /* the last view's id (cache_node.id); writer lock */
+	void (*gained)(void *ctx, const char *node);   /* cache_on_gained */
+	void *gained_ctx;
+	char **gained_nodes;          /* views built that gained, told once published: a reader sees the gain */
+	size_t ngained, gained_cap;
 };
 
 void alloc_set_pod(struct alloc *a, const char *ns, const char *name)
@@ -562,6 +566,33 @@ static struct cache_node *view_build(struct cache *cache, const struct node_src 
 	return v;
 }
 
+/* Keeps a node's name to tell the hook once the view that gained is published. */
+static void note_gained(struct cache *c, const char *name)
+{
+	if (c->ngained == c->gained_cap) {
+		size_t cap = c->gained_cap ? c->gained_cap * 2 : 16;
+		char **g = realloc(c->gained_nodes, cap * sizeof(*g));
+		if (!g)
+			return;   /* (out of memory: this gain goes untold) */
+		c->gained_nodes = g;
+		c->gained_cap = cap;
+	}
+	char *copy = strdup(name);
+	if (copy)
+		c->gained_nodes[c->ngained++] = copy;
+}
+
+/* After a publish: the hook told of each node that gained. */
+static void tell_gained(struct cache *c)
+{
+	for (size_t i = 0; i < c->ngained; i++) {
+		if (c->gained)
+			c->gained(c->gained_ctx, c->gained_nodes[i]);
+		free(c->gained_nodes[i]);
+	}
+	c->ngained = 0;
+}
+
 /*
  * s's view, rebuilt when stale; NULL when out of memory (the stale one then
  * stays: it may hold the node's devices).
@@ -573,6 +604,8 @@ static struct cache_node *src_view(struct cache *c, struct node_src *s)
 	struct cache_node *v = view_build(c, s);
 	if (!v)
 		return NULL;
+	if (c->gained && gpu_node_gained(s->view ? s->view->node : NULL, v->node))
+		note_gained(c, s->name);
 	view_release(s->view);
 	s->view = v;
 	s->stale = false;
@@ -904,6 +937,9 @@ void cache_free(struct cache *c)
 	strmap_release(&c->claims);
 	snapshot_release(c->current);
 	slab_free(c->slab);      /* every view is released by now */
+	for (size_t i = 0; i < c->ngained; i++)
+		free(c->gained_nodes[i]);
+	free(c->gained_nodes);
 	pthread_mutex_destroy(&c->write_lock);
 	pthread_mutex_destroy(&c->snap_lock);
 	pthread_rwlock_destroy(&c->claims_lock);
@@ -930,6 +966,7 @@ void cache_unlock(struct cache *c)
 			pthread_mutex_unlock(&c->snap_lock);
 			snapshot_release(old);
 			c->changed = false;
+			tell_gained(c);
 		}
 		/* Out of memory: keep the old snapshot and retry at the next unlock. */
 	}
@@ -1444,6 +1481,14 @@ void cache_claims_rdlock(struct cache *c)
 void cache_claims_unlock(struct cache *c)
 {
 	pthread_rwlock_unlock(&c->claims_lock);
+}
+
+void cache_on_gained(struct cache *c, void (*fn)(void *ctx, const char *node), void *ctx)
+{
+	cache_lock(c);
+	c->gained = fn;
+	c->gained_ctx = ctx;
+	cache_unlock(c);
 }
 
 void cache_stats(struct cache *c, struct cache_stats *out)

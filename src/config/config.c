@@ -139,6 +139,13 @@ static const struct opt options[] = {
 	  AT(node_summary_writes_per_s), .def = "20", .arg = "N", .lo = 1, .hi = 10000,
 	  .help = "cluster mode: at most this many of those writes a second, all nodes together; the nodes left over "
 		  "are written at the next period, first" },
+	{ .flag = "nudge", .key = "nudge.enabled", .kind = OPT_BOOL, AT(nudge), .def = "true",
+	  .help = "cluster mode: when GPUs free without an event kube-scheduler watches (a reservation released, a "
+		  "device turned healthy), annotate the waiting GPU pods that fit now (gpu.scheduling/nudged), so that "
+		  "kube-scheduler tries them again after their backoff (10 s at most) instead of after up to 5 minutes "
+		  "(false: never)" },
+	{ .flag = "nudge-rate", .key = "nudge.perSecond", .kind = OPT_INT, AT(nudge_rate), .def = "20", .arg = "N",
+	  .lo = 1, .hi = 100000, .help = "nudges a second at most (and the burst)" },
 	{ .flag = "pod-selector", .key = "podSelector", .kind = OPT_STR, AT(pod_selector), .def = "gpu.scheduling/managed=true",
 	  .arg = "SELECTOR", .help = "label selector of the pods that hold GPUs, watched to rebuild allocations" },
 	{ .flag = "webhook-listen", .key = "webhook.listen", .kind = OPT_STR, AT(webhook_listen), .arg = "HOST:PORT",

@@ -326,3 +326,35 @@ struct gpu_state_digest gpu_node_state_digest(const struct gpu_node *n)
 	}
 	return h;
 }
+
+/* Whether device a (after) offers more than b (before): usable now with room, or less held. */
+static bool device_gained(const struct gpu_device *a, const struct gpu_device *b)
+{
+	if (!gpu_usable(a))
+		return false;
+	if (!b || !gpu_usable(b) || a->memory_mib > b->memory_mib)
+		return !a->exclusive && gpu_free_mib(a) > 0 && gpu_free_core(a) > 0;
+	return a->exclusive < b->exclusive || a->shared < b->shared || a->used_mib < b->used_mib ||
+	       a->used_core < b->used_core;
+}
+
+bool gpu_node_gained(const struct gpu_node *before, const struct gpu_node *after)
+{
+	if (!after)
+		return false;
+	if (before && ((after->cpu_cap && after->cpu_cap - after->cpu_used > before->cpu_cap - before->cpu_used) ||
+		       (after->mem_cap && after->mem_cap - after->mem_used > before->mem_cap - before->mem_used)))
+		return true;
+	/* Both sorted by id: one walk. */
+	int j = 0;
+	for (int i = 0; i < after->ndev; i++) {
+		const struct gpu_device *a = &after->dev[i], *b = NULL;
+		while (before && j < before->ndev && before->dev[j].id < a->id)
+			j++;
+		if (before && j < before->ndev && before->dev[j].id == a->id)
+			b = &before->dev[j];
+		if (device_gained(a, b))
+			return true;
+	}
+	return false;
+}

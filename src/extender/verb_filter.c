@@ -7,6 +7,7 @@
  */
 #include "extender_impl.h"
 #include "events.h"
+#include "nudge.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -455,6 +456,25 @@ static void tell_unsatisfiable(struct extender *x, const struct filter_job *j)
 		   UNSATISFIABLE_EVERY_S, "%s", msg);
 }
 
+/*
+ * The nudger learns which GPU pods wait (no node fits: kube-scheduler
+ * keeps them until an event it watches) and which no longer do. A gang
+ * member waits for its gang, not for GPUs alone: not told.
+ */
+static void tell_nudger(struct extender *x, const struct filter_job *j)
+{
+	const struct verb_args *a = j->l.a;
+	if (!x->o.nudge || j->oom || j->gang || !a->claim_ok || !claim_wants_gpu(&a->claim) || !a->ref.uid)
+		return;
+	for (int i = 0; i < a->n; i++)
+		if (passes(j, i)) {
+			nudge_forget(x->o.nudge, a->ref.uid);
+			return;
+		}
+	if (a->n > 0)
+		nudge_waiting(x->o.nudge, &a->ref, &a->claim);
+}
+
 static void filter_job_release(struct filter_job *j)
 {
 	if (j->rating)
@@ -478,6 +498,7 @@ void extender_filter(void *ctx, const struct http_request *req, struct http_resp
 		goto out;
 	filter_decide(x, &j);
 	tell_unsatisfiable(x, &j);
+	tell_nudger(x, &j);
 	if (j.oom)
 		httpd_error(resp, 500, "out of memory");
 	else

@@ -25,7 +25,7 @@ static _Atomic int64_t newest_event[RES_COUNT];
 const char *const metrics_gpu_state_names[MGPU_STATES] = { "whole", "shared", "free", "unhealthy" };
 
 /* Where metrics_render finds a family's values (metric_family.source). */
-enum { SRC_REQUESTS, SRC_ERRORS, SRC_DURATION, SRC_COUNTER, SRC_EVENT_AGE, SRC_GAUGE, SRC_NODE, SRC_EVENTS };
+enum { SRC_REQUESTS, SRC_ERRORS, SRC_DURATION, SRC_COUNTER, SRC_EVENT_AGE, SRC_GAUGE, SRC_NODE, SRC_EVENTS, SRC_NUDGES };
 
 #define VERBS { "filter", "prioritize", "bind", "preempt", "mutate", "other" }
 #define RESOURCES { "nodes", "gpunodestatuses", "gpuclaims", "pods", "leases" }
@@ -107,6 +107,12 @@ static const struct metric_family families[] = {
 	  "Events the extender posted (bindings, releases, gangs, claims that fit nowhere), by result.",
 	  "`sent`: a new Event; `patched`: a repeat counted on one; `dropped`: the queue was full; `limited`: past "
 	  "the rate limits; `gone`: its object no longer exists.", SRC_EVENTS, 0 },
+	/* the values are nudge.h's NUDGE_RESULT_NAMES, in order (test_nudge checks) */
+	{ "gpu_extender_nudges_total", "counter", "result", { "sent", "failed", "limited", "gone" },
+	  "Waiting GPU pods annotated so that kube-scheduler tries them again, after GPUs they fit freed, by result.",
+	  "`sent`: the pod annotated; `failed`: the API server refused or could not be reached; `limited`: held "
+	  "back by `nudge.perSecond` (tried again a moment later); `gone`: the pod no longer exists.",
+	  SRC_NUDGES, 0 },
 };
 #define NFAMILIES ((int)(sizeof(families) / sizeof(families[0])))
 
@@ -224,8 +230,9 @@ static void family(struct buf *out, const struct metric_family *f, const struct 
 	case SRC_NODE:
 		break;   /* a part at a time (metrics_render_part) */
 	case SRC_EVENTS:
+	case SRC_NUDGES:
 		for (int i = 0; i < n; i++)
-			series(out, f, i, (long long)g->events[i]);
+			series(out, f, i, (long long)(f->source == SRC_EVENTS ? g->events[i] : g->nudges[i]));
 		break;
 	}
 }

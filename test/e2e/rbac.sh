@@ -51,6 +51,7 @@ row gpu-extender yes patch gpuclaims.gpu.scheduling/status
 row gpu-extender yes get podgroups.scheduling.x-k8s.io
 row gpu-extender yes patch podgroups.scheduling.x-k8s.io/status
 row gpu-extender yes get workloads.scheduling.k8s.io
+row gpu-extender yes patch pods             # a nudge's annotation (held to it by 11-least-privilege.yaml)
 row gpu-extender yes create events          # docs/operations.md, "Events"
 row gpu-extender yes patch events           # a repeat's count
 for v in create update patch delete; do
@@ -88,7 +89,6 @@ for sa in gpu-extender gpu-agent gpu-scheduler; do
   row "$sa" no delete validatingadmissionpolicies.admissionregistration.k8s.io -
   row "$sa" no delete customresourcedefinitions.apiextensions.k8s.io -
 done
-row gpu-extender no patch pods
 row gpu-extender no delete pods
 row gpu-agent no delete pods
 row gpu-extender no patch nodes -
@@ -224,5 +224,34 @@ check_counts_policy() {
 }
 e2e_check "the extender may change only its counts (status.allocation) in a GpuNodeStatus (ValidatingAdmissionPolicy): not the devices, total, spec, labels, annotations; no delete" \
   check_counts_policy
+# RBAC lets the extender patch pods (a nudge: docs/scheduling.md); the
+# policy holds it to the one annotation on a pod that waits for a node.
+check_nudge_policy() {
+  kubectl -n ml apply -f - >/dev/null <<JSON || return 1
+{"apiVersion":"v1","kind":"List","items":[
+ {"apiVersion":"v1","kind":"Pod","metadata":{"name":"waits","namespace":"ml","labels":{"app":"a"},"annotations":{"keep":"me"}},
+  "spec":{"schedulerName":"nobody","containers":[{"name":"c","image":"registry.k8s.io/pause:3.10"}]}},
+ {"apiVersion":"v1","kind":"Pod","metadata":{"name":"placed","namespace":"ml"},
+  "spec":{"nodeName":"own-node","containers":[{"name":"c","image":"registry.k8s.io/pause:3.10"}]}}]}
+JSON
+  patch() { as_ext -n ml patch pod "$1" --type merge -p "$2" 2>&1; }
+  local out
+  refused() { [[ $(patch waits '{"metadata":{"labels":{"app":"b"}}}') == *"may change only the annotation"* ]]; }
+  cluster_wait 20 "the pod policy in force" refused || return 1
+  out=$(patch waits '{"metadata":{"annotations":{"gpu.scheduling/nudged":"2026-01-01T00:00:00.000Z"}}}') ||
+    { echo "the nudge refused: $out"; return 1; }
+  out=$(patch waits '{"metadata":{"annotations":{"keep":"not"}}}')
+  [[ $out == *"may change only the annotation"* ]] || { echo "another annotation changed: $out"; return 1; }
+  out=$(patch waits '{"metadata":{"annotations":{"gpu.scheduling/allocated":"n:0"}}}')
+  [[ $out == *"may change only the annotation"* ]] || { echo "an annotation added: $out"; return 1; }
+  out=$(patch waits '{"spec":{"activeDeadlineSeconds":5}}')
+  [[ $out == *"may change only the annotation"* ]] || { echo "the spec changed: $out"; return 1; }
+  out=$(patch placed '{"metadata":{"annotations":{"gpu.scheduling/nudged":"2026-01-01T00:00:00.000Z"}}}')
+  [[ $out == *"only pods that wait for a node"* ]] || { echo "a bound pod annotated: $out"; return 1; }
+  [[ $(kubectl -n ml get pod waits -o jsonpath='{.metadata.labels.app}/{.metadata.annotations.keep}') == a/me ]] ||
+    { echo "the pod changed"; return 1; }
+}
+e2e_check "the extender may patch only the nudge annotation of a waiting pod (ValidatingAdmissionPolicy): not a label, another annotation, the spec, or a bound pod" \
+  check_nudge_policy
 echo "rbac.sh took $((SECONDS - t_start))s"
 e2e_summary

@@ -7,6 +7,7 @@
 #include "inventory.h"
 #include "kube.h"
 #include "metrics.h"
+#include "nudge.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -227,6 +228,38 @@ static void test_filter_unsatisfiable_event(void **state)
 	assert_int_equal(n[EVENTS_LIMITED], 2);
 	extender_free(x);
 	events_free(ev);
+	kube_client_free(c);
+	pthread_mutex_destroy(&k.mu);
+}
+
+/*
+ * Filter tells the nudger who waits: a GPU pod no node fits is remembered,
+ * once however often it is rejected; when it fits it is forgotten; a pod
+ * without GPUs, or whose claim is invalid, is never remembered.
+ */
+static void test_filter_tells_nudger(void **state)
+{
+	struct fixture *f = *state;
+	struct event_sink k = { .posts = 0 };
+	pthread_mutex_init(&k.mu, NULL);
+	struct kube_client *c = kube_client_new_transport(take_event, &k);
+	struct nudge_opts no = { .cache = f->cache, .kube = c };
+	struct nudge *nd = nudge_new(&no);
+	assert_non_null(nd);
+	struct extender_opts o = { .cache = f->cache, .res = &f->res, .default_policy = POLICY_BINPACK,
+				   .bind = extender_bind_local, .bind_ctx = f->cache, .nudge = nd };
+	struct extender *x = extender_new(&o);
+	int st;
+	cJSON_Delete(call(extender_filter, x, args("w8", "", "\"gpu.scheduling/gpu\":\"8\""), &st));
+	cJSON_Delete(call(extender_filter, x, args("w8", "", "\"gpu.scheduling/gpu\":\"8\""), &st));
+	assert_int_equal(nudge_waiting_count(nd), 1);
+	cJSON_Delete(call(extender_filter, x, args("cpu-pod", "", "\"cpu\":\"1\""), &st));
+	cJSON_Delete(call(extender_filter, x, args("bad", ",\"annotations\":{\"gpu.scheduling/claim\":\"missing\"}", ""), &st));
+	assert_int_equal(nudge_waiting_count(nd), 1);
+	cJSON_Delete(call(extender_filter, x, args("w8", "", "\"gpu.scheduling/gpu\":\"2\""), &st));   /* now it fits */
+	assert_int_equal(nudge_waiting_count(nd), 0);
+	extender_free(x);
+	nudge_free(nd);
 	kube_client_free(c);
 	pthread_mutex_destroy(&k.mu);
 }
@@ -709,6 +742,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_filter_reasons, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_filter_unsatisfiable_event, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_filter_tells_nudger, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_filter_no_gpu_pod_passes_all, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_filter_nodes_form_echoes_objects, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_filter_invalid_requests, setup, teardown),
