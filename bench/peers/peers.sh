@@ -38,11 +38,12 @@ peer_start() {  # NAME LABEL BINARY
       while [[ $mport == "$port" ]]; do mport=$(e2e_free_port) || return 1; done
       # No device plugin and no kubelet here: nobody releases the node lock
       # its bind takes (hami.io/mutex.lock, which the device plugin releases
-      # when kubelet asks it to allocate). HAMI_NODELOCK_EXPIRE=1ms lets the
+      # when kubelet asks it to allocate). --node-lock-timeout 1ms lets the
       # next bind on that node find the lock expired and release it itself
       # (the same patch the device plugin would make), so that a lock never
-      # blocks a bind for its 5-minute default.
-      cluster_spawn "$label" env KUBECONFIG="$CLUSTER_KUBECONFIG" HAMI_NODELOCK_EXPIRE=1ms "$bin" \
+      # blocks a bind for its 5-minute default. (HAMI_NODELOCK_EXPIRE, the
+      # chart's setting, is overridden by the flag's default at start.)
+      cluster_spawn "$label" env KUBECONFIG="$CLUSTER_KUBECONFIG" "$bin" --node-lock-timeout 1ms \
         --http_bind "127.0.0.1:$port" --metrics-bind-address "127.0.0.1:$mport" \
         --device-config-file "$PEERS_DIR/hami-device-config.yaml" --kube-qps 5000 --kube-burst 5000
       PEER_URL=http://127.0.0.1:$port
