@@ -29,7 +29,8 @@ peer_start() {  # NAME LABEL BINARY
       # at its quietest level (LOG_LEVEL cannot turn off its V(3) lines):
       # dropped, not written to disk. Ready once it listens (/version): it
       # builds its cache from the informers first.
-      cluster_spawn "$label" env KUBECONFIG="$CLUSTER_KUBECONFIG" PORT="$port" BENCH_KUBE_QPS=5000 \
+      # PEER_GPUSHARE_QPS=0: client-go's defaults, as published (5 qps, burst 10).
+      cluster_spawn "$label" env KUBECONFIG="$CLUSTER_KUBECONFIG" PORT="$port" BENCH_KUBE_QPS="${PEER_GPUSHARE_QPS:-5000}" \
         bash -c 'exec "$0" >/dev/null' "$bin"
       PEER_URL=http://127.0.0.1:$port
       cluster_wait 60 "$label ready" curl -sf "$PEER_URL/version" >/dev/null || return 1 ;;
@@ -50,7 +51,7 @@ peer_start() {  # NAME LABEL BINARY
       cluster_wait 60 "$label ready" curl -sf "$PEER_URL/readyz" >/dev/null || return 1
       # It learns the nodes' devices from their annotations every 15 s: the
       # row starts once every node is known (its log names each once).
-      cluster_wait 60 "$label knows the nodes" bash -c \
+      cluster_wait 180 "$label knows the nodes" bash -c \
         '(( $(grep -c "Node device added" "$0") >= $1 ))' "$(cluster_log "$label")" "$NODES" >/dev/null || return 1 ;;
     *) return 1 ;;
   esac
