@@ -11,7 +11,8 @@
 #                   kube-scheduler sends them there (5 % of the nodes), and the server's RSS
 #   make bench-e2e  GPU pods per second placed by kube-scheduler, alone and with the
 #                   extender, on the test harness's control plane, in interleaved rounds
-#                   (BENCH_E2E_ARGS, e.g. "--nodes 5000 --rounds 3")
+#                   (BENCH_E2E_ARGS, e.g. "--nodes 5000 --rounds 3"; "--peers" adds
+#                   gpushare and HAMi's extender, built by bench/peers/build.sh)
 #   make bench-sustained
 #                   30 minutes (SUSTAINED_S) of create/bind/delete rounds at 1000 nodes: the
 #                   extender's RSS, open files, threads and verb times, minute by minute

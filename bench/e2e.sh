@@ -2,7 +2,7 @@
 # make bench-e2e: GPU pods per second that a real kube-scheduler places on a
 # real API server, alone and with the extender in the loop, in one run.
 #
-#   bench/e2e.sh [--nodes 1000] [--pods 2000] [--rounds 5] [--extender PATH] [--baseline-extender PATH] [--replicas] [--no-floor] [--only ROWS] [--pprof DIR] [--http-timeout D]
+#   bench/e2e.sh [--nodes 1000] [--pods 2000] [--rounds 5] [--extender PATH] [--baseline-extender PATH] [--replicas] [--no-floor] [--peers] [--only ROWS] [--pprof DIR] [--http-timeout D]
 #   bench/e2e.sh --cold-start [--nodes 5000] [--extender PATH] [--baseline-extender PATH]
 #   bench/e2e.sh --sustained SECONDS [--nodes 1000] [--pods 400] [--extender PATH]
 #
@@ -26,6 +26,19 @@
 #   baseline   the same with --baseline-extender (another build), when given
 #   proxy-1    with --replicas: the extender behind a TCP proxy (test/e2e/faultproxy.py)
 #   proxy-2    two extender replicas behind it, each new connection to the next
+#   gpushare   with --peers: kube-scheduler with gpushare-scheduler-extender
+#              (filter and bind; the pods ask for aliyun.com/gpu-mem, a whole
+#              GPU's 80)
+#   hami       with --peers: kube-scheduler with HAMi's scheduler extender
+#              (filter and bind; the pods ask for nvidia.com/gpu 1 and
+#              nvidia.com/gpumem 81559). Both built from their public source
+#              at a pinned commit by bench/peers/build.sh (cached), started
+#              and configured by bench/peers/peers.sh, the nodes given the
+#              capacity and annotations they read (e2e_load.py nodes --peers).
+#              The rows with a record of devices (extender, keep-1, baseline,
+#              proxy-N, gpushare, hami) are checked after binding: pods placed
+#              on a device beyond its capacity, or bound with no device
+#              recorded, are counted as double allocations (e2e_load.py check).
 #
 # The rows run in interleaved rounds (--rounds, 5 by default): every row once
 # a round, the order rotated by one each round (round 2 starts with the
@@ -75,7 +88,7 @@
 # there. Then its RSS by kind of memory (/proc/PID/smaps) at both times.
 set -u
 cd "$(dirname "$0")/.."
-NODES=1000 PODS=2000 ROUNDS=5 EXT=$PWD/build/gpu-extender BASE="" ONLY="" COLD="" SUSTAIN="" REPLICAS="" PPROF="" FLOOR=1 HTTP_TIMEOUT=""
+NODES=1000 PODS=2000 ROUNDS=5 EXT=$PWD/build/gpu-extender BASE="" ONLY="" COLD="" SUSTAIN="" REPLICAS="" PPROF="" FLOOR=1 HTTP_TIMEOUT="" PEERS=""
 while (($#)); do
   case $1 in
     --nodes) NODES=$2; shift 2 ;;
@@ -87,16 +100,18 @@ while (($#)); do
     --rounds) ROUNDS=$2; shift 2 ;;
     --floor) FLOOR=1; shift ;;
     --no-floor) FLOOR=""; shift ;;
+    --peers) PEERS=1; shift ;;
     --http-timeout) HTTP_TIMEOUT=$2; shift 2 ;;
     --cold-start) COLD=1; shift ;;
     --sustained) SUSTAIN=$2; shift 2 ;;
     --pprof) PPROF=$(realpath -m "$2"); shift 2 ;;
-    *) echo "usage: bench/e2e.sh [--nodes N] [--pods N] [--rounds N] [--extender PATH] [--baseline-extender PATH] [--replicas] [--no-floor] [--only ROWS] [--pprof DIR] [--http-timeout D]" \
+    *) echo "usage: bench/e2e.sh [--nodes N] [--pods N] [--rounds N] [--extender PATH] [--baseline-extender PATH] [--replicas] [--no-floor] [--peers] [--only ROWS] [--pprof DIR] [--http-timeout D]" \
          "| --cold-start [--nodes N] | --sustained SECONDS [--nodes N] [--pods N]" >&2; exit 2 ;;
   esac
 done
 . test/cluster/cluster.sh
 . test/e2e/lib.sh
+. bench/peers/peers.sh
 
 fail() { echo "bench-e2e: $*" >&2; exit 1; }
 if [[ -n $ONLY ]]; then
@@ -107,12 +122,17 @@ else
   ROW_ORDER+=(keep-1 extender)
   [[ -n $REPLICAS ]] && ROW_ORDER+=(proxy-1 proxy-2)
   [[ -n $BASE ]] && ROW_ORDER+=(baseline)
+  [[ -n $PEERS ]] && ROW_ORDER+=(gpushare hami)
 fi
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || fail "--rounds needs a positive count"
-FLOOR_BIN=""
+FLOOR_BIN="" PEER_ROWS=""
+declare -A PEER_BIN=()
 for row in "${ROW_ORDER[@]}"; do
   case $row in
     plain | extender | keep-1 | proxy-1 | proxy-2) ;;
+    gpushare | hami)
+      PEER_BIN[$row]=$(bench/peers/build.sh "$row") || fail "building the $row peer failed"
+      PEER_ROWS+="${PEER_ROWS:+,}$row" ;;
     baseline) [[ -n $BASE ]] || fail "the baseline row needs --baseline-extender" ;;
     floor)
       cache=${GPU_EXTENDER_CACHE:-$HOME/.cache/gpu-extender} FLOOR_BIN=$cache/floor-extender
@@ -129,12 +149,16 @@ export CLUSTER_API_URL CLUSTER_ADMIN_TOKEN_FILE CLUSTER_CA_FILE
 load() { python3 bench/e2e_load.py "$@"; }
 echo "bench-e2e: $NODES nodes x 8 GPUs, $PODS one-GPU pods per row, $ROUNDS rounds of ${ROW_ORDER[*]} ($(nproc) CPUs, $(cluster_versions 2>/dev/null | head -1))"
 t=$(date +%s)
-load nodes "$NODES" || fail "creating the nodes failed"
+load nodes "$NODES" ${PEER_ROWS:+--peers "$PEER_ROWS"} || fail "creating the nodes failed"
 echo "  nodes created in $(( $(date +%s) - t )) s"
 
-# A scheduler configuration: qps/burst 5000, the extender when a URL is given.
-scheduler_config() {  # OUT PROFILE [EXTENDER_URL]
-  if [[ -n ${3:-} ]]; then
+# A scheduler configuration: qps/burst 5000, the extender when a URL is given
+# (a peer's own extender stanza with PEER).
+scheduler_config() {  # OUT PROFILE [EXTENDER_URL [PEER]]
+  if [[ -n ${4:-} ]]; then
+    printf 'apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: %s\n' "$2" >"$1"
+    peer_extender_config "$4" "$3" >>"$1"
+  elif [[ -n ${3:-} ]]; then
     sed -e "s#http://127.0.0.1:8888#$3#" -e "s/^- schedulerName: gpu-scheduler/- schedulerName: $2/" \
       -e "${HTTP_TIMEOUT:+s/^  httpTimeout: .*/  httpTimeout: $HTTP_TIMEOUT/}" config/scheduler-config.yaml >"$1"
   else
@@ -163,7 +187,7 @@ cpu_s() {
   # shellcheck disable=SC2086
   cat $pids 2>/dev/null | sed 's/^.*) //' | awk -v hz="$(getconf CLK_TCK)" '{ s += $12 + $13 } END { printf "%.3f", s / hz }'
 }
-CPU_OF=(kube-apiserver etcd kube-scheduler 'gpu-extender|floor-extender')
+CPU_OF=(kube-apiserver etcd kube-scheduler 'gpu-extender|floor-extender|gpushare-ext|hami-scheduler')
 CPU_KEYS=(apiserver etcd scheduler extender)
 
 # pprof_row LABEL: CPU profiles of kube-apiserver and the row's kube-scheduler, a second into the row.
@@ -181,13 +205,18 @@ ROUNDS_FILE=""   # a JSON object a line, one per row and round (e2e_load.py tabl
 # run_row LABEL RESOURCE [EXTENDER_BINARY [REPLICAS]]: the row's run in round
 # ROUND. With REPLICAS, that many extenders behind test/e2e/faultproxy.py,
 # which hands each new connection to the next one in turn (a Service in
-# front of replicas). EXT_FLAGS: more flags for the extenders.
+# front of replicas). EXT_FLAGS: more flags for the extenders. PEER: BINARY
+# is that peer extender (bench/peers/peers.sh). CHECK: the kind of record
+# the row's pods carry (e2e_load.py check), none when empty.
 run_row() {
   local row=$1 label=$1-r$ROUND resource=$2 bin=${3:-} replicas=${4:-0} ns=bench-$1 url="" ext_metrics="" urls=() ups=() k
-  local flags
+  local flags peer=${PEER:-} check=${CHECK:-}
   read -r -a flags <<<"${EXT_FLAGS:-}"
   cluster_ensure_namespace "$ns" >/dev/null || fail "namespace $ns"
-  if [[ -n $bin ]] && ((replicas)); then
+  if [[ -n $peer ]]; then
+    peer_start "$peer" "ext-$label" "$bin" || fail "peer $label did not become ready (log: $(cluster_log "ext-$label"))"
+    url=$PEER_URL
+  elif [[ -n $bin ]] && ((replicas)); then
     for ((k = 1; k <= replicas; k++)); do
       E2E_EXTENDER=$bin e2e_start_extender "ext-$label-$k" "${flags[@]}" || fail "extender $label-$k did not become ready"
       urls+=("$E2E_URL") ups+=(--upstream "${E2E_URL#http://}")
@@ -210,13 +239,13 @@ run_row() {
   load requests >"$CLUSTER_DIR/requests-$label.before"
   for c in "${CPU_OF[@]}"; do cpu0+=("$(cpu_s "$c")"); done
   start=$(date +%s.%N)
-  scheduler_config "$CLUSTER_DIR/sched-$label.yaml" "sched-$label" "$url"
+  scheduler_config "$CLUSTER_DIR/sched-$label.yaml" "sched-$label" "$url" "$peer"
   cluster_start_scheduler "$CLUSTER_DIR/sched-$label.yaml" "sched-$label" >/dev/null || fail "scheduler $label"
   local profiler=""
   [[ -n $PPROF ]] && { pprof_row "$label" & profiler=$!; }
   wait "$watcher"
   [[ -n $profiler ]] && wait "$profiler"
-  local w1 port sched_metrics cpu="" cpu_json="" used i
+  local w1 port sched_metrics cpu="" cpu_json="" used i double="-" unrecorded="-"
   w1=$(load writes)
   REQUESTS+=("$label: $(load requests "$CLUSTER_DIR/requests-$label.before" "$PODS")")
   for i in "${!CPU_OF[@]}"; do
@@ -228,6 +257,7 @@ run_row() {
   sched_metrics=$(kubectl --server="https://127.0.0.1:$port" --insecure-skip-tls-verify=true get --raw /metrics 2>/dev/null)
   for k in "${urls[@]}"; do ext_metrics+=$(curl -sf "$k/metrics")$'\n'; done   # replicas: summed
   cluster_stop_scheduler "sched-$label"
+  [[ -n $check ]] && { read -r _ double unrecorded _ < <(load check "$ns" "$check"); double=${double:-?} unrecorded=${unrecorded:-?}; }
   # The next row starts on empty nodes: this row's pods go while its
   # extenders run, so that they release the reservations (in this row's
   # time, not in the next row's).
@@ -236,6 +266,8 @@ run_row() {
   if ((replicas)); then
     cluster_kill "proxy-$label"
     for ((k = 1; k <= replicas; k++)); do cluster_kill "ext-$label-$k"; done
+  elif [[ -n $peer ]]; then
+    cluster_kill9 "ext-$label" >/dev/null 2>&1   # gpushare does not stop on TERM; its work is done
   elif [[ -n $bin ]]; then
     cluster_kill "ext-$label"
   fi
@@ -246,8 +278,8 @@ run_row() {
   refused=$(awk '/^gpu_extender_binds_total/ && !/result="ok"/ { s += $2 } END { print s + 0 }' <<<"$ext_metrics")
   conflicts=$(awk '/^gpu_extender_reservation_conflicts_total/ { s += $2 } END { print s + 0 }' <<<"$ext_metrics")
   conns=$(awk '/^gpu_extender_connections_refused_total/ { s += $2; n++ } END { print n ? s : "-" }' <<<"$ext_metrics")
-  [[ -n $bin ]] || refused=- conflicts=- conns=-
-  [[ -n $bin ]] && RATINGS+=("$label: $(awk '/^gpu_extender_prioritize_ratings_total/ { n[$1] += $2 }
+  [[ -n $bin && -z $peer ]] || refused=- conflicts=- conns=-
+  [[ -n $bin && -z $peer ]] && RATINGS+=("$label: $(awk '/^gpu_extender_prioritize_ratings_total/ { n[$1] += $2 }
     END { f = n["gpu_extender_prioritize_ratings_total{source=\"filter\"}"]; m = n["gpu_extender_prioritize_ratings_total{source=\"made\"}"]
       if (f + m) printf "%d of %d from the filter'"'"'s ratings", f, f + m; else print "none (or a build without the count)" }' <<<"$ext_metrics")")
   local writes attempt fms pms bms
@@ -256,11 +288,11 @@ run_row() {
   fms=$(metric_mean "$ext_metrics" gpu_extender_request_duration_seconds 'verb="filter"')
   pms=$(metric_mean "$ext_metrics" gpu_extender_request_duration_seconds 'verb="prioritize"')
   bms=$(metric_mean "$ext_metrics" gpu_extender_request_duration_seconds 'verb="bind"')
-  ROWS+=("$(printf '| %-12s | %5s/%s | %7s | %11s | %6s | %8s | %8s | %8s | %8s | %7s | %7s | %7s | %s |' "$label" "$bound" "$PODS" "$rate" \
-    "$lat50/$lat99" "$writes" "$attempt" "$fms" "$pms" "$bms" "$refused" "$conflicts" "$conns" "$cpu")")
-  printf '{"row":"%s","round":%d,"pods":%d,"bound":%d,"rate":"%s","lat_p50":"%s","lat_p99":"%s","writes":"%s","attempt_ms":"%s","filter_ms":"%s","prioritize_ms":"%s","bind_ms":"%s"%s}\n' \
-    "$row" "$ROUND" "$PODS" "$bound" "$rate" "$lat50" "$lat99" "$writes" "$attempt" "$fms" "$pms" "$bms" "$cpu_json" >>"$ROUNDS_FILE"
-  echo "  round $ROUND $row: $bound/$PODS bound, $rate pods/s, CPU s apiserver/etcd/scheduler/extender $cpu"
+  ROWS+=("$(printf '| %-12s | %5s/%s | %7s | %11s | %6s | %8s | %8s | %8s | %8s | %7s | %7s | %7s | %s | %s / %s |' "$label" "$bound" "$PODS" "$rate" \
+    "$lat50/$lat99" "$writes" "$attempt" "$fms" "$pms" "$bms" "$refused" "$conflicts" "$conns" "$cpu" "$double" "$unrecorded")")
+  printf '{"row":"%s","round":%d,"pods":%d,"bound":%d,"rate":"%s","lat_p50":"%s","lat_p99":"%s","writes":"%s","attempt_ms":"%s","filter_ms":"%s","prioritize_ms":"%s","bind_ms":"%s","double":"%s","unrecorded":"%s"%s}\n' \
+    "$row" "$ROUND" "$PODS" "$bound" "$rate" "$lat50" "$lat99" "$writes" "$attempt" "$fms" "$pms" "$bms" "$double" "$unrecorded" "$cpu_json" >>"$ROUNDS_FILE"
+  echo "  round $ROUND $row: $bound/$PODS bound, $rate pods/s, CPU s apiserver/etcd/scheduler/extender $cpu${check:+, double allocations $double (unrecorded $unrecorded)}"
 }
 
 if [[ -n $COLD ]]; then
@@ -383,12 +415,13 @@ fi
 one_row() {
   case $1 in
     plain) run_row plain example.com/gpu ;;
-    extender) run_row extender gpu.scheduling/gpu "$EXT" ;;
-    keep-1) EXT_FLAGS="--filter-keeps-best 1" run_row keep-1 gpu.scheduling/gpu "$EXT" ;;
+    extender) CHECK=extender run_row extender gpu.scheduling/gpu "$EXT" ;;
+    keep-1) CHECK=extender EXT_FLAGS="--filter-keeps-best 1" run_row keep-1 gpu.scheduling/gpu "$EXT" ;;
     floor) run_row floor gpu.scheduling/gpu "$FLOOR_BIN" ;;
-    proxy-1) run_row proxy-1 gpu.scheduling/gpu "$EXT" 1 ;;
-    proxy-2) run_row proxy-2 gpu.scheduling/gpu "$EXT" 2 ;;
-    baseline) run_row baseline gpu.scheduling/gpu "$BASE" ;;
+    proxy-1) CHECK=extender run_row proxy-1 gpu.scheduling/gpu "$EXT" 1 ;;
+    proxy-2) CHECK=extender run_row proxy-2 gpu.scheduling/gpu "$EXT" 2 ;;
+    baseline) CHECK=extender run_row baseline gpu.scheduling/gpu "$BASE" ;;
+    gpushare | hami) CHECK=$1 PEER=$1 run_row "$1" "$(peer_resource "$1")" "${PEER_BIN[$1]}" ;;
   esac
 }
 ROUNDS_FILE=$CLUSTER_DIR/rounds.jsonl
@@ -400,8 +433,8 @@ done
 
 echo
 echo "Every round (ROW-rN: round N), in the order they ran:"
-echo "| row | bound | pods/s | start-to-bound p50/p99 s | API writes/pod | scheduling attempt ms | filter ms | prioritize ms | bind ms | binds refused | ledger 409s | connections refused | CPU s: apiserver/etcd/scheduler/extender |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| row | bound | pods/s | start-to-bound p50/p99 s | API writes/pod | scheduling attempt ms | filter ms | prioritize ms | bind ms | binds refused | ledger 409s | connections refused | CPU s: apiserver/etcd/scheduler/extender | double allocations / unrecorded |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${ROWS[@]}"
 echo
 echo "API requests per pod, by verb and resource:"

@@ -3,13 +3,27 @@
 server named by CLUSTER_API_URL with the token in CLUSTER_ADMIN_TOKEN_FILE and
 the CA in CLUSTER_CA_FILE (as bench/e2e.sh exports them).
 
-  e2e_load.py nodes N [--gpus 8] [--threads 16]
+  e2e_load.py nodes N [--gpus 8] [--threads 16] [--peers gpushare,hami]
       creates fake nodes bench-0..N-1, Ready, advertising N GPUs both as
       gpu.scheduling/gpu and as example.com/gpu, each with its GpuNodeStatus
-      (H100s in two NVLink islands).
+      (H100s in two NVLink islands). --peers adds what each peer extender
+      reads (bench/peers/): gpushare: capacity aliyun.com/gpu-count (the
+      GPUs) and aliyun.com/gpu-mem (80 a GPU); hami: capacity nvidia.com/gpu
+      and the annotations its device plugin writes, hami.io/node-nvidia-register
+      (the devices: uuid GPU-NODE-K, 81559 MiB, split count 10, 100 cores)
+      and hami.io/node-handshake (Requesting_TIME, as its scheduler leaves it).
   e2e_load.py pods NS COUNT RESOURCE SCHEDULER [--threads 16] [--prefix p]
-      creates COUNT pods p-0.. in NS, each asking for 1 of RESOURCE, for
-      SCHEDULER; labelled gpu.scheduling/managed=true as the webhook would.
+      creates COUNT pods p-0.. in NS, each asking for 1 of RESOURCE (or
+      NAME=QTY,NAME=QTY... for several limits), for SCHEDULER; labelled
+      gpu.scheduling/managed=true as the webhook would.
+  e2e_load.py check NS KIND [--gpus 8]
+      reads what the extender of KIND recorded on the bound pods of NS and
+      prints the double allocations: pods placed on a device beyond its
+      capacity (a device two whole-GPU pods were both given), plus bound pods
+      that record no device (or one not on their node). KIND: extender
+      (gpu.scheduling/allocated, node:ids), gpushare (annotations
+      ALIYUN_COM_GPU_MEM_IDX, _POD and _DEV), hami
+      (hami.io/vgpu-devices-allocated: uuid,type,MiB,cores per device).
   e2e_load.py watch NS COUNT OUT [--timeout 600]
       watches the pods of NS and notes when each is bound; once COUNT are
       bound (or at the timeout) writes a JSON report to OUT: bound, first
@@ -59,6 +73,11 @@ import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
+# What the fake nodes advertise to the peer extenders (nodes --peers).
+GPUSHARE_MEM = 80      # aliyun.com/gpu-mem a GPU (GiB, as gpushare's device plugin counts)
+HAMI_MEM = 81559       # MiB a device, an H100 80GB as nvidia-smi gives it
+HAMI_SPLIT = 10        # tasks a device (HAMi's deviceSplitCount default)
+
 # Unset for the commands that need no API server (table).
 API = os.environ.get("CLUSTER_API_URL", "")
 TOKEN = open(os.environ["CLUSTER_ADMIN_TOKEN_FILE"]).read().strip() if API else ""
@@ -93,15 +112,27 @@ def cmd_nodes(argv):
     n = int(argv[0])
     o = opts(argv[1:], {"gpus": "8", "threads": "16"})
     gpus = int(o["gpus"])
+    peers = set(filter(None, o.get("peers", "").split(",")))
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
     def one(i):
         name = "bench-%d" % i
-        request("POST", "/api/v1/nodes", {
-            "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}}})
+        meta = {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}}
         res = {"cpu": "64", "memory": "512Gi", "pods": "110",
                "gpu.scheduling/gpu": str(gpus), "example.com/gpu": str(gpus)}
+        if "gpushare" in peers:
+            res.update({"aliyun.com/gpu-count": str(gpus), "aliyun.com/gpu-mem": str(GPUSHARE_MEM * gpus)})
+        if "hami" in peers:
+            res["nvidia.com/gpu"] = str(gpus)
+            meta["annotations"] = {
+                # as HAMi's device plugin registers the devices (device.DeviceInfo, JSON)
+                "hami.io/node-nvidia-register": json.dumps([{
+                    "id": "GPU-%s-%d" % (name, k), "index": k, "count": HAMI_SPLIT, "devmem": HAMI_MEM,
+                    "devcore": 100, "type": "NVIDIA H100 80GB HBM3", "mode": "hami-core", "health": True}
+                    for k in range(gpus)]),
+                # as HAMi's scheduler leaves it once it has asked (time.DateTime, local time)
+                "hami.io/node-handshake": "Requesting_" + time.strftime("%Y-%m-%d %H:%M:%S")}
+        request("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": meta})
         request("PATCH", "/api/v1/nodes/%s/status" % name, {"status": {
             "capacity": res, "allocatable": res,
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
@@ -122,13 +153,18 @@ def cmd_pods(argv):
     ns, count, resource, sched = argv[0], int(argv[1]), argv[2], argv[3]
     o = opts(argv[4:], {"threads": "16", "prefix": "p"})
 
+    if "=" in resource:
+        limits = dict(kv.split("=", 1) for kv in resource.split(","))
+    else:
+        limits = {resource: "1"}
+
     def one(i):
         request("POST", "/api/v1/namespaces/%s/pods" % ns, {
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "%s-%d" % (o["prefix"], i), "namespace": ns, "labels": {"gpu.scheduling/managed": "true"}},
             "spec": {"schedulerName": sched, "restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
                      "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
-                                     "resources": {"limits": {resource: "1"}}}]}})
+                                     "resources": {"limits": limits}}]}})
 
     parallel(one, range(count), int(o["threads"]))
 
@@ -234,8 +270,8 @@ def cmd_table(argv):
 
     print("| row | rounds | bound | pods/s median | min-max | spread | / plain | / floor | start-to-bound p50 / p99 s "
           "| CPU ms/pod apiserver / etcd / scheduler / extender | CPU ms/pod all | CPU / floor | API writes/pod "
-          "| filter / prioritize / bind ms |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| filter / prioritize / bind ms | double allocations |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         rr = [by[row][k] for k in sorted(by[row])]
         rates = [num(r["rate"]) or 0.0 for r in rr]
@@ -244,19 +280,26 @@ def cmd_table(argv):
         cpu = [median(num(r["cpu_" + p]) for r in rr) for p in CPU_PARTS]
         total = median(cpu_all(r) for r in rr)
         verbs = " / ".join(fmt(median(num(r[v]) for r in rr), "%.2f") for v in ("filter_ms", "prioritize_ms", "bind_ms"))
-        print("| %s | %d | %d-%d/%s | %s | %s-%s | %s | %s | %s | %s / %s | %s | %s | %s | %s | %s |" % (
+        # summed over the rounds; "-" for a row whose pods record no devices
+        dbl = [num(r.get("double")) for r in rr]
+        unrec = sum(num(r.get("unrecorded")) or 0 for r in rr)
+        double = "-" if all(d is None for d in dbl) else "%d%s" % (sum(d or 0 for d in dbl),
+                                                                   " (+%d unrecorded)" % unrec if unrec else "")
+        print("| %s | %d | %d-%d/%s | %s | %s-%s | %s | %s | %s | %s / %s | %s | %s | %s | %s | %s | %s |" % (
             row, len(rr), min(int(r["bound"]) for r in rr), max(int(r["bound"]) for r in rr), rr[0]["pods"],
             fmt(med), fmt(min(rates)), fmt(max(rates)), fmt(spread, "%.0f %%"),
             fmt(ratio_to(row, "plain"), "%.2f"), fmt(ratio_to(row, "floor"), "%.2f"),
             fmt(median(num(r["lat_p50"]) for r in rr), "%.2f"), fmt(median(num(r["lat_p99"]) for r in rr), "%.2f"),
             " / ".join(fmt(c, "%.2f") for c in cpu), fmt(total, "%.2f"), fmt(ratio_to(row, "floor", cpu_all), "%.2f"),
-            fmt(median(num(r["writes"]) for r in rr), "%.2f"), verbs))
+            fmt(median(num(r["writes"]) for r in rr), "%.2f"), verbs, double))
     print()
     print("spread: (max - min) / median of the row's rounds, what the same build moves from round to round;")
     print("/ plain, / floor: the median over rounds of the row's pods/s over that round's plain (floor) row;")
     print("CPU / floor: the same for CPU ms per pod, all four components;")
     print("start-to-bound: from the row's scheduler start (all its pods pending) to each pod's binding;")
-    print("CPU: utime + stime from /proc/PID/stat, before and after the row's scheduling, per pod bound")
+    print("CPU: utime + stime from /proc/PID/stat, before and after the row's scheduling, per pod bound;")
+    print("double allocations: over all rounds, pods placed on a device beyond its capacity as the row's extender")
+    print("recorded it (+ bound pods that record no device of their node); - where the pods record no devices")
 
 
 def request_counts():
@@ -393,11 +436,85 @@ def cmd_rss(argv):
     print(" ".join("%.1f" % (kinds[k] / 1024) for k in ("heap", "arenas", "stacks", "anon", "files")))
 
 
+def list_all(path):
+    items, cont = [], ""
+    while True:
+        r = request("GET", path + ("&" if "?" in path else "?") + "limit=500" + ("&continue=" + cont if cont else ""))
+        items += r["items"]
+        cont = r["metadata"].get("continue")
+        if not cont:
+            return items
+
+
+def over_capacity(devices, cap):
+    """devices: {key: [amount, ...]}; cap(key): what the device holds. Pods
+    beyond the capacity of their device, in any order: the double allocations."""
+    over = 0
+    for key, amounts in devices.items():
+        used, limit = 0, cap(key)
+        for a in amounts:
+            used += a
+            if used > limit:
+                over += 1
+    return over
+
+
+def cmd_check(argv):
+    ns, kind = argv[0], argv[1]
+    o = opts(argv[2:], {"gpus": "8"})
+    gpus = int(o["gpus"])
+    pods = [p for p in list_all("/api/v1/namespaces/%s/pods" % ns) if p["spec"].get("nodeName")]
+    devices, bad = {}, 0
+    for p in pods:
+        node = p["spec"]["nodeName"]
+        ann = p["metadata"].get("annotations") or {}
+        try:
+            if kind == "extender":
+                where, ids = ann["gpu.scheduling/allocated"].split(":", 1)
+                if where != node:
+                    raise ValueError(where)
+                for d in ids.split(","):
+                    if not 0 <= int(d) < gpus:
+                        raise ValueError(d)
+                    devices.setdefault((node, int(d)), []).append(1)
+            elif kind == "gpushare":
+                idx, mem, dev = (int(ann[k]) for k in ("ALIYUN_COM_GPU_MEM_IDX", "ALIYUN_COM_GPU_MEM_POD",
+                                                       "ALIYUN_COM_GPU_MEM_DEV"))
+                if not 0 <= idx < gpus or dev != GPUSHARE_MEM:
+                    raise ValueError(idx)
+                devices.setdefault((node, idx), []).append(mem)
+            elif kind == "hami":
+                n = 0
+                for ctr in ann["hami.io/vgpu-devices-allocated"].split(";"):
+                    for d in filter(None, ctr.split(":")):
+                        uuid, _, mem, cores = d.split(",")
+                        if not uuid.startswith("GPU-%s-" % node):
+                            raise ValueError(uuid)
+                        # memory, tasks and cores: each has its own capacity
+                        devices.setdefault((uuid, "mem"), []).append(int(mem))
+                        devices.setdefault((uuid, "tasks"), []).append(1)
+                        devices.setdefault((uuid, "cores"), []).append(int(cores))
+                        n += 1
+                if not n:
+                    raise ValueError("none")
+            else:
+                sys.exit("check: no kind %s" % kind)
+        except (KeyError, ValueError):
+            bad += 1
+    if kind == "hami":
+        caps = {"mem": HAMI_MEM, "tasks": HAMI_SPLIT, "cores": 100}
+        over = max(over_capacity({k: v for k, v in devices.items() if k[1] == what}, lambda k: caps[k[1]])
+                   for what in caps)
+    else:
+        over = over_capacity(devices, lambda k: GPUSHARE_MEM if kind == "gpushare" else 1)
+    print(over + bad, over, bad, len(pods))
+
+
 def main():
     cmds = {"nodes": cmd_nodes, "pods": cmd_pods, "watch": cmd_watch, "writes": cmd_writes,
             "requests": cmd_requests, "reserved": cmd_reserved,
             "latency": cmd_latency, "table": cmd_table, "drained": cmd_drained, "cold": cmd_cold,
-            "rss": cmd_rss}
+            "rss": cmd_rss, "check": cmd_check}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
         sys.exit(__doc__)
     cmds[sys.argv[1]](sys.argv[2:])
