@@ -79,7 +79,7 @@ TEST_PKGS := libcmocka-dev openssl curl python3 wrk \
 DEPS_STAMP := $(BUILD)/.deps-build
 TEST_DEPS_STAMP := $(BUILD)/.deps-test
 
-.PHONY: all deps run test structure unit dst soak blackbox e2e bench bench-http-scale bench-e2e bench-sustained sim fuzz proto clean image
+.PHONY: all deps run test structure unit dst soak blackbox e2e e2e-k8s-newest bench bench-http-scale bench-e2e bench-sustained sim fuzz proto clean image
 all: $(BUILD)/gpu-extender $(BUILD)/gpu-agent $(BUILD)/kubectl-gpu
 
 define install_missing
@@ -149,6 +149,7 @@ test: all $(UNIT_BINS)
 	@test/run-phase.sh fuzz $(MAKE) --no-print-directory fuzz-ci
 	@test/run-phase.sh blackbox $(MAKE) --no-print-directory blackbox
 	@test/run-phase.sh e2e $(MAKE) --no-print-directory e2e
+	@test/run-phase.sh e2e-k8s-newest $(MAKE) --no-print-directory e2e-k8s-newest
 
 unit: $(UNIT_BINS)
 	@test/unit/run.sh $(UNIT_BINS)
@@ -161,6 +162,14 @@ blackbox: all $(SOBJ)/gpu-extender $(SOBJ)/gpu-agent | $(TEST_DEPS_STAMP)
 
 e2e: all | $(TEST_DEPS_STAMP)
 	@test/e2e/run.sh
+
+# `make e2e` runs on the oldest Kubernetes supported (test/cluster/versions.env);
+# the suites that depend most on the release run again on the newest
+# (test/cluster/versions/, built and cached beside it).
+E2E_K8S_NEWEST ?= v1.37.2
+E2E_K8S_SUITES ?= test/e2e/install.sh test/e2e/node.sh test/e2e/gang.sh
+e2e-k8s-newest: all | $(TEST_DEPS_STAMP)
+	@K8S_VERSION=$(E2E_K8S_NEWEST) test/e2e/run.sh $(E2E_K8S_SUITES)
 
 bench: $(BUILD)/gpu-extender $(BUILD)/bench | $(TEST_DEPS_STAMP)
 	@$(BUILD)/bench --extender $(BUILD)/gpu-extender

@@ -121,6 +121,21 @@ typedef const cJSON *(*api_claim_lookup)(void *ctx, const char *ns, const char *
 int api_pod_claim(const cJSON *pod, const struct api_resources *res, api_claim_lookup lookup,
 		  void *lookup_ctx, struct claim *out, char *err, size_t errlen);
 
+/*
+ * The gang policy of Kubernetes' own gang API, for a claim's gang_kind:
+ * api_workload_gang reads pod group `group` of a scheduling.k8s.io/v1alpha1
+ * Workload (1.35: spec.podGroups[].policy.gang.minCount), api_podgroup_gang
+ * a scheduling.k8s.io PodGroup (1.36 on, v1alpha2, v1alpha3 and v1beta1 alike:
+ * spec.schedulingPolicy.gang.minCount). Each returns 1 with *size for a gang,
+ * 0 for a group that is not one (the basic policy), -1 with a reason.
+ */
+int api_workload_gang(const cJSON *workload, const char *group, int *size, char *err, size_t errlen);
+int api_podgroup_gang(const cJSON *podgroup, int *size, char *err, size_t errlen);
+
+/* Discovery: an APIGroup (GET /apis/<group>) lists version; an APIResourceList has resource. */
+bool api_group_serves(const cJSON *apigroup, const char *version);
+bool api_resource_list_has(const cJSON *list, const char *resource);
+
 /* Node object -> fresh gpu_node with name, labels and allocatable cpu/memory. */
 struct gpu_node *api_node_decode(const cJSON *node, char *err, size_t errlen);
 

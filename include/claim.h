@@ -26,6 +26,13 @@ enum topo_mode { TOPO_PREFERRED = 0, TOPO_REQUIRED, TOPO_IGNORE };
 
 #define CLAIM_MAX_MATCH 16
 
+/*
+ * The gang name of a pod whose spec.schedulingGroup names a scheduling.k8s.io
+ * PodGroup: ':' is in no object name, so it never meets the gang of a
+ * coscheduling PodGroup (or a Workload's pod group) of the same name.
+ */
+#define CLAIM_PODGROUP_PREFIX "podgroup:"
+
 struct claim {
 	enum claim_mode mode;
 	int count;
@@ -51,10 +58,12 @@ struct claim {
 	/*
 	 * A gang: the pods of one gang in one namespace are placed together, all
 	 * of gang_size at once or none (docs/gang.md). From the GpuClaim's
-	 * gangRef, the pod's scheduling.x-k8s.io/pod-group label, or its
-	 * spec.workloadRef (Kubernetes' Workload API: "workload/podGroup[/replica]").
+	 * gangRef, the pod's scheduling.x-k8s.io/pod-group label, its
+	 * spec.workloadRef (Kubernetes 1.35's Workload API, v1alpha1:
+	 * "workload/podGroup[/replica]"), or its spec.schedulingGroup (1.36 on: a
+	 * scheduling.k8s.io PodGroup, CLAIM_PODGROUP_PREFIX "name").
 	 */
-	enum gang_kind { GANG_NONE = 0, GANG_CLAIM, GANG_POD_GROUP, GANG_WORKLOAD } gang_kind;
+	enum gang_kind { GANG_NONE = 0, GANG_CLAIM, GANG_POD_GROUP, GANG_WORKLOAD, GANG_SCHEDULING_GROUP } gang_kind;
 	char gang[128];               /* gang name, or "" */
 	int gang_size;                /* members placed at once; 0: the PodGroup's minMember */
 	int gang_timeout_s;           /* reserved places unused this long are released; 0: default */

@@ -465,6 +465,20 @@ int api_pod_claim(const cJSON *pod, const struct api_resources *res, api_claim_l
 		}
 		c->gang_kind = GANG_WORKLOAD;
 	}
+	/* 1.36 on (spec.workloadRef is gone): a PodGroup object of scheduling.k8s.io names the gang. */
+	const cJSON *sg = api_path(pod, "spec.schedulingGroup");
+	if (sg && !c->gang[0] && claim_wants_gpu(c)) {
+		const char *g = api_str(sg, "podGroupName");
+		int n = g && *g ? snprintf(c->gang, sizeof(c->gang), CLAIM_PODGROUP_PREFIX "%s", g) : -1;
+		if (n < 0 || (size_t)n >= sizeof(c->gang)) {
+			c->gang[0] = 0;
+			snprintf(err, errlen, "spec.schedulingGroup.podGroupName must be a name of at most %zu characters",
+				 sizeof(c->gang) - sizeof(CLAIM_PODGROUP_PREFIX));
+			claim_release(c);
+			return -1;
+		}
+		c->gang_kind = GANG_SCHEDULING_GROUP;
+	}
 	const char *policy = api_annotation(pod, ANN_POLICY);
 	if (policy) {
 		enum policy_id id;
@@ -476,4 +490,41 @@ int api_pod_claim(const cJSON *pod, const struct api_resources *res, api_claim_l
 		c->policy = (int)id;
 	}
 	return 0;
+}
+
+/* policy.gang.minCount of a gang policy object: 1 with *size, 0 without "gang", -1 when invalid. */
+static int gang_min_count(const cJSON *policy, int *size)
+{
+	const cJSON *g = cJSON_GetObjectItemCaseSensitive(policy, "gang");
+	double min;
+	if (!g)
+		return 0;
+	if (!api_whole(cJSON_GetObjectItemCaseSensitive(g, "minCount"), 1, GANG_SIZE_MAX, &min))
+		return -1;
+	*size = (int)min;
+	return 1;
+}
+
+int api_workload_gang(const cJSON *workload, const char *group, int *size, char *err, size_t errlen)
+{
+	const cJSON *pg;
+	cJSON_ArrayForEach(pg, api_path(workload, "spec.podGroups")) {
+		const char *name = api_str(pg, "name");
+		if (!name || strcmp(name, group))
+			continue;
+		int rc = gang_min_count(api_path(pg, "policy"), size);
+		if (rc < 0)
+			snprintf(err, errlen, "pod group %s: policy.gang.minCount must be 1..%d", group, GANG_SIZE_MAX);
+		return rc;
+	}
+	snprintf(err, errlen, "no pod group %s", group);
+	return -1;
+}
+
+int api_podgroup_gang(const cJSON *podgroup, int *size, char *err, size_t errlen)
+{
+	int rc = gang_min_count(api_path(podgroup, "spec.schedulingPolicy"), size);
+	if (rc < 0)
+		snprintf(err, errlen, "spec.schedulingPolicy.gang.minCount must be 1..%d", GANG_SIZE_MAX);
+	return rc;
 }

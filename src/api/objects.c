@@ -1,4 +1,4 @@
-/* Decoding of Node and GpuNodeStatus objects, and small cJSON accessors. */
+/* Decoding of Node and GpuNodeStatus objects, API discovery documents, and small cJSON accessors. */
 #include "api.h"
 #include "vendor.h"
 #include "intern.h"
@@ -271,4 +271,26 @@ int api_gns_decode(const cJSON *gns, struct gpu_node *n, const char **node_name,
 			return -1;
 	}
 	return 0;
+}
+
+bool api_group_serves(const cJSON *apigroup, const char *version)
+{
+	const cJSON *v;
+	cJSON_ArrayForEach(v, api_path(apigroup, "versions")) {
+		const char *s = api_str(v, "version");
+		if (s && !strcmp(s, version))
+			return true;
+	}
+	return false;
+}
+
+bool api_resource_list_has(const cJSON *list, const char *resource)
+{
+	const cJSON *r;
+	cJSON_ArrayForEach(r, api_path(list, "resources")) {
+		const char *s = api_str(r, "name");
+		if (s && !strcmp(s, resource))
+			return true;
+	}
+	return false;
 }

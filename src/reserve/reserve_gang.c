@@ -197,12 +197,13 @@ static int pod_group(struct reserve *r, const char *ns, const char *name, int *s
 }
 
 /*
- * The gang policy of a Workload's pod group (scheduling.k8s.io/v1alpha1):
+ * The gang policy of a Workload's pod group (scheduling.k8s.io/v1alpha1, the
+ * only version that serves pods' spec.workloadRef: Kubernetes 1.35):
  * 1 with its minCount, 0 when the group is not a gang (basic policy), -1 with err.
  */
 static int workload_group(struct reserve *r, const char *ns, const char *gang, int *size, char *err, size_t errlen)
 {
-	char workload[128], group[128], path[512], what[256];
+	char workload[128], group[128], path[512], what[256], why[200];
 	if (sscanf(gang, "%127[^/]/%127[^/]", workload, group) != 2) {
 		snprintf(err, errlen, "workloadRef %s is not workload/podGroup", gang);
 		return -1;
@@ -212,28 +213,117 @@ static int workload_group(struct reserve *r, const char *ns, const char *gang, i
 	cJSON *wl = kube_get_object(r->o.client, path, what, err, errlen);
 	if (!wl)
 		return -1;
-	int rc = -1;
-	const cJSON *pg;
-	snprintf(err, errlen, "%s has no pod group %s", what, group);
-	cJSON_ArrayForEach(pg, api_path(wl, "spec.podGroups")) {
-		const char *name = api_str(pg, "name");
-		if (!name || strcmp(name, group))
-			continue;
-		const cJSON *g = api_path(pg, "policy.gang");
-		double min;
-		if (!g) {
-			rc = 0;
-		} else if (api_whole(cJSON_GetObjectItemCaseSensitive(g, "minCount"), 1, GANG_SIZE_MAX, &min)) {
-			*size = (int)min;
-			rc = 1;
-		} else {
-			snprintf(err, errlen, "%s: pod group %s: policy.gang.minCount must be 1..%d", what, group,
-				 GANG_SIZE_MAX);
-		}
-		break;
-	}
+	int rc = api_workload_gang(wl, group, size, why, sizeof(why));
+	if (rc < 0)
+		snprintf(err, errlen, "%s: %s", what, why);
 	cJSON_Delete(wl);
 	return rc;
+}
+
+/*
+ * scheduling.k8s.io's versions that serve PodGroup objects (pods'
+ * spec.schedulingGroup, Kubernetes 1.36 on), newest first; all read alike.
+ */
+static const char *const podgroup_versions[] = { "v1beta1", "v1alpha3", "v1alpha2" };
+#define PODGROUP_DISCOVER_EVERY_MS 30000
+
+/* Discovery: the newest of podgroup_versions the API server serves podgroups in, "" for none; -1 unreachable. */
+static int podgroup_discover(struct reserve *r, char ver[16], char *err, size_t errlen)
+{
+	ver[0] = 0;
+	cJSON *group = kube_get_object(r->o.client, "/apis/scheduling.k8s.io", "API group scheduling.k8s.io", err,
+				       errlen);
+	if (!group)
+		return -1;
+	int rc = 0;
+	for (size_t i = 0; !ver[0] && i < sizeof(podgroup_versions) / sizeof(podgroup_versions[0]); i++) {
+		if (!api_group_serves(group, podgroup_versions[i]))
+			continue;
+		char path[64];
+		snprintf(path, sizeof(path), "/apis/scheduling.k8s.io/%s", podgroup_versions[i]);
+		cJSON *list = kube_get_object(r->o.client, path, path, err, errlen);
+		if (!list)
+			rc = -1;
+		else if (api_resource_list_has(list, "podgroups"))
+			snprintf(ver, 16, "%s", podgroup_versions[i]);
+		cJSON_Delete(list);
+	}
+	cJSON_Delete(group);
+	return ver[0] ? 0 : rc;
+}
+
+/*
+ * The version to read PodGroups in. Discovery decides, on first use and again
+ * (at most every PODGROUP_DISCOVER_EVERY_MS) when none was served or when
+ * `again` (a read failed: the API server may have been upgraded, or the API
+ * turned on, since). Not a blind fallback on 404: a PodGroup may well not exist
+ * yet (pods may name one before it is made), which says nothing of versions.
+ */
+static int podgroup_version(struct reserve *r, bool again, char ver[16], char *err, size_t errlen)
+{
+	int64_t now = clock_mono_ms();
+	pthread_mutex_lock(&r->lock);
+	bool keep = r->podgroup_discovered && ((r->podgroup_version[0] && !again) ||
+					       now - r->podgroup_checked_ms < PODGROUP_DISCOVER_EVERY_MS);
+	snprintf(ver, 16, "%s", r->podgroup_version);
+	pthread_mutex_unlock(&r->lock);
+	if (!keep) {
+		char was[16];
+		snprintf(was, sizeof(was), "%s", ver);
+		if (podgroup_discover(r, ver, err, errlen))
+			return -1;
+		pthread_mutex_lock(&r->lock);
+		snprintf(r->podgroup_version, sizeof(r->podgroup_version), "%s", ver);
+		r->podgroup_discovered = true;
+		r->podgroup_checked_ms = now;
+		pthread_mutex_unlock(&r->lock);
+		if (strcmp(was, ver))
+			log_info("reading scheduling.k8s.io PodGroups", "version=%s", ver[0] ? ver : "none");
+	}
+	if (!ver[0]) {
+		snprintf(err, errlen, "the API server serves no scheduling.k8s.io PodGroups (v1beta1, v1alpha3 or "
+			 "v1alpha2: Kubernetes 1.36 on, with the GenericWorkload feature gate)");
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * The gang policy of a pod's scheduling group: the PodGroup object
+ * (CLAIM_PODGROUP_PREFIX "name"), in the newest version served. 1 with its
+ * minCount, 0 when it is not a gang (basic policy), -1 with err.
+ */
+static int scheduling_group(struct reserve *r, const char *ns, const char *gang, int *size, char *err, size_t errlen)
+{
+	const char *name = gang + strlen(CLAIM_PODGROUP_PREFIX);
+	char ver[16], path[512], what[300], why[200];
+	snprintf(what, sizeof(what), "PodGroup %s/%s (scheduling.k8s.io)", ns, name);
+	cJSON *pg = NULL;
+	for (int attempt = 0; !pg && attempt < 2; attempt++) {
+		char was[16];
+		snprintf(was, sizeof(was), "%s", attempt ? ver : "");
+		if (podgroup_version(r, attempt > 0, ver, err, errlen))
+			return -1;
+		if (attempt && !strcmp(was, ver))
+			return -1;          /* the same version again: the first answer stands */
+		snprintf(path, sizeof(path), "/apis/scheduling.k8s.io/%s/namespaces/%s/podgroups/%s", ver, ns, name);
+		pg = kube_get_object(r->o.client, path, what, err, errlen);
+	}
+	int rc = api_podgroup_gang(pg, size, why, sizeof(why));
+	if (rc < 0)
+		snprintf(err, errlen, "%s: %s", what, why);
+	cJSON_Delete(pg);
+	return rc;
+}
+
+/* A gang of Kubernetes' own API: its policy (1 gang with *size, 0 not a gang, -1 err); 2 for another kind. */
+static int k8s_gang(struct reserve *r, const char *ns, const struct claim *c, int *size, char *err, size_t errlen)
+{
+	if (c->gang_kind == GANG_WORKLOAD)
+		return workload_group(r, ns, c->gang, size, err, errlen);
+	if (c->gang_kind == GANG_SCHEDULING_GROUP)
+		return scheduling_group(r, ns, c->gang, size, err, errlen);
+	return 2;
 }
 
 /* ---- Events ---- */
@@ -241,11 +331,17 @@ static int workload_group(struct reserve *r, const char *ns, const char *gang, i
 #define GANG_WAITING_EVERY_S 30   /* a waiting member is filtered again often: one Event a pod in this long */
 #define GANG_EVENT_PODS 256       /* members told of a timeout at most */
 
+/* Whether a gang (not a GpuClaim's) is a coscheduling PodGroup's: not "workload/group" nor CLAIM_PODGROUP_PREFIX. */
+static bool gang_is_coscheduling(const char *gang)
+{
+	return !strpbrk(gang, "/:");
+}
+
 /* The gang's PodGroup, when it has one (not a GpuClaim's gang nor a Workload's): the recorder skips one not found. */
 static void tell_podgroup(struct reserve *r, const char *ns, const char *gang, const char *claim, enum events_type t,
 			  const char *reason, int every_s, const char *msg)
 {
-	if ((claim && claim[0]) || strchr(gang, '/'))
+	if ((claim && claim[0]) || !gang_is_coscheduling(gang))
 		return;
 	struct events_object pg = { .api_version = "scheduling.x-k8s.io/v1alpha1", .kind = "PodGroup", .ns = ns,
 				    .name = gang };
@@ -328,8 +424,8 @@ void reserve_gang_status(struct reserve *r, const char *ns, const char *gang, co
 		free(old);
 	}
 	pthread_mutex_unlock(&r->lock);
-	/* A Workload's pod group ("workload/group") has no status to write to. */
-	if (same || strchr(gang, '/'))
+	/* Kubernetes' own groups ("workload/group", "podgroup:name") have no status of ours to write. */
+	if (same || !gang_is_coscheduling(gang))
 		return;
 	char path[768], now[40], what[300];
 	snprintf(what, sizeof(what), "the status of gang %s/%s", ns, gang);
@@ -784,10 +880,8 @@ void reserve_gang_route(void *ctx, const struct api_pod_ref *pod, const struct c
 	} else {
 		int size = c->gang_size, timeout = c->gang_timeout_s, policy = 1;
 		char err[256];
-		if (!size && c->gang_kind == GANG_WORKLOAD)
-			policy = workload_group(r, pod->ns, c->gang, &size, err, sizeof(err));
-		else if (!size && pod_group(r, pod->ns, c->gang, &size, &timeout, err, sizeof(err)))
-			policy = -1;
+		if (!size && (policy = k8s_gang(r, pod->ns, c, &size, err, sizeof(err))) == 2)
+			policy = pod_group(r, pod->ns, c->gang, &size, &timeout, err, sizeof(err)) ? -1 : 1;
 		if (policy < 0) {
 			snprintf(out->reason, sizeof(out->reason), "gang %s/%s: %s", pod->ns, c->gang, err);
 		} else if (policy == 0 || v.bound >= size) {
@@ -831,13 +925,11 @@ bool reserve_gang_incomplete(struct reserve *r, const struct api_pod_ref *pod, c
 {
 	int size = c->gang_size, timeout = 0;
 	char err[256];
-	if (!size && c->gang_kind == GANG_WORKLOAD) {
-		int policy = workload_group(r, pod->ns, c->gang, &size, err, sizeof(err));
-		if (policy <= 0)
-			return policy < 0;    /* not a gang: bound as any pod */
-	} else if (!size && pod_group(r, pod->ns, c->gang, &size, &timeout, err, sizeof(err))) {
+	int policy = size ? 1 : k8s_gang(r, pod->ns, c, &size, err, sizeof(err));
+	if (policy <= 0)
+		return policy < 0;    /* not a gang: bound as any pod */
+	if (policy == 2 && pod_group(r, pod->ns, c->gang, &size, &timeout, err, sizeof(err)))
 		return true;
-	}
 	struct gang_view v;
 	if (gang_view(r, pod, c->gang, &v))
 		return true;

@@ -110,6 +110,9 @@ struct reserve {
 	struct strmap gang_status;      /* "ns/gang" -> char *: the status last written (reserve_gang.c) */
 	struct strmap gang_written;     /* "<gang id>-p<plan>" -> (void *)1: plans seen Written (reserve_gang.c) */
 	struct strmap gang_writing;     /* lock name -> struct lock_seen *: Writing plans' locks (reserve_gang.c) */
+	char podgroup_version[16];      /* scheduling.k8s.io's version for PodGroups, or "" (reserve_gang.c) */
+	bool podgroup_discovered;       /* podgroup_version is discovery's answer, at podgroup_checked_ms */
+	int64_t podgroup_checked_ms;
 	uint64_t pods_gen, ledger_gen;
 	uint32_t reap_passes;           /* reaper passes so far (pod_state.held_in_pass) */
 	struct reap_stats last_pass;

@@ -8,7 +8,8 @@
 #                                    directory on stdout (logs go to stderr)
 #
 # Binaries: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
-# kubelet (all from k8s.io/kubernetes at $K8S_VERSION, see versions.env), etcd
+# kubelet (all from k8s.io/kubernetes at $K8S_VERSION: versions.env's, or the
+# release K8S_VERSION names, see k8s-version.sh), etcd
 # (from go.etcd.io/etcd/server/v3 at the version that release requires) and
 # freeport (a helper that prints free 127.0.0.1 ports).
 #
@@ -28,12 +29,13 @@
 # Environment:
 #   GPU_EXTENDER_CACHE   cache root (see above)
 #   GPU_EXTENDER_BUILD_P go build -p value (default: number of CPUs)
+#   K8S_VERSION          the release (default: versions.env's; k8s-version.sh)
 #   GO                   go command to use (default: go on PATH, else /usr/local/go/bin/go)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=versions.env
-. "$here/versions.env"
+# shellcheck source=k8s-version.sh
+. "$here/k8s-version.sh" || exit 2
 # shellcheck source=cluster.sh
 . "$here/cluster.sh"   # cluster_binary_versions
 
@@ -64,8 +66,8 @@ binaries=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet 
 build_key() {
   {
     echo "k8s=$K8S_VERSION etcd=$ETCD_VERSION date=$K8S_BUILD_DATE"
-    "$GO" env GOVERSION GOOS GOARCH
-    cat "$here/go.mod" "$here/go.sum" "$here/etcd/main.go" "$here/freeport/main.go"
+    GOTOOLCHAIN=$K8S_GOTOOLCHAIN "$GO" env GOVERSION GOOS GOARCH
+    cat "$K8S_MODFILE" "${K8S_MODFILE%.mod}.sum" "$here/etcd/main.go" "$here/freeport/main.go"
     sed -n '/^# BUILD-FLAGS-BEGIN/,/^# BUILD-FLAGS-END/p' "$here/build.sh"
   } | sha256sum | cut -d' ' -f1
 }
@@ -103,21 +105,22 @@ if is_built; then   # someone else built it while we waited
   exit 0
 fi
 
-# The module's go directive must be satisfiable by this toolchain without
-# downloading another one.
-need=$(awk '$1=="go" {print $2; exit}' "$here/go.mod")
-have=$("$GO" env GOVERSION); have=${have#go}
+export GOMODCACHE=$cache_root/gomodcache
+# The module's go directive must be satisfiable by this toolchain (the local
+# one, or the one the release's .env names, which the go command fetches from
+# the module proxy into GOMODCACHE).
+need=$(awk '$1=="go" {print $2; exit}' "$K8S_MODFILE")
+have=$(GOTOOLCHAIN=$K8S_GOTOOLCHAIN "$GO" env GOVERSION); have=${have#go}
 if [[ $(printf '%s\n%s\n' "$need" "$have" | sort -V | head -1) != "$need" ]]; then
-  log "Go $have is older than go $need required by test/cluster/go.mod"
+  log "Go $have is older than go $need required by ${K8S_MODFILE#"$here/"}"
   exit 1
 fi
 
 [[ $K8S_VERSION =~ ^v([0-9]+)\.([0-9]+)\. ]] || { log "bad K8S_VERSION $K8S_VERSION"; exit 1; }
 major=${BASH_REMATCH[1]} minor=${BASH_REMATCH[2]}
 
-export GOMODCACHE=$cache_root/gomodcache
 export GOCACHE=$cache_root/gocache
-export GOTOOLCHAIN=local
+export GOTOOLCHAIN=$K8S_GOTOOLCHAIN
 export GOWORK=off
 export CGO_ENABLED=0
 # BUILD-FLAGS-BEGIN (this block is part of the cache key)
@@ -152,7 +155,8 @@ log "(a cold build downloads ~1 GiB of modules and compiles for a long while on 
 start=$(date +%s)
 (
   cd "$here"
-  "$GO" build -p "${GPU_EXTENDER_BUILD_P:-$(nproc)}" -trimpath -ldflags "$ldflags" -o "$tmp_out/" "${packages[@]}"
+  # -modfile: the release's module file (go.mod for the default one).
+  "$GO" build -modfile="$K8S_MODFILE" -p "${GPU_EXTENDER_BUILD_P:-$(nproc)}" -trimpath -ldflags "$ldflags" -o "$tmp_out/" "${packages[@]}"
 ) >&2
 for b in "${binaries[@]}"; do
   [[ -x $tmp_out/$b ]] || { log "go build did not produce $b"; exit 1; }

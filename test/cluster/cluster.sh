@@ -129,7 +129,8 @@
 # Variables set (and exported) by cluster_up
 #   CLUSTER_DIR            temp dir of this cluster (certs, kubeconfigs, logs, data)
 #   CLUSTER_BIN            directory of the binaries (also put first on PATH)
-#   CLUSTER_K8S_VERSION    e.g. v1.35.4
+#   CLUSTER_K8S_VERSION    e.g. v1.35.4 (K8S_VERSION picks another release the harness
+#                          builds: test/cluster/k8s-version.sh)
 #   CLUSTER_API_URL        https://127.0.0.1:PORT
 #   CLUSTER_API_PORT, CLUSTER_ETCD_URL, CLUSTER_ETCD_PEER_URL
 #   CLUSTER_CA_FILE        CA that signed the API server's serving certificate
@@ -763,7 +764,7 @@ cluster_up() {
   done
   bin=$("$CLUSTER_HARNESS_DIR/build.sh" --print-bin-dir) || { _cluster_err "build failed"; return 1; }
   CLUSTER_BIN=$bin
-  CLUSTER_K8S_VERSION=$(. "$CLUSTER_HARNESS_DIR/versions.env" && echo "$K8S_VERSION")
+  CLUSTER_K8S_VERSION=$(. "$CLUSTER_HARNESS_DIR/k8s-version.sh" && echo "$K8S_VERSION") || return 1
   CLUSTER_DIR=$(mktemp -d "${TMPDIR:-/tmp}/gpu-cluster.XXXXXX") || return 1
   mkdir -p "$CLUSTER_DIR/logs" "$CLUSTER_DIR/kubeconfig"
   : >"$CLUSTER_DIR/pids"

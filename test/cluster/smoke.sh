@@ -186,7 +186,7 @@ if [[ -n $dir ]]; then
     pass "no harness process is left after teardown"
   fi
   if [[ -e $dir ]]; then fail "cluster dir $dir removed"; else pass "cluster dir removed"; fi
-  bin=$(. "$here/versions.env"; echo "${GPU_EXTENDER_CACHE:-$HOME/.cache/gpu-extender}/k8s-$K8S_VERSION/bin")
+  bin=$(. "$here/k8s-version.sh"; echo "${GPU_EXTENDER_CACHE:-$HOME/.cache/gpu-extender}/k8s-$K8S_VERSION/bin")
   others=$(pgrep -a -f -- "^$bin/" || true)
   if [[ -n $others ]]; then
     echo "note: other clusters from this cache are running (not this test's):"

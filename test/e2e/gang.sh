@@ -14,8 +14,9 @@
 #   6. the extender killed (SIGKILL) with a gang reserved and one place
 #      free: a new one binds the last member into it from the ledgers,
 #      exactly once;
-#   7. Kubernetes' own gang API (a Workload's pod group with gang minCount,
-#      pods with spec.workloadRef), with kube-scheduler's GangScheduling
+#   7. Kubernetes' own gang API (1.35: a Workload's pod group with gang
+#      minCount, pods with spec.workloadRef; 1.36 on: a PodGroup object,
+#      pods with spec.schedulingGroup), with kube-scheduler's GangScheduling
 #      plugin on: every member bound, into the gang's places;
 #   8. two extender replicas, each with a kube-scheduler of the same
 #      schedulerName, racing for one gang's members: the gang reserved once
@@ -40,9 +41,8 @@ NS=ml
 ZONE=topology.kubernetes.io/zone
 EXT_FLAGS=(--reap-interval 1 --bind-timeout 20 --gang-timeout 60)
 
-# Kubernetes' own gang API (alpha in 1.35): served, and kube-scheduler's GangScheduling plugin on.
-export CLUSTER_APISERVER_FLAGS="--runtime-config=scheduling.k8s.io/v1alpha1=true --feature-gates=GenericWorkload=true"
-export CLUSTER_SCHEDULER_FLAGS="--feature-gates=GenericWorkload=true,GangScheduling=true"
+# Kubernetes' own gang API (alpha in 1.35, beta in 1.37): served, and kube-scheduler's GangScheduling plugin on.
+e2e_k8s_gang_api || { echo "gang: 0 passed, 1 failed (K8S_VERSION)"; exit 1; }
 e2e_setup || { echo "gang: 0 passed, 1 failed (cluster setup)"; exit 1; }
 kubectl apply -f deploy/base/10-crd-podgroup.yaml >/dev/null &&
   cluster_wait 30 "PodGroup CRD established" kubectl wait --for=condition=Established --timeout=1s \
@@ -116,7 +116,7 @@ gang_status() {
   if [[ $1 == gclaim ]]; then
     kubectl -n "$NS" get gclaim "$2" -o 'jsonpath={.status.gang.phase} {.status.gang.bound} {.status.gang.reserved}'
   else
-    kubectl -n "$NS" get podgroup "$2" -o 'jsonpath={.status.phase} {.status.placed} {.status.reserved}'
+    kubectl -n "$NS" get podgroups.scheduling.x-k8s.io "$2" -o 'jsonpath={.status.phase} {.status.placed} {.status.reserved}'
   fi
 }
 status_is() {  # KIND NAME WANT
@@ -267,23 +267,39 @@ if e2e_want 6; then
 fi
 
 if e2e_want 7; then
-  kubectl apply -f - >/dev/null <<JSON
+  if ((E2E_K8S_MINOR >= 36)); then
+    # 1.36 on: a PodGroup object (the newest version served) named by the pods' spec.schedulingGroup.
+    W7_GANG=podgroup:w7-workers W7_REF=schedulingGroup W7_PATH='{.spec.schedulingGroup.podGroupName}' W7_WANT=w7-workers
+    kubectl apply -f - >/dev/null <<JSON
+{"apiVersion":"scheduling.k8s.io/v1beta1","kind":"PodGroup","metadata":{"name":"w7-workers","namespace":"$NS"},
+ "spec":{"schedulingPolicy":{"gang":{"minCount":3}}}}
+JSON
+    REF='"schedulingGroup":{"podGroupName":"w7-workers"}'
+  else
+    # 1.35: a Workload (v1alpha1) with its pod group, named by the pods' spec.workloadRef.
+    W7_GANG=w7/workers W7_REF=workloadRef W7_PATH='{.spec.workloadRef.podGroup}' W7_WANT=workers
+    kubectl apply -f - >/dev/null <<JSON
 {"apiVersion":"scheduling.k8s.io/v1alpha1","kind":"Workload","metadata":{"name":"w7","namespace":"$NS"},
  "spec":{"podGroups":[{"name":"workers","policy":{"gang":{"minCount":3}}}]}}
 JSON
+    REF='"workloadRef":{"name":"w7","podGroup":"workers"}'
+  fi
   for i in 0 1 2; do
     kubectl apply -f - >/dev/null <<JSON
 {"apiVersion":"v1","kind":"Pod","metadata":{"name":"wl-$i","namespace":"$NS","labels":{"gpu.scheduling/managed":"true"}},
- "spec":{"schedulerName":"gpu-scheduler","terminationGracePeriodSeconds":0,"nodeSelector":{"pool":"ab"},
-   "workloadRef":{"name":"w7","podGroup":"workers"},
+ "spec":{"schedulerName":"gpu-scheduler","terminationGracePeriodSeconds":0,"nodeSelector":{"pool":"ab"},$REF,
    "containers":[{"name":"main","image":"registry.k8s.io/pause:3.10","resources":{"limits":{"gpu.scheduling/gpu":"2"}}}]}}
 JSON
   done
-  has_ref() { [[ $(kubectl -n "$NS" get pod wl-0 -o 'jsonpath={.spec.workloadRef.podGroup}') == workers ]]; }
-  e2e_check "7. the API server keeps spec.workloadRef (GenericWorkload on)" has_ref
-  e2e_check "7. a Workload gang (minCount 3) with kube-scheduler's GangScheduling on: all three bound" \
+  has_ref() { [[ $(kubectl -n "$NS" get pod wl-0 -o "jsonpath=$W7_PATH") == "$W7_WANT" ]]; }
+  e2e_check "7. the API server keeps spec.$W7_REF (GenericWorkload on, Kubernetes 1.$E2E_K8S_MINOR)" has_ref
+  e2e_check "7. a gang of Kubernetes' own API (minCount 3) with kube-scheduler's GangScheduling on: all three bound" \
     cluster_wait 60 "wl-0..2 bound" all_bound wl-0 wl-1 wl-2
-  wl_places() { [[ $(gang_entries w7/workers) == "0 3" ]] || { echo "places bound: $(gang_entries w7/workers)"; return 1; }; }
+  wl_places() { [[ $(gang_entries "$W7_GANG") == "0 3" ]] || { echo "places bound: $(gang_entries "$W7_GANG")"; return 1; }; }
+  if ((E2E_K8S_MINOR >= 36)); then
+    newest() { grep -q 'reading scheduling.k8s.io PodGroups.*version=v1beta1' "$CLUSTER_DIR"/logs/ext*.log; }
+    e2e_check "7. ... the extender reads PodGroups in the newest version served (v1beta1, not v1alpha3)" newest
+  fi
   e2e_check "7. ... each into a place the extender reserved for the whole gang" wl_places
   e2e_check "7. no device twice" verify 7
 fi

@@ -173,7 +173,7 @@ keeps() {
   kubectl -n gpu-system create job certs-again --from=cronjob/gpu-extender-certs >/dev/null || return 1
   kubectl -n gpu-system wait --for=condition=complete job/certs-again --timeout=120s >/dev/null || return 1
   kubectl -n gpu-system logs job/certs-again | grep -q '"written":"0"' || { kubectl -n gpu-system logs job/certs-again; return 1; }
-  kubectl apply -k test/node/local >/dev/null || return 1
+  node_overlay && kubectl apply -k "$NODE_OVERLAY" >/dev/null || return 1
   [[ $(secret_versions) == "$before" ]] || { echo "Secrets changed: $before -> $(secret_versions)"; return 1; }
   [[ $(ca_bundle) == "$bundle" ]] || { echo "the caBundle changed"; return 1; }
 }

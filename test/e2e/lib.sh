@@ -21,6 +21,9 @@
 #                              create a pod (schedulerName gpu-scheduler by default)
 #   e2e_pod_node NS NAME       print spec.nodeName ("" if unbound)
 #   e2e_ann NS NAME KEY        print an annotation of the pod
+#   e2e_k8s_gang_api           before e2e_setup: serve Kubernetes' own gang API and
+#                              turn kube-scheduler's gang plugin on, as the release
+#                              this run uses (K8S_VERSION) wants; sets E2E_K8S_MINOR
 
 E2E_PASSED=0
 E2E_FAILED=0
@@ -79,6 +82,25 @@ e2e_reaper_bounds() {
   REAP_BOUND=$((BIND_TIMEOUT + 1 + 2 * REAP_INTERVAL + 1))
 }
 e2e_note() { echo "  .. $*"; }
+
+e2e_k8s_gang_api() {
+  local v
+  v=$(. "$E2E_ROOT/test/cluster/k8s-version.sh" && echo "$K8S_VERSION") || return 1
+  v=${v#v1.}
+  E2E_K8S_MINOR=${v%%.*}
+  if ((E2E_K8S_MINOR >= 37)); then
+    # PodGroup objects (pods' spec.schedulingGroup): kube-scheduler reads v1beta1;
+    # v1alpha3 too, so the extender must pick the newest. GangScheduling is GenericWorkload's.
+    CLUSTER_APISERVER_FLAGS="--runtime-config=scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true"
+    CLUSTER_SCHEDULER_FLAGS="--feature-gates=GenericWorkload=true"
+  else
+    # 1.35: a Workload (v1alpha1) and pods' spec.workloadRef.
+    CLUSTER_APISERVER_FLAGS="--runtime-config=scheduling.k8s.io/v1alpha1=true"
+    CLUSTER_SCHEDULER_FLAGS="--feature-gates=GenericWorkload=true,GangScheduling=true"
+  fi
+  CLUSTER_APISERVER_FLAGS+=" --feature-gates=GenericWorkload=true"
+  export CLUSTER_APISERVER_FLAGS CLUSTER_SCHEDULER_FLAGS E2E_K8S_MINOR
+}
 
 e2e_setup() {
   cluster_up || return 1

@@ -332,8 +332,8 @@ JSON
     for i in 0 1 2; do wait_running "trio-$i" 90 && check devices "$NS" "trio-$i" || return 1; done
     check disjoint "$NS" trio-0 "$NS" trio-1 && check disjoint "$NS" trio-0 "$NS" trio-2 &&
       check disjoint "$NS" trio-1 "$NS" trio-2 || return 1
-    [[ $(kubectl -n "$NS" get podgroup trio -o 'jsonpath={.status.phase} {.status.placed}') == "Bound 3" ]] ||
-      { kubectl -n "$NS" get podgroup trio -o 'jsonpath={.status}'; return 1; }
+    [[ $(kubectl -n "$NS" get podgroups.scheduling.x-k8s.io trio -o 'jsonpath={.status.phase} {.status.placed}') == "Bound 3" ]] ||
+      { kubectl -n "$NS" get podgroups.scheduling.x-k8s.io trio -o 'jsonpath={.status}'; return 1; }
   }
   e2e_check "a gang (PodGroup, minMember 3, 2 GPUs each) runs whole: each member its own devices; the PodGroup says Bound 3" gang
   clean_pods

@@ -15,8 +15,8 @@ cd "$(dirname "$0")/../.."
 . test/e2e/lib.sh
 
 t_start=$SECONDS
-# Kubernetes' Workload API (alpha in 1.35) served, so that can-i knows workloads.scheduling.k8s.io.
-export CLUSTER_APISERVER_FLAGS="--runtime-config=scheduling.k8s.io/v1alpha1=true --feature-gates=GenericWorkload=true"
+# Kubernetes' gang API served, so that can-i knows workloads (and, 1.36 on, podgroups) of scheduling.k8s.io.
+e2e_k8s_gang_api || { echo "rbac: 0 passed, 1 failed (K8S_VERSION)"; exit 1; }
 e2e_setup || { echo "rbac: 0 passed, 1 failed (cluster setup)"; exit 1; }
 # (kubectl auth can-i resolves a resource through discovery: the PodGroup CRD must be served.)
 kubectl apply -f deploy/base/10-crd-podgroup.yaml >/dev/null &&
@@ -52,6 +52,7 @@ row gpu-extender yes get podgroups.scheduling.x-k8s.io
 row gpu-extender yes patch podgroups.scheduling.x-k8s.io/status
 row gpu-extender yes get workloads.scheduling.k8s.io
 row gpu-extender yes patch pods             # a nudge's annotation (held to it by 11-least-privilege.yaml)
+((E2E_K8S_MINOR < 36)) || row gpu-extender yes get podgroups.scheduling.k8s.io
 row gpu-extender yes create events          # docs/operations.md, "Events"
 row gpu-extender yes patch events           # a repeat's count
 for v in create update patch delete; do

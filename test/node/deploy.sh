@@ -14,6 +14,12 @@
 #                          certificate Job (node_wait_certs)
 #   node_wait_product      the extender, the agent and gpu-scheduler rolled
 #                          out, and the node's GpuNodeStatus published
+#   NODE_OVERLAY           the overlay node_deploy_product applied: test/node/local,
+#                          or, when the cluster runs another Kubernetes release
+#                          than the kube-scheduler image deploy/ names, an
+#                          overlay of it in $CLUSTER_DIR that sets that image's
+#                          tag to the cluster's (kustomize images:, as
+#                          docs/install.md tells users to)
 #   NODE_FAKE_ROOT         where cluster_fake_gpus makes the fake GPUs (the
 #                          overlay's --device-root); node_deploy_product adds
 #                          host-bin/nvidia-smi, the host's nvidia-smi as the
@@ -40,7 +46,8 @@ node_deploy_product() {
   # (docs/install.md); the agent runs only there.
   kubectl label node "$CLUSTER_NODE_NAME" gpu.scheduling/gpu-node=true --overwrite >/dev/null || return 1
   # The install of docs/install.md, in one pass on the fresh cluster.
-  kubectl apply -k "$_NODE_OVERLAY" >/dev/null || return 1
+  node_overlay || return 1
+  kubectl apply -k "$NODE_OVERLAY" >/dev/null || return 1
   # In-cluster configuration of the hostNetwork pods (test/node/local); they
   # wait for it (CreateContainerConfigError, retried by kubelet).
   kubectl create configmap gpu-cluster-api -n "$ns" \
@@ -48,6 +55,30 @@ node_deploy_product() {
     --from-literal=KUBERNETES_SERVICE_PORT="$CLUSTER_API_PORT" >/dev/null || return 1
   # deploy/'s Job makes the certificates and fills the caBundle.
   node_wait_certs
+}
+
+# node_overlay: sets NODE_OVERLAY (see above) for the cluster's release.
+node_overlay() {
+  local tag
+  NODE_OVERLAY=$_NODE_OVERLAY
+  tag=$(awk '$1 == "image:" && $2 ~ /^registry.k8s.io\/kube-scheduler:/ {sub(/.*:/, "", $2); print $2; exit}' \
+    "$_NODE_REPO/deploy/base/07-scheduler.yaml")
+  [[ -n $tag ]] || { _cluster_err "no kube-scheduler image in deploy/base/07-scheduler.yaml"; return 1; }
+  if [[ $tag != "$CLUSTER_K8S_VERSION" ]]; then
+    NODE_OVERLAY=$CLUSTER_DIR/overlay-$CLUSTER_K8S_VERSION
+    mkdir -p "$NODE_OVERLAY" || return 1
+    cat >"$NODE_OVERLAY/kustomization.yaml" <<EOF || return 1
+# test/node/local with kube-scheduler of the cluster's release (test/node/deploy.sh)
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- $(realpath --relative-to="$NODE_OVERLAY" "$_NODE_OVERLAY")
+images:
+- name: registry.k8s.io/kube-scheduler
+  newTag: $CLUSTER_K8S_VERSION
+EOF
+  fi
+  export NODE_OVERLAY
 }
 
 # node_wait_certs: deploy/'s certificate Job completed.

@@ -32,8 +32,8 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-# shellcheck source=../cluster/versions.env
-. "$repo/test/cluster/versions.env"
+# shellcheck source=../cluster/k8s-version.sh
+. "$repo/test/cluster/k8s-version.sh" || exit 2   # K8S_VERSION: the release the node runs
 
 err() { echo "images.sh: $*" >&2; exit 1; }
 

@@ -384,6 +384,101 @@ static void test_gangs(void **state)
 	assert_non_null(strstr(err, "must be a PodGroup name"));
 }
 
+/*
+ * Kubernetes' own gang API in both shapes: 1.35's spec.workloadRef to a
+ * scheduling.k8s.io/v1alpha1 Workload, and 1.36's spec.schedulingGroup to a
+ * PodGroup object (v1alpha2, v1alpha3, v1beta1: one shape).
+ */
+static void test_k8s_gangs(void **state)
+{
+	(void)state;
+	struct claim c;
+	char err[256];
+	const char *gpu = "\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{\"gpu.scheduling/gpu\":\"2\"}}}]";
+	char pod[512];
+	snprintf(pod, sizeof(pod), "{\"metadata\":{\"name\":\"w\"},\"spec\":{\"workloadRef\":{\"name\":\"w7\","
+		 "\"podGroup\":\"workers\",\"podGroupReplicaKey\":\"r1\"},%s}}", gpu);
+	assert_int_equal(pod_claim(pod, &c, err), 0);
+	assert_string_equal(c.gang, "w7/workers/r1");
+	assert_int_equal(c.gang_kind, GANG_WORKLOAD);
+	claim_release(&c);
+	snprintf(pod, sizeof(pod), "{\"metadata\":{\"name\":\"w\"},\"spec\":{\"schedulingGroup\":"
+		 "{\"podGroupName\":\"train\"},%s}}", gpu);
+	assert_int_equal(pod_claim(pod, &c, err), 0);
+	assert_string_equal(c.gang, CLAIM_PODGROUP_PREFIX "train");
+	assert_int_equal(c.gang_kind, GANG_SCHEDULING_GROUP);
+	assert_int_equal(c.gang_size, 0);     /* the PodGroup's minCount, read when the gang is placed */
+	claim_release(&c);
+	snprintf(pod, sizeof(pod), "{\"metadata\":{\"name\":\"w\"},\"spec\":{\"schedulingGroup\":{},%s}}", gpu);
+	assert_int_equal(pod_claim(pod, &c, err), -1);
+	assert_non_null(strstr(err, "spec.schedulingGroup.podGroupName"));
+	/* A pod without GPUs is in no gang of ours. */
+	assert_int_equal(pod_claim("{\"spec\":{\"schedulingGroup\":{\"podGroupName\":\"t\"},\"containers\":[]}}", &c, err),
+			 0);
+	assert_string_equal(c.gang, "");
+	claim_release(&c);
+
+	/* v1alpha1 Workload: spec.podGroups[].policy.gang.minCount; basic is no gang. */
+	int size = 0;
+	cJSON *wl = J("{\"spec\":{\"podGroups\":[{\"name\":\"ps\",\"policy\":{\"basic\":{}}},"
+		      "{\"name\":\"workers\",\"policy\":{\"gang\":{\"minCount\":3}}},"
+		      "{\"name\":\"bad\",\"policy\":{\"gang\":{\"minCount\":0}}}]}}");
+	assert_int_equal(api_workload_gang(wl, "workers", &size, err, sizeof(err)), 1);
+	assert_int_equal(size, 3);
+	assert_int_equal(api_workload_gang(wl, "ps", &size, err, sizeof(err)), 0);
+	assert_int_equal(api_workload_gang(wl, "none", &size, err, sizeof(err)), -1);
+	assert_string_equal(err, "no pod group none");
+	assert_int_equal(api_workload_gang(wl, "bad", &size, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "pod group bad: policy.gang.minCount must be 1..1024"));
+	cJSON_Delete(wl);
+
+	/* PodGroup (v1alpha2..v1beta1): spec.schedulingPolicy.gang.minCount; basic is no gang. */
+	cJSON *pg = J("{\"apiVersion\":\"scheduling.k8s.io/v1beta1\",\"kind\":\"PodGroup\",\"spec\":{\"workloadRef\":"
+		      "{\"workloadName\":\"w\",\"templateName\":\"t\"},\"schedulingPolicy\":{\"gang\":{\"minCount\":4}}}}");
+	assert_int_equal(api_podgroup_gang(pg, &size, err, sizeof(err)), 1);
+	assert_int_equal(size, 4);
+	cJSON_Delete(pg);
+	pg = J("{\"spec\":{\"schedulingPolicy\":{\"basic\":{}}}}");
+	assert_int_equal(api_podgroup_gang(pg, &size, err, sizeof(err)), 0);
+	cJSON_Delete(pg);
+	const char *bad[] = { "{\"spec\":{\"schedulingPolicy\":{\"gang\":{\"minCount\":0}}}}",
+			      "{\"spec\":{\"schedulingPolicy\":{\"gang\":{\"minCount\":2.5}}}}",
+			      "{\"spec\":{\"schedulingPolicy\":{\"gang\":{}}}}",
+			      "{\"spec\":{\"schedulingPolicy\":{\"gang\":{\"minCount\":\"3\"}}}}" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		pg = J(bad[i]);
+		assert_int_equal(api_podgroup_gang(pg, &size, err, sizeof(err)), -1);
+		assert_string_equal(err, "spec.schedulingPolicy.gang.minCount must be 1..1024");
+		cJSON_Delete(pg);
+	}
+}
+
+/* Discovery: which versions of a group are served, and whether one serves a resource. */
+static void test_discovery(void **state)
+{
+	(void)state;
+	/* GET /apis/scheduling.k8s.io of 1.37 with v1beta1 on. */
+	cJSON *group = J("{\"kind\":\"APIGroup\",\"name\":\"scheduling.k8s.io\",\"versions\":["
+			 "{\"groupVersion\":\"scheduling.k8s.io/v1\",\"version\":\"v1\"},"
+			 "{\"groupVersion\":\"scheduling.k8s.io/v1beta1\",\"version\":\"v1beta1\"}],"
+			 "\"preferredVersion\":{\"groupVersion\":\"scheduling.k8s.io/v1\",\"version\":\"v1\"}}");
+	assert_true(api_group_serves(group, "v1beta1"));
+	assert_true(api_group_serves(group, "v1"));
+	assert_false(api_group_serves(group, "v1alpha3"));
+	assert_false(api_group_serves(NULL, "v1"));
+	cJSON_Delete(group);
+	/* GET /apis/scheduling.k8s.io/v1beta1 */
+	cJSON *list = J("{\"kind\":\"APIResourceList\",\"groupVersion\":\"scheduling.k8s.io/v1beta1\",\"resources\":["
+			"{\"name\":\"podgroups\",\"namespaced\":true,\"kind\":\"PodGroup\"},"
+			"{\"name\":\"podgroups/status\",\"namespaced\":true,\"kind\":\"PodGroup\"},"
+			"{\"name\":\"workloads\",\"namespaced\":true,\"kind\":\"Workload\"}]}");
+	assert_true(api_resource_list_has(list, "podgroups"));
+	assert_true(api_resource_list_has(list, "workloads"));
+	assert_false(api_resource_list_has(list, "podgroup"));
+	assert_false(api_resource_list_has(NULL, "podgroups"));
+	cJSON_Delete(list);
+}
+
 /* A claim packed and unpacked again has every field it had; a plain one packs small. */
 static void test_claim_pack(void **state)
 {
@@ -635,6 +730,8 @@ int main(void)
 		cmocka_unit_test(test_pod_claim_annotation),
 		cmocka_unit_test(test_gpuclaim_validation),
 		cmocka_unit_test_setup(test_gangs, setup),
+		cmocka_unit_test_setup(test_k8s_gangs, setup),
+		cmocka_unit_test(test_discovery),
 		cmocka_unit_test(test_claim_pack),
 		cmocka_unit_test(test_gns_decode),
 		cmocka_unit_test(test_node_decode),
