@@ -2,7 +2,7 @@
 # make bench-e2e: GPU pods per second that a real kube-scheduler places on a
 # real API server, alone and with the extender in the loop, in one run.
 #
-#   bench/e2e.sh [--nodes 1000] [--pods 2000] [--rounds 5] [--extender PATH] [--baseline-extender PATH] [--replicas] [--no-floor] [--peers] [--only ROWS] [--pprof DIR] [--http-timeout D]
+#   bench/e2e.sh [--nodes 1000] [--pods 2000] [--rounds 5] [--extender PATH] [--baseline-extender PATH] [--replicas] [--no-floor] [--peers] [--keep-curve] [--only ROWS] [--pprof DIR] [--http-timeout D]
 #   bench/e2e.sh --cold-start [--nodes 5000] [--extender PATH] [--baseline-extender PATH]
 #   bench/e2e.sh --sustained SECONDS [--nodes 1000] [--pods 400] [--extender PATH]
 #
@@ -20,6 +20,19 @@
 #   keep-1     the extender with filterKeepsBest 1: filter passes only the node
 #              the policy rates best, so kube-scheduler calls no prioritize and
 #              runs none of its own scoring for the pod
+#   keep-K     with --keep-curve (rows keep-1, keep-2, keep-4, keep-8 between
+#              floor and extender, whose filterKeepsBest 0 keeps every node):
+#              filterKeepsBest K, the K best nodes passed. With it every pod
+#              belongs to one of 8 groups (pod i to group i mod 8) and
+#              carries two soft preferences (weight 100 each): a preferred
+#              pod anti-affinity per hostname, no pod of its group on its
+#              node (8 GPUs a node: binpack can meet it, 8 groups on each
+#              node), and a preferred node affinity to the nodes labelled
+#              bench/preferred, one in 5 (at 1000 nodes 1600 GPUs: room for
+#              all of 1000 pods, 0.8 of 2000). The last column gives the shares of bound
+#              pods that got each (e2e_load.py nodes --preferred, pods
+#              --groups, honoured): what kube-scheduler's own soft
+#              preferences still decide at each K. plain is the reference.
 #   extender   kube-scheduler with the extender as `serve` starts by default
 #              (filter, prioritize, bind through the ledgers); the pods ask for
 #              gpu.scheduling/gpu
@@ -88,7 +101,7 @@
 # there. Then its RSS by kind of memory (/proc/PID/smaps) at both times.
 set -u
 cd "$(dirname "$0")/.."
-NODES=1000 PODS=2000 ROUNDS=5 EXT=$PWD/build/gpu-extender BASE="" ONLY="" COLD="" SUSTAIN="" REPLICAS="" PPROF="" FLOOR=1 HTTP_TIMEOUT="" PEERS=""
+NODES=1000 PODS=2000 ROUNDS=5 EXT=$PWD/build/gpu-extender BASE="" ONLY="" COLD="" SUSTAIN="" REPLICAS="" PPROF="" FLOOR=1 HTTP_TIMEOUT="" PEERS="" CURVE=""
 while (($#)); do
   case $1 in
     --nodes) NODES=$2; shift 2 ;;
@@ -101,11 +114,12 @@ while (($#)); do
     --floor) FLOOR=1; shift ;;
     --no-floor) FLOOR=""; shift ;;
     --peers) PEERS=1; shift ;;
+    --keep-curve) CURVE=1; shift ;;
     --http-timeout) HTTP_TIMEOUT=$2; shift 2 ;;
     --cold-start) COLD=1; shift ;;
     --sustained) SUSTAIN=$2; shift 2 ;;
     --pprof) PPROF=$(realpath -m "$2"); shift 2 ;;
-    *) echo "usage: bench/e2e.sh [--nodes N] [--pods N] [--rounds N] [--extender PATH] [--baseline-extender PATH] [--replicas] [--no-floor] [--peers] [--only ROWS] [--pprof DIR] [--http-timeout D]" \
+    *) echo "usage: bench/e2e.sh [--nodes N] [--pods N] [--rounds N] [--extender PATH] [--baseline-extender PATH] [--replicas] [--no-floor] [--peers] [--keep-curve] [--only ROWS] [--pprof DIR] [--http-timeout D]" \
          "| --cold-start [--nodes N] | --sustained SECONDS [--nodes N] [--pods N]" >&2; exit 2 ;;
   esac
 done
@@ -119,7 +133,9 @@ if [[ -n $ONLY ]]; then
 else
   ROW_ORDER=(plain)
   [[ -n $FLOOR ]] && ROW_ORDER+=(floor)
-  ROW_ORDER+=(keep-1 extender)
+  ROW_ORDER+=(keep-1)
+  [[ -n $CURVE ]] && ROW_ORDER+=(keep-2 keep-4 keep-8)
+  ROW_ORDER+=(extender)
   [[ -n $REPLICAS ]] && ROW_ORDER+=(proxy-1 proxy-2)
   [[ -n $BASE ]] && ROW_ORDER+=(baseline)
   [[ -n $PEERS ]] && ROW_ORDER+=(gpushare hami)
@@ -129,7 +145,8 @@ FLOOR_BIN="" PEER_ROWS=""
 declare -A PEER_BIN=()
 for row in "${ROW_ORDER[@]}"; do
   case $row in
-    plain | extender | keep-1 | proxy-1 | proxy-2) ;;
+    plain | extender | proxy-1 | proxy-2) ;;
+    keep-*) [[ ${row#keep-} =~ ^[1-9][0-9]*$ ]] || fail "no row named $row" ;;
     gpushare | hami)
       PEER_BIN[$row]=$(bench/peers/build.sh "$row") || fail "building the $row peer failed"
       PEER_ROWS+="${PEER_ROWS:+,}$row" ;;
@@ -149,7 +166,7 @@ export CLUSTER_API_URL CLUSTER_ADMIN_TOKEN_FILE CLUSTER_CA_FILE
 load() { python3 bench/e2e_load.py "$@"; }
 echo "bench-e2e: $NODES nodes x 8 GPUs, $PODS one-GPU pods per row, $ROUNDS rounds of ${ROW_ORDER[*]} ($(nproc) CPUs, $(cluster_versions 2>/dev/null | head -1))"
 t=$(date +%s)
-load nodes "$NODES" ${PEER_ROWS:+--peers "$PEER_ROWS"} || fail "creating the nodes failed"
+load nodes "$NODES" ${PEER_ROWS:+--peers "$PEER_ROWS"} ${CURVE:+--preferred 5} || fail "creating the nodes failed"
 echo "  nodes created in $(( $(date +%s) - t )) s"
 
 # A scheduler configuration: qps/burst 5000, the extender when a URL is given
@@ -229,7 +246,7 @@ run_row() {
     E2E_EXTENDER=$bin e2e_start_extender "ext-$label" "${flags[@]}" || fail "extender $label did not become ready"
     url=$E2E_URL urls=("$url")
   fi
-  load pods "$ns" "$PODS" "$resource" "sched-$label" || fail "creating the pods failed"
+  load pods "$ns" "$PODS" "$resource" "sched-$label" ${CURVE:+--groups 8} || fail "creating the pods failed"
   local out=$CLUSTER_DIR/watch-$label.json
   load watch "$ns" "$PODS" "$out" --timeout 900 &
   local watcher=$!
@@ -245,7 +262,7 @@ run_row() {
   [[ -n $PPROF ]] && { pprof_row "$label" & profiler=$!; }
   wait "$watcher"
   [[ -n $profiler ]] && wait "$profiler"
-  local w1 port sched_metrics cpu="" cpu_json="" used i double="-" unrecorded="-"
+  local w1 port sched_metrics cpu="" cpu_json="" used i double="-" unrecorded="-" apart="-" preferred="-"
   w1=$(load writes)
   REQUESTS+=("$label: $(load requests "$CLUSTER_DIR/requests-$label.before" "$PODS")")
   for i in "${!CPU_OF[@]}"; do
@@ -257,6 +274,7 @@ run_row() {
   sched_metrics=$(kubectl --server="https://127.0.0.1:$port" --insecure-skip-tls-verify=true get --raw /metrics 2>/dev/null)
   for k in "${urls[@]}"; do ext_metrics+=$(curl -sf "$k/metrics")$'\n'; done   # replicas: summed
   cluster_stop_scheduler "sched-$label"
+  [[ -n $CURVE ]] && read -r apart preferred < <(load honoured "$ns")
   [[ -n $check ]] && { read -r _ double unrecorded _ < <(load check "$ns" "$check"); double=${double:-?} unrecorded=${unrecorded:-?}; }
   # The next row starts on empty nodes: this row's pods go while its
   # extenders run, so that they release the reservations (in this row's
@@ -290,9 +308,9 @@ run_row() {
   bms=$(metric_mean "$ext_metrics" gpu_extender_request_duration_seconds 'verb="bind"')
   ROWS+=("$(printf '| %-12s | %5s/%s | %7s | %11s | %6s | %8s | %8s | %8s | %8s | %7s | %7s | %7s | %s | %s / %s |' "$label" "$bound" "$PODS" "$rate" \
     "$lat50/$lat99" "$writes" "$attempt" "$fms" "$pms" "$bms" "$refused" "$conflicts" "$conns" "$cpu" "$double" "$unrecorded")")
-  printf '{"row":"%s","round":%d,"pods":%d,"bound":%d,"rate":"%s","lat_p50":"%s","lat_p99":"%s","writes":"%s","attempt_ms":"%s","filter_ms":"%s","prioritize_ms":"%s","bind_ms":"%s","double":"%s","unrecorded":"%s"%s}\n' \
-    "$row" "$ROUND" "$PODS" "$bound" "$rate" "$lat50" "$lat99" "$writes" "$attempt" "$fms" "$pms" "$bms" "$double" "$unrecorded" "$cpu_json" >>"$ROUNDS_FILE"
-  echo "  round $ROUND $row: $bound/$PODS bound, $rate pods/s, CPU s apiserver/etcd/scheduler/extender $cpu${check:+, double allocations $double (unrecorded $unrecorded)}"
+  printf '{"row":"%s","round":%d,"pods":%d,"bound":%d,"rate":"%s","lat_p50":"%s","lat_p99":"%s","writes":"%s","attempt_ms":"%s","filter_ms":"%s","prioritize_ms":"%s","bind_ms":"%s","double":"%s","unrecorded":"%s","apart":"%s","preferred":"%s"%s}\n' \
+    "$row" "$ROUND" "$PODS" "$bound" "$rate" "$lat50" "$lat99" "$writes" "$attempt" "$fms" "$pms" "$bms" "$double" "$unrecorded" "$apart" "$preferred" "$cpu_json" >>"$ROUNDS_FILE"
+  echo "  round $ROUND $row: $bound/$PODS bound, $rate pods/s, CPU s apiserver/etcd/scheduler/extender $cpu${check:+, double allocations $double (unrecorded $unrecorded)}${CURVE:+, honoured: anti-affinity $apart, node affinity $preferred}"
 }
 
 if [[ -n $COLD ]]; then
@@ -416,7 +434,7 @@ one_row() {
   case $1 in
     plain) run_row plain example.com/gpu ;;
     extender) CHECK=extender run_row extender gpu.scheduling/gpu "$EXT" ;;
-    keep-1) CHECK=extender EXT_FLAGS="--filter-keeps-best 1" run_row keep-1 gpu.scheduling/gpu "$EXT" ;;
+    keep-*) CHECK=extender EXT_FLAGS="--filter-keeps-best ${1#keep-}" run_row "$1" gpu.scheduling/gpu "$EXT" ;;
     floor) run_row floor gpu.scheduling/gpu "$FLOOR_BIN" ;;
     proxy-1) CHECK=extender run_row proxy-1 gpu.scheduling/gpu "$EXT" 1 ;;
     proxy-2) CHECK=extender run_row proxy-2 gpu.scheduling/gpu "$EXT" 2 ;;

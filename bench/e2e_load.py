@@ -3,19 +3,29 @@
 server named by CLUSTER_API_URL with the token in CLUSTER_ADMIN_TOKEN_FILE and
 the CA in CLUSTER_CA_FILE (as bench/e2e.sh exports them).
 
-  e2e_load.py nodes N [--gpus 8] [--threads 16] [--peers gpushare,hami]
+  e2e_load.py nodes N [--gpus 8] [--threads 16] [--peers gpushare,hami] [--preferred P]
       creates fake nodes bench-0..N-1, Ready, advertising N GPUs both as
       gpu.scheduling/gpu and as example.com/gpu, each with its GpuNodeStatus
-      (H100s in two NVLink islands). --peers adds what each peer extender
+      (H100s in two NVLink islands). --preferred P: every P-th node
+      (bench-0, bench-P, ...) is labelled bench/preferred=true. --peers adds what each peer extender
       reads (bench/peers/): gpushare: capacity aliyun.com/gpu-count (the
       GPUs) and aliyun.com/gpu-mem (80 a GPU); hami: capacity nvidia.com/gpu
       and the annotations its device plugin writes, hami.io/node-nvidia-register
       (the devices: uuid GPU-NODE-K, 81559 MiB, split count 10, 100 cores)
       and hami.io/node-handshake (Requesting_TIME, as its scheduler leaves it).
-  e2e_load.py pods NS COUNT RESOURCE SCHEDULER [--threads 16] [--prefix p]
+  e2e_load.py pods NS COUNT RESOURCE SCHEDULER [--threads 16] [--prefix p] [--groups G]
       creates COUNT pods p-0.. in NS, each asking for 1 of RESOURCE (or
       NAME=QTY,NAME=QTY... for several limits), for SCHEDULER; labelled
-      gpu.scheduling/managed=true as the webhook would.
+      gpu.scheduling/managed=true as the webhook would. --groups G: pod i is
+      labelled bench/group=g<i % G> and prefers (preferredDuringScheduling
+      pod anti-affinity, weight 100, topologyKey kubernetes.io/hostname) no
+      node that holds a pod of its group (G Deployments whose replicas
+      spread over hosts); and prefers (preferredDuringScheduling node
+      affinity, weight 100) a node labelled bench/preferred=true.
+  e2e_load.py honoured NS
+      prints the shares of the bound pods of NS whose --groups preferences
+      were honoured: no other pod of its group on its node (anti-affinity),
+      and a node labelled bench/preferred=true (node affinity).
   e2e_load.py check NS KIND [--gpus 8]
       reads what the extender of KIND recorded on the bound pods of NS and
       prints the double allocations: pods placed on a device beyond its
@@ -113,11 +123,14 @@ def cmd_nodes(argv):
     o = opts(argv[1:], {"gpus": "8", "threads": "16"})
     gpus = int(o["gpus"])
     peers = set(filter(None, o.get("peers", "").split(",")))
+    preferred = int(o.get("preferred", 0))
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
     def one(i):
         name = "bench-%d" % i
         meta = {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}}
+        if preferred and i % preferred == 0:
+            meta["labels"]["bench/preferred"] = "true"
         res = {"cpu": "64", "memory": "512Gi", "pods": "110",
                "gpu.scheduling/gpu": str(gpus), "example.com/gpu": str(gpus)}
         if "gpushare" in peers:
@@ -158,13 +171,25 @@ def cmd_pods(argv):
     else:
         limits = {resource: "1"}
 
+    groups = int(o.get("groups", 0))
+
     def one(i):
+        labels = {"gpu.scheduling/managed": "true"}
+        spec = {"schedulerName": sched, "restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
+                                "resources": {"limits": limits}}]}
+        if groups:
+            labels["bench/group"] = "g%d" % (i % groups)
+            spec["affinity"] = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+                "weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname", "labelSelector": {
+                    "matchLabels": {"bench/group": labels["bench/group"]}}}}]},
+                "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+                    "weight": 100, "preference": {"matchExpressions": [{
+                        "key": "bench/preferred", "operator": "In", "values": ["true"]}]}}]}}
         request("POST", "/api/v1/namespaces/%s/pods" % ns, {
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "%s-%d" % (o["prefix"], i), "namespace": ns, "labels": {"gpu.scheduling/managed": "true"}},
-            "spec": {"schedulerName": sched, "restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
-                     "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
-                                     "resources": {"limits": limits}}]}})
+            "metadata": {"name": "%s-%d" % (o["prefix"], i), "namespace": ns, "labels": labels},
+            "spec": spec})
 
     parallel(one, range(count), int(o["threads"]))
 
@@ -270,8 +295,8 @@ def cmd_table(argv):
 
     print("| row | rounds | bound | pods/s median | min-max | spread | / plain | / floor | start-to-bound p50 / p99 s "
           "| CPU ms/pod apiserver / etcd / scheduler / extender | CPU ms/pod all | CPU / floor | API writes/pod "
-          "| filter / prioritize / bind ms | double allocations |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| filter / prioritize / bind ms | double allocations | honoured: anti-affinity / node affinity |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         rr = [by[row][k] for k in sorted(by[row])]
         rates = [num(r["rate"]) or 0.0 for r in rr]
@@ -285,13 +310,15 @@ def cmd_table(argv):
         unrec = sum(num(r.get("unrecorded")) or 0 for r in rr)
         double = "-" if all(d is None for d in dbl) else "%d%s" % (sum(d or 0 for d in dbl),
                                                                    " (+%d unrecorded)" % unrec if unrec else "")
-        print("| %s | %d | %d-%d/%s | %s | %s-%s | %s | %s | %s | %s / %s | %s | %s | %s | %s | %s | %s |" % (
+        print("| %s | %d | %d-%d/%s | %s | %s-%s | %s | %s | %s | %s / %s | %s | %s | %s | %s | %s | %s | %s |" % (
             row, len(rr), min(int(r["bound"]) for r in rr), max(int(r["bound"]) for r in rr), rr[0]["pods"],
             fmt(med), fmt(min(rates)), fmt(max(rates)), fmt(spread, "%.0f %%"),
             fmt(ratio_to(row, "plain"), "%.2f"), fmt(ratio_to(row, "floor"), "%.2f"),
             fmt(median(num(r["lat_p50"]) for r in rr), "%.2f"), fmt(median(num(r["lat_p99"]) for r in rr), "%.2f"),
             " / ".join(fmt(c, "%.2f") for c in cpu), fmt(total, "%.2f"), fmt(ratio_to(row, "floor", cpu_all), "%.2f"),
-            fmt(median(num(r["writes"]) for r in rr), "%.2f"), verbs, double))
+            fmt(median(num(r["writes"]) for r in rr), "%.2f"), verbs, double,
+            fmt(median(num(r.get("apart")) for r in rr), "%.3f") + " / " +
+            fmt(median(num(r.get("preferred")) for r in rr), "%.3f")))
     print()
     print("spread: (max - min) / median of the row's rounds, what the same build moves from round to round;")
     print("/ plain, / floor: the median over rounds of the row's pods/s over that round's plain (floor) row;")
@@ -299,7 +326,10 @@ def cmd_table(argv):
     print("start-to-bound: from the row's scheduler start (all its pods pending) to each pod's binding;")
     print("CPU: utime + stime from /proc/PID/stat, before and after the row's scheduling, per pod bound;")
     print("double allocations: over all rounds, pods placed on a device beyond its capacity as the row's extender")
-    print("recorded it (+ bound pods that record no device of their node); - where the pods record no devices")
+    print("recorded it (+ bound pods that record no device of their node); - where the pods record no devices;")
+    print("honoured (--keep-curve): medians over rounds of the shares of bound pods with no other pod of their group")
+    print("on their node (their preferred pod anti-affinity), and on a node labelled bench/preferred (their preferred")
+    print("node affinity); - without it")
 
 
 def request_counts():
@@ -446,6 +476,18 @@ def list_all(path):
             return items
 
 
+def cmd_honoured(argv):
+    pods = [p for p in list_all("/api/v1/namespaces/%s/pods" % argv[0]) if p["spec"].get("nodeName")]
+    on = {}
+    for p in pods:
+        key = (p["metadata"]["labels"].get("bench/group"), p["spec"]["nodeName"])
+        on[key] = on.get(key, 0) + 1
+    alone = sum(1 for p in pods if on[(p["metadata"]["labels"].get("bench/group"), p["spec"]["nodeName"])] == 1)
+    labelled = {n["metadata"]["name"] for n in list_all("/api/v1/nodes?labelSelector=bench%2Fpreferred%3Dtrue")}
+    there = sum(1 for p in pods if p["spec"]["nodeName"] in labelled)
+    print("%.3f %.3f" % (alone / len(pods), there / len(pods)) if pods else "- -")
+
+
 def over_capacity(devices, cap):
     """devices: {key: [amount, ...]}; cap(key): what the device holds. Pods
     beyond the capacity of their device, in any order: the double allocations."""
@@ -514,7 +556,7 @@ def main():
     cmds = {"nodes": cmd_nodes, "pods": cmd_pods, "watch": cmd_watch, "writes": cmd_writes,
             "requests": cmd_requests, "reserved": cmd_reserved,
             "latency": cmd_latency, "table": cmd_table, "drained": cmd_drained, "cold": cmd_cold,
-            "rss": cmd_rss, "check": cmd_check}
+            "rss": cmd_rss, "check": cmd_check, "honoured": cmd_honoured}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
         sys.exit(__doc__)
     cmds[sys.argv[1]](sys.argv[2:])
