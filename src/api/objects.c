@@ -273,24 +273,24 @@ int api_gns_decode(const cJSON *gns, struct gpu_node *n, const char **node_name,
 	return 0;
 }
 
-bool api_group_serves(const cJSON *apigroup, const char *version)
+/* Whether the array at path of o has an element whose string key is value. */
+static bool array_has(const cJSON *o, const char *path, const char *key, const char *value)
 {
-	const cJSON *v;
-	cJSON_ArrayForEach(v, api_path(apigroup, "versions")) {
-		const char *s = api_str(v, "version");
-		if (s && !strcmp(s, version))
+	const cJSON *e;
+	cJSON_ArrayForEach(e, api_path(o, path)) {
+		const char *s = api_str(e, key);
+		if (s && !strcmp(s, value))
 			return true;
 	}
 	return false;
 }
 
+bool api_group_serves(const cJSON *apigroup, const char *version)
+{
+	return array_has(apigroup, "versions", "version", version);
+}
+
 bool api_resource_list_has(const cJSON *list, const char *resource)
 {
-	const cJSON *r;
-	cJSON_ArrayForEach(r, api_path(list, "resources")) {
-		const char *s = api_str(r, "name");
-		if (s && !strcmp(s, resource))
-			return true;
-	}
-	return false;
+	return array_has(list, "resources", "name", resource);
 }
