@@ -253,7 +253,7 @@ check_pods() {
 import json, sys
 ml = {(p["namespace"], p["name"]) for p in json.load(open(sys.argv[1]))["items"]}
 al = {(p["namespace"], p["name"]) for p in json.load(open(sys.argv[2]))["items"]}
-want = {("ml", n) for n in ("train", "infer", "big", "job-0", "job-1", "waits")}
+want = {("ml", n) for n in ("train", "infer", "big", "job-0", "job-1", "waits", "native-0", "native-1")}
 assert ml == want, ml
 assert al == want | {("team-b", "rival")}, al
 PY
