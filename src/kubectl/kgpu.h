@@ -36,7 +36,9 @@ struct kg_inputs {
 	const cJSON *nodes;         /* Node items (labels, for selectors), optional */
 	const cJSON *pods;          /* Pod items */
 	const cJSON *claims;        /* GpuClaim items */
-	const cJSON *podgroups;     /* PodGroup items */
+	const cJSON *podgroups;     /* coscheduling PodGroup items (scheduling.x-k8s.io) */
+	const cJSON *workloads;     /* Workload items (scheduling.k8s.io/v1alpha1, Kubernetes 1.35) */
+	const cJSON *k8s_podgroups; /* PodGroup items of scheduling.k8s.io (1.36 on) */
 	const char *pods_ns;        /* namespace pods were listed in; NULL: every namespace */
 	bool pods_refused;          /* every namespace's pods were asked for and refused (so pods_ns's were read) */
 };

@@ -139,8 +139,9 @@ static int load_config(const struct opts *o, struct kube_config *cfg, char *err,
 }
 
 /*
- * Every item of a list (paged). 0 with *items; 1 with *items NULL when the
- * API refused (403) or does not serve it (404), and why in err; -1 otherwise.
+ * Every item of a list (paged). 0 with *items; with *items NULL and why in
+ * err, 1 when the API refused it (403), 2 when it does not serve it (404),
+ * -1 otherwise.
  */
 static int list_all(struct kube_client *kc, const char *path, cJSON **items, char *err, size_t errlen)
 {
@@ -162,7 +163,7 @@ static int list_all(struct kube_client *kc, const char *path, cJSON **items, cha
 		if (!rc && r.status != 200) {
 			char msg[512];
 			snprintf(err, errlen, "%s: HTTP %ld: %s", path, r.status, kube_status_message(&r, msg, sizeof(msg)));
-			rc = r.status == 403 || r.status == 404 ? 1 : -1;
+			rc = r.status == 403 ? 1 : r.status == 404 ? 2 : -1;
 		} else if (!rc && !page) {
 			snprintf(err, errlen, "%s: the answer is not JSON", path);
 			rc = -1;
@@ -185,7 +186,7 @@ static int list_all(struct kube_client *kc, const char *path, cJSON **items, cha
 }
 
 struct lists {
-	cJSON *gns, *ledgers, *nodes, *pods, *claims, *podgroups;
+	cJSON *gns, *ledgers, *nodes, *pods, *claims, *podgroups, *workloads, *k8s_podgroups;
 };
 
 static void lists_release(struct lists *l)
@@ -196,6 +197,8 @@ static void lists_release(struct lists *l)
 	cJSON_Delete(l->pods);
 	cJSON_Delete(l->claims);
 	cJSON_Delete(l->podgroups);
+	cJSON_Delete(l->workloads);
+	cJSON_Delete(l->k8s_podgroups);
 }
 
 /* A list the report can do without: refused or absent leaves it NULL (the model notes it). */
@@ -217,6 +220,35 @@ static void ns_path(char *out, size_t size, const char *prefix, const char *ns, 
 		snprintf(out, size, "%s/%s", prefix, res);
 }
 
+/*
+ * The gangs of Kubernetes' own API, for `why` (a gang's size): 1.35's
+ * Workloads (scheduling.k8s.io/v1alpha1) and the PodGroups of
+ * scheduling.k8s.io (1.36 on) in the newest version served, as the
+ * extender reads them (src/reserve/reserve_gang.c). A list answers 404 only
+ * when its version does not serve it, so trying the versions in turn finds
+ * the one served; none served leaves the list NULL.
+ */
+static int fetch_k8s_gangs(struct kube_client *kc, const char *scope, struct lists *l)
+{
+	static const char *const versions[] = { "v1beta1", "v1alpha3", "v1alpha2" };
+	char prefix[64], path[1024], err[1024];
+	ns_path(path, sizeof(path), "/apis/scheduling.k8s.io/v1alpha1", scope, "workloads");
+	if (optional(kc, path, &l->workloads))
+		return -1;
+	for (size_t i = 0; !l->k8s_podgroups && i < sizeof(versions) / sizeof(versions[0]); i++) {
+		snprintf(prefix, sizeof(prefix), "/apis/scheduling.k8s.io/%s", versions[i]);
+		ns_path(path, sizeof(path), prefix, scope, "podgroups");
+		int rc = list_all(kc, path, &l->k8s_podgroups, err, sizeof(err));
+		if (rc < 0) {
+			fprintf(stderr, "error: %s\n", err);
+			return -1;
+		}
+		if (rc == 1)
+			break;   /* refused: read as not there */
+	}
+	return 0;
+}
+
 static int fetch(struct kube_client *kc, const struct opts *o, const char *ns, struct lists *l, struct kg_inputs *in)
 {
 	char path[1024], err[1024];
@@ -231,7 +263,7 @@ static int fetch(struct kube_client *kc, const struct opts *o, const char *ns, s
 	/* Pods: the nodes reports name holders in every namespace the reader may read. */
 	ns_path(path, sizeof(path), "/api/v1", scope, "pods");
 	int rc = list_all(kc, path, &l->pods, err, sizeof(err));
-	if (rc == 1 && !scope) {
+	if (rc > 0 && !scope) {
 		if (pods_cmd) {
 			fprintf(stderr, "error: %s\n", err);
 			return -1;
@@ -249,10 +281,11 @@ static int fetch(struct kube_client *kc, const struct opts *o, const char *ns, s
 	if (optional(kc, path, &l->claims))
 		return -1;
 	ns_path(path, sizeof(path), "/apis/scheduling.x-k8s.io/v1alpha1", scope, "podgroups");
-	if (why && optional(kc, path, &l->podgroups))
+	if (why && (optional(kc, path, &l->podgroups) || fetch_k8s_gangs(kc, scope, l)))
 		return -1;
 	bool refused = in->pods_refused;
-	*in = (struct kg_inputs){ l->gns, l->ledgers, l->nodes, l->pods, l->claims, l->podgroups, scope, refused };
+	*in = (struct kg_inputs){ l->gns, l->ledgers, l->nodes, l->pods, l->claims, l->podgroups,
+				  l->workloads, l->k8s_podgroups, scope, refused };
 	return 0;
 }
 

@@ -115,18 +115,47 @@ static void filter_nodes(const struct kg_cluster *c, const struct claim *cl, cJS
 	cJSON_AddNumberToObject(doc, "fitsEmpty", t->fit_empty);
 }
 
-static int podgroup_min(const struct kg_cluster *c, const char *ns, const char *name)
+/* The object ns/name among items, or NULL. */
+static const cJSON *find_object(const cJSON *items, const char *ns, const char *name)
 {
 	const cJSON *it;
-	double min;
-	cJSON_ArrayForEach(it, c->in.podgroups) {
+	cJSON_ArrayForEach(it, items) {
 		const cJSON *md = api_path(it, "metadata");
 		const char *n = api_str(md, "name"), *s = api_str(md, "namespace");
-		if (n && s && !strcmp(n, name) && !strcmp(s, ns) &&
-		    api_whole(cJSON_GetObjectItemCaseSensitive(api_path(it, "spec"), "minMember"), 1, GANG_SIZE_MAX, &min))
-			return (int)min;
+		if (n && s && !strcmp(n, name) && !strcmp(s, ns))
+			return it;
 	}
-	return 0;
+	return NULL;
+}
+
+/*
+ * Members the gang needs, from its object as the extender reads it: a
+ * coscheduling PodGroup's minMember, a Workload pod group's or a
+ * scheduling.k8s.io PodGroup's gang.minCount. 0 when the object was not
+ * read (absent, not served, refused) or sets no gang.
+ */
+static int gang_min(const struct kg_cluster *c, const char *ns, const struct claim *cl)
+{
+	const cJSON *obj;
+	char wl[128], group[128], why[200];
+	double min;
+	int size = 0;
+	switch (cl->gang_kind) {
+	case GANG_POD_GROUP:
+		obj = find_object(c->in.podgroups, ns, cl->gang);
+		return api_whole(cJSON_GetObjectItemCaseSensitive(api_path(obj, "spec"), "minMember"), 1,
+				 GANG_SIZE_MAX, &min) ? (int)min : 0;
+	case GANG_WORKLOAD:   /* "workload/podGroup[/replica]" */
+		if (sscanf(cl->gang, "%127[^/]/%127[^/]", wl, group) != 2)
+			return 0;
+		obj = find_object(c->in.workloads, ns, wl);
+		return obj && api_workload_gang(obj, group, &size, why, sizeof(why)) == 1 ? size : 0;
+	case GANG_SCHEDULING_GROUP:
+		obj = find_object(c->in.k8s_podgroups, ns, cl->gang + strlen(CLAIM_PODGROUP_PREFIX));
+		return obj && api_podgroup_gang(obj, &size, why, sizeof(why)) == 1 ? size : 0;
+	default:
+		return 0;
+	}
 }
 
 struct gang_state {
@@ -137,7 +166,7 @@ struct gang_state {
 static void gang_count(const struct kg_cluster *c, const char *ns, const struct claim *cl, struct gang_state *g)
 {
 	memset(g, 0, sizeof(*g));
-	g->needed = cl->gang_size ? cl->gang_size : cl->gang_kind == GANG_POD_GROUP ? podgroup_min(c, ns, cl->gang) : 0;
+	g->needed = cl->gang_size ? cl->gang_size : gang_min(c, ns, cl);
 	for (int i = 0; i < c->npods; i++) {
 		if (strcmp(c->pods[i].ns, ns) || api_pod_finished(c->pods[i].pod))
 			continue;

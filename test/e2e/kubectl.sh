@@ -12,7 +12,8 @@
 #      image's tree (deploy/image/rootfs.sh);
 #   3. `pods` (-n, -A): every bound GPU pod's devices are its ledger entry's;
 #   4. `why`: a pod too large for any node, one that waits for GPUs held by
-#      others, a gang member waiting for its gang;
+#      others, a gang member waiting for its gang (a coscheduling PodGroup's,
+#      and one of Kubernetes' own API: members needed from its minCount);
 #   5. -o yaml is the -o json document; --context and --kubeconfig pick the
 #      credentials, KUBECONFIG otherwise;
 #   6. the ledger and the agent disagree (a held GPU reported unhealthy, one
@@ -34,6 +35,8 @@ cd "$(dirname "$0")/../.."
 
 PLUGIN_DIR=$E2E_ROOT/build
 [[ -x $PLUGIN_DIR/kubectl-gpu ]] || { echo "kubectl: 0 passed, 1 failed (make build/kubectl-gpu first)"; exit 1; }
+# Kubernetes' own gang API served (a gang of it in 4).
+e2e_k8s_gang_api || { echo "kubectl: 0 passed, 1 failed (K8S_VERSION)"; exit 1; }
 e2e_setup || { echo "kubectl: 0 passed, 1 failed (cluster setup)"; exit 1; }
 kubectl apply -f deploy/base/10-crd-podgroup.yaml -f deploy/base/12-kubectl-gpu-rbac.yaml >/dev/null &&
   cluster_wait 30 "PodGroup CRD established" kubectl wait --for=condition=Established --timeout=1s \
@@ -88,6 +91,28 @@ for i in 0 1; do
   kubectl apply -f - >/dev/null <<JSON
 {"apiVersion":"v1","kind":"Pod","metadata":{"name":"job-$i","namespace":"ml","labels":{"scheduling.x-k8s.io/pod-group":"job"}},
  "spec":{"schedulerName":"gpu-scheduler","terminationGracePeriodSeconds":0,
+   "containers":[{"name":"main","image":"registry.k8s.io/pause:3.10","resources":{"limits":{"gpu.scheduling/gpu":"1"}}}]}}
+JSON
+done
+# A gang of Kubernetes' own API with 2 of its 3 members: a Workload's pod group
+# (1.35, spec.workloadRef) or a scheduling.k8s.io PodGroup (1.36 on, spec.schedulingGroup).
+if ((E2E_K8S_MINOR >= 36)); then
+  kubectl apply -f - >/dev/null <<'JSON'
+{"apiVersion":"scheduling.k8s.io/v1beta1","kind":"PodGroup","metadata":{"name":"native","namespace":"ml"},
+ "spec":{"schedulingPolicy":{"gang":{"minCount":3}}}}
+JSON
+  NATIVE_REF='"schedulingGroup":{"podGroupName":"native"}'
+else
+  kubectl apply -f - >/dev/null <<'JSON'
+{"apiVersion":"scheduling.k8s.io/v1alpha1","kind":"Workload","metadata":{"name":"native","namespace":"ml"},
+ "spec":{"podGroups":[{"name":"workers","policy":{"gang":{"minCount":3}}}]}}
+JSON
+  NATIVE_REF='"workloadRef":{"name":"native","podGroup":"workers"}'
+fi
+for i in 0 1; do
+  kubectl apply -f - >/dev/null <<JSON
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"native-$i","namespace":"ml"},
+ "spec":{"schedulerName":"gpu-scheduler","terminationGracePeriodSeconds":0,$NATIVE_REF,
    "containers":[{"name":"main","image":"registry.k8s.io/pause:3.10","resources":{"limits":{"gpu.scheduling/gpu":"1"}}}]}}
 JSON
 done
@@ -228,7 +253,7 @@ check_pods() {
 import json, sys
 ml = {(p["namespace"], p["name"]) for p in json.load(open(sys.argv[1]))["items"]}
 al = {(p["namespace"], p["name"]) for p in json.load(open(sys.argv[2]))["items"]}
-want = {("ml", n) for n in ("train", "infer", "big", "job-0", "job-1", "waits")}
+want = {("ml", n) for n in ("train", "infer", "big", "job-0", "job-1", "waits", "native-0", "native-1")}
 assert ml == want, ml
 assert al == want | {("team-b", "rival")}, al
 PY
@@ -249,11 +274,13 @@ check_why() {
     { cat "$WORK/why-waits.json"; return 1; }
   kgpu why job-0 -n ml -o json >"$WORK/why-job.json" || return 1
   [[ $(jq_py "$WORK/why-job.json" '(d["gang"]["present"], d["gang"]["needed"], d["gang"]["bound"])') == "(2, 3, 0)" ]] || { cat "$WORK/why-job.json"; return 1; }
+  kgpu why native-0 -n ml -o json >"$WORK/why-native.json" || return 1
+  [[ $(jq_py "$WORK/why-native.json" '(d["gang"]["present"], d["gang"]["needed"], d["gang"]["bound"])') == "(2, 3, 0)" ]] || { cat "$WORK/why-native.json"; return 1; }
   kgpu why train -n ml -o json >"$WORK/why-train.json" &&
     [[ $(jq_py "$WORK/why-train.json" 'd["verdict"]') == "bound to k"* ]] || return 1
   kgpu why waits -n ml >"$WORK/why-waits.txt" && kgpu why job-0 -n ml >"$WORK/why-job.txt" && kgpu why big -n ml >"$WORK/why-big.txt"
 }
-e2e_check "kubectl gpu why: a pod too large, one waiting for GPUs, a gang member waiting for its gang" check_why
+e2e_check "kubectl gpu why: a pod too large, one waiting for GPUs, a gang member waiting for its gang (a PodGroup's; Kubernetes' own API's)" check_why
 
 # ---- 5. -o yaml, --kubeconfig, --context ----
 check_flags() {
@@ -336,6 +363,8 @@ check_tenant() {
   cluster_wait 30 "view aggregated" bash -c "[[ \$(\"$CLUSTER_BIN/kubectl\" --kubeconfig=\"$CLUSTER_KUBECONFIG\" auth can-i list gpuclaims -n ml --as=$as) == yes ]]" || return 1
   [[ $(kubectl auth can-i list leases -n gpu-system --as=$as) == no ]] || { echo "a tenant reads the ledgers"; return 1; }
   [[ $(kubectl auth can-i list pods -n team-b --as=$as) == no ]] || return 1
+  # A gang's size for why: Workloads (1.35's view lacks them), PodGroups (1.36 on).
+  [[ $(kubectl auth can-i list workloads.scheduling.k8s.io -n ml --as=$as) == yes ]] || { echo "a tenant cannot list Workloads"; return 1; }
   kt() { PATH=$PLUGIN_DIR:$PATH KUBECONFIG=$kc "$CLUSTER_BIN/kubectl" gpu "$@"; }
   kt pods -o json >"$WORK/tenant-pods.json" || return 1
   check pods --readable ml "$WORK/tenant-pods.json" || return 1

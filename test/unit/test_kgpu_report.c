@@ -82,7 +82,7 @@ static void build(struct fixture *f, const char *pods_ns)
 	f->pods = J(PODS);
 	f->claims = cJSON_CreateArray();
 	f->groups = cJSON_CreateArray();
-	struct kg_inputs in = { f->gns, f->led, NULL, f->pods, f->claims, f->groups, pods_ns, pods_ns != NULL };
+	struct kg_inputs in = { f->gns, f->led, NULL, f->pods, f->claims, f->groups, NULL, NULL, pods_ns, pods_ns != NULL };
 	char err[128];
 	assert_int_equal(kg_cluster_build(&f->c, &in, err, sizeof(err)), 0);
 }
@@ -348,7 +348,7 @@ static void test_why_gang(void **state)
 		cJSON_AddItemToArray(f.pods, J(pod));
 	}
 	cJSON_AddItemToArray(f.groups, J("{'metadata':{'namespace':'ml','name':'pg'},'spec':{'minMember':3}}"));
-	struct kg_inputs in = { f.gns, f.led, NULL, f.pods, f.claims, f.groups, "ml", true };
+	struct kg_inputs in = { f.gns, f.led, NULL, f.pods, f.claims, f.groups, NULL, NULL, "ml", true };
 	char err[128];
 	assert_int_equal(kg_cluster_build(&f.c, &in, err, sizeof(err)), 0);
 	cJSON *doc = kg_report_why(&f.c, "ml", "g0", err, sizeof(err));
@@ -364,12 +364,69 @@ static void test_why_gang(void **state)
 	teardown(&f);
 }
 
+/* Two pending single-GPU members of ml whose spec carries gang (a workloadRef or a schedulingGroup). */
+static void add_members(cJSON *pods, const char *prefix, const char *gang)
+{
+	for (int i = 0; i < 2; i++) {
+		char pod[600];
+		snprintf(pod, sizeof(pod), "{'metadata':{'namespace':'ml','name':'%s%d','uid':'u-%s%d'},"
+			 "'spec':{%s,'containers':[{'name':'c','resources':{'limits':{'gpu.scheduling/gpu':'1'}}}]},"
+			 "'status':{'phase':'Pending'}}", prefix, i, prefix, i, gang);
+		cJSON_AddItemToArray(pods, J(pod));
+	}
+}
+
+/*
+ * Gangs of Kubernetes' own API: a 1.35 Workload's pod group (minCount 3,
+ * replica r1) and a 1.36+ scheduling.k8s.io PodGroup (minCount 4). Each has
+ * 2 members; needed is the object's minCount. A gang whose object was not
+ * read (the API not served) still shows 0 needed.
+ */
+static void test_why_native_gang(void **state)
+{
+	(void)state;
+	struct fixture f;
+	build(&f, "ml");
+	kg_cluster_release(&f.c);
+	add_members(f.pods, "w", "'workloadRef':{'name':'job','podGroup':'workers','podGroupReplicaKey':'r1'}");
+	add_members(f.pods, "s", "'schedulingGroup':{'podGroupName':'sg'}");
+	add_members(f.pods, "x", "'schedulingGroup':{'podGroupName':'unread'}");
+	cJSON *wl = J("[{'metadata':{'namespace':'ml','name':'job'},'spec':{'podGroups':["
+		      "{'name':'leader','policy':{'basic':{}}},{'name':'workers','policy':{'gang':{'minCount':3}}}]}},"
+		      "{'metadata':{'namespace':'other','name':'job'},'spec':{'podGroups':["
+		      "{'name':'workers','policy':{'gang':{'minCount':9}}}]}}]");
+	cJSON *pg = J("[{'metadata':{'namespace':'other','name':'sg'},'spec':{'schedulingPolicy':{'gang':{'minCount':9}}}},"
+		      "{'metadata':{'namespace':'ml','name':'sg'},'spec':{'schedulingPolicy':{'gang':{'minCount':4}}}}]");
+	struct kg_inputs in = { f.gns, f.led, NULL, f.pods, f.claims, f.groups, wl, pg, "ml", true };
+	char err[128];
+	assert_int_equal(kg_cluster_build(&f.c, &in, err, sizeof(err)), 0);
+	const char *const pods[] = { "w0", "s0", "x0" };
+	const int needed[] = { 3, 4, 0 };
+	for (int i = 0; i < 3; i++) {
+		cJSON *doc = kg_report_why(&f.c, "ml", pods[i], err, sizeof(err));
+		cJSON *g = cJSON_GetObjectItem(doc, "gang");
+		assert_non_null(g);
+		assert_int_equal(cJSON_GetObjectItem(g, "present")->valueint, 2);
+		assert_int_equal(cJSON_GetObjectItem(g, "needed")->valueint, needed[i]);
+		if (needed[i]) {
+			char want[128];
+			snprintf(want, sizeof(want), "waits for its gang: 2 of %d members exist; none is placed before "
+				 "all are there", needed[i]);
+			assert_string_equal(cJSON_GetObjectItem(doc, "verdict")->valuestring, want);
+		}
+		cJSON_Delete(doc);
+	}
+	cJSON_Delete(wl);
+	cJSON_Delete(pg);
+	teardown(&f);
+}
+
 /* Nothing to read: the notes say why the report is empty. */
 static void test_forbidden(void **state)
 {
 	(void)state;
 	cJSON *pods = J(PODS);
-	struct kg_inputs in = { NULL, NULL, NULL, pods, NULL, NULL, "ml", false };
+	struct kg_inputs in = { NULL, NULL, NULL, pods, NULL, NULL, NULL, NULL, "ml", false };
 	struct kg_cluster c;
 	char err[128];
 	assert_int_equal(kg_cluster_build(&c, &in, err, sizeof(err)), 0);
@@ -397,7 +454,7 @@ static void test_node_ledger_only(void **state)
 {
 	(void)state;
 	cJSON *led = ledgers(), *pods = J(PODS);
-	struct kg_inputs in = { NULL, led, NULL, pods, NULL, NULL, "ml", true };
+	struct kg_inputs in = { NULL, led, NULL, pods, NULL, NULL, NULL, NULL, "ml", true };
 	struct kg_cluster c;
 	char err[128];
 	assert_int_equal(kg_cluster_build(&c, &in, err, sizeof(err)), 0);
@@ -448,7 +505,8 @@ int main(void)
 		cmocka_unit_test(test_counts),    cmocka_unit_test(test_holders), cmocka_unit_test(test_issues),
 		cmocka_unit_test(test_issue_newer_allocation),
 		cmocka_unit_test(test_nodes_table), cmocka_unit_test(test_node_grid), cmocka_unit_test(test_pods),
-		cmocka_unit_test(test_why),       cmocka_unit_test(test_why_gang), cmocka_unit_test(test_forbidden),
+		cmocka_unit_test(test_why),       cmocka_unit_test(test_why_gang),
+		cmocka_unit_test(test_why_native_gang), cmocka_unit_test(test_forbidden),
 		cmocka_unit_test(test_node_ledger_only), cmocka_unit_test(test_yaml), cmocka_unit_test(test_node_html),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
