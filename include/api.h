@@ -131,6 +131,8 @@ int api_pod_claim(const cJSON *pod, const struct api_resources *res, api_claim_l
  */
 int api_workload_gang(const cJSON *workload, const char *group, int *size, char *err, size_t errlen);
 int api_podgroup_gang(const cJSON *podgroup, int *size, char *err, size_t errlen);
+/* The versions of scheduling.k8s.io that serve PodGroups, newest first (read alike). */
+#define API_PODGROUP_VERSIONS "v1beta1", "v1alpha3", "v1alpha2"
 
 /* Discovery: an APIGroup (GET /apis/<group>) lists version; an APIResourceList has resource. */
 bool api_group_serves(const cJSON *apigroup, const char *version);

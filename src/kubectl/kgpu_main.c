@@ -230,7 +230,7 @@ static void ns_path(char *out, size_t size, const char *prefix, const char *ns, 
  */
 static int fetch_k8s_gangs(struct kube_client *kc, const char *scope, struct lists *l)
 {
-	static const char *const versions[] = { "v1beta1", "v1alpha3", "v1alpha2" };
+	static const char *const versions[] = { API_PODGROUP_VERSIONS };
 	char prefix[64], path[1024], err[1024];
 	ns_path(path, sizeof(path), "/apis/scheduling.k8s.io/v1alpha1", scope, "workloads");
 	if (optional(kc, path, &l->workloads))

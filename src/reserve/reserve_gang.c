@@ -224,7 +224,7 @@ static int workload_group(struct reserve *r, const char *ns, const char *gang, i
  * scheduling.k8s.io's versions that serve PodGroup objects (pods'
  * spec.schedulingGroup, Kubernetes 1.36 on), newest first; all read alike.
  */
-static const char *const podgroup_versions[] = { "v1beta1", "v1alpha3", "v1alpha2" };
+static const char *const podgroup_versions[] = { API_PODGROUP_VERSIONS };
 #define PODGROUP_DISCOVER_EVERY_MS 30000
 
 /* Discovery: the newest of podgroup_versions the API server serves podgroups in, "" for none; -1 unreachable. */
