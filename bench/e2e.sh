@@ -17,12 +17,12 @@
 #              watches); what kube-scheduler and the API server spend on any
 #              extender in the loop. Built with Go into the harness's cache;
 #              --no-floor leaves it out.
-#   keep-1     the extender with filterKeepsBest 1: filter passes only the node
-#              the policy rates best, so kube-scheduler calls no prioritize and
-#              runs none of its own scoring for the pod
+#   keep-all   the extender with filterKeepsBest 0: filter passes every node
+#              that fits, kube-scheduler scores them all (prioritize and its
+#              own plugins); what `extender` gives a pod with a soft preference
 #   keep-K     with --keep-curve (rows keep-1, keep-2, keep-4, keep-8 between
-#              floor and extender, whose filterKeepsBest 0 keeps every node):
-#              filterKeepsBest K, the K best nodes passed. With it every pod
+#              floor and keep-all): filterKeepsBest K and keepAllForPreferences
+#              false, the K best nodes passed whatever the pod prefers. With it every pod
 #              belongs to one of 8 groups (pod i to group i mod 8) and
 #              carries two soft preferences (weight 100 each): a preferred
 #              pod anti-affinity per hostname, no pod of its group on its
@@ -33,9 +33,12 @@
 #              pods that got each (e2e_load.py nodes --preferred, pods
 #              --groups, honoured): what kube-scheduler's own soft
 #              preferences still decide at each K. plain is the reference.
-#   extender   kube-scheduler with the extender as `serve` starts by default
-#              (filter, prioritize, bind through the ledgers); the pods ask for
-#              gpu.scheduling/gpu
+#   extender   kube-scheduler with the extender as `serve` starts by default,
+#              as deploy/ ships it (filterKeepsBest 1: filter passes the node the
+#              policy rates best, so kube-scheduler calls no prioritize and runs
+#              none of its own scoring; a pod with a soft preference, as with
+#              --keep-curve, gets every node that fits; binds through the
+#              ledgers); the pods ask for gpu.scheduling/gpu
 #   baseline   the same with --baseline-extender (another build), when given
 #   proxy-1    with --replicas: the extender behind a TCP proxy (test/e2e/faultproxy.py)
 #   proxy-2    two extender replicas behind it, each new connection to the next
@@ -48,7 +51,7 @@
 #              at a pinned commit by bench/peers/build.sh (cached), started
 #              and configured by bench/peers/peers.sh, the nodes given the
 #              capacity and annotations they read (e2e_load.py nodes --peers).
-#              The rows with a record of devices (extender, keep-1, baseline,
+#              The rows with a record of devices (extender, keep-K, baseline,
 #              proxy-N, gpushare, hami) are checked after binding: pods placed
 #              on a device beyond its capacity, or bound with no device
 #              recorded, are counted as double allocations (e2e_load.py check).
@@ -133,9 +136,8 @@ if [[ -n $ONLY ]]; then
 else
   ROW_ORDER=(plain)
   [[ -n $FLOOR ]] && ROW_ORDER+=(floor)
-  ROW_ORDER+=(keep-1)
-  [[ -n $CURVE ]] && ROW_ORDER+=(keep-2 keep-4 keep-8)
-  ROW_ORDER+=(extender)
+  [[ -n $CURVE ]] && ROW_ORDER+=(keep-1 keep-2 keep-4 keep-8)
+  ROW_ORDER+=(keep-all extender)
   [[ -n $REPLICAS ]] && ROW_ORDER+=(proxy-1 proxy-2)
   [[ -n $BASE ]] && ROW_ORDER+=(baseline)
   [[ -n $PEERS ]] && ROW_ORDER+=(gpushare hami)
@@ -434,7 +436,9 @@ one_row() {
   case $1 in
     plain) run_row plain example.com/gpu ;;
     extender) CHECK=extender run_row extender gpu.scheduling/gpu "$EXT" ;;
-    keep-*) CHECK=extender EXT_FLAGS="--filter-keeps-best ${1#keep-}" run_row "$1" gpu.scheduling/gpu "$EXT" ;;
+    keep-all) CHECK=extender EXT_FLAGS="--filter-keeps-best 0" run_row "$1" gpu.scheduling/gpu "$EXT" ;;
+    keep-*) CHECK=extender EXT_FLAGS="--filter-keeps-best ${1#keep-} --keep-all-for-preferences=false" \
+      run_row "$1" gpu.scheduling/gpu "$EXT" ;;
     floor) run_row floor gpu.scheduling/gpu "$FLOOR_BIN" ;;
     proxy-1) CHECK=extender run_row proxy-1 gpu.scheduling/gpu "$EXT" 1 ;;
     proxy-2) CHECK=extender run_row proxy-2 gpu.scheduling/gpu "$EXT" 2 ;;

@@ -89,6 +89,13 @@ void api_pod_ref(const cJSON *pod, struct api_pod_ref *out);
 /* Whether the pod has run to its end (phase Succeeded or Failed): it uses no devices any more. */
 bool api_pod_finished(const cJSON *pod);
 /*
+ * Whether the pod states a soft preference that kube-scheduler's scoring
+ * weighs among the nodes that fit: a preferred node affinity, a preferred
+ * pod affinity or anti-affinity, or a topology spread constraint with
+ * whenUnsatisfiable ScheduleAnyway.
+ */
+bool api_pod_soft_preferences(const cJSON *pod);
+/*
  * Whether an init container is restartable (restartPolicy Always, a
  * "sidecar"): it keeps running beside the init containers after it and the
  * app containers, so its devices add to theirs instead of being reused.

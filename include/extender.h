@@ -66,6 +66,8 @@ struct extender_opts {
 	 * those the policy rates best; 0 passes every node that fits.
 	 */
 	int filter_keeps_best;
+	/* ...except for a pod that states a soft preference (api_pod_soft_preferences): every node that fits. */
+	bool keep_all_for_preferences;
 	/* May be NULL (no Events): a pod no node fits gets a GPUClaimUnsatisfiable Event, once a minute at most. */
 	struct events *events;
 	/* May be NULL (no nudges): told of each pod no node fits and each pod that fits (nudge.h). */

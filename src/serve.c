@@ -489,6 +489,7 @@ static int start_extender(struct server *s)
 		.cache = s->cache, .res = &s->cfg.res, .default_policy = s->cfg.policy,
 		.bind = extender_bind_local, .bind_ctx = s->cache,
 		.filter_keeps_best = s->cfg.filter_keeps_best,
+		.keep_all_for_preferences = s->cfg.keep_all_for_preferences,
 	};
 	if (s->cfg.inventory[0]) {
 		if (load_inventory(s))

@@ -94,6 +94,29 @@ bool api_pod_finished(const cJSON *pod)
 	return phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"));
 }
 
+static bool has_items(const cJSON *obj, const char *dotted)
+{
+	const cJSON *v = api_path(obj, dotted);
+	return cJSON_IsArray(v) && cJSON_GetArraySize(v) > 0;
+}
+
+bool api_pod_soft_preferences(const cJSON *pod)
+{
+	const cJSON *affinity = api_path(pod, "spec.affinity");
+	if (has_items(affinity, "nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution") ||
+	    has_items(affinity, "podAffinity.preferredDuringSchedulingIgnoredDuringExecution") ||
+	    has_items(affinity, "podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution"))
+		return true;
+	const cJSON *c;
+	cJSON_ArrayForEach(c, api_path(pod, "spec.topologySpreadConstraints"))
+	{
+		const char *when = api_str(c, "whenUnsatisfiable");
+		if (when && !strcmp(when, "ScheduleAnyway"))
+			return true;
+	}
+	return false;
+}
+
 struct gpu_node *api_node_decode(const cJSON *node, char *err, size_t errlen)
 {
 	const char *name = api_str(api_path(node, "metadata"), "name");

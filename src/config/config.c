@@ -60,11 +60,15 @@ static const struct opt options[] = {
 	  .hi = 1000000, .zero = "binds run on the HTTP worker threads",
 	  .help = "cluster mode: threads that carry out binds, which wait on the API server, so that filter and "
 		  "prioritize never queue behind them" },
-	{ .flag = "filter-keeps-best", .key = "filterKeepsBest", .kind = OPT_INT, AT(filter_keeps_best), .def = "0", .arg = "N",
+	{ .flag = "filter-keeps-best", .key = "filterKeepsBest", .kind = OPT_INT, AT(filter_keeps_best), .def = "1", .arg = "N",
 	  .lo = 0, .hi = 1000000, .zero = "every node that fits",
 	  .help = "filter passes only the N nodes that fit best under the pod's policy. With 1, kube-scheduler skips "
-		  "prioritize and its own scoring for GPU pods (less work a pod), but its soft preferences (preferred "
-		  "affinity, spreading) no longer weigh in" },
+		  "prioritize and its own scoring for the pod (the least work a pod); its scoring plugins then no "
+		  "longer break ties among nodes the policy rates equal (PreferNoSchedule taints, image locality)" },
+	{ .flag = "keep-all-for-preferences", .key = "keepAllForPreferences", .kind = OPT_BOOL,
+	  AT(keep_all_for_preferences), .def = "true",
+	  .help = "with filterKeepsBest, a pod that states a soft preference (a preferred node or pod (anti-)affinity, "
+		  "a ScheduleAnyway topology spread) is passed every node that fits, so that kube-scheduler weighs it" },
 	{ .flag = "policy", .key = "defaultPolicy", .kind = OPT_FUNC, AT(policy), .set = set_policy, .def = "binpack",
 	  .arg = "NAME", .help = "default scoring policy; pods override it with the gpu.scheduling/policy annotation" },
 	{ .flag = "resource-gpu", .key = "resources.gpu", .kind = OPT_FUNC, AT(res), .set = set_resources,

@@ -93,6 +93,7 @@ struct verb_args {
 	struct claim claim;
 	bool claim_ok;
 	char claim_err[256];
+	bool soft_preferences;  /* api_pod_soft_preferences: filterKeepsBest leaves every node in */
 	bool by_name;           /* NodeNames (nodeCacheCapable) vs Nodes */
 	int n;
 	const char **names;

@@ -28,6 +28,7 @@ int extender_parse_pod(struct extender *x, struct verb_args *a, const cJSON *pod
 		return -1;
 	}
 	api_pod_ref(a->pod, &a->ref);
+	a->soft_preferences = api_pod_soft_preferences(a->pod);
 	cache_claims_rdlock(x->o.cache);
 	a->claim_ok = !api_pod_claim(a->pod, x->o.res, cache_gpuclaim_lookup, x->o.cache,
 				     &a->claim, a->claim_err, sizeof(a->claim_err));

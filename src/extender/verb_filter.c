@@ -329,6 +329,20 @@ static void assume_if_one(struct extender *x, const struct filter_job *j)
 		extender_assume_choice(x, &a->ref, j->l.node[chosen]->node->name, &a->claim);
 }
 
+/*
+ * How many nodes filterKeepsBest keeps for this pod; 0: every node that
+ * fits. A pod that states a soft preference keeps them all, so that
+ * kube-scheduler weighs it among the nodes the policy rates equal.
+ */
+static int nodes_kept(const struct extender *x, const struct verb_args *a)
+{
+	if (!a->claim_ok || !claim_wants_gpu(&a->claim))
+		return 0;
+	if (a->soft_preferences && x->o.keep_all_for_preferences)
+		return 0;
+	return x->o.filter_keeps_best;
+}
+
 /* Decides every node on one snapshot: the gang's route, else each node, then the best kept. */
 static void filter_decide(struct extender *x, struct filter_job *j)
 {
@@ -341,8 +355,8 @@ static void filter_decide(struct extender *x, struct filter_job *j)
 	j->gang = route_gang(x, j);
 	if (!j->gang) {
 		filter_nodes(j);
-		if (x->o.filter_keeps_best > 0 && a->claim_ok && claim_wants_gpu(&a->claim) &&
-		    keep_best(x, j, j->policy, x->o.filter_keeps_best))
+		int keep = nodes_kept(x, a);
+		if (keep > 0 && keep_best(x, j, j->policy, keep))
 			j->oom = true;
 		else if (j->rating && !j->oom)
 			keep_ratings(x, j);

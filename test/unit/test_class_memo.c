@@ -407,6 +407,75 @@ static void test_filter_keeps_the_best(void **state)
 	assert_true(checked > 100);   /* most requests had more nodes passing than kept */
 }
 
+/* The request with the members of the JSON object members added to its pod's spec. */
+static char *with_spec(const char *body, const char *members)
+{
+	cJSON *req = cJSON_Parse(body), *add = cJSON_Parse(members);
+	assert_non_null(req);
+	assert_non_null(add);
+	cJSON *spec = cJSON_GetObjectItem(cJSON_GetObjectItem(req, "Pod"), "spec");
+	cJSON *it;
+	while ((it = add->child))
+		cJSON_AddItemToObject(spec, it->string, cJSON_DetachItemViaPointer(add, it));
+	char *s = cJSON_PrintUnformatted(req);
+	cJSON_Delete(req), cJSON_Delete(add);
+	return s;
+}
+
+/*
+ * With filterKeepsBest 1, a pod that states a soft preference is passed
+ * every node that fits (keepAllForPreferences), unless that is switched
+ * off; a required term or a DoNotSchedule spread is no preference.
+ */
+static void test_filter_keeps_all_for_preferences(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *spec;
+		bool soft;
+	} pods[] = {
+		{ "{}", false },
+		{ "{\"affinity\":{\"nodeAffinity\":{\"preferredDuringSchedulingIgnoredDuringExecution\":[{\"weight\":1,"
+		  "\"preference\":{\"matchExpressions\":[{\"key\":\"a\",\"operator\":\"Exists\"}]}}]}}}", true },
+		{ "{\"affinity\":{\"podAffinity\":{\"preferredDuringSchedulingIgnoredDuringExecution\":[{\"weight\":5,"
+		  "\"podAffinityTerm\":{\"topologyKey\":\"kubernetes.io/hostname\"}}]}}}", true },
+		{ "{\"affinity\":{\"podAntiAffinity\":{\"preferredDuringSchedulingIgnoredDuringExecution\":[{\"weight\":5,"
+		  "\"podAffinityTerm\":{\"topologyKey\":\"kubernetes.io/hostname\"}}]}}}", true },
+		{ "{\"topologySpreadConstraints\":[{\"maxSkew\":1,\"topologyKey\":\"zone\",\"whenUnsatisfiable\":\"DoNotSchedule\"},"
+		  "{\"maxSkew\":1,\"topologyKey\":\"kubernetes.io/hostname\",\"whenUnsatisfiable\":\"ScheduleAnyway\"}]}", true },
+		{ "{\"topologySpreadConstraints\":[{\"maxSkew\":1,\"topologyKey\":\"zone\",\"whenUnsatisfiable\":\"DoNotSchedule\"}],"
+		  "\"affinity\":{\"podAntiAffinity\":{\"preferredDuringSchedulingIgnoredDuringExecution\":[]},"
+		  "\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":{\"nodeSelectorTerms\":[]}}}}", false },
+	};
+	struct world w;
+	build_world(&w, 1, false);
+	add_all_claims(&w);
+	for (int on = 0; on <= 1; on++) {
+		struct extender_opts o = { .cache = w.cache, .res = &w.res, .default_policy = POLICY_BINPACK,
+					   .bind = extender_bind_local, .bind_ctx = w.cache, .filter_keeps_best = 1,
+					   .keep_all_for_preferences = on };
+		struct extender *one = extender_new(&o);
+		for (size_t p = 0; p < sizeof(pods) / sizeof(pods[0]); p++) {
+			char *plain = request(&w, "p1", "c0", "binpack");   /* one whole GPU: most nodes fit */
+			char *body = with_spec(plain, pods[p].spec);
+			char *all_s = verb(extender_filter, w.x, body), *one_s = verb(extender_filter, one, body);
+			cJSON *all = cJSON_Parse(all_s), *kept = cJSON_Parse(one_s);
+			int passing = cJSON_GetArraySize(cJSON_GetObjectItem(all, "NodeNames"));
+			int n = cJSON_GetArraySize(cJSON_GetObjectItem(kept, "NodeNames"));
+			assert_true(passing > 1);
+			cJSON *req = cJSON_Parse(body);
+			assert_int_equal(api_pod_soft_preferences(cJSON_GetObjectItem(req, "Pod")), pods[p].soft);
+			cJSON_Delete(req);
+			if (n != (on && pods[p].soft ? passing : 1))
+				fail_msg("pod %zu, keepAllForPreferences %d: %d passed of %d", p, on, n, passing);
+			cJSON_Delete(all), cJSON_Delete(kept);
+			free(all_s), free(one_s), free(body), free(plain);
+		}
+		extender_free(one);
+	}
+	free_world(&w);
+}
+
 /* ---- a filter's ratings, kept for the prioritize that follows ------------ */
 
 /* The prioritize request kube-scheduler sends after filter answered f: the nodes that passed (*n). */
@@ -562,6 +631,7 @@ int main(void)
 		cmocka_unit_test(test_memo_changes_no_answer),
 		cmocka_unit_test(test_own_reservation_breaks_the_class),
 		cmocka_unit_test(test_filter_keeps_the_best),
+		cmocka_unit_test(test_filter_keeps_all_for_preferences),
 		cmocka_unit_test(test_prioritize_takes_the_filters_ratings),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
