@@ -147,7 +147,7 @@ FLOOR_BIN="" PEER_ROWS=""
 declare -A PEER_BIN=()
 for row in "${ROW_ORDER[@]}"; do
   case $row in
-    plain | extender | proxy-1 | proxy-2) ;;
+    plain | extender | keep-all | proxy-1 | proxy-2) ;;
     keep-*) [[ ${row#keep-} =~ ^[1-9][0-9]*$ ]] || fail "no row named $row" ;;
     gpushare | hami)
       PEER_BIN[$row]=$(bench/peers/build.sh "$row") || fail "building the $row peer failed"
@@ -352,8 +352,11 @@ if [[ -n $SUSTAIN ]]; then
   scheduler_config "$CLUSTER_DIR/sched-sus.yaml" sched-sus "$E2E_URL"
   cluster_start_scheduler "$CLUSTER_DIR/sched-sus.yaml" sched-sus >/dev/null || fail "scheduler"
   pid=$(pgrep -f "identity ext-sus" | head -1)
-  # RSS MiB, open files, threads of the extender
-  usage() { echo "$(awk '/VmRSS/ { printf "%.1f", $2 / 1024 }' "/proc/$pid/status") $(ls "/proc/$pid/fd" | wc -l) $(ls "/proc/$pid/task" | wc -l)"; }
+  # RSS MiB, open files, threads of the extender, and how many of its open files are sockets
+  usage() {
+    echo "$(awk '/VmRSS/ { printf "%.1f", $2 / 1024 }' "/proc/$pid/status") $(ls "/proc/$pid/fd" | wc -l)" \
+      "$(ls "/proc/$pid/task" | wc -l) $(find "/proc/$pid/fd" -lname 'socket:*' 2>/dev/null | wc -l)"
+  }
   # cumulative seconds of filter+prioritize, filter count, seconds of binds, bind count
   sums() {
     curl -sf "$E2E_URL/metrics" | awk '
@@ -394,32 +397,33 @@ if [[ -n $SUSTAIN ]]; then
   done
   last_use=$(usage) last_kinds=$(load rss "$pid")
   w=$(( k > 5 ? k - 5 : 1 ))   # the last five rounds
-  echo "| after | rounds | binds | RSS MiB | open files | threads | filter+prioritize ms | bind ms |"
-  echo "|---|---|---|---|---|---|---|---|"
-  read -r r f th <<<"$first_use"; read -r fp b <<<"$(means "${SUMS[0]}" "${SUMS[1]}")"
-  echo "| round 1 | 1 | $PODS | $r | $f | $th | $fp | $b |"
-  read -r r f th <<<"$last_use"; read -r fp b <<<"$(means "${SUMS[$w]}" "${SUMS[$k]}")"
-  echo "| $((SECONDS - t0)) s (means: last $((k - w)) rounds) | $k | $((k * PODS)) | $r | $f | $th | $fp | $b |"
+  echo "| after | rounds | binds | RSS MiB | open files | threads | sockets | filter+prioritize ms | bind ms |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+  read -r r f th so <<<"$first_use"; read -r fp b <<<"$(means "${SUMS[0]}" "${SUMS[1]}")"
+  echo "| round 1 | 1 | $PODS | $r | $f | $th | $so | $fp | $b |"
+  read -r r f th so <<<"$last_use"; read -r fp b <<<"$(means "${SUMS[$w]}" "${SUMS[$k]}")"
+  echo "| $((SECONDS - t0)) s (means: last $((k - w)) rounds) | $k | $((k * PODS)) | $r | $f | $th | $so | $fp | $b |"
   echo
-  echo "At the end of each minute (verbs: means over that minute):"
-  echo "| minute | rounds | RSS MiB | open files | threads | filter+prioritize ms | bind ms |"
-  echo "|---|---|---|---|---|---|---|"
-  printf '%s\n' "${MINUTES[@]}" | awk '{ printf "| %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7 }'
+  echo "At the end of each minute (verbs: means over that minute; sockets: of the open files):"
+  echo "| minute | rounds | RSS MiB | open files | threads | sockets | filter+prioritize ms | bind ms |"
+  echo "|---|---|---|---|---|---|---|---|"
+  printf '%s\n' "${MINUTES[@]}" | awk '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8 }'
   # From minute 5 on: RSS against minute 5's (the goal: within 5 %), open
   # files and threads (constant), and the verbs' means of minutes 5-9
   # against the last five minutes' (no drift).
   printf '%s\n' "${MINUTES[@]}" | awk '$1 >= 5 {
-      if (!n++) { r0 = $3; lo = hi = $3; flo = fhi = $4; tlo = thi = $5 }
+      if (!n++) { r0 = $3; lo = hi = $3; flo = fhi = $4; tlo = thi = $5; slo = shi = $6 }
       if ($3 < lo) lo = $3; if ($3 > hi) hi = $3
       if ($4 < flo) flo = $4; if ($4 > fhi) fhi = $4
       if ($5 < tlo) tlo = $5; if ($5 > thi) thi = $5
-      fp[n] = $6; bd[n] = $7 }
+      if ($6 < slo) slo = $6; if ($6 > shi) shi = $6
+      fp[n] = $7; bd[n] = $8 }
     END {
       if (n < 2) { print "from minute 5 on: too short a run (--sustained 1800 for 30 minutes)"; exit }
       m = n < 5 ? n : 5
       for (i = 1; i <= m; i++) { a += fp[i]; b += bd[i]; c += fp[n - m + i]; d += bd[n - m + i] }
-      printf "from minute 5 on: RSS %s to %s MiB (%+.1f %% to %+.1f %% of minute 5'"'"'s %s); open files %s to %s; threads %s to %s\n",
-        lo, hi, (lo - r0) / r0 * 100, (hi - r0) / r0 * 100, r0, flo, fhi, tlo, thi
+      printf "from minute 5 on: RSS %s to %s MiB (%+.1f %% to %+.1f %% of minute 5'"'"'s %s); open files %s to %s (sockets %s to %s); threads %s to %s\n",
+        lo, hi, (lo - r0) / r0 * 100, (hi - r0) / r0 * 100, r0, flo, fhi, slo, shi, tlo, thi
       printf "filter+prioritize ms: %.3f over minutes 5-%d, %.3f over the last %d; bind ms: %.1f, %.1f\n",
         a / m, 4 + m, c / m, m, b / m, d / m }'
   echo

@@ -142,6 +142,8 @@ static struct incarnation *replica_start(struct world *w, int slot)
 		.bind = reserve_bind, .bind_ctx = inc->resv, .fetch = reserve_fetch_pod, .fetch_ctx = inc->resv,
 		.gang = reserve_gang_route, .gang_ctx = inc->resv, .ready = replica_ready, .ready_ctx = inc,
 		.assume_binds = true,
+		/* as shipped (the filter chooses the node, assumed until its bind) on odd seeds, every node on even */
+		.filter_keeps_best = (int)(w->seed & 1), .keep_all_for_preferences = true,
 	};
 	inc->x = extender_new(&xo);
 	reserve_ledger_sink(inc->resv, &inc->sink[W_LEDGERS]);
