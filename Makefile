@@ -275,7 +275,7 @@ $(SOBJ)/gpu-agent: $(SOBJ)/src/agentd/agent_main.o $(BUILD)/libgpu-asan.a
 
 # ThreadSanitizer: the unit tests that start threads, on a TSan build of the
 # library (part of the unit phase of `make test`).
-TSAN_TESTS := test_events test_nudge test_intern test_cache test_extender test_devplugin test_agent_publish test_httpd test_ledger test_nodesum
+TSAN_TESTS := test_backlog test_events test_nudge test_intern test_cache test_extender test_devplugin test_agent_publish test_httpd test_ledger test_nodesum
 TSAN_FLAGS := -O1 -fsanitize=thread -fno-omit-frame-pointer
 $(TOBJ)/%.o: %.c $(HDRS) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)

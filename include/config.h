@@ -28,6 +28,7 @@ struct config {
 	enum policy_id policy;        /* default node policy */
 	int filter_keeps_best;        /* filter passes only this many best nodes; 0: all that fit */
 	bool keep_all_for_preferences; /* ...except for a pod that states a soft preference: all that fit */
+	int bind_queue_limit_ms;      /* a GPU pod's filter waits while binds queue longer (backlog.h); 0: never */
 	struct api_resources res;
 	char inventory[CONFIG_PATH_MAX];   /* standalone mode when set */
 	char tls_cert[CONFIG_PATH_MAX];

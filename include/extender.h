@@ -68,6 +68,11 @@ struct extender_opts {
 	int filter_keeps_best;
 	/* ...except for a pod that states a soft preference (api_pod_soft_preferences): every node that fits. */
 	bool keep_all_for_preferences;
+	/*
+	 * A GPU pod's filter waits, this long at most, while the oldest bind in
+	 * flight has waited longer than this (backlog.h); 0: never.
+	 */
+	int bind_queue_limit_ms;
 	/* May be NULL (no Events): a pod no node fits gets a GPUClaimUnsatisfiable Event, once a minute at most. */
 	struct events *events;
 	/* May be NULL (no nudges): told of each pod no node fits and each pod that fits (nudge.h). */

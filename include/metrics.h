@@ -29,6 +29,7 @@ enum metric_counter {
 	M_HTTP_REFUSED,        /* reason: connection_limit */
 	M_RATINGS,             /* nodes prioritize rated, by source: filter (kept from the pod's filter), made */
 	M_NODE_SUMMARY_WRITES, /* GpuNodeStatus counts written (nodesum.h), by result: NSUM_* */
+	M_FILTER_WAITS,        /* filters that waited for queued binds (backlog.h), reason: binds_queued */
 	M_COUNTER_COUNT
 };
 

@@ -490,6 +490,7 @@ static int start_extender(struct server *s)
 		.bind = extender_bind_local, .bind_ctx = s->cache,
 		.filter_keeps_best = s->cfg.filter_keeps_best,
 		.keep_all_for_preferences = s->cfg.keep_all_for_preferences,
+		.bind_queue_limit_ms = s->cfg.bind_queue_limit_ms,
 	};
 	if (s->cfg.inventory[0]) {
 		if (load_inventory(s))

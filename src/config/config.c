@@ -69,6 +69,11 @@ static const struct opt options[] = {
 	  AT(keep_all_for_preferences), .def = "true",
 	  .help = "with filterKeepsBest, a pod that states a soft preference (a preferred node or pod (anti-)affinity, "
 		  "a ScheduleAnyway topology spread) is passed every node that fits, so that kube-scheduler weighs it" },
+	{ .flag = "bind-queue-limit-ms", .key = "bindQueueLimitMs", .kind = OPT_INT, AT(bind_queue_limit_ms),
+	  .def = "500", .arg = "MS", .lo = 0, .hi = 4000, .zero = "never",
+	  .help = "a GPU pod's filter waits, this long at most, while the oldest bind in flight has waited longer "
+		  "than this: kube-scheduler then places pods at the pace the API server takes their binds, and no "
+		  "bind nears its httpTimeout (5 s), past which it would place the pod again" },
 	{ .flag = "policy", .key = "defaultPolicy", .kind = OPT_FUNC, AT(policy), .set = set_policy, .def = "binpack",
 	  .arg = "NAME", .help = "default scoring policy; pods override it with the gpu.scheduling/policy annotation" },
 	{ .flag = "resource-gpu", .key = "resources.gpu", .kind = OPT_FUNC, AT(res), .set = set_resources,

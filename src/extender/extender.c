@@ -69,6 +69,7 @@ struct extender *extender_new(const struct extender_opts *opts)
 	}
 	pthread_mutex_init(&x->wl_lock, NULL);
 	ratings_init(&x->ratings);
+	backlog_init(&x->backlog);
 	workload_init(&x->wl_master, true);
 	wl_publish(x);   /* none yet: replaces nothing */
 	return x;
@@ -83,6 +84,7 @@ void extender_free(struct extender *x)
 	extender_wl_release(x->wl_current);
 	pthread_mutex_destroy(&x->wl_lock);
 	ratings_release(&x->ratings);
+	backlog_destroy(&x->backlog);
 	free(x);
 }
 

@@ -8,6 +8,7 @@
  *   verb_filter.c      POST /filter
  *   verb_prioritize.c  POST /prioritize, and the rating filter borrows
  *   verb_bind.c        POST /bind (its arrival step; the standalone binder)
+ *   backlog.c          the filter's back-pressure on binds that queue
  *   verb_preempt.c     POST /preempt
  *   debug.c            GET /debug/nodes (JSON, or html.h's page for a browser)
  */
@@ -15,6 +16,7 @@
 #define GPU_EXTENDER_IMPL_H
 
 #include "extender.h"
+#include "backlog.h"
 #include "choices.h"
 #include "class_memo.h"
 #include "pending.h"
@@ -63,6 +65,7 @@ struct extender {
 	struct workload wl_master;
 	struct wl_copy *wl_current;
 	struct ratings ratings;       /* a filter's, for the prioritize that follows */
+	struct backlog backlog;       /* binds in flight, for the filter's back-pressure */
 };
 
 /* The current copy of the learned workload, held (or NULL); extender_wl_release lets it go. */

@@ -39,6 +39,7 @@ static bool bind_args(const cJSON *root, struct bind_args *a)
 void extender_bind_arrive(void *ctx, const struct http_request *req)
 {
 	struct extender *x = ctx;
+	backlog_arrive(&x->backlog);
 	if (!x->o.assume_binds)
 		return;
 	cJSON *root = cJSON_ParseWithLength(req->body, req->body_len);
@@ -120,6 +121,7 @@ out:
 	/* What the arrival step assumed: the bind's own record (or nothing) stands now. */
 	if (x->o.assume_binds && have_args)
 		extender_forget_assumed(x, a.uid, a.node);
+	backlog_answer(&x->backlog);
 	claim_release(&c);
 	jsonarena_delete(root);
 }

@@ -508,7 +508,11 @@ void extender_filter(void *ctx, const struct http_request *req, struct http_resp
 	if (extender_not_ready(x, resp, 200))
 		return;
 	buf_init(&j.reasons, (size_t)1 << 28);
-	if (extender_parse_args(x, req, &a, resp) || filter_start(x, &j, resp))
+	if (extender_parse_args(x, req, &a, resp))
+		goto out;
+	if (a.claim_ok && claim_wants_gpu(&a.claim) && backlog_wait(&x->backlog, x->o.bind_queue_limit_ms) > 0)
+		metrics_inc(M_FILTER_WAITS, 0);
+	if (filter_start(x, &j, resp))
 		goto out;
 	filter_decide(x, &j);
 	tell_unsatisfiable(x, &j);

@@ -67,6 +67,10 @@ static const struct metric_family families[] = {
 	{ "gpu_extender_connections_refused_total", "counter", "reason", { "connection_limit" },
 	  "Connections closed at once, at maxConnections or maxConnectionsPerAddress.", NULL, SRC_COUNTER,
 	  M_HTTP_REFUSED },
+	{ "gpu_extender_filter_waits_total", "counter", "reason", { "binds_queued" },
+	  "GPU pods' filters that waited because binds queued (bindQueueLimitMs).",
+	  "kube-scheduler's cycle held back while the oldest bind in flight had waited over the limit: the API "
+	  "server takes binds slower than the scheduler places pods.", SRC_COUNTER, M_FILTER_WAITS },
 	{ "gpu_extender_prioritize_ratings_total", "counter", "source", { "filter", "made" },
 	  "Nodes prioritize rated, by where the rating came from: the pod's filter (its node unchanged since), "
 	  "or made.", NULL, SRC_COUNTER, M_RATINGS },

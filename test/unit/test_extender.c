@@ -2,6 +2,7 @@
 #include "testutil.h"
 
 #include "choices.h"
+#include "clock.h"
 #include "events.h"
 #include "extender.h"
 #include "inventory.h"
@@ -491,6 +492,61 @@ static void test_filter_choice_counts_until_bind(void **state)
 	extender_free(x);
 }
 
+/* The count of filters that waited for queued binds, from the metrics page. */
+static long filter_waits(void)
+{
+	struct buf b;
+	buf_init(&b, 1 << 24);
+	metrics_render(&b, &(struct metrics_gauges){ 0 });
+	const char *line = strstr(buf_cstr(&b), "gpu_extender_filter_waits_total{reason=\"binds_queued\"} ");
+	long n = line ? strtol(strchr(line, '}') + 2, NULL, 10) : -1;
+	buf_release(&b);
+	return n;
+}
+
+/* Milliseconds a filter of the pod took. */
+static int64_t timed_filter(struct extender *x, const char *uid, const char *limits)
+{
+	int st;
+	int64_t t0 = clock_mono_ms();
+	cJSON_Delete(call(extender_filter, x, args(uid, "", limits), &st));
+	assert_int_equal(st, 200);
+	return clock_mono_ms() - t0;
+}
+
+/*
+ * bindQueueLimitMs: a GPU pod's filter waits while a bind has been in
+ * flight longer than the limit, the limit at most, and not once it is
+ * answered; a pod that asks for no GPU never waits.
+ */
+static void test_filter_waits_for_queued_binds(void **state)
+{
+	struct fixture *f = *state;
+	struct extender_opts o = {
+		.cache = f->cache, .res = &f->res, .default_policy = POLICY_BINPACK, .bind = record_bind,
+		.bind_ctx = f->cache, .assume_binds = true, .filter_keeps_best = 1, .bind_queue_limit_ms = 80,
+	};
+	struct extender *x = extender_new(&o);
+	const char *one = "\"gpu.scheduling/gpu\":\"1\"";
+	long waits = filter_waits();
+	assert_true(timed_filter(x, "w1", one) < 80);
+	const char *bind = "{\"PodName\":\"w1\",\"PodNamespace\":\"ml\",\"PodUID\":\"w1\",\"Node\":\"small\"}";
+	struct http_request req = { "POST", "/", bind, strlen(bind), NULL };
+	extender_bind_arrive(x, &req);
+	assert_true(timed_filter(x, "w2", one) < 80);          /* the bind is young */
+	usleep(150 * 1000);
+	assert_true(timed_filter(x, "w3", "") < 80);           /* no GPU asked: never held back */
+	assert_int_equal(filter_waits(), waits);
+	int64_t held = timed_filter(x, "w4", one);
+	assert_true(held >= 75 && held < 1000);                 /* held back, the limit at most */
+	assert_int_equal(filter_waits(), waits + 1);
+	int st;
+	cJSON_Delete(call(extender_bind, x, bind, &st));
+	assert_true(timed_filter(x, "w5", one) < 80);          /* answered: nothing queues */
+	assert_int_equal(filter_waits(), waits + 1);
+	extender_free(x);
+}
+
 static void test_choices_expire_and_stay_bounded(void **state)
 {
 	(void)state;
@@ -758,6 +814,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_not_ready_refuses, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_own_reservation_not_counted, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_filter_choice_counts_until_bind, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_filter_waits_for_queued_binds, setup, teardown),
 		cmocka_unit_test(test_choices_expire_and_stay_bounded),
 	};
 	return cmocka_run_group_tests_name("extender", tests, NULL, NULL);
