@@ -264,6 +264,9 @@ run_row() {
   [[ -n $PPROF ]] && { pprof_row "$label" & profiler=$!; }
   wait "$watcher"
   [[ -n $profiler ]] && wait "$profiler"
+  # The Events the row's binds caused are its work too: the recorders post
+  # them from their own queues, some after the last binding.
+  load events-settled --timeout 60 >/dev/null
   local w1 port sched_metrics cpu="" cpu_json="" used i double="-" unrecorded="-" apart="-" preferred="-"
   w1=$(load writes)
   REQUESTS+=("$label: $(load requests "$CLUSTER_DIR/requests-$label.before" "$PODS")")

@@ -346,6 +346,24 @@ def request_counts():
     return counts
 
 
+def cmd_events_settled(argv):
+    """Waits until the API server's count of Events written has stood still
+    for a second (the recorders of a row have posted what its binds caused),
+    at most --timeout seconds; prints the seconds waited."""
+    o = opts(argv, {"timeout": "60"})
+    t0 = last_change = time.time()
+    last = None
+    while time.time() - t0 < float(o["timeout"]):
+        c = request_counts()
+        n = c.get("POST events", 0.0) + c.get("PATCH events", 0.0)
+        if n != last:
+            last, last_change = n, time.time()
+        elif time.time() - last_change >= 1.0:
+            break
+        time.sleep(0.2)
+    print("%.1f" % (time.time() - t0))
+
+
 def cmd_writes(argv):
     print(int(sum(n for key, n in request_counts().items() if key.split()[0] in ("POST", "PUT", "PATCH", "DELETE"))))
 
@@ -553,7 +571,7 @@ def cmd_check(argv):
 
 
 def main():
-    cmds = {"nodes": cmd_nodes, "pods": cmd_pods, "watch": cmd_watch, "writes": cmd_writes,
+    cmds = {"nodes": cmd_nodes, "pods": cmd_pods, "watch": cmd_watch, "writes": cmd_writes, "events-settled": cmd_events_settled,
             "requests": cmd_requests, "reserved": cmd_reserved,
             "latency": cmd_latency, "table": cmd_table, "drained": cmd_drained, "cold": cmd_cold,
             "rss": cmd_rss, "check": cmd_check, "honoured": cmd_honoured}
