@@ -65,6 +65,7 @@
 # the peers have no counterpart and are left out. The check also counts
 # shares beyond a GPU's memory or compute, pods whose record is not what
 # they asked, claim pods across islands, and gangs only partly bound.
+# (Every run first tries the checker on made-up pods: e2e_load.py selftest.)
 #
 # The rows run in interleaved rounds (--rounds, 5 by default): every row once
 # a round, the order rotated by one each round (round 2 starts with the
@@ -178,6 +179,7 @@ for row in "${ROW_ORDER[@]}"; do
     *) fail "no row named $row" ;;
   esac
 done
+python3 bench/e2e_load.py selftest >/dev/null || fail "the allocation checker's self-test failed"
 if [[ -n $PPROF ]]; then
   mkdir -p "$PPROF" || fail "cannot make $PPROF"
   export CLUSTER_APISERVER_FLAGS="${CLUSTER_APISERVER_FLAGS:-} --profiling=true"

@@ -48,6 +48,11 @@ the CA in CLUSTER_CA_FILE (as bench/e2e.sh exports them).
       unrecorded), gpushare (annotations
       ALIYUN_COM_GPU_MEM_IDX, _POD and _DEV), hami
       (hami.io/vgpu-devices-allocated: uuid,type,MiB,cores per device).
+  e2e_load.py selftest
+      runs check's counting on made-up pods (a GPU given twice, shares
+      over a GPU's memory or compute, records not as asked, a claim across
+      islands, a gang partly bound, and their sound counterparts) and exits
+      1 if a count is not the one it must be; bench/e2e.sh runs it first.
   e2e_load.py watch NS COUNT OUT [--timeout 600]
       watches the pods of NS and notes when each is bound; once COUNT are
       bound (or at the timeout) writes a JSON report to OUT: bound, first
@@ -605,8 +610,16 @@ def over_capacity(devices, cap):
 def cmd_check(argv):
     ns, kind = argv[0], argv[1]
     o = opts(argv[2:], {"gpus": "8"})
-    gpus = int(o["gpus"])
-    every = list_all("/api/v1/namespaces/%s/pods" % ns)
+    if kind not in ("extender", "gpushare", "hami"):
+        sys.exit("check: no kind %s" % kind)
+    over, bad, bound, partial = check_pods(list_all("/api/v1/namespaces/%s/pods" % ns), kind, int(o["gpus"]))
+    print(over + bad, over, bad, bound, partial)
+
+
+def check_pods(every, kind, gpus):
+    """(double allocations, pods unrecorded or not as asked, pods bound,
+    gangs partly bound) of the pods EVERY as the extender of KIND recorded
+    them (cmd_check)."""
     pods = [p for p in every if p["spec"].get("nodeName")]
     devices, bad = {}, 0
     for p in pods:
@@ -645,8 +658,6 @@ def cmd_check(argv):
                         n += 1
                 if not n:
                     raise ValueError("none")
-            else:
-                sys.exit("check: no kind %s" % kind)
         except (KeyError, ValueError):
             bad += 1
     if kind == "hami":
@@ -657,7 +668,52 @@ def cmd_check(argv):
         over = sum(extender_over(v) for v in devices.values())
     else:
         over = over_capacity(devices, GPUSHARE_MEM if kind == "gpushare" else 1)
-    print(over + bad, over, bad, len(pods), partial_gangs(every))
+    return over, bad, len(pods), partial_gangs(every)
+
+
+def cmd_selftest(argv):
+    """check_pods on made-up pods of the extender, each case with the
+    counts it must give: what a wrong checker would miss fails here."""
+    def pod(node, alloc=None, lim=None, ann=None, gang=None):
+        a = dict(ann or {})
+        if alloc is not None:
+            a["gpu.scheduling/allocated"] = alloc
+        return {"metadata": {"annotations": a, "labels": {GANG_LABEL: gang} if gang else {}},
+                "spec": {"nodeName": node, "containers": [{"resources": {"limits": lim or {"gpu.scheduling/gpu": "1"}}}]}}
+    share = {"gpu.scheduling/gpu-memory": str(SHARE_MIB), "gpu.scheduling/gpu-core": str(SHARE_CORE),
+             "gpu.scheduling/gpu-share": "1"}
+    shared = {"gpu.scheduling/shared-memory-mib": str(SHARE_MIB), "gpu.scheduling/shared-core-percent": str(SHARE_CORE)}
+    half = {"gpu.scheduling/gpu-memory": "40000", "gpu.scheduling/gpu-share": "1"}
+    halved = {"gpu.scheduling/shared-memory-mib": "40000", "gpu.scheduling/shared-core-percent": "0"}
+    core = {"gpu.scheduling/gpu-core": "25", "gpu.scheduling/gpu-share": "1"}
+    cored = {"gpu.scheduling/shared-memory-mib": "0", "gpu.scheduling/shared-core-percent": "25"}
+    claim = {"gpu.scheduling/claim": "c"}
+    four = {"gpu.scheduling/gpu": "4"}
+    cases = [
+        ("whole GPUs apart", [pod("n", "n:0"), pod("n", "n:1,2", {"gpu.scheduling/gpu": "2"})], (0, 0, 2, 0)),
+        ("a GPU given whole twice", [pod("n", "n:0"), pod("n", "n:0,1", {"gpu.scheduling/gpu": "2"})], (1, 0, 2, 0)),
+        ("four quarter shares fill a GPU", [pod("n", "n:3", share, shared)] * 4, (0, 0, 4, 0)),
+        ("a fifth share over its compute", [pod("n", "n:3", core, cored)] * 5, (1, 0, 5, 0)),
+        ("three shares over its memory", [pod("n", "n:3", half, halved)] * 3, (1, 0, 3, 0)),
+        ("a share on a GPU given whole", [pod("n", "n:3"), pod("n", "n:3", share, shared)], (1, 0, 2, 0)),
+        ("a share recorded as a whole GPU", [pod("n", "n:3", share)], (0, 1, 1, 0)),
+        ("a share recorded with another amount", [pod("n", "n:3", share, halved)], (0, 1, 1, 0)),
+        ("fewer GPUs than asked", [pod("n", "n:3", four)], (0, 1, 1, 0)),
+        ("no record, another node's", [pod("n"), pod("n", "m:1")], (0, 2, 2, 0)),
+        ("a claim on one island", [pod("n", "n:4,5,6,7", four, claim)], (0, 0, 1, 0)),
+        ("a claim across islands", [pod("n", "n:2,3,4,5", four, claim)], (0, 1, 1, 0)),
+        ("gangs whole or waiting", [pod("n", "n:0", gang="a"), pod("n", "n:1", gang="a"),
+                                    pod(None, gang="b"), pod(None, gang="b")], (0, 0, 2, 0)),
+        ("a gang partly bound", [pod("n", "n:0", gang="a"), pod(None, gang="a")], (0, 0, 1, 1)),
+    ]
+    failed = 0
+    for name, pods, want in cases:
+        got = check_pods(pods, "extender", 8)
+        if got != want:
+            failed += 1
+            print("check selftest: %s: got %s, want %s" % (name, got, want), file=sys.stderr)
+    print("check selftest: %d passed, %d failed" % (len(cases) - failed, failed))
+    sys.exit(1 if failed else 0)
 
 
 def extender_share(pod, ann, n):
@@ -707,7 +763,7 @@ def main():
     cmds = {"nodes": cmd_nodes, "pods": cmd_pods, "watch": cmd_watch, "writes": cmd_writes,
             "requests": cmd_requests, "reserved": cmd_reserved,
             "latency": cmd_latency, "table": cmd_table, "drained": cmd_drained, "cold": cmd_cold,
-            "rss": cmd_rss, "check": cmd_check, "honoured": cmd_honoured}
+            "rss": cmd_rss, "check": cmd_check, "selftest": cmd_selftest, "honoured": cmd_honoured}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
         sys.exit(__doc__)
     cmds[sys.argv[1]](sys.argv[2:])
