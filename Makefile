@@ -13,7 +13,9 @@
 #                   extender, on the test harness's control plane, in interleaved rounds
 #                   (BENCH_E2E_ARGS, e.g. "--nodes 5000 --rounds 3"; "--peers" adds
 #                   gpushare and HAMi's extender, built by bench/peers/build.sh; "--keep-curve"
-#                   the rows keep-1/2/4/8 and the soft preferences each still honours)
+#                   the rows keep-1/2/4/8 and the soft preferences each still honours; "--mixed"
+#                   plain and extender on a mixed workload: whole GPUs of 1/2/4/8, shares,
+#                   a topology claim, gangs)
 #   make bench-sustained
 #                   30 minutes (SUSTAINED_S) of create/bind/delete rounds at 1000 nodes: the
 #                   extender's RSS, open files, threads and verb times, minute by minute

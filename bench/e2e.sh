@@ -2,7 +2,7 @@
 # make bench-e2e: GPU pods per second that a real kube-scheduler places on a
 # real API server, alone and with the extender in the loop, in one run.
 #
-#   bench/e2e.sh [--nodes 1000] [--pods 2000] [--rounds 5] [--extender PATH] [--baseline-extender PATH] [--replicas] [--no-floor] [--peers] [--keep-curve] [--only ROWS] [--pprof DIR] [--http-timeout D]
+#   bench/e2e.sh [--nodes 1000] [--pods 2000] [--rounds 5] [--extender PATH] [--baseline-extender PATH] [--replicas] [--no-floor] [--peers] [--keep-curve] [--mixed] [--only ROWS] [--pprof DIR] [--http-timeout D]
 #   bench/e2e.sh --cold-start [--nodes 5000] [--extender PATH] [--baseline-extender PATH]
 #   bench/e2e.sh --sustained SECONDS [--nodes 1000] [--pods 400] [--extender PATH]
 #
@@ -56,6 +56,20 @@
 #              on a device beyond its capacity, or bound with no device
 #              recorded, are counted as double allocations (e2e_load.py check).
 #
+# --mixed: every row's pods are a mixed workload instead of one-GPU pods
+# (e2e_load.py pods --mixed, the same seeded order each row and round):
+# per 100 pods, 37 of one whole GPU, 15 of 2, 8 of 4, 2 of 8, 25 shares of
+# a GPU (16384 MiB and 25 % of its compute), 5 pods of a GpuClaim of 4 GPUs
+# on one NVLink island (topology Required; the fake nodes have two islands
+# of 4) and 8 members of two gangs of 4 one-GPU pods (a PodGroup,
+# scheduling.x-k8s.io, minMember 4; its CRD is applied). Rows plain (the
+# closest whole example.com/gpu counterparts: a share as 1 GPU, the claim
+# as its 4, gang members as independent pods) and extender; the floor and
+# the peers have no counterpart and are left out. The check also counts
+# shares beyond a GPU's memory or compute, pods whose record is not what
+# they asked, claim pods across islands, and gangs only partly bound.
+# (Every run first tries the checker on made-up pods: e2e_load.py selftest.)
+#
 # The rows run in interleaved rounds (--rounds, 5 by default): every row once
 # a round, the order rotated by one each round (round 2 starts with the
 # second row), so that no row always runs first or last and a neighbour's
@@ -104,7 +118,8 @@
 # there. Then its RSS by kind of memory (/proc/PID/smaps) at both times.
 set -u
 cd "$(dirname "$0")/.."
-NODES=1000 PODS=2000 ROUNDS=5 EXT=$PWD/build/gpu-extender BASE="" ONLY="" COLD="" SUSTAIN="" REPLICAS="" PPROF="" FLOOR=1 HTTP_TIMEOUT="" PEERS="" CURVE=""
+NODES=1000 PODS=2000 ROUNDS=5 EXT=$PWD/build/gpu-extender BASE="" ONLY="" COLD="" SUSTAIN="" REPLICAS="" PPROF="" FLOOR=1 HTTP_TIMEOUT="" PEERS="" CURVE="" MIXED=""
+MIX_SEED=30   # --mixed: the order of the kinds of pods, the same in every run
 while (($#)); do
   case $1 in
     --nodes) NODES=$2; shift 2 ;;
@@ -118,11 +133,12 @@ while (($#)); do
     --no-floor) FLOOR=""; shift ;;
     --peers) PEERS=1; shift ;;
     --keep-curve) CURVE=1; shift ;;
+    --mixed) MIXED=1; shift ;;
     --http-timeout) HTTP_TIMEOUT=$2; shift 2 ;;
     --cold-start) COLD=1; shift ;;
     --sustained) SUSTAIN=$2; shift 2 ;;
     --pprof) PPROF=$(realpath -m "$2"); shift 2 ;;
-    *) echo "usage: bench/e2e.sh [--nodes N] [--pods N] [--rounds N] [--extender PATH] [--baseline-extender PATH] [--replicas] [--no-floor] [--peers] [--keep-curve] [--only ROWS] [--pprof DIR] [--http-timeout D]" \
+    *) echo "usage: bench/e2e.sh [--nodes N] [--pods N] [--rounds N] [--extender PATH] [--baseline-extender PATH] [--replicas] [--no-floor] [--peers] [--keep-curve] [--mixed] [--only ROWS] [--pprof DIR] [--http-timeout D]" \
          "| --cold-start [--nodes N] | --sustained SECONDS [--nodes N] [--pods N]" >&2; exit 2 ;;
   esac
 done
@@ -131,8 +147,13 @@ done
 . bench/peers/peers.sh
 
 fail() { echo "bench-e2e: $*" >&2; exit 1; }
+[[ -n $MIXED && -n $CURVE ]] && fail "--mixed and --keep-curve do not go together"
 if [[ -n $ONLY ]]; then
   IFS=, read -r -a ROW_ORDER <<<"$ONLY"
+elif [[ -n $MIXED ]]; then
+  ROW_ORDER=(plain extender)
+  [[ -n $REPLICAS ]] && ROW_ORDER+=(proxy-1 proxy-2)
+  [[ -n $BASE ]] && ROW_ORDER+=(baseline)
 else
   ROW_ORDER=(plain)
   [[ -n $FLOOR ]] && ROW_ORDER+=(floor)
@@ -146,6 +167,7 @@ fi
 FLOOR_BIN="" PEER_ROWS=""
 declare -A PEER_BIN=()
 for row in "${ROW_ORDER[@]}"; do
+  [[ -n $MIXED && $row =~ ^(floor|gpushare|hami)$ ]] && fail "the $row row has no mixed workload (--mixed)"
   case $row in
     plain | extender | keep-all | proxy-1 | proxy-2) ;;
     keep-*) [[ ${row#keep-} =~ ^[1-9][0-9]*$ ]] || fail "no row named $row" ;;
@@ -159,14 +181,22 @@ for row in "${ROW_ORDER[@]}"; do
     *) fail "no row named $row" ;;
   esac
 done
+python3 bench/e2e_load.py selftest >/dev/null || fail "the allocation checker's self-test failed"
 if [[ -n $PPROF ]]; then
   mkdir -p "$PPROF" || fail "cannot make $PPROF"
   export CLUSTER_APISERVER_FLAGS="${CLUSTER_APISERVER_FLAGS:-} --profiling=true"
 fi
 e2e_setup >/dev/null || fail "cluster setup failed"
+if [[ -n $MIXED ]]; then   # the gangs' PodGroups
+  kubectl apply -f deploy/base/10-crd-podgroup.yaml >/dev/null &&
+    cluster_wait 30 "PodGroup CRD established" kubectl wait --for=condition=Established --timeout=1s \
+      crd/podgroups.scheduling.x-k8s.io >/dev/null || fail "the PodGroup CRD"
+fi
+WORKLOAD="one-GPU pods"
+[[ -n $MIXED ]] && WORKLOAD="mixed pods (--mixed)"
 export CLUSTER_API_URL CLUSTER_ADMIN_TOKEN_FILE CLUSTER_CA_FILE
 load() { python3 bench/e2e_load.py "$@"; }
-echo "bench-e2e: $NODES nodes x 8 GPUs, $PODS one-GPU pods per row, $ROUNDS rounds of ${ROW_ORDER[*]} ($(nproc) CPUs, $(cluster_versions 2>/dev/null | head -1))"
+echo "bench-e2e: $NODES nodes x 8 GPUs, $PODS $WORKLOAD per row, $ROUNDS rounds of ${ROW_ORDER[*]} ($(nproc) CPUs, $(cluster_versions 2>/dev/null | head -1))"
 t=$(date +%s)
 load nodes "$NODES" ${PEER_ROWS:+--peers "$PEER_ROWS"} ${CURVE:+--preferred 5} || fail "creating the nodes failed"
 echo "  nodes created in $(( $(date +%s) - t )) s"
@@ -248,7 +278,8 @@ run_row() {
     E2E_EXTENDER=$bin e2e_start_extender "ext-$label" "${flags[@]}" || fail "extender $label did not become ready"
     url=$E2E_URL urls=("$url")
   fi
-  load pods "$ns" "$PODS" "$resource" "sched-$label" ${CURVE:+--groups 8} || fail "creating the pods failed"
+  load pods "$ns" "$PODS" "$resource" "sched-$label" ${CURVE:+--groups 8} ${MIXED:+--mixed $MIX_SEED --prefix r$ROUND} ||
+    fail "creating the pods failed"
   local out=$CLUSTER_DIR/watch-$label.json
   load watch "$ns" "$PODS" "$out" --timeout 900 &
   local watcher=$!
@@ -267,7 +298,7 @@ run_row() {
   # The Events the row's binds caused are its work too: the recorders post
   # them from their own queues, some after the last binding.
   load events-settled --timeout 60 >/dev/null
-  local w1 port sched_metrics cpu="" cpu_json="" used i double="-" unrecorded="-" apart="-" preferred="-"
+  local w1 port sched_metrics cpu="" cpu_json="" used i double="-" unrecorded="-" apart="-" preferred="-" partial="-"
   w1=$(load writes)
   REQUESTS+=("$label: $(load requests "$CLUSTER_DIR/requests-$label.before" "$PODS")")
   for i in "${!CPU_OF[@]}"; do
@@ -280,12 +311,17 @@ run_row() {
   for k in "${urls[@]}"; do ext_metrics+=$(curl -sf "$k/metrics")$'\n'; done   # replicas: summed
   cluster_stop_scheduler "sched-$label"
   [[ -n $CURVE ]] && read -r apart preferred < <(load honoured "$ns")
-  [[ -n $check ]] && { read -r _ double unrecorded _ < <(load check "$ns" "$check"); double=${double:-?} unrecorded=${unrecorded:-?}; }
+  if [[ -n $check ]]; then
+    read -r _ double unrecorded _ partial < <(load check "$ns" "$check")
+    double=${double:-?} unrecorded=${unrecorded:-?} partial=${partial:-?}
+    [[ -n $MIXED ]] || partial="-"
+  fi
   # The next row starts on empty nodes: this row's pods go while its
   # extenders run, so that they release the reservations (in this row's
   # time, not in the next row's).
   kubectl delete pods --all -n "$ns" --grace-period=0 --force --wait=false >/dev/null 2>&1
   load drained "$ns" --timeout 180 || fail "row $label: its pods or reservations did not go"
+  [[ -n $MIXED ]] && kubectl delete gpuclaims.gpu.scheduling,podgroups.scheduling.x-k8s.io --all -n "$ns" --wait=false >/dev/null 2>&1
   if ((replicas)); then
     cluster_kill "proxy-$label"
     for ((k = 1; k <= replicas; k++)); do cluster_kill "ext-$label-$k"; done
@@ -313,9 +349,9 @@ run_row() {
   bms=$(metric_mean "$ext_metrics" gpu_extender_request_duration_seconds 'verb="bind"')
   ROWS+=("$(printf '| %-12s | %5s/%s | %7s | %11s | %6s | %8s | %8s | %8s | %8s | %7s | %7s | %7s | %s | %s / %s |' "$label" "$bound" "$PODS" "$rate" \
     "$lat50/$lat99" "$writes" "$attempt" "$fms" "$pms" "$bms" "$refused" "$conflicts" "$conns" "$cpu" "$double" "$unrecorded")")
-  printf '{"row":"%s","round":%d,"pods":%d,"bound":%d,"rate":"%s","lat_p50":"%s","lat_p99":"%s","writes":"%s","attempt_ms":"%s","filter_ms":"%s","prioritize_ms":"%s","bind_ms":"%s","double":"%s","unrecorded":"%s","apart":"%s","preferred":"%s"%s}\n' \
-    "$row" "$ROUND" "$PODS" "$bound" "$rate" "$lat50" "$lat99" "$writes" "$attempt" "$fms" "$pms" "$bms" "$double" "$unrecorded" "$apart" "$preferred" "$cpu_json" >>"$ROUNDS_FILE"
-  echo "  round $ROUND $row: $bound/$PODS bound, $rate pods/s, CPU s apiserver/etcd/scheduler/extender $cpu${check:+, double allocations $double (unrecorded $unrecorded)}${CURVE:+, honoured: anti-affinity $apart, node affinity $preferred}"
+  printf '{"row":"%s","round":%d,"pods":%d,"bound":%d,"rate":"%s","lat_p50":"%s","lat_p99":"%s","writes":"%s","attempt_ms":"%s","filter_ms":"%s","prioritize_ms":"%s","bind_ms":"%s","double":"%s","unrecorded":"%s","partial_gangs":"%s","apart":"%s","preferred":"%s"%s}\n' \
+    "$row" "$ROUND" "$PODS" "$bound" "$rate" "$lat50" "$lat99" "$writes" "$attempt" "$fms" "$pms" "$bms" "$double" "$unrecorded" "$partial" "$apart" "$preferred" "$cpu_json" >>"$ROUNDS_FILE"
+  echo "  round $ROUND $row: $bound/$PODS bound, $rate pods/s, CPU s apiserver/etcd/scheduler/extender $cpu${check:+, double allocations $double (unrecorded $unrecorded)${MIXED:+, gangs partly bound $partial}}${CURVE:+, honoured: anti-affinity $apart, node affinity $preferred}"
 }
 
 if [[ -n $COLD ]]; then
@@ -472,7 +508,7 @@ echo
 echo "Prioritize requests, by where their ratings came from:"
 printf '  %s\n' "${RATINGS[@]}"
 echo
-echo "bench-e2e: $NODES nodes x 8 GPUs, $PODS one-GPU pods per row, $ROUNDS rounds ($(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "bench-e2e: $NODES nodes x 8 GPUs, $PODS $WORKLOAD per row, $ROUNDS rounds ($(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg))"
 load table "$ROUNDS_FILE" || fail "no summary"
 [[ -n ${BENCH_E2E_ROUNDS_OUT:-} ]] && cp "$ROUNDS_FILE" "$BENCH_E2E_ROUNDS_OUT"
 cluster_down >/dev/null 2>&1

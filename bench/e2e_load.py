@@ -13,10 +13,18 @@ the CA in CLUSTER_CA_FILE (as bench/e2e.sh exports them).
       and the annotations its device plugin writes, hami.io/node-nvidia-register
       (the devices: uuid GPU-NODE-K, 81559 MiB, split count 10, 100 cores)
       and hami.io/node-handshake (Requesting_TIME, as its scheduler leaves it).
-  e2e_load.py pods NS COUNT RESOURCE SCHEDULER [--threads 16] [--prefix p] [--groups G]
+  e2e_load.py pods NS COUNT RESOURCE SCHEDULER [--threads 16] [--prefix p] [--groups G] [--mixed SEED]
       creates COUNT pods p-0.. in NS, each asking for 1 of RESOURCE (or
       NAME=QTY,NAME=QTY... for several limits), for SCHEDULER; labelled
-      gpu.scheduling/managed=true as the webhook would. --groups G: pod i is
+      gpu.scheduling/managed=true as the webhook would. --mixed SEED: a
+      mixed workload instead (MIX, in an order drawn with SEED): whole GPUs
+      of 1, 2, 4 and 8, shares (16384 MiB and 25 % of one GPU), pods of a
+      GpuClaim of 4 GPUs on one NVLink island (Required, 300 GB/s; a claim
+      each, p-topo-J) and members of gangs of 4 one-GPU pods (a PodGroup
+      scheduling.x-k8s.io/v1alpha1 each, p-gang-J, minMember 4). RESOURCE
+      example.com/gpu makes their plain counterparts instead (whole
+      example.com/gpu: a share as 1, a claim as its 4, gang members as
+      independent pods; no claims, no PodGroups). --groups G: pod i is
       labelled bench/group=g<i % G> and prefers (preferredDuringScheduling
       pod anti-affinity, weight 100, topologyKey kubernetes.io/hostname) no
       node that holds a pod of its group (G Deployments whose replicas
@@ -30,10 +38,21 @@ the CA in CLUSTER_CA_FILE (as bench/e2e.sh exports them).
       reads what the extender of KIND recorded on the bound pods of NS and
       prints the double allocations: pods placed on a device beyond its
       capacity (a device two whole-GPU pods were both given), plus bound pods
-      that record no device (or one not on their node). KIND: extender
-      (gpu.scheduling/allocated, node:ids), gpushare (annotations
+      that record no device (or one not on their node), and then the
+      number of bound pods and of gangs partly bound (pods labelled
+      scheduling.x-k8s.io/pod-group: some bound, some not). KIND: extender
+      (gpu.scheduling/allocated, node:ids; a device given whole holds
+      nothing else, shares, gpu.scheduling/shared-memory-mib and
+      -core-percent, add up to its memory and 100 %; a pod whose record is
+      not what it asked, or a claim pod's GPUs not on one island, counts as
+      unrecorded), gpushare (annotations
       ALIYUN_COM_GPU_MEM_IDX, _POD and _DEV), hami
       (hami.io/vgpu-devices-allocated: uuid,type,MiB,cores per device).
+  e2e_load.py selftest
+      runs check's counting on made-up pods (a GPU given twice, shares
+      over a GPU's memory or compute, records not as asked, a claim across
+      islands, a gang partly bound, and their sound counterparts) and exits
+      1 if a count is not the one it must be; bench/e2e.sh runs it first.
   e2e_load.py watch NS COUNT OUT [--timeout 600]
       watches the pods of NS and notes when each is bound; once COUNT are
       bound (or at the timeout) writes a JSON report to OUT: bound, first
@@ -76,6 +95,7 @@ the CA in CLUSTER_CA_FILE (as bench/e2e.sh exports them).
 """
 import json
 import os
+import random
 import ssl
 import sys
 import threading
@@ -85,7 +105,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 # What the fake nodes advertise to the peer extenders (nodes --peers).
 GPUSHARE_MEM = 80      # aliyun.com/gpu-mem a GPU (GiB, as gpushare's device plugin counts)
-HAMI_MEM = 81559       # MiB a device, an H100 80GB as nvidia-smi gives it
+GPU_MIB = 81559        # MiB a device of the bench nodes, an H100 80GB as nvidia-smi gives it
+HAMI_MEM = GPU_MIB
 HAMI_SPLIT = 10        # tasks a device (HAMi's deviceSplitCount default)
 
 # Unset for the commands that need no API server (table).
@@ -152,7 +173,7 @@ def cmd_nodes(argv):
                             "message": "fake node (no kubelet)", "lastHeartbeatTime": now,
                             "lastTransitionTime": now}]}}, ctype="application/merge-patch+json")
         devs = [{"id": k, "uuid": "GPU-%s-%d" % (name, k), "vendor": "nvidia", "model": "NVIDIA H100 80GB HBM3",
-                 "architecture": "hopper", "memoryMiB": 81559, "driverVersion": "550.54.15",
+                 "architecture": "hopper", "memoryMiB": GPU_MIB, "driverVersion": "550.54.15",
                  "health": "Healthy", "inUseBy": [], "island": "nvlink-%d" % (k * 2 // gpus),
                  "bandwidthGBps": 900} for k in range(gpus)]
         request("POST", "/apis/gpu.scheduling/v1/gpunodestatuses", {
@@ -162,9 +183,85 @@ def cmd_nodes(argv):
     parallel(one, range(n), int(o["threads"]))
 
 
+# The mixed workload (pods --mixed), per 100 pods: whole GPUs of 1, 2, 4
+# and 8; shares of a quarter GPU; a GpuClaim of 4 GPUs on one NVLink island;
+# members of gangs of GANG_SIZE one-GPU pods. At 1000 nodes x 8 GPUs, 2000
+# pods take 2985 GPUs with the extender (4 shares a GPU), 3360 in plain
+# (a share as a whole GPU): 0.37 and 0.42 of the 8000.
+MIX = (("gpu1", 37), ("gpu2", 15), ("gpu4", 8), ("gpu8", 2), ("share", 25), ("topo", 5), ("gang", 8))
+GANG_SIZE = 4
+SHARE_MIB, SHARE_CORE = 16384, 25    # a quarter of an H100 80GB, a quarter of its compute
+TOPO_COUNT, TOPO_GBPS = 4, 300       # the bench nodes: two NVLink islands of 4 GPUs, 900 GB/s
+GANG_LABEL = "scheduling.x-k8s.io/pod-group"
+
+
+def mixed_kinds(count, seed):
+    """The kind of pod i of COUNT, in a fixed order drawn with SEED: each
+    kind's share of COUNT rounded down (gang members to whole gangs), the
+    rest one-GPU pods."""
+    kinds = []
+    for kind, pct in MIX[1:]:
+        n = count * pct // 100
+        if kind == "gang":
+            n -= n % GANG_SIZE
+        kinds += [kind] * n
+    kinds += ["gpu1"] * (count - len(kinds))
+    random.Random(seed).shuffle(kinds)
+    return kinds
+
+
+def mixed_spec(kind, j, plain, prefix):
+    """(limits, annotations, labels) of a pod of KIND, the j-th of its kind.
+    plain: its counterpart for kube-scheduler alone, whole example.com/gpu
+    (a share as 1, the claim as its count, a gang's members as independent
+    pods)."""
+    whole = {"gpu1": 1, "gpu2": 2, "gpu4": 4, "gpu8": 8, "share": 1, "topo": TOPO_COUNT, "gang": 1}[kind]
+    if plain:
+        return {"example.com/gpu": str(whole)}, {}, {}
+    if kind == "share":   # as the webhook leaves a share: gpu-share 1 added
+        return {"gpu.scheduling/gpu-memory": str(SHARE_MIB), "gpu.scheduling/gpu-core": str(SHARE_CORE),
+                "gpu.scheduling/gpu-share": "1"}, {}, {}
+    if kind == "topo":    # as the webhook leaves a claim-only pod: the claim's count
+        return {"gpu.scheduling/gpu": str(whole)}, {"gpu.scheduling/claim": "%s-topo-%d" % (prefix, j)}, {}
+    if kind == "gang":
+        return {"gpu.scheduling/gpu": "1"}, {}, {GANG_LABEL: "%s-gang-%d" % (prefix, j // GANG_SIZE)}
+    return {"gpu.scheduling/gpu": str(whole)}, {}, {}
+
+
+def mixed_objects(ns, kinds, prefix, threads):
+    """The GpuClaims of the topology pods and the PodGroups of the gangs."""
+    topo = kinds.count("topo")
+    gangs = kinds.count("gang") // GANG_SIZE
+
+    def claim(j):
+        request("POST", "/apis/gpu.scheduling/v1/namespaces/%s/gpuclaims" % ns, {
+            "apiVersion": "gpu.scheduling/v1", "kind": "GpuClaim",
+            "metadata": {"name": "%s-topo-%d" % (prefix, j), "namespace": ns},
+            "spec": {"devices": {"count": TOPO_COUNT, "exclusivity": "Exclusive"},
+                     "topology": {"mode": "Required", "minBandwidthGBps": TOPO_GBPS}}})
+
+    def group(j):
+        request("POST", "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/%s/podgroups" % ns, {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": "%s-gang-%d" % (prefix, j), "namespace": ns},
+            "spec": {"minMember": GANG_SIZE, "scheduleTimeoutSeconds": 300}})
+
+    parallel(claim, range(topo), threads)
+    parallel(group, range(gangs), threads)
+
+
 def cmd_pods(argv):
     ns, count, resource, sched = argv[0], int(argv[1]), argv[2], argv[3]
     o = opts(argv[4:], {"threads": "16", "prefix": "p"})
+    kinds = mixed_kinds(count, int(o["mixed"])) if "mixed" in o else None
+    plain = resource == "example.com/gpu"
+    seen = {}
+    per_pod = []   # (limits, annotations, labels) of pod i with --mixed
+    for k in kinds or []:
+        per_pod.append(mixed_spec(k, seen.get(k, 0), plain, o["prefix"]))
+        seen[k] = seen.get(k, 0) + 1
+    if kinds and not plain:
+        mixed_objects(ns, kinds, o["prefix"], int(o["threads"]))
 
     if "=" in resource:
         limits = dict(kv.split("=", 1) for kv in resource.split(","))
@@ -175,9 +272,16 @@ def cmd_pods(argv):
 
     def one(i):
         labels = {"gpu.scheduling/managed": "true"}
+        meta = {"name": "%s-%d" % (o["prefix"], i), "namespace": ns, "labels": labels}
+        lim = limits
+        if kinds:
+            lim, ann, more = per_pod[i]
+            labels.update(more)
+            if ann:
+                meta["annotations"] = ann
         spec = {"schedulerName": sched, "restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
                 "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
-                                "resources": {"limits": limits}}]}
+                                "resources": {"limits": lim}}]}
         if groups:
             labels["bench/group"] = "g%d" % (i % groups)
             spec["affinity"] = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
@@ -186,10 +290,8 @@ def cmd_pods(argv):
                 "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
                     "weight": 100, "preference": {"matchExpressions": [{
                         "key": "bench/preferred", "operator": "In", "values": ["true"]}]}}]}}
-        request("POST", "/api/v1/namespaces/%s/pods" % ns, {
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "%s-%d" % (o["prefix"], i), "namespace": ns, "labels": labels},
-            "spec": spec})
+        request("POST", "/api/v1/namespaces/%s/pods" % ns, {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+                                                             "spec": spec})
 
     parallel(one, range(count), int(o["threads"]))
 
@@ -310,6 +412,9 @@ def cmd_table(argv):
         unrec = sum(num(r.get("unrecorded")) or 0 for r in rr)
         double = "-" if all(d is None for d in dbl) else "%d%s" % (sum(d or 0 for d in dbl),
                                                                    " (+%d unrecorded)" % unrec if unrec else "")
+        partial = [num(r.get("partial_gangs")) for r in rr]
+        if double != "-" and any(g is not None for g in partial):   # --mixed: gangs checked too
+            double += ", gangs partly bound %d" % sum(g or 0 for g in partial)
         print("| %s | %d | %d-%d/%s | %s | %s-%s | %s | %s | %s | %s / %s | %s | %s | %s | %s | %s | %s | %s |" % (
             row, len(rr), min(int(r["bound"]) for r in rr), max(int(r["bound"]) for r in rr), rr[0]["pods"],
             fmt(med), fmt(min(rates)), fmt(max(rates)), fmt(spread, "%.0f %%"),
@@ -326,7 +431,8 @@ def cmd_table(argv):
     print("start-to-bound: from the row's scheduler start (all its pods pending) to each pod's binding;")
     print("CPU: utime + stime from /proc/PID/stat, before and after the row's scheduling, per pod bound;")
     print("double allocations: over all rounds, pods placed on a device beyond its capacity as the row's extender")
-    print("recorded it (+ bound pods that record no device of their node); - where the pods record no devices;")
+    print("recorded it (+ bound pods that record no device of their node, or not what they asked); - where the pods")
+    print("record no devices; with --mixed also the gangs of which some members were bound and others not;")
     print("honoured (--keep-curve): medians over rounds of the shares of bound pods with no other pod of their group")
     print("on their node (their preferred pod anti-affinity), and on a node labelled bench/preferred (their preferred")
     print("node affinity); - without it")
@@ -507,11 +613,11 @@ def cmd_honoured(argv):
 
 
 def over_capacity(devices, cap):
-    """devices: {key: [amount, ...]}; cap(key): what the device holds. Pods
-    beyond the capacity of their device, in any order: the double allocations."""
+    """devices: {key: [amount, ...]}; cap(key), or cap: what the device holds.
+    Pods beyond the capacity of their device, in any order: the double allocations."""
     over = 0
     for key, amounts in devices.items():
-        used, limit = 0, cap(key)
+        used, limit = 0, cap(key) if callable(cap) else cap
         for a in amounts:
             used += a
             if used > limit:
@@ -522,8 +628,17 @@ def over_capacity(devices, cap):
 def cmd_check(argv):
     ns, kind = argv[0], argv[1]
     o = opts(argv[2:], {"gpus": "8"})
-    gpus = int(o["gpus"])
-    pods = [p for p in list_all("/api/v1/namespaces/%s/pods" % ns) if p["spec"].get("nodeName")]
+    if kind not in ("extender", "gpushare", "hami"):
+        sys.exit("check: no kind %s" % kind)
+    over, bad, bound, partial = check_pods(list_all("/api/v1/namespaces/%s/pods" % ns), kind, int(o["gpus"]))
+    print(over + bad, over, bad, bound, partial)
+
+
+def check_pods(every, kind, gpus):
+    """(double allocations, pods unrecorded or not as asked, pods bound,
+    gangs partly bound) of the pods EVERY as the extender of KIND recorded
+    them (cmd_check)."""
+    pods = [p for p in every if p["spec"].get("nodeName")]
     devices, bad = {}, 0
     for p in pods:
         node = p["spec"]["nodeName"]
@@ -533,10 +648,14 @@ def cmd_check(argv):
                 where, ids = ann["gpu.scheduling/allocated"].split(":", 1)
                 if where != node:
                     raise ValueError(where)
-                for d in ids.split(","):
-                    if not 0 <= int(d) < gpus:
+                ids = [int(d) for d in ids.split(",")]
+                share = extender_share(p, ann, len(ids))
+                if "gpu.scheduling/claim" in ann and len({d * 2 // gpus for d in ids}) > 1:
+                    raise ValueError("islands")   # the bench's claims want one island (two of gpus/2)
+                for d in ids:
+                    if not 0 <= d < gpus:
                         raise ValueError(d)
-                    devices.setdefault((node, int(d)), []).append(1)
+                    devices.setdefault((node, d), []).append(share)
             elif kind == "gpushare":
                 idx, mem, dev = (int(ann[k]) for k in ("ALIYUN_COM_GPU_MEM_IDX", "ALIYUN_COM_GPU_MEM_POD",
                                                        "ALIYUN_COM_GPU_MEM_DEV"))
@@ -557,24 +676,112 @@ def cmd_check(argv):
                         n += 1
                 if not n:
                     raise ValueError("none")
-            else:
-                sys.exit("check: no kind %s" % kind)
         except (KeyError, ValueError):
             bad += 1
     if kind == "hami":
         caps = {"mem": HAMI_MEM, "tasks": HAMI_SPLIT, "cores": 100}
         over = max(over_capacity({k: v for k, v in devices.items() if k[1] == what}, lambda k: caps[k[1]])
                    for what in caps)
+    elif kind == "extender":
+        over = sum(extender_over(v) for v in devices.values())
     else:
-        over = over_capacity(devices, lambda k: GPUSHARE_MEM if kind == "gpushare" else 1)
-    print(over + bad, over, bad, len(pods))
+        over = over_capacity(devices, GPUSHARE_MEM if kind == "gpushare" else 1)
+    return over, bad, len(pods), partial_gangs(every)
+
+
+def cmd_selftest(argv):
+    """check_pods on made-up pods of the extender, each case with the
+    counts it must give: what a wrong checker would miss fails here."""
+    def pod(node, alloc=None, lim=None, ann=None, gang=None):
+        a = dict(ann or {})
+        if alloc is not None:
+            a["gpu.scheduling/allocated"] = alloc
+        return {"metadata": {"annotations": a, "labels": {GANG_LABEL: gang} if gang else {}},
+                "spec": {"nodeName": node, "containers": [{"resources": {"limits": lim or {"gpu.scheduling/gpu": "1"}}}]}}
+    share = {"gpu.scheduling/gpu-memory": str(SHARE_MIB), "gpu.scheduling/gpu-core": str(SHARE_CORE),
+             "gpu.scheduling/gpu-share": "1"}
+    shared = {"gpu.scheduling/shared-memory-mib": str(SHARE_MIB), "gpu.scheduling/shared-core-percent": str(SHARE_CORE)}
+    half = {"gpu.scheduling/gpu-memory": "40000", "gpu.scheduling/gpu-share": "1"}
+    halved = {"gpu.scheduling/shared-memory-mib": "40000", "gpu.scheduling/shared-core-percent": "0"}
+    core = {"gpu.scheduling/gpu-core": "25", "gpu.scheduling/gpu-share": "1"}
+    cored = {"gpu.scheduling/shared-memory-mib": "0", "gpu.scheduling/shared-core-percent": "25"}
+    claim = {"gpu.scheduling/claim": "c"}
+    four = {"gpu.scheduling/gpu": "4"}
+    cases = [
+        ("whole GPUs apart", [pod("n", "n:0"), pod("n", "n:1,2", {"gpu.scheduling/gpu": "2"})], (0, 0, 2, 0)),
+        ("a GPU given whole twice", [pod("n", "n:0"), pod("n", "n:0,1", {"gpu.scheduling/gpu": "2"})], (1, 0, 2, 0)),
+        ("four quarter shares fill a GPU", [pod("n", "n:3", share, shared)] * 4, (0, 0, 4, 0)),
+        ("a fifth share over its compute", [pod("n", "n:3", core, cored)] * 5, (1, 0, 5, 0)),
+        ("three shares over its memory", [pod("n", "n:3", half, halved)] * 3, (1, 0, 3, 0)),
+        ("a share on a GPU given whole", [pod("n", "n:3"), pod("n", "n:3", share, shared)], (1, 0, 2, 0)),
+        ("a share recorded as a whole GPU", [pod("n", "n:3", share)], (0, 1, 1, 0)),
+        ("a share recorded with another amount", [pod("n", "n:3", share, halved)], (0, 1, 1, 0)),
+        ("fewer GPUs than asked", [pod("n", "n:3", four)], (0, 1, 1, 0)),
+        ("no record, another node's", [pod("n"), pod("n", "m:1")], (0, 2, 2, 0)),
+        ("a claim on one island", [pod("n", "n:4,5,6,7", four, claim)], (0, 0, 1, 0)),
+        ("a claim across islands", [pod("n", "n:2,3,4,5", four, claim)], (0, 1, 1, 0)),
+        ("gangs whole or waiting", [pod("n", "n:0", gang="a"), pod("n", "n:1", gang="a"),
+                                    pod(None, gang="b"), pod(None, gang="b")], (0, 0, 2, 0)),
+        ("a gang partly bound", [pod("n", "n:0", gang="a"), pod(None, gang="a")], (0, 0, 1, 1)),
+    ]
+    failed = 0
+    for name, pods, want in cases:
+        got = check_pods(pods, "extender", 8)
+        if got != want:
+            failed += 1
+            print("check selftest: %s: got %s, want %s" % (name, got, want), file=sys.stderr)
+    print("check selftest: %d passed, %d failed" % (len(cases) - failed, failed))
+    sys.exit(1 if failed else 0)
+
+
+def extender_share(pod, ann, n):
+    """What this extender recorded on a pod: None for whole GPUs, (MiB,
+    percent) on each GPU for a share. What the pod asked (its whole count,
+    or its share's memory and compute) must be what was recorded; else
+    ValueError, counted with the pods that record no device."""
+    lim = {}
+    for c in pod["spec"]["containers"]:
+        for k, v in ((c.get("resources") or {}).get("limits") or {}).items():
+            lim[k] = lim.get(k, 0) + int(v)
+    if "gpu.scheduling/shared-memory-mib" in ann:
+        got = (int(ann["gpu.scheduling/shared-memory-mib"]), int(ann["gpu.scheduling/shared-core-percent"]))
+        if got != (lim.get("gpu.scheduling/gpu-memory", 0), lim.get("gpu.scheduling/gpu-core", 0)) \
+                or n != lim.get("gpu.scheduling/gpu-share", 1):
+            raise ValueError(got)
+        return got
+    if lim.get("gpu.scheduling/gpu", 1) != n or "gpu.scheduling/gpu-memory" in lim or "gpu.scheduling/gpu-core" in lim:
+        raise ValueError(n)
+    return None
+
+
+def extender_over(on_device):
+    """The pods of one device beyond what it holds: a device given whole
+    holds that one pod and nothing else; shares add up to its memory
+    (MiB) and its compute (100 %)."""
+    whole = sum(1 for s in on_device if s is None)
+    if whole:
+        return len(on_device) - 1
+    return max(over_capacity({0: [s[0] for s in on_device]}, GPU_MIB),
+               over_capacity({0: [s[1] for s in on_device]}, 100))
+
+
+def partial_gangs(pods):
+    """Gangs (pods labelled scheduling.x-k8s.io/pod-group) of which some
+    members are bound and others not: a gang goes all or none."""
+    bound, members = {}, {}
+    for p in pods:
+        g = (p["metadata"].get("labels") or {}).get(GANG_LABEL)
+        if g:
+            members[g] = members.get(g, 0) + 1
+            bound[g] = bound.get(g, 0) + (1 if p["spec"].get("nodeName") else 0)
+    return sum(1 for g in members if 0 < bound[g] < members[g])
 
 
 def main():
     cmds = {"nodes": cmd_nodes, "pods": cmd_pods, "watch": cmd_watch, "writes": cmd_writes, "events-settled": cmd_events_settled,
             "requests": cmd_requests, "reserved": cmd_reserved,
             "latency": cmd_latency, "table": cmd_table, "drained": cmd_drained, "cold": cmd_cold,
-            "rss": cmd_rss, "check": cmd_check, "honoured": cmd_honoured}
+            "rss": cmd_rss, "check": cmd_check, "selftest": cmd_selftest, "honoured": cmd_honoured}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
         sys.exit(__doc__)
     cmds[sys.argv[1]](sys.argv[2:])
