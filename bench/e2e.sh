@@ -333,11 +333,15 @@ run_row() {
   local rate bound lat50 lat99
   read -r rate bound < <(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%.1f" % r.get("rate", 0), r["bound"])' "$out")
   read -r lat50 lat99 < <(load latency "$out" "$start")
-  local refused conflicts conns
+  local refused conflicts conns events held
   refused=$(awk '/^gpu_extender_binds_total/ && !/result="ok"/ { s += $2 } END { print s + 0 }' <<<"$ext_metrics")
   conflicts=$(awk '/^gpu_extender_reservation_conflicts_total/ { s += $2 } END { print s + 0 }' <<<"$ext_metrics")
   conns=$(awk '/^gpu_extender_connections_refused_total/ { s += $2; n++ } END { print n ? s : "-" }' <<<"$ext_metrics")
-  [[ -n $bin && -z $peer ]] || refused=- conflicts=- conns=-
+  # The Events the extender posted (sent or counted on one) / dropped (its queue full) or rate limited
+  events=$(awk '/^gpu_extender_events_total/ { if ($1 ~ /sent|patched/) s += $2; else if ($1 ~ /dropped|limited/) d += $2 }
+    END { print s + 0 "/" d + 0 }' <<<"$ext_metrics")
+  held=$(awk '/^gpu_extender_filter_waits_total/ { s += $2; n++ } END { print n ? s : "-" }' <<<"$ext_metrics")
+  [[ -n $bin && -z $peer ]] || refused=- conflicts=- conns=- events=- held=-
   [[ -n $bin && -z $peer ]] && RATINGS+=("$label: $(awk '/^gpu_extender_prioritize_ratings_total/ { n[$1] += $2 }
     END { f = n["gpu_extender_prioritize_ratings_total{source=\"filter\"}"]; m = n["gpu_extender_prioritize_ratings_total{source=\"made\"}"]
       if (f + m) printf "%d of %d from the filter'"'"'s ratings", f, f + m; else print "none (or a build without the count)" }' <<<"$ext_metrics")")
@@ -347,8 +351,8 @@ run_row() {
   fms=$(metric_mean "$ext_metrics" gpu_extender_request_duration_seconds 'verb="filter"')
   pms=$(metric_mean "$ext_metrics" gpu_extender_request_duration_seconds 'verb="prioritize"')
   bms=$(metric_mean "$ext_metrics" gpu_extender_request_duration_seconds 'verb="bind"')
-  ROWS+=("$(printf '| %-12s | %5s/%s | %7s | %11s | %6s | %8s | %8s | %8s | %8s | %7s | %7s | %7s | %s | %s / %s |' "$label" "$bound" "$PODS" "$rate" \
-    "$lat50/$lat99" "$writes" "$attempt" "$fms" "$pms" "$bms" "$refused" "$conflicts" "$conns" "$cpu" "$double" "$unrecorded")")
+  ROWS+=("$(printf '| %-12s | %5s/%s | %7s | %11s | %6s | %8s | %8s | %8s | %8s | %7s | %7s | %7s | %9s | %5s | %s | %s / %s |' "$label" "$bound" "$PODS" "$rate" \
+    "$lat50/$lat99" "$writes" "$attempt" "$fms" "$pms" "$bms" "$refused" "$conflicts" "$conns" "$events" "$held" "$cpu" "$double" "$unrecorded")")
   printf '{"row":"%s","round":%d,"pods":%d,"bound":%d,"rate":"%s","lat_p50":"%s","lat_p99":"%s","writes":"%s","attempt_ms":"%s","filter_ms":"%s","prioritize_ms":"%s","bind_ms":"%s","double":"%s","unrecorded":"%s","partial_gangs":"%s","apart":"%s","preferred":"%s"%s}\n' \
     "$row" "$ROUND" "$PODS" "$bound" "$rate" "$lat50" "$lat99" "$writes" "$attempt" "$fms" "$pms" "$bms" "$double" "$unrecorded" "$partial" "$apart" "$preferred" "$cpu_json" >>"$ROUNDS_FILE"
   echo "  round $ROUND $row: $bound/$PODS bound, $rate pods/s, CPU s apiserver/etcd/scheduler/extender $cpu${check:+, double allocations $double (unrecorded $unrecorded)${MIXED:+, gangs partly bound $partial}}${CURVE:+, honoured: anti-affinity $apart, node affinity $preferred}"
@@ -498,8 +502,8 @@ done
 
 echo
 echo "Every round (ROW-rN: round N), in the order they ran:"
-echo "| row | bound | pods/s | start-to-bound p50/p99 s | API writes/pod | scheduling attempt ms | filter ms | prioritize ms | bind ms | binds refused | ledger 409s | connections refused | CPU s: apiserver/etcd/scheduler/extender | double allocations / unrecorded |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| row | bound | pods/s | start-to-bound p50/p99 s | API writes/pod | scheduling attempt ms | filter ms | prioritize ms | bind ms | binds refused | ledger 409s | connections refused | Events posted/dropped | filters held | CPU s: apiserver/etcd/scheduler/extender | double allocations / unrecorded |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${ROWS[@]}"
 echo
 echo "API requests per pod, by verb and resource:"
