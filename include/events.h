@@ -42,7 +42,7 @@ struct events_object {
 struct events_opts {
 	const char *component;     /* source.component and reportingComponent: "gpu-extender", "gpu-agent" */
 	const char *instance;      /* source.host and reportingInstance: the replica or the node */
-	int queue;                 /* Events waiting at most (0: 1024) */
+	int queue;                 /* Events waiting at most (0: 4096: a burst of binds loses none) */
 	int burst;                 /* per object (0: 25, as kube-scheduler) */
 	int refill_s;              /* per object one more every this many seconds (0: 300) */
 	int window_s;              /* repeats within this long are counted on one Event (0: 600) */

@@ -365,7 +365,7 @@ struct events *events_new(struct kube_client *kube, const struct events_opts *o)
 	e->kube = kube;
 	snprintf(e->component, sizeof(e->component), "%s", o->component ? o->component : "gpu-extender");
 	snprintf(e->instance, sizeof(e->instance), "%s", o->instance ? o->instance : "");
-	e->cap = or_default(o->queue, 1024);
+	e->cap = or_default(o->queue, 4096);
 	e->burst = or_default(o->burst, 25);
 	e->refill_s = or_default(o->refill_s, 300);
 	e->window_s = or_default(o->window_s, 600);
