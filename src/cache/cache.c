@@ -1079,15 +1079,20 @@ static int allocs_reserve(struct alloc **arr, int *have, int n)
 
 /*
  * Room for `need` bytes of records in a block of s's own (no view or
- * ledger holds it): a copy when another holds it, with room for a few
- * records at first and then twice as much each time. -1: out of memory.
+ * ledger holds it). A block another holds is copied with room for exactly
+ * `need`: the publish after the change shares the copy with the views, so
+ * the next change copies it again and room to spare would only lie idle
+ * (at 65,000 nodes of 8 binds each, blocks of 1 KiB for 700 bytes of
+ * records were 20 MiB). A block of its own (changes between two
+ * publishes) grows by doubling. -1: out of memory.
  */
 static int src_reserve(struct node_src *s, size_t need)
 {
 	struct alloc_block *b = s->block;
-	if (b && need <= b->cap && atomic_load(&b->refs) == 1)
+	bool own = b && atomic_load(&b->refs) == 1;
+	if (own && need <= b->cap)
 		return 0;
-	size_t cap = b ? b->cap : 512;
+	size_t cap = own && b->cap ? b->cap : need;
 	while (cap < need)
 		cap *= 2;
 	struct alloc_block *nb = alloc_block_new(cap);
