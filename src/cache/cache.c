@@ -145,6 +145,7 @@ struct node_src {
 	bool in_snap, dirty;
 	size_t snap_pos;
 	uint64_t gen[CACHE_KINDS]; /* relist generation each kind was last set in */
+	uint32_t num;              /* its number in the owners index (owners.node) */
 };
 
 static struct alloc_rec *src_recs(const struct node_src *s)
@@ -164,26 +165,97 @@ static const struct alloc_rec *src_find(const struct node_src *s, const char *ui
 
 /*
  * Which node holds a pod's newest record, found by the hash of the pod's
- * uid: 16 bytes a pod, where a map keeping the uids took about 90, and the
- * largest clusters hold 520,000 pods. A slot's node holds a record of the
- * pod it was put for until the slot goes (owners_forget), so a lookup
- * checks the node's records for the uid, and uids of one hash get a slot
- * each. (Two such uids on one node would share one: with 64-bit hashes, a
- * case for the ledger, which decides every bind anyway, not for planning.)
+ * uid: 8 bytes a pod, where a map keeping the uids took about 90, and the
+ * largest clusters hold 520,000 pods (a table of 2^20 slots). A slot's node
+ * holds a record of the pod it was put for until the slot goes
+ * (owners_forget), so a lookup checks the node's records for the uid, and
+ * uids of one hash get a slot each. (Two such uids on one node would share
+ * one: with 40-bit hashes, a case for the ledger, which decides every bind
+ * anyway, not for planning.) A slot is the hash's low 40 bits and the
+ * node's number (24 bits): a pointer and the whole hash took 16 bytes, 8
+ * MiB more at that size. A number freed with its node may be given to
+ * another; a slot left with it then names a node that lacks the pod, which
+ * a lookup sees as it sees any other slot of the hash.
  */
-struct owner_slot {
-	uint64_t hash;
-	struct node_src *src;      /* NULL: empty; OWNER_GONE: deleted */
-};
+typedef uint64_t owner_slot;
+
+#define OWNER_NUM_BITS 24
+#define OWNER_NUMS ((uint32_t)1 << OWNER_NUM_BITS)
+#define OWNER_EMPTY 0u             /* numbers that name no node */
+#define OWNER_GONE 1u
+#define OWNER_FIRST 2u
 
 struct owners {
-	struct owner_slot *slot;
+	owner_slot *slot;
 	size_t cap;                /* a power of two, or 0 */
 	size_t used;               /* live and deleted slots */
+	struct node_src **node;    /* by number; NULL: free */
+	uint32_t nnodes, node_cap; /* numbers given so far (from OWNER_FIRST), room */
+	uint32_t *free_num;        /* numbers of dropped nodes, to give again */
+	uint32_t nfree, free_cap;
 };
 
-static struct node_src owner_gone;
-#define OWNER_GONE (&owner_gone)
+static uint32_t slot_num(owner_slot sl)
+{
+	return (uint32_t)(sl & (OWNER_NUMS - 1));
+}
+
+static uint64_t slot_hash(owner_slot sl)
+{
+	return sl >> OWNER_NUM_BITS;
+}
+
+static owner_slot slot_make(uint64_t hash, uint32_t num)
+{
+	return (hash << OWNER_NUM_BITS) | num;
+}
+
+/* The uid's hash as a slot keeps it (40 bits). */
+static uint64_t owner_hash(const char *uid)
+{
+	return strmap_hash(uid) & ((UINT64_C(1) << (64 - OWNER_NUM_BITS)) - 1);
+}
+
+static struct node_src *slot_src(const struct owners *o, owner_slot sl)
+{
+	uint32_t n = slot_num(sl);
+	return n >= OWNER_FIRST ? o->node[n] : NULL;
+}
+
+/* Gives s a number; -1 when out of memory or out of numbers. */
+static int owners_number(struct owners *o, struct node_src *s)
+{
+	if (o->nfree) {
+		s->num = o->free_num[--o->nfree];
+		o->node[s->num] = s;
+		return 0;
+	}
+	uint32_t n = o->nnodes ? o->nnodes : OWNER_FIRST;
+	if (n >= OWNER_NUMS)
+		return -1;
+	if (n >= o->node_cap) {
+		uint32_t cap = o->node_cap ? o->node_cap * 2 : 64;
+		struct node_src **node = realloc(o->node, (size_t)cap * sizeof(*node));
+		uint32_t *free_num = node ? realloc(o->free_num, (size_t)cap * sizeof(*free_num)) : NULL;
+		if (node)
+			o->node = node;
+		if (!free_num)
+			return -1;
+		o->free_num = free_num;
+		o->node_cap = o->free_cap = cap;
+	}
+	o->nnodes = n + 1;
+	o->node[n] = s;
+	s->num = n;
+	return 0;
+}
+
+/* s goes: its number may be given to another node. */
+static void owners_unnumber(struct owners *o, struct node_src *s)
+{
+	o->node[s->num] = NULL;
+	o->free_num[o->nfree++] = s->num;
+}
 
 /* A GpuClaim object and the relist generation it was last set in. */
 struct claim_entry {
@@ -934,6 +1006,8 @@ void cache_free(struct cache *c)
 	strmap_release(&c->label_sets);
 	free(c->dirty);
 	free(c->owners.slot);
+	free(c->owners.node);
+	free(c->owners.free_num);
 	strmap_release(&c->claims);
 	snapshot_release(c->current);
 	slab_free(c->slab);      /* every view is released by now */
@@ -979,9 +1053,15 @@ static struct node_src *src_get(struct cache *c, const char *name, bool create)
 	if (s || !create)
 		return s;
 	s = calloc(1, sizeof(*s));
-	if (!s || !(s->name = strdup(name)) || keyset_put(&c->srcs, s, NULL)) {
+	if (!s || !(s->name = strdup(name)) || owners_number(&c->owners, s)) {
 		if (s)
 			free(s->name);
+		free(s);
+		return NULL;
+	}
+	if (keyset_put(&c->srcs, s, NULL)) {
+		owners_unnumber(&c->owners, s);
+		free(s->name);
 		free(s);
 		return NULL;
 	}
@@ -1022,6 +1102,7 @@ static void src_maybe_drop(struct cache *c, struct node_src *s)
 		c->reshaped = true;
 	c->changed = c->changed || s->in_snap;
 	keyset_del(&c->srcs, s->name);
+	owners_unnumber(&c->owners, s);
 	src_free(s);
 }
 
@@ -1079,15 +1160,20 @@ static int allocs_reserve(struct alloc **arr, int *have, int n)
 
 /*
  * Room for `need` bytes of records in a block of s's own (no view or
- * ledger holds it): a copy when another holds it, with room for a few
- * records at first and then twice as much each time. -1: out of memory.
+ * ledger holds it). A block another holds is copied with room for exactly
+ * `need`: the publish after the change shares the copy with the views, so
+ * the next change copies it again and room to spare would only lie idle
+ * (at 65,000 nodes of 8 binds each, blocks of 1 KiB for 700 bytes of
+ * records were 20 MiB). A block of its own (changes between two
+ * publishes) grows by doubling. -1: out of memory.
  */
 static int src_reserve(struct node_src *s, size_t need)
 {
 	struct alloc_block *b = s->block;
-	if (b && need <= b->cap && atomic_load(&b->refs) == 1)
+	bool own = b && atomic_load(&b->refs) == 1;
+	if (own && need <= b->cap)
 		return 0;
-	size_t cap = b ? b->cap : 512;
+	size_t cap = own && b->cap ? b->cap : need;
 	while (cap < need)
 		cap *= 2;
 	struct alloc_block *nb = alloc_block_new(cap);
@@ -1109,16 +1195,17 @@ static void src_append(struct node_src *s, const struct alloc *a)
 }
 
 /* The slot of the pod's node, or NULL; *rec (when asked) gets the pod's record there. */
-static struct owner_slot *owners_find(const struct owners *o, const char *uid, const struct alloc_rec **rec)
+static owner_slot *owners_find(const struct owners *o, const char *uid, const struct alloc_rec **rec)
 {
 	if (!o->cap)
 		return NULL;
-	uint64_t h = strmap_hash(uid);
+	uint64_t h = owner_hash(uid);
 	for (size_t i = h & (o->cap - 1);; i = (i + 1) & (o->cap - 1)) {
-		struct owner_slot *sl = &o->slot[i];
-		if (!sl->src)
+		owner_slot *sl = &o->slot[i];
+		if (slot_num(*sl) == OWNER_EMPTY)
 			return NULL;
-		const struct alloc_rec *r = sl->src != OWNER_GONE && sl->hash == h ? src_find(sl->src, uid) : NULL;
+		struct node_src *s = slot_hash(*sl) == h ? slot_src(o, *sl) : NULL;
+		const struct alloc_rec *r = s ? src_find(s, uid) : NULL;
 		if (r) {
 			if (rec)
 				*rec = r;
@@ -1131,8 +1218,8 @@ static struct owner_slot *owners_find(const struct owners *o, const char *uid, c
  * Room for one slot more, with at most three quarters of the slots in use
  * (live or deleted): then the live slots move to a table where they fill
  * at most half, twice as big, or as big when most of them were deleted.
- * Half full at most took 32 MiB at 520,000 pods, 64 bytes a pod. -1: no
- * memory.
+ * Half full at most took 32 MiB at 520,000 pods, 64 bytes a pod, with
+ * slots of 16 bytes. -1: no memory.
  */
 static int owners_room(struct owners *o)
 {
@@ -1140,21 +1227,21 @@ static int owners_room(struct owners *o)
 		return 0;
 	size_t live = 0;
 	for (size_t i = 0; i < o->cap; i++)
-		live += o->slot[i].src && o->slot[i].src != OWNER_GONE;
+		live += slot_num(o->slot[i]) >= OWNER_FIRST;
 	size_t cap = o->cap ? o->cap : 64;
 	if ((live + 1) * 4 > cap)
 		cap *= 2;
 	while ((live + 1) * 2 > cap)
 		cap *= 2;
-	struct owner_slot *slot = calloc(cap, sizeof(*slot));
+	owner_slot *slot = calloc(cap, sizeof(*slot));
 	if (!slot)
 		return -1;
 	for (size_t i = 0; i < o->cap; i++) {
-		struct owner_slot sl = o->slot[i];
-		if (!sl.src || sl.src == OWNER_GONE)
+		owner_slot sl = o->slot[i];
+		if (slot_num(sl) < OWNER_FIRST)
 			continue;
-		size_t k = sl.hash & (cap - 1);
-		while (slot[k].src)
+		size_t k = slot_hash(sl) & (cap - 1);
+		while (slot_num(slot[k]) != OWNER_EMPTY)
 			k = (k + 1) & (cap - 1);
 		slot[k] = sl;
 	}
@@ -1168,28 +1255,28 @@ static int owners_room(struct owners *o)
 /* The pod's newest record is s's (about to be appended). -1: no memory. */
 static int owners_put(struct owners *o, const char *uid, struct node_src *s)
 {
-	struct owner_slot *sl = owners_find(o, uid, NULL);
+	uint64_t h = owner_hash(uid);
+	owner_slot *sl = owners_find(o, uid, NULL);
 	if (sl) {
-		sl->src = s;
+		*sl = slot_make(h, s->num);
 		return 0;
 	}
 	if (owners_room(o))
 		return -1;
-	uint64_t h = strmap_hash(uid);
 	size_t i = h & (o->cap - 1);
-	while (o->slot[i].src && o->slot[i].src != OWNER_GONE)
+	while (slot_num(o->slot[i]) >= OWNER_FIRST)
 		i = (i + 1) & (o->cap - 1);
-	o->used += !o->slot[i].src;
-	o->slot[i] = (struct owner_slot){ h, s };
+	o->used += slot_num(o->slot[i]) == OWNER_EMPTY;
+	o->slot[i] = slot_make(h, s->num);
 	return 0;
 }
 
 /* The index keeps the pod's newest record; an older one elsewhere leaves it. */
 static void owners_forget(struct cache *c, struct node_src *s, const char *uid)
 {
-	struct owner_slot *sl = owners_find(&c->owners, uid, NULL);
-	if (sl && sl->src == s)
-		sl->src = OWNER_GONE;
+	owner_slot *sl = owners_find(&c->owners, uid, NULL);
+	if (sl && slot_num(*sl) == s->num)
+		*sl = slot_make(slot_hash(*sl), OWNER_GONE);
 }
 
 /* Removes the record r points into (a record of s's). -1: out of memory (kept). */
@@ -1228,8 +1315,8 @@ bool cache_remove_alloc(struct cache *c, const char *uid, const char *node)
 		s = keyset_get(&c->srcs, node);
 		r = s ? src_find(s, uid) : NULL;
 	} else {
-		struct owner_slot *sl = owners_find(&c->owners, uid, &r);
-		s = sl ? sl->src : NULL;
+		owner_slot *sl = owners_find(&c->owners, uid, &r);
+		s = sl ? slot_src(&c->owners, *sl) : NULL;
 	}
 	if (!r || src_remove(c, s, r))
 		return false;   /* none there, or out of memory: kept */
@@ -1250,8 +1337,8 @@ int cache_add_alloc(struct cache *c, const char *name, const struct alloc *a)
 {
 	/* A bind's record is most often there already, from the ledger it wrote: the block stays shared. */
 	const struct alloc_rec *r = NULL;
-	struct owner_slot *sl = owners_find(&c->owners, a->uid, &r);
-	if (sl && !strcmp(sl->src->name, name) && rec_is(r, a))
+	owner_slot *sl = owners_find(&c->owners, a->uid, &r);
+	if (sl && !strcmp(slot_src(&c->owners, *sl)->name, name) && rec_is(r, a))
 		return 0;
 	cache_remove_alloc(c, a->uid, NULL);
 	struct node_src *s = src_get(c, name, true);
@@ -1331,11 +1418,11 @@ void cache_forget(struct cache *c, const char *uid, const char *node)
 bool cache_find_alloc(struct cache *c, const char *uid, struct alloc *out, char *node, size_t size)
 {
 	const struct alloc_rec *r = NULL;
-	struct owner_slot *sl = owners_find(&c->owners, uid, &r);
+	owner_slot *sl = owners_find(&c->owners, uid, &r);
 	if (!sl)
 		return false;
 	alloc_rec_unpack(r, out);
-	snprintf(node, size, "%s", sl->src->name);
+	snprintf(node, size, "%s", slot_src(&c->owners, *sl)->name);
 	return true;
 }
 

@@ -461,13 +461,12 @@ struct pass {
  */
 static bool mismatched(const struct pod_state *p, const char *node, const struct alloc_rec *e)
 {
-	const char *on = pod_str(p, POD_NODE), *allocated = pod_str(p, POD_ALLOCATED);
-	size_t nl = strlen(node);
-	if (p->finished || strcmp(on, node) || strncmp(allocated, node, nl) || allocated[nl] != ':')
+	const char *want = pod_alloc_ids(p, node);
+	if (p->finished || strcmp(pod_str(p, POD_NODE), node) || !want)
 		return false;
 	char ids[256];
 	rec_ids(e, ids, sizeof(ids));
-	return strcmp(ids, allocated + nl + 1) != 0;
+	return strcmp(ids, want) != 0;
 }
 
 static void note_fix(struct pass *ps, const struct pod_state *p)
@@ -479,7 +478,7 @@ static void note_fix(struct pass *ps, const struct pod_state *p)
 	snprintf(x->uid, sizeof(x->uid), "%s", pod_str(p, POD_UID));
 	snprintf(x->ns, sizeof(x->ns), "%s", pod_str(p, POD_NS));
 	snprintf(x->pod, sizeof(x->pod), "%s", pod_str(p, POD_NAME));
-	snprintf(x->allocated, sizeof(x->allocated), "%s", pod_str(p, POD_ALLOCATED));
+	pod_allocated(p, x->allocated, sizeof(x->allocated));
 }
 
 /*
@@ -570,10 +569,8 @@ static void walk_pods(struct reserve *r, struct hold *h, struct pass *ps)
 		const struct pod_state *p = keyset_next(&r->pods, &pos);
 		if (!p)
 			return;
-		const char *uid = pod_str(p, POD_UID), *node = pod_str(p, POD_NODE), *allocated = pod_str(p, POD_ALLOCATED);
-		size_t nl = strlen(node);
-		if (p->finished || !p->wants_gpu || !nl || strncmp(allocated, node, nl) || allocated[nl] != ':' ||
-		    p->held_in_pass == ps->id)
+		const char *uid = pod_str(p, POD_UID), *node = pod_str(p, POD_NODE);
+		if (p->finished || !p->wants_gpu || !node[0] || !pod_alloc_ids(p, node) || p->held_in_pass == ps->id)
 			continue;
 		/* Not met in the walk: written to its ledger after the walk had passed it, or really lost. */
 		const struct ledger_box *box = keyset_get(&r->ledgers, node);
@@ -586,7 +583,7 @@ static void walk_pods(struct reserve *r, struct hold *h, struct pass *ps)
 		snprintf(x->uid, sizeof(x->uid), "%s", uid);
 		snprintf(x->ns, sizeof(x->ns), "%s", pod_str(p, POD_NS));
 		snprintf(x->pod, sizeof(x->pod), "%s", pod_str(p, POD_NAME));
-		snprintf(x->allocated, sizeof(x->allocated), "%s", allocated);
+		pod_allocated(p, x->allocated, sizeof(x->allocated));
 		snprintf(x->gpuclaim, sizeof(x->gpuclaim), "%s", pod_str(p, POD_GPUCLAIM));
 		x->mode = p->mode;
 		x->mem_mib = p->mem_mib;

@@ -356,9 +356,19 @@ static void pods_begin(void *ctx)
 	((struct reserve *)ctx)->pods_gen++;
 }
 
-/* A pod_state with copies of the strings, in one allocation; NULL when out of memory or too long. */
-static struct pod_state *pod_state_new(const char *const str[POD_STRINGS])
+/*
+ * A pod_state with copies of the strings, in one allocation (the
+ * annotation's "<node>:" left out when node is the pod's); NULL when out
+ * of memory or too long.
+ */
+static struct pod_state *pod_state_new(const char *const given[POD_STRINGS])
 {
+	const char *str[POD_STRINGS];
+	memcpy(str, given, sizeof(str));
+	size_t nl = strlen(str[POD_NODE]);
+	bool ids_only = nl && !strncmp(str[POD_ALLOCATED], str[POD_NODE], nl) && str[POD_ALLOCATED][nl] == ':';
+	if (ids_only)
+		str[POD_ALLOCATED] += nl + 1;
 	size_t len[POD_STRINGS], total = 0;
 	for (int i = 0; i < POD_STRINGS; i++)
 		total += (len[i] = strlen(str[i])) + 1;
@@ -367,8 +377,10 @@ static struct pod_state *pod_state_new(const char *const str[POD_STRINGS])
 	struct pod_state *p = calloc(1, offsetof(struct pod_state, strings) + total);
 	if (!p)
 		return NULL;
+	p->ids_only = ids_only;
 	for (size_t i = 0, at = 0; i < POD_STRINGS; at += len[i++] + 1) {
-		p->at[i] = (uint16_t)at;
+		if (i)
+			p->at[i - 1] = (uint16_t)at;
 		memcpy(p->strings + at, str[i], len[i] + 1);
 	}
 	return p;
@@ -414,7 +426,7 @@ static void pod_apply(void *ctx, bool deleted, const cJSON *obj)
 		p->mem_mib = wants ? c.mem_mib : 0;
 		p->core = wants ? c.core : 0;
 		p->finished = api_pod_finished(obj);
-		p->gen = r->pods_gen;
+		p->gen = (uint32_t)r->pods_gen;
 	}
 	claim_release(&c);
 	if (!p || keyset_put(&r->pods, p, (void **)&old)) {
@@ -432,7 +444,7 @@ static void pods_end(void *ctx)
 	/* Pods that vanished while we were not watching: gone, or only out of the selection. */
 	struct pod_state *p;
 	for (size_t pos = 0; (p = keyset_next(&r->pods, &pos));) {
-		if (p->gen == r->pods_gen)
+		if (p->gen == (uint32_t)r->pods_gen)
 			continue;
 		lost_sight(r, p);
 		keyset_del(&r->pods, pod_str(p, POD_UID));

@@ -1126,7 +1126,10 @@ static const char *watched_allocation(struct reserve *r, const char *uid, const 
 	feed(&sink, false, cJSON_Parse(text));
 	pthread_mutex_lock(&r->lock);
 	const struct pod_state *p = keyset_get(&r->pods, uid);
-	snprintf(out, size, "%s", p ? pod_str(p, POD_ALLOCATED) : "(none)");
+	if (p)
+		pod_allocated(p, out, size);
+	else
+		snprintf(out, size, "(none)");
 	pthread_mutex_unlock(&r->lock);
 	return out;
 }
@@ -1149,6 +1152,85 @@ static void test_watch_reads_allocation_versions(void **state)
 	assert_string_equal(watched_allocation(r, "u1", NULL, got, sizeof(got)), "n1:3");
 	assert_string_equal(watched_allocation(r, "u2", "1", got, sizeof(got)), "n1:3");
 	assert_string_equal(watched_allocation(r, "u3", "2", got, sizeof(got)), "");
+	reserve_free(r);
+	cache_free(c);
+}
+
+/* Feeds the pod watch pod-<uid> with spec.nodeName node ("": unbound) and allocation annotation ann. */
+static void watch_pod_on(struct reserve *r, const char *uid, const char *node, const char *ann)
+{
+	char text[768], spec_node[96] = "";
+	if (node[0])
+		snprintf(spec_node, sizeof(spec_node), "\"nodeName\":\"%s\",", node);
+	snprintf(text, sizeof(text),
+		 "{\"metadata\":{\"name\":\"pod-%s\",\"namespace\":\"ml\",\"uid\":\"%s\",\"labels\":"
+		 "{\"gpu.scheduling/managed\":\"true\"},\"annotations\":{\"gpu.scheduling/allocated\":\"%s\"}},"
+		 "\"spec\":{%s\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+		 "{\"gpu.scheduling/gpu\":\"1\"}}}]},\"status\":{\"phase\":\"Running\"}}",
+		 uid, uid, ann, spec_node);
+	struct reflector_sink sink;
+	reserve_pod_sink(r, &sink);
+	feed(&sink, false, cJSON_Parse(text));
+}
+
+/*
+ * A pod's record keeps its allocation annotation without the node's name
+ * when that is the pod's own node (a second copy of it a pod), and gives
+ * back the annotation whole; an annotation naming another node, or a pod
+ * not bound, is kept as it is. The other strings are read back intact.
+ */
+static void test_pod_record_annotation_without_its_node(void **state)
+{
+	(void)state;
+	struct cache *c = cache_new();
+	struct api_resources res;
+	api_resources_default(&res);
+	struct reserve_opts o = { .cache = c, .res = &res, .ns = "gpu-system", .identity = "r1" };
+	struct reserve *r = reserve_new(&o);
+	watch_pod_on(r, "u1", "node-a", "node-a:0,3");
+	watch_pod_on(r, "u2", "node-a", "node-b:1");
+	watch_pod_on(r, "u3", "", "node-a:2");
+	watch_pod_on(r, "u4", "node-a", "node-a:");
+	watch_pod_on(r, "u5", "node-a", "node-ab:4");
+	char got[96];
+	pthread_mutex_lock(&r->lock);
+	const struct pod_state *p = keyset_get(&r->pods, "u1");
+	assert_non_null(p);
+	assert_true(p->ids_only);
+	assert_string_equal(pod_str(p, POD_ALLOCATED), "0,3");
+	assert_string_equal(pod_alloc_ids(p, "node-a"), "0,3");
+	assert_null(pod_alloc_ids(p, "node-b"));
+	pod_allocated(p, got, sizeof(got));
+	assert_string_equal(got, "node-a:0,3");
+	assert_string_equal(pod_str(p, POD_UID), "u1");
+	assert_string_equal(pod_str(p, POD_NS), "ml");
+	assert_string_equal(pod_str(p, POD_NAME), "pod-u1");
+	assert_string_equal(pod_str(p, POD_NODE), "node-a");
+	assert_string_equal(pod_str(p, POD_GANG), "");
+	p = keyset_get(&r->pods, "u2");
+	assert_false(p->ids_only);
+	assert_null(pod_alloc_ids(p, "node-a"));
+	assert_string_equal(pod_alloc_ids(p, "node-b"), "1");
+	pod_allocated(p, got, sizeof(got));
+	assert_string_equal(got, "node-b:1");
+	p = keyset_get(&r->pods, "u3");
+	assert_false(p->ids_only);
+	assert_string_equal(pod_str(p, POD_NODE), "");
+	assert_string_equal(pod_alloc_ids(p, "node-a"), "2");
+	pod_allocated(p, got, sizeof(got));
+	assert_string_equal(got, "node-a:2");
+	p = keyset_get(&r->pods, "u4");
+	assert_true(p->ids_only);
+	assert_string_equal(pod_alloc_ids(p, "node-a"), "");
+	pod_allocated(p, got, sizeof(got));
+	assert_string_equal(got, "node-a:");
+	p = keyset_get(&r->pods, "u5");
+	assert_false(p->ids_only);
+	assert_null(pod_alloc_ids(p, "node-a"));
+	assert_string_equal(pod_alloc_ids(p, "node-ab"), "4");
+	pod_allocated(p, got, sizeof(got));
+	assert_string_equal(got, "node-ab:4");
+	pthread_mutex_unlock(&r->lock);
 	reserve_free(r);
 	cache_free(c);
 }
@@ -1282,6 +1364,7 @@ int main(void)
 		cmocka_unit_test(test_edit_decided_again_forgets),
 		cmocka_unit_test(test_adopt_the_bound_devices),
 		cmocka_unit_test(test_watch_reads_allocation_versions),
+		cmocka_unit_test(test_pod_record_annotation_without_its_node),
 		cmocka_unit_test(test_lost_sight_is_noted),
 		cmocka_unit_test(test_token_roundtrip),
 		cmocka_unit_test(test_gang_intent_and_place_uids),
