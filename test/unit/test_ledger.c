@@ -1109,21 +1109,32 @@ static void test_adopt_the_bound_devices(void **state)
 	cache_free(c);
 }
 
-/* The pod watch's record of pod-<uid>, bound to n1 with allocation "n1:3" of format version (NULL: none). */
-static const char *watched_allocation(struct reserve *r, const char *uid, const char *version, char *out, size_t size)
+/*
+ * Feeds the pod watch pod-<uid> with spec.nodeName node ("": unbound) and
+ * allocation annotation ann, of format version (NULL: no version key).
+ */
+static void watch_pod_on(struct reserve *r, const char *uid, const char *node, const char *ann, const char *version)
 {
-	char text[768], ver[96] = "";
+	char text[768], spec_node[96] = "", ver[96] = "";
+	if (node[0])
+		snprintf(spec_node, sizeof(spec_node), "\"nodeName\":\"%s\",", node);
 	if (version)
 		snprintf(ver, sizeof(ver), "\"gpu.scheduling/allocation-version\":\"%s\",", version);
 	snprintf(text, sizeof(text),
 		 "{\"metadata\":{\"name\":\"pod-%s\",\"namespace\":\"ml\",\"uid\":\"%s\",\"labels\":"
-		 "{\"gpu.scheduling/managed\":\"true\"},\"annotations\":{%s\"gpu.scheduling/allocated\":\"n1:3\"}},"
-		 "\"spec\":{\"nodeName\":\"n1\",\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+		 "{\"gpu.scheduling/managed\":\"true\"},\"annotations\":{%s\"gpu.scheduling/allocated\":\"%s\"}},"
+		 "\"spec\":{%s\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
 		 "{\"gpu.scheduling/gpu\":\"1\"}}}]},\"status\":{\"phase\":\"Running\"}}",
-		 uid, uid, ver);
+		 uid, uid, ver, ann, spec_node);
 	struct reflector_sink sink;
 	reserve_pod_sink(r, &sink);
 	feed(&sink, false, cJSON_Parse(text));
+}
+
+/* The pod watch's record of pod-<uid>, bound to n1 with allocation "n1:3" of format version (NULL: none). */
+static const char *watched_allocation(struct reserve *r, const char *uid, const char *version, char *out, size_t size)
+{
+	watch_pod_on(r, uid, "n1", "n1:3", version);
 	pthread_mutex_lock(&r->lock);
 	const struct pod_state *p = keyset_get(&r->pods, uid);
 	if (p)
@@ -1132,6 +1143,15 @@ static const char *watched_allocation(struct reserve *r, const char *uid, const 
 		snprintf(out, size, "(none)");
 	pthread_mutex_unlock(&r->lock);
 	return out;
+}
+
+/* A reservation module of its own on a new cache (*c), with the default resources (*res). */
+static struct reserve *replica_on_new_cache(struct cache **c, struct api_resources *res)
+{
+	*c = cache_new();
+	api_resources_default(res);
+	struct reserve_opts o = { .cache = *c, .res = res, .ns = "gpu-system", .identity = "r1" };
+	return reserve_new(&o);
 }
 
 /*
@@ -1143,34 +1163,15 @@ static const char *watched_allocation(struct reserve *r, const char *uid, const 
 static void test_watch_reads_allocation_versions(void **state)
 {
 	(void)state;
-	struct cache *c = cache_new();
+	struct cache *c;
 	struct api_resources res;
-	api_resources_default(&res);
-	struct reserve_opts o = { .cache = c, .res = &res, .ns = "gpu-system", .identity = "r1" };
-	struct reserve *r = reserve_new(&o);
+	struct reserve *r = replica_on_new_cache(&c, &res);
 	char got[64];
 	assert_string_equal(watched_allocation(r, "u1", NULL, got, sizeof(got)), "n1:3");
 	assert_string_equal(watched_allocation(r, "u2", "1", got, sizeof(got)), "n1:3");
 	assert_string_equal(watched_allocation(r, "u3", "2", got, sizeof(got)), "");
 	reserve_free(r);
 	cache_free(c);
-}
-
-/* Feeds the pod watch pod-<uid> with spec.nodeName node ("": unbound) and allocation annotation ann. */
-static void watch_pod_on(struct reserve *r, const char *uid, const char *node, const char *ann)
-{
-	char text[768], spec_node[96] = "";
-	if (node[0])
-		snprintf(spec_node, sizeof(spec_node), "\"nodeName\":\"%s\",", node);
-	snprintf(text, sizeof(text),
-		 "{\"metadata\":{\"name\":\"pod-%s\",\"namespace\":\"ml\",\"uid\":\"%s\",\"labels\":"
-		 "{\"gpu.scheduling/managed\":\"true\"},\"annotations\":{\"gpu.scheduling/allocated\":\"%s\"}},"
-		 "\"spec\":{%s\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
-		 "{\"gpu.scheduling/gpu\":\"1\"}}}]},\"status\":{\"phase\":\"Running\"}}",
-		 uid, uid, ann, spec_node);
-	struct reflector_sink sink;
-	reserve_pod_sink(r, &sink);
-	feed(&sink, false, cJSON_Parse(text));
 }
 
 /*
@@ -1182,16 +1183,14 @@ static void watch_pod_on(struct reserve *r, const char *uid, const char *node, c
 static void test_pod_record_annotation_without_its_node(void **state)
 {
 	(void)state;
-	struct cache *c = cache_new();
+	struct cache *c;
 	struct api_resources res;
-	api_resources_default(&res);
-	struct reserve_opts o = { .cache = c, .res = &res, .ns = "gpu-system", .identity = "r1" };
-	struct reserve *r = reserve_new(&o);
-	watch_pod_on(r, "u1", "node-a", "node-a:0,3");
-	watch_pod_on(r, "u2", "node-a", "node-b:1");
-	watch_pod_on(r, "u3", "", "node-a:2");
-	watch_pod_on(r, "u4", "node-a", "node-a:");
-	watch_pod_on(r, "u5", "node-a", "node-ab:4");
+	struct reserve *r = replica_on_new_cache(&c, &res);
+	watch_pod_on(r, "u1", "node-a", "node-a:0,3", NULL);
+	watch_pod_on(r, "u2", "node-a", "node-b:1", NULL);
+	watch_pod_on(r, "u3", "", "node-a:2", NULL);
+	watch_pod_on(r, "u4", "node-a", "node-a:", NULL);
+	watch_pod_on(r, "u5", "node-a", "node-ab:4", NULL);
 	char got[96];
 	pthread_mutex_lock(&r->lock);
 	const struct pod_state *p = keyset_get(&r->pods, "u1");
@@ -1207,29 +1206,26 @@ static void test_pod_record_annotation_without_its_node(void **state)
 	assert_string_equal(pod_str(p, POD_NAME), "pod-u1");
 	assert_string_equal(pod_str(p, POD_NODE), "node-a");
 	assert_string_equal(pod_str(p, POD_GANG), "");
-	p = keyset_get(&r->pods, "u2");
-	assert_false(p->ids_only);
-	assert_null(pod_alloc_ids(p, "node-a"));
-	assert_string_equal(pod_alloc_ids(p, "node-b"), "1");
-	pod_allocated(p, got, sizeof(got));
-	assert_string_equal(got, "node-b:1");
-	p = keyset_get(&r->pods, "u3");
-	assert_false(p->ids_only);
-	assert_string_equal(pod_str(p, POD_NODE), "");
-	assert_string_equal(pod_alloc_ids(p, "node-a"), "2");
-	pod_allocated(p, got, sizeof(got));
-	assert_string_equal(got, "node-a:2");
-	p = keyset_get(&r->pods, "u4");
-	assert_true(p->ids_only);
-	assert_string_equal(pod_alloc_ids(p, "node-a"), "");
-	pod_allocated(p, got, sizeof(got));
-	assert_string_equal(got, "node-a:");
-	p = keyset_get(&r->pods, "u5");
-	assert_false(p->ids_only);
-	assert_null(pod_alloc_ids(p, "node-a"));
-	assert_string_equal(pod_alloc_ids(p, "node-ab"), "4");
-	pod_allocated(p, got, sizeof(got));
-	assert_string_equal(got, "node-ab:4");
+	/* The others, kept whole: their ids under the node they name, none under another. */
+	static const struct {
+		const char *uid, *names, *ids, *other, *whole;
+		bool ids_only;
+	} kept[] = {
+		{ "u2", "node-b", "1", "node-a", "node-b:1", false },     /* another node */
+		{ "u3", "node-a", "2", "node-b", "node-a:2", false },     /* not bound */
+		{ "u4", "node-a", "", "node-b", "node-a:", true },        /* its own node, no ids */
+		{ "u5", "node-ab", "4", "node-a", "node-ab:4", false },   /* a name its node's is a prefix of */
+	};
+	for (size_t k = 0; k < sizeof(kept) / sizeof(kept[0]); k++) {
+		p = keyset_get(&r->pods, kept[k].uid);
+		assert_non_null(p);
+		assert_int_equal(p->ids_only, kept[k].ids_only);
+		assert_string_equal(pod_alloc_ids(p, kept[k].names), kept[k].ids);
+		assert_null(pod_alloc_ids(p, kept[k].other));
+		pod_allocated(p, got, sizeof(got));
+		assert_string_equal(got, kept[k].whole);
+	}
+	assert_string_equal(pod_str(keyset_get(&r->pods, "u3"), POD_NODE), "");
 	pthread_mutex_unlock(&r->lock);
 	reserve_free(r);
 	cache_free(c);
