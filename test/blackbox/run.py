@@ -162,8 +162,29 @@ def health_version_metrics():
 
 
 @test
-def filter_example_gives_nodes_and_reasons():
+def filter_example_passes_the_best_node_unless_the_pod_prefers():
+    """As shipped (filterKeepsBest 1): the one node binpack rates best of the
+    five that fit, the same reasons for the others; a pod that states a soft
+    preference gets every node that fits."""
     s = Server()
+    try:
+        st, r = s.post("/filter", example("filter.json"))
+        assert st == 200 and r["Error"] == "", r
+        assert r["NodeNames"] == ["gpu-l4-c"], r
+        assert r["FailedAndUnresolvableNodes"]["gpu-t4-f"] == "node has 2 matching GPUs, claim needs 4"
+        body = example("filter.json")
+        body["Pod"].setdefault("spec", {})["affinity"] = {"nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 10, "preference": {"matchExpressions": [{"key": "zone", "operator": "Exists"}]}}]}}
+        st, r = s.post("/filter", body)
+        assert set(r["NodeNames"]) == {"gpu-h100-a", "gpu-a100-b", "gpu-l4-c", "gpu-mi300x-d", "gpu-max-e"}, r
+    finally:
+        s.stop()
+
+
+@test
+def filter_example_gives_nodes_and_reasons():
+    s = Server("--filter-keeps-best", "0")
     try:
         st, r = s.post("/filter", example("filter.json"))
         assert st == 200
@@ -236,7 +257,7 @@ def bad_requests_get_clear_errors_and_server_survives():
 
 @test
 def nodes_form_echoes_full_objects():
-    s = Server()
+    s = Server("--filter-keeps-best", "0")
     try:
         nodes = [{"metadata": {"name": n, "labels": {"x": n}}} for n in NODES]
         st, r = s.post("/filter", {"Pod": pod("p", {"gpu.scheduling/gpu": "1"}),
