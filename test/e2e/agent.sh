@@ -239,7 +239,10 @@ check_counts_kept() {
   [[ $(summary_writes) == "$w0" ]] || { echo "the extender wrote again: $w0 -> $(summary_writes)"; return 1; }
   echo "writes: $w0"
 }
-if e2e_start_extender ext --node-summary-interval 1; then
+# Every node passed (filterKeepsBest 0): these checks probe the filter with
+# pods that never bind, and as shipped (1) each probe's choice would count
+# for its pod until a bind, 5 s at most (docs/api.md).
+if e2e_start_extender ext --node-summary-interval 1 --filter-keeps-best 0; then
   wait_gns_in_cache() { filter 7 && py "$FILTER_OUT" 'd["NodeNames"] == ["n1"]'; }
   cluster_wait 10 "the extender to see n1's GPUs" wait_gns_in_cache
   e2e_check "extender: a pod asking for 2 GPUs passes n1" check_filter_passes
