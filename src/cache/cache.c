@@ -191,8 +191,8 @@ struct owners {
 	size_t used;               /* live and deleted slots */
 	struct node_src **node;    /* by number; NULL: free */
 	uint32_t nnodes, node_cap; /* numbers given so far (from OWNER_FIRST), room */
-	uint32_t *free_num;        /* numbers of dropped nodes, to give again */
-	uint32_t nfree, free_cap;
+	uint32_t *free_num;        /* numbers of dropped nodes, to give again (room: node_cap) */
+	uint32_t nfree;
 };
 
 static uint32_t slot_num(owner_slot sl)
@@ -242,7 +242,7 @@ static int owners_number(struct owners *o, struct node_src *s)
 		if (!free_num)
 			return -1;
 		o->free_num = free_num;
-		o->node_cap = o->free_cap = cap;
+		o->node_cap = cap;
 	}
 	o->nnodes = n + 1;
 	o->node[n] = s;

@@ -73,14 +73,20 @@ static inline const char *pod_str(const struct pod_state *p, enum pod_string s)
 	return p->strings + (s == POD_UID ? 0 : p->at[s - 1]);
 }
 
+/* The ids of an allocation annotation when it is "<node>:<ids>", else NULL. */
+static inline const char *alloc_ids_on(const char *annotation, const char *node)
+{
+	size_t nl = strlen(node);
+	return nl && !strncmp(annotation, node, nl) && annotation[nl] == ':' ? annotation + nl + 1 : NULL;
+}
+
 /* The ids of the pod's allocation annotation when it is "<node>:<ids>", else NULL. */
 static inline const char *pod_alloc_ids(const struct pod_state *p, const char *node)
 {
 	const char *a = pod_str(p, POD_ALLOCATED);
 	if (p->ids_only)
 		return strcmp(pod_str(p, POD_NODE), node) ? NULL : a;
-	size_t nl = strlen(node);
-	return strncmp(a, node, nl) || a[nl] != ':' ? NULL : a + nl + 1;
+	return alloc_ids_on(a, node);
 }
 
 /* The pod's allocation annotation whole, as the pod has it ("" when none), into out. */

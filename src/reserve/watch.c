@@ -365,10 +365,10 @@ static struct pod_state *pod_state_new(const char *const given[POD_STRINGS])
 {
 	const char *str[POD_STRINGS];
 	memcpy(str, given, sizeof(str));
-	size_t nl = strlen(str[POD_NODE]);
-	bool ids_only = nl && !strncmp(str[POD_ALLOCATED], str[POD_NODE], nl) && str[POD_ALLOCATED][nl] == ':';
+	const char *ids = alloc_ids_on(str[POD_ALLOCATED], str[POD_NODE]);
+	bool ids_only = ids != NULL;
 	if (ids_only)
-		str[POD_ALLOCATED] += nl + 1;
+		str[POD_ALLOCATED] = ids;
 	size_t len[POD_STRINGS], total = 0;
 	for (int i = 0; i < POD_STRINGS; i++)
 		total += (len[i] = strlen(str[i])) + 1;
