@@ -103,7 +103,7 @@ static int pod_node_now(struct reserve *r, const struct bind_request *req, char 
 }
 
 int binding_post(struct reserve *r, const struct bind_request *req, const struct gpu_node *n,
-		 const struct ledger_entry *e, char *had, size_t hadsize, char *err, size_t errlen)
+		 const struct ledger_entry *e, long timeout_s, char *had, size_t hadsize, char *err, size_t errlen)
 {
 	had[0] = '\0';
 	struct buf body;
@@ -128,7 +128,7 @@ int binding_post(struct reserve *r, const struct bind_request *req, const struct
 	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s/binding", req->ns, req->name);
 	struct kube_response resp;
 	kube_response_init(&resp);
-	int rc = kube_request(r->o.client, "POST", path, buf_cstr(&body), NULL, 10, &resp, err, errlen);
+	int rc = kube_request(r->o.client, "POST", path, buf_cstr(&body), NULL, timeout_s, &resp, err, errlen);
 	if (!rc && resp.status != 201 && resp.status != 200) {
 		kube_status_message(&resp, msg, sizeof(msg));
 		/* A retried bind finds the pod already on our node: that is success. */

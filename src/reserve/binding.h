@@ -11,9 +11,17 @@
 /* What became of a binding whose POST failed. */
 enum { BINDING_REFUSED = -1, BINDING_UNKNOWN = -2 };
 
+/* The longest a binding's POST waits for its answer. */
+#define BINDING_TIMEOUT_S 10
+/*
+ * What a binding's POST leaves of the bind timeout: the API server may
+ * still apply a request this long after its client gave up.
+ */
+#define BINDING_MARGIN_MS 1000
+
 /*
  * POST pods/binding (with e: its allocation annotations, n the node's
- * devices); 0 when the pod is (now, or already) on the node,
+ * devices), answered within timeout_s; 0 when the pod is (now, or already) on the node,
  * BINDING_REFUSED when it is not, BINDING_UNKNOWN when nobody can tell: no
  * answer came (a connection reset or a timeout after the request went out)
  * or a 5xx did, and the API server may have bound the pod all the same. Then
@@ -23,7 +31,7 @@ enum { BINDING_REFUSED = -1, BINDING_UNKNOWN = -2 };
  * earlier try may have bound it with other devices than e's.
  */
 int binding_post(struct reserve *r, const struct bind_request *req, const struct gpu_node *n,
-		 const struct ledger_entry *e, char *had, size_t hadsize, char *err, size_t errlen);
+		 const struct ledger_entry *e, long timeout_s, char *had, size_t hadsize, char *err, size_t errlen);
 /*
  * The pod was on the node already, bound by an earlier try with devices had
  * (its annotation), while this try reserved reserved (its entry, version

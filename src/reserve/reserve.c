@@ -121,15 +121,28 @@ int reserve_edit_reserve(void *ctx, struct ledger *l, char *err, size_t errlen)
 	return LEDGER_WRITE;
 }
 
-/* A bind that took a gang's place over failed: the entry becomes a place of the gang again. */
+struct unplace_ctx {
+	const struct bind_ctx *b;
+	bool unplaced;
+};
+
+/*
+ * A bind that took a gang's place over failed: the entry becomes a place of
+ * the gang again, while it is still this try's version (another try of the
+ * pod may have made it its own since, and be binding the pod with it).
+ */
 static int edit_unplace(void *ctx, struct ledger *l, char *err, size_t errlen)
 {
 	(void)err;
 	(void)errlen;
-	const struct bind_ctx *b = ctx;
+	struct unplace_ctx *u = ctx;
+	const struct bind_ctx *b = u->b;
 	int i = ledger_find(l, b->req->uid);
-	if (i < 0 || strcmp(l->e[i].gang, b->req->claim->gang))
+	u->unplaced = false;
+	if (i < 0 || strcmp(l->e[i].gang, b->req->claim->gang) || l->e[i].a.since != b->entry.a.since ||
+	    l->e[i].a.token != b->entry.a.token)
 		return LEDGER_UNCHANGED;
+	u->unplaced = true;
 	char id[17];
 	ledger_gang_id(b->req->ns, b->req->claim->gang, id);
 	snprintf(l->e[i].a.uid, sizeof(l->e[i].a.uid), LEDGER_PLACE_PREFIX "%s-r%.8s", id, b->req->uid);
@@ -150,6 +163,27 @@ static bool bound_elsewhere(struct reserve *r, const struct bind_request *req, c
 	snprintf(err, errlen, "pod %s is already assigned to node \"%s\" (seen by the pod watch; nothing written)", pod,
 		 bound);
 	return true;
+}
+
+/*
+ * The binding, POSTed only while it can be answered before any replica may
+ * call the reservation late: a reaper's bind timeout runs from when it first
+ * sees the entry, after t0_ms (this bind's ledger write began then), so a
+ * binding given up by that time cannot bind the pod with devices a release
+ * freed. Unposted and BINDING_REFUSED when less than a second is left.
+ */
+static int post_in_time(struct reserve *r, const struct bind_ctx *b, int64_t t0_ms, char *had, size_t hadsize,
+			char *err, size_t errlen)
+{
+	int64_t spent_ms = clock_mono_ms() - t0_ms;
+	int64_t left_s = ((int64_t)r->o.bind_timeout_s * 1000 - BINDING_MARGIN_MS - spent_ms) / 1000;
+	if (left_s < 1) {
+		snprintf(err, errlen, "the API server is too slow: the reservation took %.1f s of the %d s bind timeout, and a "
+			 "binding now could outlast it", (double)spent_ms / 1000, r->o.bind_timeout_s);
+		return BINDING_REFUSED;
+	}
+	return binding_post(r, b->req, b->node, &b->entry, left_s < BINDING_TIMEOUT_S ? (long)left_s : BINDING_TIMEOUT_S,
+			    had, hadsize, err, errlen);
 }
 
 /*
@@ -185,13 +219,16 @@ static void bind_failed(struct reserve *r, const struct bind_ctx *b, const char 
 	struct resv_id mine = resv_id_of(&b->entry.a);
 	if (b->took_place) {
 		/* Its gang's place goes back to the gang, not to everyone. */
-		if (reserve_ledger_update(r, req->node, edit_unplace, (void *)b, rel_err, sizeof(rel_err)) < 0)
+		struct unplace_ctx u = { b, false };
+		if (reserve_ledger_update(r, req->node, edit_unplace, &u, rel_err, sizeof(rel_err)) < 0)
 			log_warn("cannot give a failed bind's place back to its gang now; the reaper will release it",
 				 "pod=%s/%s gang=%s error=\"%s\"", req->ns, req->name, req->claim->gang, LOG_Q(rel_err));
-		cache_lock(r->o.cache);
-		cache_remove_alloc(r->o.cache, req->uid, req->node);
-		cache_unlock(r->o.cache);
-		reserve_delete_reservation(r, req->ns, req->uid, req->node);
+		if (u.unplaced) {
+			cache_lock(r->o.cache);
+			cache_remove_alloc(r->o.cache, req->uid, req->node);
+			cache_unlock(r->o.cache);
+			reserve_delete_reservation(r, req->ns, req->uid, req->node);
+		}
 	} else if (reserve_release(r, req->node, &uid, &mine, 1, rel_err, sizeof(rel_err))) {
 		log_warn("cannot release a failed bind's reservation now; the reaper will", "pod=%s/%s error=\"%s\"",
 			 req->ns, req->name, LOG_Q(rel_err));
@@ -228,6 +265,7 @@ static int reserve_then_bind(struct reserve *r, struct bind_ctx *b, const char *
 			     const char *where, char *err, size_t errlen)
 {
 	const struct bind_request *req = b->req;
+	int64_t t0_ms = clock_mono_ms();
 	int rc = reserve_ledger_update(r, req->node, reserve_edit_reserve, b, err, errlen);
 	if (rc < 0) {
 		reserve_claim_status(r, req->ns, req->claim->gpuclaim, "Failed", req->node, "", pod, err);
@@ -242,7 +280,7 @@ static int reserve_then_bind(struct reserve *r, struct bind_ctx *b, const char *
 	reserve_claim_status(r, req->ns, req->claim->gpuclaim, "Reserved", req->node, ids, pod, "binding the pod");
 	int posted = 0;
 	if ((!pod_seen(r, req->uid, NULL, 0) && store_resv_put(&r->store, &b->entry, req->node, err, errlen)) ||
-	    (posted = binding_post(r, req, b->node, &b->entry, had, sizeof(had), err, errlen))) {
+	    (posted = post_in_time(r, b, t0_ms, had, sizeof(had), err, errlen))) {
 		bind_failed(r, b, pod, posted, err, errlen);
 		return BIND_ERROR;
 	}
@@ -264,7 +302,8 @@ int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t er
 	struct reserve *r = ctx;
 	char pod[320], had[8];
 	if (!claim_wants_gpu(req->claim))
-		return binding_post(r, req, NULL, NULL, had, sizeof(had), err, errlen) ? BIND_ERROR : BIND_OK;
+		return binding_post(r, req, NULL, NULL, BINDING_TIMEOUT_S, had, sizeof(had), err, errlen) ? BIND_ERROR
+													    : BIND_OK;
 	snprintf(pod, sizeof(pod), "%s/%s", req->ns, req->name);
 	if (bound_elsewhere(r, req, pod, err, errlen))
 		return BIND_ERROR;

@@ -19,7 +19,8 @@
 #include <string.h>
 
 #define HTTP_TIMEOUT_MS 5000     /* kube-scheduler's httpTimeout for the extender */
-#define BIND_TIMEOUT_S 60
+#define BIND_TIMEOUT_S 60       /* the default; --bind-timeout */
+#define GANG_TIMEOUT_S 60       /* the PodGroups' scheduleTimeoutSeconds */
 #define LAG_BOUND_MS 10000       /* watch events come within this, unless a watch is silent */
 #define MAX_ACTIVE_PODS 14
 #define MAX_TASKS 10
@@ -134,7 +135,7 @@ static struct incarnation *replica_start(struct world *w, int slot)
 	feed_nodes(inc);
 	struct reserve_opts ro = {
 		.client = inc->client, .cache = inc->cache, .res = &inc->res, .ns = DST_NS, .identity = inc->identity,
-		.bind_timeout_s = BIND_TIMEOUT_S, .reap_interval_s = 10, .pod_selector = LABEL_MANAGED "=true",
+		.bind_timeout_s = w->bind_timeout_s, .reap_interval_s = 10, .pod_selector = LABEL_MANAGED "=true",
 	};
 	inc->resv = reserve_new(&ro);
 	struct extender_opts xo = {
@@ -215,8 +216,10 @@ void dst_task_done(struct world *w, struct task *t)
 		struct spod *p = &w->pods[t->pod];
 		dst_trace(w, "%s -> %s%s", t->what, t->ok ? "bound" : "refused: ", t->error);
 		t->ok ? w->bound++ : w->refused++;
-		/* (a fault met by the write of another bind that carried this one's edit shows in the error) */
-		static const char *const fault_words[] = { "timed out", "reset by peer", "HTTP 5", "died", "connect", NULL };
+		/* (a fault met by the write of another bind that carried this one's edit shows in the error; so
+		 * does a bind out of time, time having passed while its requests waited) */
+		static const char *const fault_words[] = { "timed out", "reset by peer", "HTTP 5", "died", "connect",
+							   "too slow", NULL };
 		for (int i = 0; fault_words[i]; i++)
 			p->faulted = p->faulted || strstr(t->error, fault_words[i]);
 		p->faulted = p->faulted || t->faulted || t->inc->dead || t->inc->faults != t->faults0;
@@ -350,7 +353,7 @@ static void create_gang(struct world *w)
 	int size = 2 + (int)rng_below(&w->g, 2), gpus = rng_pct(&w->g, 50) ? 1 : 2;
 	char group[16];
 	snprintf(group, sizeof(group), "g%d", w->ngangs++);
-	if (apis_podgroup_create(w->api, "ml", group, size, 60))
+	if (apis_podgroup_create(w->api, "ml", group, size, GANG_TIMEOUT_S))
 		return;
 	dst_trace(w, "gang %s created (%d members of %d GPUs)", group, size, gpus);
 	for (int i = 0; i < size; i++) {
@@ -775,7 +778,7 @@ static void step(struct world *w)
 	} else if (a < 24) {
 		schedule(w);
 	} else if (a < 50) {
-		if (pick_task(w, T_REQ, &t))
+		if (pick_task(w, T_REQ, &t) && !t->stuck)
 			answer(w, t, true);
 	} else if (a < 53) {
 		if (pick_task(w, T_YIELD, &t))
@@ -911,7 +914,8 @@ static void quiesce(struct world *w)
 			advance(w, 1000);
 			drain(w);
 		}
-		advance(w, (BIND_TIMEOUT_S + 5) * 1000);
+		/* (past both timeouts: a reservation unbound, a gang's place untaken) */
+		advance(w, ((w->bind_timeout_s > GANG_TIMEOUT_S ? w->bind_timeout_s : GANG_TIMEOUT_S) + 5) * 1000);
 		apis_gc(w->api);
 		drain(w);
 		for (int s = 0; s < w->nslots; s++) {
@@ -976,7 +980,8 @@ static void add_stats(const struct node_stats *s)
 }
 
 /* 0: the seed passed. */
-static int run_seed(uint64_t seed, int steps, const bool fault[F_NFAULTS], int replicas, bool verbose, const char *argv0)
+static int run_seed(uint64_t seed, int steps, const bool fault[F_NFAULTS], int replicas, int bind_timeout_s, bool verbose,
+		    const char *argv0)
 {
 	static struct world w;
 	memset(&w, 0, sizeof(w));
@@ -986,6 +991,7 @@ static int run_seed(uint64_t seed, int steps, const bool fault[F_NFAULTS], int r
 	w.faults_on = true;
 	w.verbose = verbose;
 	w.steps = steps;
+	w.bind_timeout_s = bind_timeout_s;
 	w.nslots = replicas ? replicas : 2 + (int)rng_below(&w.g, 2);
 	w.wall0_s = 1800000000;
 	w.api = apis_new(DST_NS, w.nslots);
@@ -1008,7 +1014,8 @@ static int run_seed(uint64_t seed, int steps, const bool fault[F_NFAULTS], int r
 		       w.step > steps ? -1L : w.step - 1, w.failure);
 		printf("trace (last %d steps):\n", DST_TRACE);
 		trace_tail(&w, stdout);
-		printf("replay: %s --seed %llu --steps %d --faults %s -v\n", argv0, (unsigned long long)seed, steps, faults);
+		printf("replay: %s --seed %llu --steps %d --bind-timeout %d --faults %s -v\n", argv0, (unsigned long long)seed,
+		       steps, bind_timeout_s, faults);
 	}
 	if (verbose)
 		printf("seed %llu: kubelets admitted %ld pods, failed %ld at admission; PreStart refused %ld containers "
@@ -1060,7 +1067,7 @@ static int parse_faults(const char *s, bool fault[F_NFAULTS])
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: dst [--seed N | --seeds A-B] [--steps N] [--replicas 2|3] [--faults LIST] [-v]\n"
+	fprintf(stderr, "usage: dst [--seed N | --seeds A-B] [--steps N] [--replicas 2|3] [--bind-timeout S] [--faults LIST] [-v]\n"
 			"  LIST: default (all but those finding known bugs), all, none, then +kind or -kind, comma-separated\n"
 			"  kinds:");
 	for (int f = 0; f < F_NFAULTS; f++)
@@ -1071,7 +1078,7 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	uint64_t first = 1, last = 100;
-	int steps = 200, replicas = 0;
+	int steps = 200, replicas = 0, bind_timeout_s = BIND_TIMEOUT_S;
 	bool verbose = false, fault[F_NFAULTS];
 	parse_faults("default", fault);
 	for (int i = 1; i < argc; i++) {
@@ -1091,6 +1098,9 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[i], "--replicas") && v) {
 			replicas = atoi(v);
 			i++;
+		} else if (!strcmp(argv[i], "--bind-timeout") && v) {
+			bind_timeout_s = atoi(v);
+			i++;
 		} else if (!strcmp(argv[i], "--faults") && v) {
 			if (parse_faults(v, fault))
 				return 2;
@@ -1102,7 +1112,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (replicas && (replicas < 2 || replicas > DST_SLOTS)) {
+	if ((replicas && (replicas < 2 || replicas > DST_SLOTS)) || bind_timeout_s < 3) {
 		usage();
 		return 2;
 	}
@@ -1111,7 +1121,7 @@ int main(int argc, char **argv)
 	sched_init();
 	long passed = 0, failed = 0;
 	for (uint64_t s = first; s <= last; s++) {
-		if (run_seed(s, steps, fault, replicas, verbose, argv[0]))
+		if (run_seed(s, steps, fault, replicas, bind_timeout_s, verbose, argv[0]))
 			failed++;
 		else
 			passed++;

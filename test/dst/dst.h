@@ -201,6 +201,7 @@ struct task {
 	const char *method, *path, *rbody;
 	long timeout_s;
 	int64_t sent_ms;
+	bool stuck;           /* (slow) held by the API server until the client gives up */
 	struct kube_response *resp;
 	char *err;
 	size_t errlen;
@@ -246,6 +247,7 @@ struct world {
 	bool faults_on;            /* false at quiescence */
 	bool verbose;
 	int nslots, steps;
+	int bind_timeout_s;        /* the replicas' --bind-timeout */
 	struct apiserver *api;
 	int64_t now_ms;            /* virtual monotonic and wall time base */
 	int64_t wall0_s;

@@ -186,6 +186,10 @@ int sched_transport(void *ctx, const char *method, const char *path, const char 
 	t->rbody = body;
 	t->timeout_s = timeout_s > 0 ? timeout_s : 30;
 	t->sent_ms = w->now_ms;
+	/* An API server that holds a request until its client gives up (then applies it or not). */
+	t->stuck = w->faults_on && w->fault[F_SLOW] && rng_pct(&w->g, 10);
+	if (t->stuck)
+		dst_trace(w, "[%s] %s %.90s: held until its timeout", t->what, method, path);
 	t->resp = r;
 	t->err = err;
 	t->errlen = errlen;
