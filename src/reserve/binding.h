@@ -21,14 +21,15 @@ enum { BINDING_REFUSED = -1, BINDING_UNKNOWN = -2 };
 
 /*
  * POST pods/binding (with e: its allocation annotations, n the node's
- * devices), answered within timeout_s; 0 when the pod is (now, or already) on the node,
- * BINDING_REFUSED when it is not, BINDING_UNKNOWN when nobody can tell: no
- * answer came (a connection reset or a timeout after the request went out)
- * or a 5xx did, and the API server may have bound the pod all the same. Then
- * a read of the pod decides when it can. When the pod was on the node
- * already (an earlier try bound it, or this one's answer was lost), *had is
- * its allocation annotation as a read of it showed ("" when not read): an
- * earlier try may have bound it with other devices than e's.
+ * devices), waiting timeout_s at most for its answer; 0 when the pod is
+ * (now, or already) on the node, BINDING_REFUSED when it is not,
+ * BINDING_UNKNOWN when nobody can tell: no answer came (a connection reset
+ * or a timeout after the request went out) or a 5xx did, and the API
+ * server may have bound the pod all the same. Then a read of the pod
+ * decides when it can. When the pod was on the node already (an earlier
+ * try bound it, or this one's answer was lost), *had is its allocation
+ * annotation as a read of it showed ("" when not read): an earlier try may
+ * have bound it with other devices than e's.
  */
 int binding_post(struct reserve *r, const struct bind_request *req, const struct gpu_node *n,
 		 const struct ledger_entry *e, long timeout_s, char *had, size_t hadsize, char *err, size_t errlen);

@@ -301,9 +301,10 @@ int reserve_bind(void *ctx, const struct bind_request *req, char *err, size_t er
 {
 	struct reserve *r = ctx;
 	char pod[320], had[8];
-	if (!claim_wants_gpu(req->claim))
-		return binding_post(r, req, NULL, NULL, BINDING_TIMEOUT_S, had, sizeof(had), err, errlen) ? BIND_ERROR
-													    : BIND_OK;
+	if (!claim_wants_gpu(req->claim)) {
+		int posted = binding_post(r, req, NULL, NULL, BINDING_TIMEOUT_S, had, sizeof(had), err, errlen);
+		return posted ? BIND_ERROR : BIND_OK;
+	}
 	snprintf(pod, sizeof(pod), "%s/%s", req->ns, req->name);
 	if (bound_elsewhere(r, req, pod, err, errlen))
 		return BIND_ERROR;
