@@ -122,8 +122,8 @@ static const struct opt options[] = {
 	  .arg = "SECONDS", .lo = 1, .hi = 1000000, .help = "how often reservations of gone or finished pods are released" },
 	{ .flag = "bind-timeout", .key = "bindTimeoutSeconds", .kind = OPT_INT, AT(bind_timeout_s), .def = "60",
 	  .arg = "SECONDS", .lo = 3, .hi = 1000000,
-	  .help = "a reservation whose pod is not bound after this long is released (a bind posts its binding only "
-		  "while it can be answered within this)" },
+	  .help = "a reservation whose pod is not bound after this long is released; a bind posts its binding only "
+		  "while it can be answered 1 s before this runs out, counted from the start of its ledger write" },
 	{ .flag = "watch-idle-timeout", .key = "watchIdleTimeoutSeconds", .kind = OPT_INT, AT(watch_idle_timeout_s),
 	  .def = "120", .arg = "SECONDS", .lo = 1, .hi = 1000000,
 	  .help = "cluster mode: a watch of ledgers, reservations or pods silent this long (no event, no bookmark) is "
