@@ -201,13 +201,13 @@ void binding_adopt(struct reserve *r, const struct bind_request *req, const stru
 
 int reserve_parse_allocated(const char *allocated, const char *node, struct alloc *a)
 {
-	size_t nl = strlen(node);
-	if (strncmp(allocated, node, nl) || allocated[nl] != ':')
+	const char *ids = alloc_ids_on(allocated, node);
+	if (!ids)
 		return -1;
 	a->ndev = 0;
 	a->id_base = 0;
 	char num[16];
-	for (const char *s = allocated + nl + 1; *s;) {
+	for (const char *s = ids; *s;) {
 		size_t len = strcspn(s, ",");
 		int id;
 		snprintf(num, sizeof(num), "%.*s", (int)(len < sizeof(num) - 1 ? len : sizeof(num) - 1), s);
@@ -255,7 +255,7 @@ int reserve_edit_adopt(void *ctx, struct ledger *l, char *err, size_t errlen)
 	if (i < 0)
 		return LEDGER_UNCHANGED;    /* released meanwhile, or lost: a lost one is put back from the annotation */
 	struct alloc *a = &l->e[i].a;
-	if (ac->only_id && (a->since != ac->only_id->since || a->token != ac->only_id->token))
+	if (ac->only_id && !resv_id_eq(resv_id_of(a), *ac->only_id))
 		return LEDGER_UNCHANGED;
 	if (same_ids(a, &ac->want)) {
 		ac->now = *a;

@@ -112,7 +112,7 @@ static bool entry_late(struct reserve *r, const char *node, const struct alloc_r
 		x->first_ms = now_ms;
 		x->id = id;
 	}
-	if (x->id.since != id.since || x->id.token != id.token) {
+	if (!resv_id_eq(x->id, id)) {
 		x->id = id;
 		x->first_ms = now_ms;
 	}
@@ -269,11 +269,11 @@ static int classify_by_get(struct reserve *r, const struct lookup *l)
 		reason = verdict(api_pod_finished(pod), node ? node : "", l->node, l->late);
 		const char *ann = api_pod_allocated(pod, NULL, 0);
 		settled = reason == REL_POD_FINISHED || (reason == -1 && node && !strcmp(node, l->node) && ann);
-		size_t nl = strlen(l->node);
 		if (reason == -1 && settled)
 			give_lease(r, l->ns, l->pod, l->uid, l->node, ann);
 		/* bound here on other devices than its entry's (an unwatched pod's; fix_devices does the watched) */
-		if (reason == -1 && settled && !strncmp(ann, l->node, nl) && ann[nl] == ':' && strcmp(ann + nl + 1, l->ids))
+		const char *ids = reason == -1 && settled ? alloc_ids_on(ann, l->node) : NULL;
+		if (ids && strcmp(ids, l->ids))
 			rewrite_entry(r, l->ns, l->pod, l->uid, l->node, ann);
 	}
 	cJSON_Delete(pod);
@@ -364,11 +364,9 @@ static void stale_or_lost(struct reserve *r, const struct stale_lease *l)
 	}
 	if (alive) {
 		const char *node = api_str(api_path(pod, "spec"), "nodeName"), *ann = api_pod_allocated(pod, NULL, 0);
-		size_t nl = strlen(l->node);
 		struct claim c;
 		bool wants = reserve_pod_wants(r, pod, &c);
-		lost = wants && !api_pod_finished(pod) && node && !strcmp(node, l->node) &&
-		       ann && !strncmp(ann, l->node, nl) && ann[nl] == ':';
+		lost = wants && !api_pod_finished(pod) && node && !strcmp(node, l->node) && ann && alloc_ids_on(ann, l->node);
 		if (lost) {
 			snprintf(x.node, sizeof(x.node), "%s", l->node);
 			snprintf(x.uid, sizeof(x.uid), "%s", l->uid);

@@ -34,6 +34,10 @@ static inline struct resv_id resv_id_of(const struct alloc *a)
 {
 	return (struct resv_id){ a->since, a->token };
 }
+static inline bool resv_id_eq(struct resv_id x, struct resv_id y)
+{
+	return x.since == y.since && x.token == y.token;
+}
 /*
  * What the pod watch tells about one pod that holds (or asks for) GPUs: only
  * what the reaper and the gang planner read. One allocation a pod, its

@@ -174,7 +174,7 @@ int reserve_edit_remove(void *ctx, struct ledger *l, char *err, size_t errlen)
 		rc->what[k] = 0;
 		if (i < 0)
 			continue;
-		if (rc->ids && (l->e[i].a.since != rc->ids[k].since || l->e[i].a.token != rc->ids[k].token)) {
+		if (rc->ids && !resv_id_eq(resv_id_of(&l->e[i].a), rc->ids[k])) {
 			rc->what[k] = RESV_KEPT;    /* another try's, or reserved again since the caller looked */
 			continue;
 		}
