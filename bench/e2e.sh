@@ -409,6 +409,11 @@ if [[ -n $SUSTAIN ]]; then
       /^gpu_extender_request_duration_seconds_count\{verb="bind"/ { bn += $2 }
       END { printf "%.6f %d %.6f %d\n", fp, n, b, bn }'
   }
+  heap() {  # MiB malloc holds for the program, MiB free in its arenas (/metrics)
+    curl -sf "$E2E_URL/metrics" | awk '/^gpu_extender_heap_in_use_bytes/ { u = $2 } /^gpu_extender_heap_free_bytes/ { f = $2 }
+      END { printf "%.1f %.1f", u / 1048576, f / 1048576 }'
+  }
+  peak() { awk '/VmHWM/ { printf "%.1f", $2 / 1024 }' "/proc/$pid/status"; }  # the highest RSS so far
   means() {  # FROM_SUMS TO_SUMS: mean ms of a filter+prioritize pair, of a bind, in between
     awk -v a="$1" -v z="$2" 'BEGIN { split(a, x, " "); split(z, y, " ")
       printf "%.3f %.2f", (y[2] > x[2] ? (y[1] - x[1]) / (y[2] - x[2]) * 1000 : 0), (y[4] > x[4] ? (y[3] - x[3]) / (y[4] - x[4]) * 1000 : 0) }'
@@ -424,7 +429,7 @@ if [[ -n $SUSTAIN ]]; then
   SUMS=("0 0 0 0")
   round 0 || fail "the first round failed"
   SUMS+=("$(sums)")
-  first_use=$(usage) first_kinds=$(load rss "$pid")
+  first_use=$(usage) first_kinds="$(load rss "$pid") $(heap) $(peak)"
   k=1 minute=1 mark=${SUMS[1]} MINUTES=()
   while ((SECONDS - t0 < SUSTAIN)); do
     round "$k" || fail "round $k failed"
@@ -433,12 +438,12 @@ if [[ -n $SUSTAIN ]]; then
     # Once a minute: the extender's RSS, open files and threads, and its
     # verbs' mean times over the minute: a leak or a drift shows in their shape.
     if ((SECONDS - t0 >= minute * 60)); then
-      MINUTES+=("$minute $k $(usage) $(means "$mark" "${SUMS[$k]}")")
+      MINUTES+=("$minute $k $(usage) $(means "$mark" "${SUMS[$k]}") $(load rss "$pid") $(heap) $(peak)")
       mark=${SUMS[$k]}
       minute=$((minute + 1))
     fi
   done
-  last_use=$(usage) last_kinds=$(load rss "$pid")
+  last_use=$(usage) last_kinds="$(load rss "$pid") $(heap) $(peak)"
   w=$(( k > 5 ? k - 5 : 1 ))   # the last five rounds
   echo "| after | rounds | binds | RSS MiB | open files | threads | sockets | filter+prioritize ms | bind ms |"
   echo "|---|---|---|---|---|---|---|---|---|"
@@ -470,9 +475,11 @@ if [[ -n $SUSTAIN ]]; then
       printf "filter+prioritize ms: %.3f over minutes 5-%d, %.3f over the last %d; bind ms: %.1f, %.1f\n",
         a / m, 4 + m, c / m, m, b / m, d / m }'
   echo
-  echo "| RSS MiB | main heap | threads' heaps | threads' stacks | other anonymous | files |"
-  echo "|---|---|---|---|---|---|"
+  echo "RSS MiB by kind of mapping, malloc's MiB (in use: held by the extender; free: kept in its arenas) and the highest RSS so far:"
+  echo "| when | main heap | threads' heaps | threads' stacks | other anonymous | files | malloc in use | malloc free | RSS peak |"
+  echo "|---|---|---|---|---|---|---|---|---|"
   echo "| round 1 | ${first_kinds// / | } |"
+  printf '%s\n' "${MINUTES[@]}" | awk '{ printf "| minute %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $9, $10, $11, $12, $13, $14, $15, $16 }'
   echo "| end | ${last_kinds// / | } |"
   cluster_down >/dev/null 2>&1
   exit 0

@@ -81,6 +81,8 @@ struct httpd_config {
 	 * presented a valid certificate of that CA for client authentication.
 	 */
 	const char *client_ca;
+	/* Called by the thread whose request's end left none in flight; NULL: none. */
+	void (*on_drained)(void);
 };
 
 struct httpd;

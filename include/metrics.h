@@ -81,6 +81,7 @@ struct metrics_gauges {
 	double cache_nodes, cache_devices, cache_allocations, cache_gpuclaims;
 	double ready;          /* 1 when /readyz would answer 200 */
 	double node_summary_pending;   /* nodes whose GpuNodeStatus counts wait for a write (nodesum.h) */
+	double heap_in_use, heap_free; /* malloc's bytes: held by the program, free in its arenas */
 	uint64_t events[8];    /* the Event recorder's counts by result, in events.h's order */
 	uint64_t nudges[8];    /* the nudger's counts by result, in nudge.h's order */
 	/*

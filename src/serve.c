@@ -10,6 +10,7 @@
 #include "config.h"
 #include "events.h"
 #include "extender.h"
+#include "heaptrim.h"
 #include "httpd.h"
 #include "inventory.h"
 #include "jsonarena.h"
@@ -233,11 +234,13 @@ static void on_metrics(void *ctx, const struct http_request *req, struct http_re
 	}
 	struct cache_stats st;
 	cache_stats(s->cache, &st);
+	struct mallinfo2 heap = mallinfo2();
 	sc->g = (struct metrics_gauges){
 		.cache_nodes = (double)st.nodes, .cache_devices = (double)st.devices,
 		.cache_allocations = (double)st.allocs, .cache_gpuclaims = (double)st.gpuclaims,
 		.ready = is_ready(s, (char[300]){ 0 }, 300) ? 1 : 0,
 		.node_summary_pending = nodesum_writer_pending(s->nodesum),
+		.heap_in_use = (double)(heap.uordblks + heap.hblkhd), .heap_free = (double)heap.fordblks,
 		.per_node = per_node, .ctx = sc,
 	};
 	events_counts(s->events, sc->g.events);
@@ -540,6 +543,7 @@ static int start_verbs(struct server *s)
 		.max_per_address = s->cfg.max_per_address,
 		/* Standalone binds are in memory: they wait on nothing. */
 		.io_threads = s->cfg.inventory[0] ? 0 : s->cfg.bind_threads,
+		.on_drained = heap_trim_drained,
 	};
 	s->verbs = httpd_start(&hc, routes, sizeof(routes) / sizeof(routes[0]), err, sizeof(err));
 	if (!s->verbs) {

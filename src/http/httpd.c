@@ -83,6 +83,7 @@ struct httpd {
 	int max_connections, max_per_address;
 	int port;
 	atomic_int inflight;      /* requests between their first byte and completion */
+	void (*on_drained)(void);
 	struct io_pool pool;
 	_Atomic uint64_t refused_unlogged;  /* connections refused at a limit since the last log line */
 	_Atomic int64_t refused_logged_at;
@@ -513,7 +514,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 			st->resp.stream.done(st->resp.stream.ctx);
 		free(st);
 		*con_cls = NULL;
-		atomic_fetch_sub(&h->inflight, 1);
+		if (atomic_fetch_sub(&h->inflight, 1) == 1 && h->on_drained)
+			h->on_drained();
 	}
 }
 
@@ -737,6 +739,7 @@ struct httpd *httpd_start(const struct httpd_config *cfg, const struct http_rout
 	memcpy(h->routes, routes, nroutes * sizeof(*routes));
 	h->nroutes = nroutes;
 	h->max_body = cfg->max_body;
+	h->on_drained = cfg->on_drained;
 	snprintf(h->prefix, sizeof(h->prefix), "%s", cfg->url_prefix ? cfg->url_prefix : "");
 	size_t pl = strlen(h->prefix);
 	while (pl && h->prefix[pl - 1] == '/')

@@ -106,6 +106,12 @@ static const struct metric_family families[] = {
 	  "Nodes whose GpuNodeStatus counts are behind and wait for a write.",
 	  "Above 0 for more than a pass: more nodes change each pass than `nodeSummary.writesPerSecond` allows, or "
 	  "the writes fail.", GAUGE(node_summary_pending) },
+	{ "gpu_extender_heap_in_use_bytes", "gauge", NULL, { NULL }, "Bytes malloc has handed out and not had back.",
+	  "The rest of the RSS is malloc's free memory (below), the threads' stacks and the mapped files.",
+	  GAUGE(heap_in_use) },
+	{ "gpu_extender_heap_free_bytes", "gauge", NULL, { NULL }, "Bytes free in malloc's arenas, kept for reuse.",
+	  "Given back to the system (a trim) when no request is in flight, and at least once a minute.",
+	  GAUGE(heap_free) },
 	/* the values are events.h's EVENTS_RESULT_NAMES, in order (test_events checks) */
 	{ "gpu_extender_events_total", "counter", "result", { "sent", "patched", "failed", "dropped", "limited", "gone" },
 	  "Events the extender posted (bindings, releases, gangs, claims that fit nowhere), by result.",

@@ -3,6 +3,7 @@
 #include "binding.h"
 #include "clock.h"
 #include "events.h"
+#include "heaptrim.h"
 #include "log.h"
 #include "metrics.h"
 #include "podread.h"
@@ -12,7 +13,6 @@
 #include "update.h"
 #include "watch.h"
 
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -805,27 +805,16 @@ static bool lists_ready(struct reserve *r)
 	return true;
 }
 
-/*
- * How often the heap's free memory goes back to the system. glibc keeps what
- * the 75 threads free in their own arenas; under a steady churn of pods that
- * is tens of MiB no one uses. A trim walks the arenas: milliseconds, here.
- */
-#define TRIM_INTERVAL_S 60
-
 static void *reaper_main(void *arg)
 {
 	struct reserve *r = arg;
-	time_t trimmed = (time_t)clock_wall_s();
 	while (!atomic_load(&r->stop)) {
 		if (lists_ready(r)) {
 			reserve_reap(r);
 			if (!atomic_exchange(&r->reconciled, true))
 				log_info("reservations rebuilt from the ledgers and the pods", "%s", "");
 		}
-		if ((time_t)clock_wall_s() - trimmed >= TRIM_INTERVAL_S) {
-			malloc_trim(0);
-			trimmed = (time_t)clock_wall_s();
-		}
+		heap_trim_tick();   /* for a load that never lets the requests drain (heaptrim.h) */
 		/* Sleep a reap interval, or less when a pod went away or finished. */
 		struct timespec until;
 		clock_gettime(CLOCK_REALTIME, &until);

@@ -85,12 +85,21 @@ static const struct http_route routes[] = {
 	{ .method = "GET", .path = "/stream", .handler = on_stream, .ctx = NULL, .verb = VERB_OTHER },
 };
 
+/* Times the server found no request in flight any more (httpd_config.on_drained). */
+static atomic_int drains;
+
+static void count_drain(void)
+{
+	atomic_fetch_add(&drains, 1);
+}
+
 static struct httpd *start(int io_threads)
 {
 	gate.entered = 0;
 	gate.open = false;
+	atomic_store(&drains, 0);
 	struct httpd_config hc = { .host = "127.0.0.1", .port = 0, .url_prefix = "", .max_body = 1 << 20,
-				   .threads = 1, .io_threads = io_threads };
+				   .threads = 1, .io_threads = io_threads, .on_drained = count_drain };
 	char err[256];
 	struct httpd *h = httpd_start(&hc, routes, sizeof(routes) / sizeof(routes[0]), err, sizeof(err));
 	if (!h)
@@ -176,6 +185,10 @@ static void test_waiting_route_holds_no_connection_thread(void **state)
 		assert_string_equal(buf_cstr(&w[i].reply), want);
 		buf_release(&w[i].reply);
 	}
+	/* Drained once: when the last waiting request ended, not when the quick one did while two waited. */
+	for (int i = 0; i < 200 && !atomic_load(&drains); i++)
+		usleep(10 * 1000);
+	assert_int_equal(atomic_load(&drains), 1);
 	buf_release(&q.reply);
 	httpd_stop(h);
 }

@@ -1,7 +1,8 @@
-/* buf, strnum, strmap, yamljson, log quoting, slab and jsonscan. */
+/* buf, strnum, strmap, yamljson, log quoting, slab, jsonscan and heaptrim. */
 #include "testutil.h"
 
 #include "buf.h"
+#include "heaptrim.h"
 #include "jsonscan.h"
 #include "keyset.h"
 #include "log.h"
@@ -10,9 +11,48 @@
 #include "strnum.h"
 #include "yamljson.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+/* A trim no sooner than the gap after the last one; of threads that ask at once, one trims. */
+struct claim_race {
+	_Atomic int64_t *last;
+	atomic_int won;
+};
+
+static void *claim_once(void *arg)
+{
+	struct claim_race *c = arg;
+	if (heap_trim_claim(c->last, 5000, 1000))
+		atomic_fetch_add(&c->won, 1);
+	return NULL;
+}
+
+static void test_heap_trim_claim(void **state)
+{
+	(void)state;
+	_Atomic int64_t last = 0;
+	assert_false(heap_trim_claim(&last, 999, 1000));
+	assert_int_equal(atomic_load(&last), 0);              /* a refused claim leaves the last trim */
+	assert_true(heap_trim_claim(&last, 1000, 1000));
+	assert_int_equal(atomic_load(&last), 1000);
+	assert_false(heap_trim_claim(&last, 1999, 1000));     /* a burst drained again within the gap */
+	assert_false(heap_trim_claim(&last, 60999, 60000));   /* the minute's tick, a minute not gone */
+	assert_true(heap_trim_claim(&last, 61000, 60000));
+	assert_true(heap_trim_claim(&last, 62000, 1000));     /* after a tick, the next drain's gap */
+
+	struct claim_race c = { .last = &last };
+	atomic_store(&last, 0);
+	pthread_t t[8];
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, claim_once, &c), 0);
+	for (int i = 0; i < 8; i++)
+		pthread_join(t[i], NULL);
+	assert_int_equal(atomic_load(&c.won), 1);
+	assert_int_equal(atomic_load(&last), 5000);
+}
 
 static void test_buf_cap_and_growth(void **state)
 {
@@ -457,6 +497,7 @@ int main(void)
 		cmocka_unit_test(test_slab),
 		cmocka_unit_test(test_jsonscan_skip),
 		cmocka_unit_test(test_jsonscan_strings),
+		cmocka_unit_test(test_heap_trim_claim),
 	};
 	return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }
