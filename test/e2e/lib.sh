@@ -146,7 +146,8 @@ e2e_start_extender() {
   # (an older build, as bench/e2e.sh's baseline, has no /debug listener of its own)
   local debug=()
   "$E2E_EXTENDER" serve --help 2>/dev/null | grep -q -- --debug-listen && debug=(--debug-listen "127.0.0.1:$dport")
-  cluster_spawn "$name" "$E2E_EXTENDER" serve --kubeconfig "$CLUSTER_EXTENDER_KUBECONFIG" \
+  # glibc's per-thread caches off, as deploy/base/04-extender.yaml runs it
+  GLIBC_TUNABLES=glibc.malloc.tcache_count=0 cluster_spawn "$name" "$E2E_EXTENDER" serve --kubeconfig "$CLUSTER_EXTENDER_KUBECONFIG" \
     --listen "127.0.0.1:$port" "${debug[@]}" --identity "$name" "$@"
   printf -v "E2E_PORT_${name//-/_}" '%s' "$port"
   E2E_URL="http://127.0.0.1:$port"
