@@ -10,7 +10,7 @@
 #include "config.h"
 #include "events.h"
 #include "extender.h"
-#include "heaptrim.h"
+#include "heap.h"
 #include "httpd.h"
 #include "inventory.h"
 #include "jsonarena.h"
@@ -21,7 +21,6 @@
 #include "reserve.h"
 #include "webhook.h"
 
-#include <malloc.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -66,7 +65,7 @@ static bool is_ready(void *ctx, char *why, size_t size)
 	}
 	/* The first lists' parsed pages are gone: give their memory back to the system, once. */
 	if (!atomic_exchange(&s->trimmed, true))
-		malloc_trim(0);
+		heap_trim();
 	return true;
 }
 
@@ -234,13 +233,13 @@ static void on_metrics(void *ctx, const struct http_request *req, struct http_re
 	}
 	struct cache_stats st;
 	cache_stats(s->cache, &st);
-	struct mallinfo2 heap = mallinfo2();
+	struct heap_usage heap = heap_usage();
 	sc->g = (struct metrics_gauges){
 		.cache_nodes = (double)st.nodes, .cache_devices = (double)st.devices,
 		.cache_allocations = (double)st.allocs, .cache_gpuclaims = (double)st.gpuclaims,
 		.ready = is_ready(s, (char[300]){ 0 }, 300) ? 1 : 0,
 		.node_summary_pending = nodesum_writer_pending(s->nodesum),
-		.heap_in_use = (double)(heap.uordblks + heap.hblkhd), .heap_free = (double)heap.fordblks,
+		.heap_in_use = (double)heap.in_use, .heap_free = (double)heap.free,
 		.per_node = per_node, .ctx = sc,
 	};
 	events_counts(s->events, sc->g.events);
@@ -404,7 +403,7 @@ static int load_inventory(struct server *s)
 		return -1;
 	}
 	/* The file's JSON tree is gone; give its pages back rather than keep them in the heap. */
-	malloc_trim(0);
+	heap_trim();
 	struct cache_stats st;
 	cache_stats(s->cache, &st);
 	log_info("inventory loaded", "file=%s nodes=%zu devices=%zu gpuclaims=%zu", s->cfg.inventory,
@@ -616,19 +615,6 @@ int serve_metrics_main(int argc, char **argv)
 	return 0;
 }
 
-/*
- * At most two malloc arenas a CPU (glibc makes up to eight): the bind
- * threads, which wait on the API server far more than they allocate, would
- * otherwise spread over arenas that each keep their peak, and the heap grow
- * for minutes as the load reaches them all. MALLOC_ARENA_MAX, when set, decides.
- */
-static void limit_arenas(void)
-{
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	if (!getenv("MALLOC_ARENA_MAX"))
-		mallopt(M_ARENA_MAX, cpus > 0 ? (int)(2 * cpus) : 2);
-}
-
 int serve_main(int argc, char **argv)
 {
 	struct server s;
@@ -646,7 +632,7 @@ int serve_main(int argc, char **argv)
 	if (check_tls_files(&s.cfg))
 		return 1;
 	raise_open_files(&s.cfg);
-	limit_arenas();
+	heap_setup();
 	jsonarena_install();
 
 	/* Signals go to sigwait() below, not to whichever thread they hit. */

@@ -3,7 +3,7 @@
 #include "binding.h"
 #include "clock.h"
 #include "events.h"
-#include "heaptrim.h"
+#include "heap.h"
 #include "log.h"
 #include "metrics.h"
 #include "podread.h"
@@ -814,7 +814,7 @@ static void *reaper_main(void *arg)
 			if (!atomic_exchange(&r->reconciled, true))
 				log_info("reservations rebuilt from the ledgers and the pods", "%s", "");
 		}
-		heap_trim_tick();   /* for a load that never lets the requests drain (heaptrim.h) */
+		heap_trim_tick();   /* for a load that never lets the requests drain (heap.h) */
 		/* Sleep a reap interval, or less when a pod went away or finished. */
 		struct timespec until;
 		clock_gettime(CLOCK_REALTIME, &until);

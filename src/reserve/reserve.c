@@ -139,7 +139,9 @@ static int edit_unplace(void *ctx, struct ledger *l, char *err, size_t errlen)
 	const struct bind_ctx *b = u->b;
 	int i = ledger_find(l, b->req->uid);
 	u->unplaced = false;
-	if (i < 0 || strcmp(l->e[i].gang, b->req->claim->gang) || !resv_id_eq(resv_id_of(&l->e[i].a), resv_id_of(&b->entry.a)))
+	bool ours = i >= 0 && !strcmp(l->e[i].gang, b->req->claim->gang) &&
+		    resv_id_eq(resv_id_of(&l->e[i].a), resv_id_of(&b->entry.a));
+	if (!ours)
 		return LEDGER_UNCHANGED;
 	u->unplaced = true;
 	char id[17];

@@ -157,6 +157,9 @@ def health_version_metrics():
         assert 'gpu_extender_request_duration_seconds_bucket{verb="filter",le="+Inf"} 1' in body
         assert "gpu_extender_cache_nodes 7" in body
         assert "gpu_extender_cache_devices 34" in body
+        heap = float(re.search(r"^gpu_extender_heap_in_use_bytes (\S+)$", body, re.M).group(1))
+        # AddressSanitizer's malloc is not glibc's: mallinfo2 reads 0 there.
+        assert heap > 1e6 or "ASAN_OPTIONS" in os.environ, heap
     finally:
         assert s.stop() == 0, s.output()
 

@@ -1,8 +1,8 @@
-/* buf, strnum, strmap, yamljson, log quoting, slab, jsonscan and heaptrim. */
+/* buf, strnum, strmap, yamljson, log quoting, slab, jsonscan and heap. */
 #include "testutil.h"
 
 #include "buf.h"
-#include "heaptrim.h"
+#include "heap.h"
 #include "jsonscan.h"
 #include "keyset.h"
 #include "log.h"
