@@ -547,10 +547,20 @@ PY
   done
   wait "${pids[@]}"
   e2e_note "$BULK GpuNodeStatuses created in $((SECONDS - t0))s"
+  # The proxy's budget counts every byte to ext-page. The main extender writes
+  # each new node's GPU counts (nodeSummary, 20 a second): every write is a
+  # watch event ext-page gets, and a burst of them moved the cut into a
+  # relist's first page about one run in two. So they are waited out, and
+  # ext-page writes none (each PATCH's answer is a whole GpuNodeStatus).
+  bulk_counted() {
+    kubectl get gpunodestatuses -l e2e=bulk -o json | python3 -c 'import json, sys
+sys.exit(0 if all("allocation" in g["status"] for g in json.load(sys.stdin)["items"]) else 1)'
+  }
+  cluster_wait 90 "the counts of all $BULK bulk GpuNodeStatuses written" bulk_counted
   start_proxy px-page || { echo "cache: proxy failed"; e2e_summary; exit 1; }
   cp "$CLUSTER_EXTENDER_TOKEN_FILE" "$WORK/page.token"
   kubeconfig_variant "$WORK/page.kubeconfig" --server "$PROXY_URL" --token-file "$WORK/page.token"
-  CLUSTER_EXTENDER_KUBECONFIG=$WORK/page.kubeconfig e2e_start_extender ext-page
+  CLUSTER_EXTENDER_KUBECONFIG=$WORK/page.kubeconfig e2e_start_extender ext-page --node-summary-interval 0
   URLPAGE=$E2E_URL
   DEBUGPAGE=$E2E_DEBUG_URL
   devices_api=$(kubectl get gpunodestatuses -o json | python3 -c \
