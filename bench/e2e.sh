@@ -115,7 +115,10 @@
 # verbs' means over that minute), and from minute 5 on: RSS against minute
 # 5's, the range of open files and threads, and the verbs' means of
 # minutes 5-9 against the last five minutes': a leak or a drift shows
-# there. Then its RSS by kind of memory (/proc/PID/smaps) at both times.
+# there. The CPU milliseconds the extender and the API server used a pod
+# bound, each minute, tell the extender's own cost from the machine's
+# load, which the verbs' wall times follow. Then its RSS by kind of
+# memory (/proc/PID/smaps) at both times.
 set -u
 cd "$(dirname "$0")/.."
 NODES=1000 PODS=2000 ROUNDS=5 EXT=$PWD/build/gpu-extender BASE="" ONLY="" COLD="" SUSTAIN="" REPLICAS="" PPROF="" FLOOR=1 HTTP_TIMEOUT="" PEERS="" CURVE="" MIXED=""
@@ -414,6 +417,11 @@ if [[ -n $SUSTAIN ]]; then
       END { printf "%.1f %.1f", u / 1048576, f / 1048576 }'
   }
   peak() { awk '/VmHWM/ { printf "%.1f", $2 / 1024 }' "/proc/$pid/status"; }  # the highest RSS so far
+  cpus() { echo "$(cpu_s gpu-extender) $(cpu_s kube-apiserver)"; }  # CPU s so far: extender, API server
+  per_pod() {  # FROM_SUMS TO_SUMS FROM_CPUS TO_CPUS: CPU ms of the extender, of the API server, a bind in between
+    awk -v a="$1" -v z="$2" -v c="$3" -v d="$4" 'BEGIN { split(a, x, " "); split(z, y, " "); split(c, p, " "); split(d, q, " ")
+      n = y[4] - x[4]; printf "%.2f %.2f", (n > 0 ? (q[1] - p[1]) * 1000 / n : 0), (n > 0 ? (q[2] - p[2]) * 1000 / n : 0) }'
+  }
   means() {  # FROM_SUMS TO_SUMS: mean ms of a filter+prioritize pair, of a bind, in between
     awk -v a="$1" -v z="$2" 'BEGIN { split(a, x, " "); split(z, y, " ")
       printf "%.3f %.2f", (y[2] > x[2] ? (y[1] - x[1]) / (y[2] - x[2]) * 1000 : 0), (y[4] > x[4] ? (y[3] - x[3]) / (y[4] - x[4]) * 1000 : 0) }'
@@ -430,16 +438,18 @@ if [[ -n $SUSTAIN ]]; then
   round 0 || fail "the first round failed"
   SUMS+=("$(sums)")
   first_use=$(usage) first_kinds="$(load rss "$pid") $(heap) $(peak)"
-  k=1 minute=1 mark=${SUMS[1]} MINUTES=()
+  k=1 minute=1 mark=${SUMS[1]} cpu_mark=$(cpus) MINUTES=()
   while ((SECONDS - t0 < SUSTAIN)); do
     round "$k" || fail "round $k failed"
     SUMS+=("$(sums)")
     k=$((k + 1))
-    # Once a minute: the extender's RSS, open files and threads, and its
-    # verbs' mean times over the minute: a leak or a drift shows in their shape.
+    # Once a minute: the extender's RSS, open files and threads, its verbs'
+    # mean times and CPU a pod over the minute: a leak or a drift shows in their shape.
     if ((SECONDS - t0 >= minute * 60)); then
-      MINUTES+=("$minute $k $(usage) $(means "$mark" "${SUMS[$k]}") $(load rss "$pid") $(heap) $(peak)")
-      mark=${SUMS[$k]}
+      cpu_now=$(cpus)
+      cpu_pod=$(per_pod "$mark" "${SUMS[$k]}" "$cpu_mark" "$cpu_now")
+      MINUTES+=("$minute $k $(usage) $(means "$mark" "${SUMS[$k]}") $(load rss "$pid") $(heap) $(peak) $cpu_pod")
+      mark=${SUMS[$k]} cpu_mark=$cpu_now
       minute=$((minute + 1))
     fi
   done
@@ -452,28 +462,32 @@ if [[ -n $SUSTAIN ]]; then
   read -r r f th so <<<"$last_use"; read -r fp b <<<"$(means "${SUMS[$w]}" "${SUMS[$k]}")"
   echo "| $((SECONDS - t0)) s (means: last $((k - w)) rounds) | $k | $((k * PODS)) | $r | $f | $th | $so | $fp | $b |"
   echo
-  echo "At the end of each minute (verbs: means over that minute; sockets: of the open files):"
-  echo "| minute | rounds | RSS MiB | open files | threads | sockets | filter+prioritize ms | bind ms |"
-  echo "|---|---|---|---|---|---|---|---|"
-  printf '%s\n' "${MINUTES[@]}" | awk '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8 }'
+  echo "At the end of each minute (verbs and CPU: over that minute; sockets: of the open files):"
+  echo "| minute | rounds | RSS MiB | open files | threads | sockets | filter+prioritize ms | bind ms | CPU ms a pod: extender | API server |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
+  printf '%s\n' "${MINUTES[@]}" | awk '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $17, $18 }'
   # From minute 5 on: RSS against minute 5's (the goal: within 5 %), open
   # files and threads (constant), and the verbs' means of minutes 5-9
-  # against the last five minutes' (no drift).
+  # against the last five minutes' (no drift), and so the CPU a pod.
   printf '%s\n' "${MINUTES[@]}" | awk '$1 >= 5 {
       if (!n++) { r0 = $3; lo = hi = $3; flo = fhi = $4; tlo = thi = $5; slo = shi = $6 }
       if ($3 < lo) lo = $3; if ($3 > hi) hi = $3
       if ($4 < flo) flo = $4; if ($4 > fhi) fhi = $4
       if ($5 < tlo) tlo = $5; if ($5 > thi) thi = $5
       if ($6 < slo) slo = $6; if ($6 > shi) shi = $6
-      fp[n] = $7; bd[n] = $8 }
+      fp[n] = $7; bd[n] = $8; ce[n] = $17; ca[n] = $18 }
     END {
       if (n < 2) { print "from minute 5 on: too short a run (--sustained 1800 for 30 minutes)"; exit }
       m = n < 5 ? n : 5
-      for (i = 1; i <= m; i++) { a += fp[i]; b += bd[i]; c += fp[n - m + i]; d += bd[n - m + i] }
+      for (i = 1; i <= m; i++) {
+        a += fp[i]; b += bd[i]; c += fp[n - m + i]; d += bd[n - m + i]
+        e += ce[i]; f += ce[n - m + i]; g += ca[i]; h += ca[n - m + i] }
       printf "from minute 5 on: RSS %s to %s MiB (%+.1f %% to %+.1f %% of minute 5'"'"'s %s); open files %s to %s (sockets %s to %s); threads %s to %s\n",
         lo, hi, (lo - r0) / r0 * 100, (hi - r0) / r0 * 100, r0, flo, fhi, slo, shi, tlo, thi
       printf "filter+prioritize ms: %.3f over minutes 5-%d, %.3f over the last %d; bind ms: %.1f, %.1f\n",
-        a / m, 4 + m, c / m, m, b / m, d / m }'
+        a / m, 4 + m, c / m, m, b / m, d / m
+      printf "CPU ms a pod: extender %.2f over minutes 5-%d, %.2f over the last %d; API server %.2f, %.2f\n",
+        e / m, 4 + m, f / m, m, g / m, h / m }'
   echo
   echo "RSS MiB by kind of mapping, malloc's MiB (in use: held by the extender; free: kept in its arenas) and the highest RSS so far:"
   echo "| when | main heap | threads' heaps | threads' stacks | other anonymous | files | malloc in use | malloc free | RSS peak |"
