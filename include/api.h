@@ -23,6 +23,13 @@
 #define ANN_SHARED_MEMORY "gpu.scheduling/shared-memory-mib"    /* per GPU, for isolation layers */
 #define ANN_SHARED_CORE "gpu.scheduling/shared-core-percent"
 /*
+ * On a pod waiting for a node: when the extender last wrote it (RFC 3339),
+ * so that kube-scheduler tries the pod again: a nudge when GPUs it fits
+ * free, and the fence before a reservation not bound in time goes
+ * (docs/architecture.md, "Fencing a late binding").
+ */
+#define ANN_NUDGED "gpu.scheduling/nudged"
+/*
  * The version of the allocation annotations' format, which the binding
  * writes beside them. None means 1, the format of 0.2.0. A reader takes
  * the versions up to its own and refuses a newer one rather than guess

@@ -67,6 +67,10 @@ struct claim {
 	char gang[128];               /* gang name, or "" */
 	int gang_size;                /* members placed at once; 0: the PodGroup's minMember */
 	int gang_timeout_s;           /* reserved places unused this long are released; 0: default */
+	/* The resourceVersion of the pod it was read from (or ""): its binding's
+	 * precondition, so that a binding carried out late is refused once the
+	 * pod changed (docs/architecture.md, "Fencing a late binding"). */
+	char pod_version[32];
 };
 
 /* An empty claim (mode NONE, policy -1). Call before filling one in. */
@@ -81,7 +85,7 @@ int claim_add_match(struct claim *c, const char *key, const char *value);
 /*
  * A claim packed for keeping: its numbers, then its preferred ids, strings
  * and labels at their length (about 100 bytes for a plain claim; a struct
- * claim takes 1176). claim_pack() appends it to out: 0, or -1 (no room).
+ * claim takes 1208). claim_pack() appends it to out: 0, or -1 (no room).
  * claim_unpack() fills *out (claim_release() it); 0, or -1 when out of
  * memory (out empty).
  */

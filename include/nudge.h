@@ -39,9 +39,6 @@
 struct cache;
 struct kube_client;
 
-/* The annotation a nudge writes: when, as RFC 3339 with milliseconds. */
-#define NUDGE_ANNOTATION "gpu.scheduling/nudged"
-
 struct nudge_opts {
 	struct cache *cache;
 	struct kube_client *kube;

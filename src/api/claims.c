@@ -412,6 +412,48 @@ static int claim_matches_resources(const cJSON *pod, const struct api_resources 
 	return 0;
 }
 
+/* The gang a pod names itself (when its GpuClaim names none): 0, or -1 with err. */
+static int pod_gang(const cJSON *pod, struct claim *c, char *err, size_t errlen)
+{
+	/* The coscheduling convention (scheduler-plugins, Kubeflow, Kueue): its PodGroup gives the size. */
+	const char *group = api_label(pod, LABEL_POD_GROUP);
+	if (group && !c->gang[0] && claim_wants_gpu(c)) {
+		if (!*group || strlen(group) >= sizeof(c->gang)) {
+			snprintf(err, errlen, "label %s must be a PodGroup name", LABEL_POD_GROUP);
+			return -1;
+		}
+		snprintf(c->gang, sizeof(c->gang), "%s", group);
+		c->gang_kind = GANG_POD_GROUP;
+	}
+	/* Kubernetes' own (scheduling.k8s.io Workload): the pod group of the workload, per replica. */
+	const cJSON *wref = api_path(pod, "spec.workloadRef");
+	if (wref && !c->gang[0] && claim_wants_gpu(c)) {
+		const char *w = api_str(wref, "name"), *g = api_str(wref, "podGroup"), *rk = api_str(wref, "podGroupReplicaKey");
+		int n = w && g && *w && *g ? snprintf(c->gang, sizeof(c->gang), "%s/%s%s%s", w, g, rk && *rk ? "/" : "",
+						       rk && *rk ? rk : "") : -1;
+		if (n < 0 || (size_t)n >= sizeof(c->gang)) {
+			snprintf(err, errlen, "spec.workloadRef needs a name and a podGroup (%zu characters in all at most)",
+				 sizeof(c->gang) - 3);
+			return -1;
+		}
+		c->gang_kind = GANG_WORKLOAD;
+	}
+	/* 1.36 on (spec.workloadRef is gone): a PodGroup object of scheduling.k8s.io names the gang. */
+	const cJSON *sg = api_path(pod, "spec.schedulingGroup");
+	if (sg && !c->gang[0] && claim_wants_gpu(c)) {
+		const char *g = api_str(sg, "podGroupName");
+		int n = g && *g ? snprintf(c->gang, sizeof(c->gang), CLAIM_PODGROUP_PREFIX "%s", g) : -1;
+		if (n < 0 || (size_t)n >= sizeof(c->gang)) {
+			c->gang[0] = 0;
+			snprintf(err, errlen, "spec.schedulingGroup.podGroupName must be a name of at most %zu characters",
+				 sizeof(c->gang) - sizeof(CLAIM_PODGROUP_PREFIX));
+			return -1;
+		}
+		c->gang_kind = GANG_SCHEDULING_GROUP;
+	}
+	return 0;
+}
+
 int api_pod_claim(const cJSON *pod, const struct api_resources *res, api_claim_lookup lookup,
 		  void *lookup_ctx, struct claim *c, char *err, size_t errlen)
 {
@@ -440,44 +482,9 @@ int api_pod_claim(const cJSON *pod, const struct api_resources *res, api_claim_l
 	} else if (claim_from_resources(pod, res, c, err, errlen)) {
 		return -1;
 	}
-	/* The coscheduling convention (scheduler-plugins, Kubeflow, Kueue): its PodGroup gives the size. */
-	const char *group = api_label(pod, LABEL_POD_GROUP);
-	if (group && !c->gang[0] && claim_wants_gpu(c)) {
-		if (!*group || strlen(group) >= sizeof(c->gang)) {
-			snprintf(err, errlen, "label %s must be a PodGroup name", LABEL_POD_GROUP);
-			claim_release(c);
-			return -1;
-		}
-		snprintf(c->gang, sizeof(c->gang), "%s", group);
-		c->gang_kind = GANG_POD_GROUP;
-	}
-	/* Kubernetes' own (scheduling.k8s.io Workload): the pod group of the workload, per replica. */
-	const cJSON *wref = api_path(pod, "spec.workloadRef");
-	if (wref && !c->gang[0] && claim_wants_gpu(c)) {
-		const char *w = api_str(wref, "name"), *g = api_str(wref, "podGroup"), *rk = api_str(wref, "podGroupReplicaKey");
-		int n = w && g && *w && *g ? snprintf(c->gang, sizeof(c->gang), "%s/%s%s%s", w, g, rk && *rk ? "/" : "",
-						       rk && *rk ? rk : "") : -1;
-		if (n < 0 || (size_t)n >= sizeof(c->gang)) {
-			snprintf(err, errlen, "spec.workloadRef needs a name and a podGroup (%zu characters in all at most)",
-				 sizeof(c->gang) - 3);
-			claim_release(c);
-			return -1;
-		}
-		c->gang_kind = GANG_WORKLOAD;
-	}
-	/* 1.36 on (spec.workloadRef is gone): a PodGroup object of scheduling.k8s.io names the gang. */
-	const cJSON *sg = api_path(pod, "spec.schedulingGroup");
-	if (sg && !c->gang[0] && claim_wants_gpu(c)) {
-		const char *g = api_str(sg, "podGroupName");
-		int n = g && *g ? snprintf(c->gang, sizeof(c->gang), CLAIM_PODGROUP_PREFIX "%s", g) : -1;
-		if (n < 0 || (size_t)n >= sizeof(c->gang)) {
-			c->gang[0] = 0;
-			snprintf(err, errlen, "spec.schedulingGroup.podGroupName must be a name of at most %zu characters",
-				 sizeof(c->gang) - sizeof(CLAIM_PODGROUP_PREFIX));
-			claim_release(c);
-			return -1;
-		}
-		c->gang_kind = GANG_SCHEDULING_GROUP;
+	if (pod_gang(pod, c, err, errlen)) {
+		claim_release(c);
+		return -1;
 	}
 	const char *policy = api_annotation(pod, ANN_POLICY);
 	if (policy) {
@@ -489,6 +496,9 @@ int api_pod_claim(const cJSON *pod, const struct api_resources *res, api_claim_l
 		}
 		c->policy = (int)id;
 	}
+	const char *version = api_str(api_path(pod, "metadata"), "resourceVersion");
+	if (version && strlen(version) < sizeof(c->pod_version))
+		snprintf(c->pod_version, sizeof(c->pod_version), "%s", version);
 	return 0;
 }
 

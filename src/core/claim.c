@@ -62,7 +62,7 @@ struct claim_head {
 	X(nprefer) X(policy) X(gang_size) X(gang_timeout_s) X(mode) X(placement) X(vendor) X(topo) X(gang_kind)
 
 /* A new field in struct claim needs a place in the packed form: in the head or after it (size on LP64). */
-_Static_assert(sizeof(void *) != 8 || sizeof(struct claim) == 1176, "claim_pack: pack the new field of struct claim");
+_Static_assert(sizeof(void *) != 8 || sizeof(struct claim) == 1208, "claim_pack: pack the new field of struct claim");
 
 int claim_pack(const struct claim *c, struct buf *out)
 {
@@ -75,7 +75,7 @@ int claim_pack(const struct claim *c, struct buf *out)
 	int bad = buf_add(out, &h, sizeof(h)) |
 		  buf_add(out, c->prefer_ids, (size_t)c->nprefer * sizeof(c->prefer_ids[0])) |
 		  buf_add_str(out, c->models) | buf_add_str(out, c->arch) | buf_add_str(out, c->gpuclaim) |
-		  buf_add_str(out, c->gang);
+		  buf_add_str(out, c->gang) | buf_add_str(out, c->pod_version);
 	for (int i = 0; i < c->nmatch; i++)
 		bad |= buf_add_str(out, c->match[i].key) | buf_add_str(out, c->match[i].value);
 	return bad ? -1 : 0;
@@ -96,6 +96,7 @@ int claim_unpack(const void *in, struct claim *out)
 	buf_take_str(&at, out->arch, sizeof(out->arch));
 	buf_take_str(&at, out->gpuclaim, sizeof(out->gpuclaim));
 	buf_take_str(&at, out->gang, sizeof(out->gang));
+	buf_take_str(&at, out->pod_version, sizeof(out->pod_version));
 	for (int i = 0; i < h.nmatch; i++) {
 		const char *key = (const char *)at;
 		at += strlen(key) + 1;

@@ -8,6 +8,7 @@
  * ones before it, get one annotation PATCHed, as the token bucket allows.
  */
 #include "nudge.h"
+#include "api.h"
 
 #include "buf.h"
 #include "cache.h"
@@ -357,7 +358,7 @@ static enum nudge_result send_one(struct nudge *n, const struct cand *c, char *e
 	/* The uid: a pod of the same name made since is not this one (the API server refuses the change). */
 	buf_adds(&body, "{\"metadata\":{\"uid\":");
 	buf_add_json_str(&body, c->uid);
-	buf_printf(&body, ",\"annotations\":{\"" NUDGE_ANNOTATION "\":\"%s\"}}}", ts);
+	buf_printf(&body, ",\"annotations\":{\"" ANN_NUDGED "\":\"%s\"}}}", ts);
 	struct kube_response r;
 	kube_response_init(&r);
 	enum nudge_result res = NUDGE_FAILED;

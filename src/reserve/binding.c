@@ -116,6 +116,12 @@ int binding_post(struct reserve *r, const struct bind_request *req, const struct
 		buf_adds(&body, ",\"uid\":");
 		buf_add_json_str(&body, req->uid);
 	}
+	if (e && req->claim->pod_version[0]) {
+		/* The pod as it was before this reservation was written: once the reaper has
+		 * fenced the pod to release it, this binding is refused, however late it comes. */
+		buf_adds(&body, ",\"resourceVersion\":");
+		buf_add_json_str(&body, req->claim->pod_version);
+	}
 	if (e) {
 		buf_adds(&body, ",\"annotations\":{");
 		add_annotations(&body, n, e, req->node);
@@ -124,30 +130,34 @@ int binding_post(struct reserve *r, const struct bind_request *req, const struct
 	buf_adds(&body, "},\"target\":{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"name\":");
 	buf_add_json_str(&body, req->node);
 	buf_adds(&body, "}}");
-	char path[768], msg[512];
-	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s/binding", req->ns, req->name);
+	char path[768], msg[512], on[256] = "";
+	/* (the API server's own deadline too: it gives the binding up when the client does) */
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s/binding?timeout=%lds", req->ns, req->name, timeout_s);
 	struct kube_response resp;
 	kube_response_init(&resp);
 	int rc = kube_request(r->o.client, "POST", path, buf_cstr(&body), NULL, timeout_s, &resp, err, errlen);
 	if (!rc && resp.status != 201 && resp.status != 200) {
 		kube_status_message(&resp, msg, sizeof(msg));
-		/* A retried bind finds the pod already on our node: that is success. */
 		char want[300];
 		snprintf(want, sizeof(want), "already assigned to node \"%s\"", req->node);
-		if (resp.status == 409 && strstr(msg, want)) {
-			char on[256] = "";
-			rc = 0;
-			if (e && (pod_node_now(r, req, on, sizeof(on), had, hadsize) || strcmp(on, req->node)))
-				had[0] = '\0';
+		snprintf(err, errlen, "binding the pod: HTTP %ld: %s", resp.status, msg);
+		if (resp.status == 409) {
+			/* Bound already (a retried bind, or an earlier one's binding carried out late), or
+			 * the pod changed since it was read (the precondition): where it is now says. */
+			int known = pod_node_now(r, req, on, sizeof(on), had, hadsize);
+			if (!known && !strcmp(on, req->node))
+				rc = 0;
+			else if (known < 0 && strstr(msg, want))
+				rc = 0;         /* (its devices unread: as reserved) */
+			else
+				rc = known < 0 ? BINDING_UNKNOWN : BINDING_REFUSED;
 		} else {
-			snprintf(err, errlen, "binding the pod: HTTP %ld: %s", resp.status, msg);
 			rc = resp.status >= 500 ? BINDING_UNKNOWN : BINDING_REFUSED;
 		}
 	} else if (rc) {
 		rc = BINDING_UNKNOWN;
 	}
 	if (rc == BINDING_UNKNOWN) {
-		char on[256] = "";
 		int known = pod_node_now(r, req, on, sizeof(on), had, hadsize);
 		if (!known && !strcmp(on, req->node)) {
 			log_info("the binding went through; its answer was lost", "pod=%s/%s node=%s error=\"%s\"", req->ns,
@@ -156,9 +166,9 @@ int binding_post(struct reserve *r, const struct bind_request *req, const struct
 		} else if (known > 0 || (!known && on[0])) {
 			rc = BINDING_REFUSED;   /* the pod is gone, or on another node */
 		}
-		if (rc)
-			had[0] = '\0';
 	}
+	if (rc || !e || strcmp(on, req->node))
+		had[0] = '\0';         /* (the annotation only of a pod bound here by this binding's try) */
 	kube_response_release(&resp);
 	buf_release(&body);
 	return rc;

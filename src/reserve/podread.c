@@ -1,11 +1,14 @@
 /* Fresh reads of pods, for decisions the watches' word is not enough for. */
 #include "podread.h"
 #include "api.h"
+#include "buf.h"
+#include "clock.h"
 #include "log.h"
 #include "watch.h"
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 int reserve_read_pod(struct reserve *r, const char *ns, const char *name, const char *uid, cJSON **out)
 {
@@ -29,6 +32,45 @@ int reserve_read_pod(struct reserve *r, const char *ns, const char *name, const 
 		}
 	}
 	kube_response_release(&resp);
+	return rc;
+}
+
+int reserve_fence_pod(struct reserve *r, const char *ns, const char *name, const char *uid, const char *version,
+		      const char *node)
+{
+	char path[768], when[32], err[256] = "", msg[200];
+	time_t now = (time_t)clock_wall_s();
+	struct tm tm;
+	gmtime_r(&now, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns, name);
+	struct buf body;
+	buf_init(&body, 1024);
+	buf_adds(&body, "{\"metadata\":{\"uid\":");
+	buf_add_json_str(&body, uid);
+	buf_adds(&body, ",\"resourceVersion\":");
+	buf_add_json_str(&body, version);
+	buf_printf(&body, ",\"annotations\":{\"" ANN_NUDGED "\":\"%s\"}}}", when);
+	struct kube_response resp;
+	kube_response_init(&resp);
+	int rc = -1;
+	if (!kube_request(r->o.client, "PATCH", path, buf_cstr(&body), "application/merge-patch+json", 10, &resp, err,
+			  sizeof(err))) {
+		if (resp.status == 200) {
+			/* (a write that changed nothing leaves the version as it was, and fences nothing) */
+			cJSON *pod = cJSON_ParseWithLength(resp.body.data, resp.body.len);
+			const char *now_version = api_str(api_path(pod, "metadata"), "resourceVersion");
+			rc = now_version && strcmp(now_version, version) ? 0 : -1;
+			cJSON_Delete(pod);
+		} else if (resp.status != 409) {    /* (409: the pod changed since the read; read again) */
+			snprintf(err, sizeof(err), "HTTP %ld: %s", resp.status, kube_status_message(&resp, msg, sizeof(msg)));
+		}
+	}
+	if (err[0])
+		log_warn("reaper: cannot fence a pod before its reservation goes; trying later",
+			 "pod=%s/%s node=%s error=\"%s\"", ns, name, node, LOG_Q(err));
+	kube_response_release(&resp);
+	buf_release(&body);
 	return rc;
 }
 

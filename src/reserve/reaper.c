@@ -267,6 +267,11 @@ static int classify_by_get(struct reserve *r, const struct lookup *l)
 		const char *node = api_str(api_path(pod, "spec"), "nodeName");
 		/* (a lookup for a deleted Lease may come before the timeout) */
 		reason = verdict(api_pod_finished(pod), node ? node : "", l->node, l->late);
+		/* Fenced first: a binding still in the API server could bind the pod with its devices. */
+		const char *version = api_str(api_path(pod, "metadata"), "resourceVersion");
+		if (reason == REL_BIND_TIMEOUT &&
+		    (!version || reserve_fence_pod(r, l->ns, l->pod, l->uid, version, l->node)))
+			reason = -3;
 		const char *ann = api_pod_allocated(pod, NULL, 0);
 		settled = reason == REL_POD_FINISHED || (reason == -1 && node && !strcmp(node, l->node) && ann);
 		if (reason == -1 && settled)

@@ -168,10 +168,12 @@ static bool bound_elsewhere(struct reserve *r, const struct bind_request *req, c
 
 /*
  * The binding, POSTed only while it can be answered before any replica may
- * call the reservation late: a reaper's bind timeout runs from when it first
- * sees the entry, after t0_ms (this bind's ledger write began then), so a
- * binding given up by that time cannot bind the pod with devices a release
- * freed. Unposted and BINDING_REFUSED when less than a second is left.
+ * call the reservation late (a reaper's bind timeout runs from when it first
+ * sees the entry, after t0_ms, when this bind's ledger write began), so that
+ * a bind does not outlast its reservation. One the API server carries out
+ * later all the same is refused once the reaper fenced the pod (its
+ * resourceVersion precondition: docs/architecture.md, "Fencing a late
+ * binding"). Unposted and BINDING_REFUSED when less than a second is left.
  */
 static int post_in_time(struct reserve *r, const struct bind_ctx *b, int64_t t0_ms, char *had, size_t hadsize,
 			char *err, size_t errlen)

@@ -1,7 +1,8 @@
 /*
  * The API server model: Leases and Pods with a resourceVersion each from one
  * counter, 409s on a stale resourceVersion or an existing name, the binding
- * subresource, merge patches, DELETE preconditions, label-selected watches
+ * subresource (its uid and resourceVersion preconditions checked before
+ * whether the pod is bound, as the API server does), merge patches, DELETE preconditions, label-selected watches
  * (an object that stops matching is DELETED for the watch), and the
  * owner-reference garbage collector for reservation Leases.
  */
@@ -363,17 +364,47 @@ static long lease_req(struct apiserver *a, const char *method, const char *ns, c
 	return rc;
 }
 
+/* A write's preconditions on x (its metadata's uid and resourceVersion, when given): 0, or the 409 answered. */
+static long preconditions(struct apiserver *a, const struct obj *x, const cJSON *in, struct kube_response *r)
+{
+	const char *uid = meta_str(in, "uid"), *version = meta_str(in, "resourceVersion");
+	if (uid && strcmp(uid, meta_str(x->json, "uid")))
+		return status(a, r, 409, "Conflict", "Precondition failed: UID in precondition: %s, UID in object meta: %s", uid,
+			      meta_str(x->json, "uid"));
+	if (version && strcmp(version, meta_str(x->json, "resourceVersion")))
+		return status(a, r, 409, "Conflict", "Precondition failed: ResourceVersion in precondition: %s, "
+			      "ResourceVersion in object meta: %s", version, meta_str(x->json, "resourceVersion"));
+	return 0;
+}
+
+/* A merge patch of a pod's annotations (the nudge, the reaper's fence); an unchanged pod keeps its version. */
+static long pod_patch(struct apiserver *a, struct obj *x, const char *body, struct kube_response *r)
+{
+	cJSON *in = cJSON_Parse(body ? body : "");
+	long rc = preconditions(a, x, in, r);
+	if (!rc) {
+		cJSON *copy = cJSON_Duplicate(x->json, true);
+		merge_patch(obj_child(obj_child(copy, "metadata"), "annotations"), api_path(in, "metadata.annotations"));
+		if (cJSON_Compare(copy, x->json, true))
+			cJSON_Delete(copy);
+		else
+			commit(a, x, copy);
+		rc = answer(r, 200, x->json);
+	}
+	cJSON_Delete(in);
+	return rc;
+}
+
 static long binding(struct apiserver *a, struct obj *x, const char *name, const char *body, struct kube_response *r)
 {
 	cJSON *in = cJSON_Parse(body ? body : "");
-	const char *uid = meta_str(in, "uid"), *node = api_str(api_path(in, "target"), "name");
+	const char *node = api_str(api_path(in, "target"), "name");
 	const char *on = api_str(api_path(x->json, "spec"), "nodeName");
 	long rc;
 	if (!node || !node[0]) {
 		rc = status(a, r, 422, "Invalid", "target.name: Required%s%s", "", "");
-	} else if (uid && strcmp(uid, meta_str(x->json, "uid"))) {
-		rc = status(a, r, 409, "Conflict", "Precondition failed: UID in precondition: %s, UID in object meta: %s", uid,
-			    meta_str(x->json, "uid"));
+	} else if ((rc = preconditions(a, x, in, r))) {
+		/* (answered) */
 	} else if (on && on[0]) {
 		char msg[400];
 		snprintf(msg, sizeof(msg), "pod %s is already assigned to node \"%s\"", name, on);
@@ -461,6 +492,8 @@ long apis_handle(struct apiserver *a, const char *method, const char *path, cons
 			return answer(r, 200, x->json);
 		if (!strcmp(method, "POST") && !strcmp(sub, "binding"))
 			return binding(a, x, name, body, r);
+		if (!strcmp(method, "PATCH") && !sub[0])
+			return pod_patch(a, x, body, r);
 	}
 	if (!strcmp(method, "PATCH") && strstr(path, "/status"))
 		return status(a, r, 200, "", "status recorded%s%s", "", "");   /* GpuClaim and PodGroup status */

@@ -26,7 +26,7 @@
 #define MAX_TASKS 10
 
 const char *const dst_fault_names[F_NFAULTS] = {
-	"lost", "drop", "429", "500", "slow", "watch-lag", "watch-close", "watch-silent", "api-restart",
+	"lost", "drop", "429", "500", "slow", "late", "watch-lag", "watch-close", "watch-silent", "api-restart",
 	"replica-restart", "skew", "unlabel", "retry", "unwatched", "delete", "finish",
 	"lose-entry", "kubelet-restart", "agent-restart", "gang", "prompt-release",
 };
@@ -691,10 +691,71 @@ static void watch_fault(struct world *w)
 	}
 }
 
+/* ---- writes carried out late ---- */
+
+/*
+ * How long after it was sent a write whose client gave up may still be
+ * carried out: the API server's own request timeout. A ?timeout= shorter
+ * than that does not bound it: a write etcd has queued (a stalled disk, a
+ * slow leader) is carried out when etcd gets to it.
+ */
+#define LATE_BOUND_MS 60000
+
+/*
+ * The client of t, a write, gives up at its deadline while the API server
+ * still holds the write (waiting for etcd): it is carried out at a time of
+ * the seed's up to LATE_BOUND_MS after it was sent, or never.
+ */
+static void hold_late(struct world *w, struct task *t)
+{
+	int64_t from = t->sent_ms + t->timeout_s * 1000, by = t->sent_ms + LATE_BOUND_MS;
+	bool applies = rng_pct(&w->g, 70);
+	if (applies) {
+		w->late = realloc(w->late, (size_t)(w->nlate + 1) * sizeof(*w->late));
+		struct late_write *l = &w->late[w->nlate++];
+		*l = (struct late_write){ strdup(t->method), strdup(t->path), t->rbody ? strdup(t->rbody) : NULL, "",
+					  from + (by > from ? (int64_t)rng_below(&w->g, (uint32_t)(by - from + 1)) : 0) };
+		snprintf(l->what, sizeof(l->what), "%s", t->what);
+	}
+	sched_answer(w, t, false, 0, "Operation timed out");
+	dst_trace(w, "[%s] %s %.90s: timed out, %s", t->what, t->method, t->path,
+		  applies ? "held by the API server" : "never carried out");
+	sched_resume(w, t);
+}
+
+static void late_free(struct late_write *l)
+{
+	free(l->method);
+	free(l->path);
+	free(l->body);
+}
+
+/* Carries out the held writes due by until_ms, the earliest first. */
+static void apply_late(struct world *w, int64_t until_ms)
+{
+	for (;;) {
+		int first = -1;
+		for (int i = 0; i < w->nlate; i++)
+			if (w->late[i].at_ms <= until_ms && (first < 0 || w->late[i].at_ms < w->late[first].at_ms))
+				first = i;
+		if (first < 0)
+			return;
+		struct late_write l = w->late[first];
+		w->late[first] = w->late[--w->nlate];
+		struct kube_response r;
+		kube_response_init(&r);
+		apis_handle(w->api, l.method, l.path, l.body, &r);
+		dst_trace(w, "[%s] %s %.90s: carried out late (%.1fs): %ld", l.what, l.method, l.path,
+			  (double)l.at_ms / 1000, r.status);
+		kube_response_release(&r);
+		late_free(&l);
+	}
+}
+
 /*
  * A request is answered within its client's timeout: before time passes its
  * deadline, the API server answers it, or (slow) the client gives up, the
- * request applied or not.
+ * request applied or not, or (late) a write carried out later.
  */
 static int deadlines(struct world *w, int64_t until_ms)
 {
@@ -703,7 +764,9 @@ static int deadlines(struct world *w, int64_t until_ms)
 		next = t->next;
 		if (t->st != T_REQ || t->sent_ms + t->timeout_s * 1000 > until_ms)
 			continue;
-		if (on(w, F_SLOW) && rng_pct(&w->g, 50)) {
+		if (on(w, F_LATE) && strcmp(t->method, "GET") && rng_pct(&w->g, 50)) {
+			hold_late(w, t);
+		} else if (on(w, F_SLOW) && rng_pct(&w->g, 50)) {
 			bool apply = rng_pct(&w->g, 50);
 			sched_answer(w, t, apply, 0, "Operation timed out");
 			dst_trace(w, "[%s] %s %.90s: %s", t->what, t->method, t->path, apply ? "applied, timed out" : "timed out");
@@ -760,6 +823,7 @@ static void advance(struct world *w, int64_t ms)
 	do
 		run_yielded(w);
 	while (deadlines(w, w->now_ms + ms));
+	apply_late(w, w->now_ms + ms);
 	relist_due(w, w->now_ms + ms);
 	/* Events older than the lag bound come first: only a silent watch holds them longer. */
 	if (on(w, F_WATCH_LAG))
@@ -936,13 +1000,11 @@ static void trace_tail(struct world *w, FILE *f)
 
 static void faults_arg(const struct world *w, char *out, size_t size)
 {
-	size_t at = 0;
-	out[0] = '\0';
-	for (int f = 0; f < F_NFAULTS; f++)
+	/* (from none: a list without it starts from the default) */
+	size_t at = (size_t)snprintf(out, size, "none");
+	for (int f = 0; f < F_NFAULTS && at < size; f++)
 		if (w->fault[f])
-			at += (size_t)snprintf(out + at, size - at, "%s%s", at ? "," : "", dst_fault_names[f]);
-	if (!at)
-		snprintf(out, size, "none");
+			at += (size_t)snprintf(out + at, size - at, ",+%s", dst_fault_names[f]);
 }
 
 static void world_free(struct world *w)
@@ -962,6 +1024,9 @@ static void world_free(struct world *w)
 	bury(w);
 	node_free(w);
 	apis_free(w->api);
+	for (int i = 0; i < w->nlate; i++)
+		late_free(&w->late[i]);
+	free(w->late);
 }
 
 static struct node_stats totals;   /* over the seeds run */

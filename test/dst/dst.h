@@ -48,6 +48,7 @@ enum fault {
 	F_429,          /* Too Many Requests, not applied */
 	F_500,          /* an internal error, applied or not */
 	F_SLOW,         /* an answer after the client's timeout (applied or not) */
+	F_LATE,         /* a write applied after its client gave up, until the API server's own deadline */
 	F_WATCH_LAG,    /* watch events held back (within the lag bound unless silent) */
 	F_WATCH_CLOSE,  /* a watch ends: the reflector relists */
 	F_WATCH_SILENT, /* a watch delivers nothing for a while, not closed (finding 2) */
@@ -240,6 +241,13 @@ struct node_sim;
 #define DST_MAX_PODS 256
 #define DST_TRACE 48
 
+/* A write whose client gave up that the API server still carries out (a write waiting for etcd). */
+struct late_write {
+	char *method, *path, *body;
+	char what[96];
+	int64_t at_ms;     /* when it is applied: at most the API server's deadline for it */
+};
+
 struct world {
 	struct rng g;
 	uint64_t seed;
@@ -272,6 +280,8 @@ struct world {
 	long filter_passed;        /* gang members' filters that found a node */
 	long filter_waiting;       /* those that found the gang's places not all written (yet, or any more) */
 	long gangs_complete, gangs_none;   /* at quiescence */
+	struct late_write *late;   /* writes the API server holds after their client gave up */
+	int nlate;
 };
 
 void dst_trace(struct world *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

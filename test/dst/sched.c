@@ -186,8 +186,10 @@ int sched_transport(void *ctx, const char *method, const char *path, const char 
 	t->rbody = body;
 	t->timeout_s = timeout_s > 0 ? timeout_s : 30;
 	t->sent_ms = w->now_ms;
-	/* An API server that holds a request until its client gives up (then applies it or not). */
-	t->stuck = w->faults_on && w->fault[F_SLOW] && rng_pct(&w->g, 10);
+	/* An API server that holds a request until its client gives up (then applies it or not, or,
+	 * a write, later). */
+	t->stuck = w->faults_on && (w->fault[F_SLOW] || (w->fault[F_LATE] && strcmp(method, "GET"))) &&
+		   rng_pct(&w->g, 10);
 	if (t->stuck)
 		dst_trace(w, "[%s] %s %.90s: held until its timeout", t->what, method, path);
 	t->resp = r;

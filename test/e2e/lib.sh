@@ -102,8 +102,23 @@ e2e_k8s_gang_api() {
   export CLUSTER_APISERVER_FLAGS CLUSTER_SCHEDULER_FLAGS E2E_K8S_MINOR
 }
 
+# When a check failed, the cluster's logs and the suite's files (CLUSTER_DIR/<suite>)
+# outlive the cluster: copied to E2E_FAILED_LOGS; the last three suites' are kept.
+e2e_keep_failed_logs() {
+  ((E2E_FAILED > 0)) || return 0
+  local root=${E2E_FAILED_LOGS:-/tmp/gpu-e2e-failed} suite to
+  suite=$(basename "$0" .sh)
+  to=$root/$suite-$(date +%Y%m%d-%H%M%S)
+  mkdir -p "$to" || return 0
+  cp -r "$CLUSTER_DIR/logs" "$to/" 2>/dev/null
+  [[ -d $CLUSTER_DIR/$suite ]] && cp -r "$CLUSTER_DIR/$suite" "$to/" 2>/dev/null
+  echo "e2e: the logs of the failed checks are kept in $to" >&2
+  ls -1dt "$root"/*/ 2>/dev/null | tail -n +4 | xargs -r rm -rf
+}
+
 e2e_setup() {
   cluster_up || return 1
+  cluster_add_cleanup e2e_keep_failed_logs
   kubectl apply -f "$E2E_ROOT/deploy/base/00-namespace.yaml" -f "$E2E_ROOT/deploy/base/01-crd-gpuclaim.yaml" \
     -f "$E2E_ROOT/deploy/base/02-crd-gpunodestatus.yaml" -f "$E2E_ROOT/deploy/base/03-rbac.yaml" >/dev/null || return 1
   cluster_wait 30 "CRDs established" kubectl wait --for=condition=Established --timeout=1s \

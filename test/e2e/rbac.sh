@@ -241,6 +241,14 @@ JSON
   cluster_wait 20 "the pod policy in force" refused || return 1
   out=$(patch waits '{"metadata":{"annotations":{"gpu.scheduling/nudged":"2026-01-01T00:00:00.000Z"}}}') ||
     { echo "the nudge refused: $out"; return 1; }
+  # the reaper's fence (docs/architecture.md): the same patch, held to the version the pod was read at
+  local uid version
+  uid=$(kubectl -n ml get pod waits -o jsonpath='{.metadata.uid}')
+  version=$(kubectl -n ml get pod waits -o jsonpath='{.metadata.resourceVersion}')
+  fence() { patch waits "{\"metadata\":{\"uid\":\"$uid\",\"resourceVersion\":\"$version\",\"annotations\":{\"gpu.scheduling/nudged\":\"$1\"}}}"; }
+  out=$(fence 2026-01-01T00:00:01Z) || { echo "the fence refused: $out"; return 1; }
+  out=$(fence 2026-01-01T00:00:02Z)
+  [[ $out == *Conflict* || $out == *"has been modified"* ]] || { echo "a fence of a pod changed since carried out: $out"; return 1; }
   out=$(patch waits '{"metadata":{"annotations":{"keep":"not"}}}')
   [[ $out == *"may change only the annotation"* ]] || { echo "another annotation changed: $out"; return 1; }
   out=$(patch waits '{"metadata":{"annotations":{"gpu.scheduling/allocated":"n:0"}}}')
@@ -252,7 +260,7 @@ JSON
   [[ $(kubectl -n ml get pod waits -o jsonpath='{.metadata.labels.app}/{.metadata.annotations.keep}') == a/me ]] ||
     { echo "the pod changed"; return 1; }
 }
-e2e_check "the extender may patch only the nudge annotation of a waiting pod (ValidatingAdmissionPolicy): not a label, another annotation, the spec, or a bound pod" \
+e2e_check "the extender may patch only the nudge annotation of a waiting pod (ValidatingAdmissionPolicy; the reaper's fence too, refused once the pod changed): not a label, another annotation, the spec, or a bound pod" \
   check_nudge_policy
 echo "rbac.sh took $((SECONDS - t_start))s"
 e2e_summary

@@ -402,12 +402,17 @@ print(json.dumps(t))')
   # reaper must keep it for bind-timeout s, and release it within REAP_BOUND.
   # They go to a fresh node outside the pool, so the first one also creates
   # that node's ledger, as another replica's first reservation there would.
+  # Its binding may still be in the API server (waiting for etcd): before
+  # the release the reaper fences the pod, so that the binding, carrying
+  # the pod's resourceVersion of before the reservation, is refused when it
+  # comes (posted here after the release).
   pool rcx 1 8 || echo "node rcx-1 failed"
   check_timeout_release() {
     local p t_inj uids="" u
     [[ $# == 2 && -n $1 && -n $2 ]] || { echo "want a watched and an unwatched unbound pod, got '$*'"; return 1; }
     for p in "$@"; do
       [[ -z $(e2e_pod_node "$NS" "$p") ]] || { echo "$p is bound"; return 1; }
+      kubectl -n "$NS" get pod "$p" -o 'jsonpath={.metadata.resourceVersion}' >"$WORK/s4-version-$p"
       python3 "$LOAD" inject "$NS" "$p" rcx-1 >/dev/null || return 1
       uids+=" $(kubectl -n "$NS" get pod "$p" -o 'jsonpath={.metadata.uid}')"
     done
@@ -421,6 +426,21 @@ print(json.dumps(t))')
     done
     echo "$((SECONDS - t_inj))" >"$WORK/s4-timeout-release"
   }
+  check_late_binding_refused() {
+    local p out
+    for p in "$@"; do
+      out=$(kubectl create --raw "/api/v1/namespaces/$NS/pods/$p/binding" -f - 2>&1 <<JSON
+{"apiVersion":"v1","kind":"Binding","metadata":{"name":"$p","namespace":"$NS","resourceVersion":"$(<"$WORK/s4-version-$p")",
+ "annotations":{"gpu.scheduling/allocated":"rcx-1:0"}},"target":{"apiVersion":"v1","kind":"Node","name":"rcx-1"}}
+JSON
+      ) && { echo "the late binding of $p was carried out: $out"; return 1; }
+      [[ $out == *Conflict* || $out == *"Precondition failed"* || $out == *"has been modified"* ]] ||
+        { echo "the late binding of $p failed otherwise: $out"; return 1; }
+      [[ -z $(e2e_pod_node "$NS" "$p") ]] || { echo "$p is bound"; return 1; }
+      [[ -n $(kubectl -n "$NS" get pod "$p" -o 'jsonpath={.metadata.annotations.gpu\.scheduling/nudged}') ]] ||
+        { echo "$p refused otherwise: not fenced (no gpu.scheduling/nudged)"; return 1; }
+    done
+  }
   unbound_of() {  # SELECTOR: the first unbound pod
     kubectl -n "$NS" get pods -l "$1" -o 'jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName}{"\n"}{end}' |
       awk '$2 == "" {print $1; exit}'
@@ -432,6 +452,8 @@ print(json.dumps(t))')
   RA_P=$(unbound_of 'e2e=rx,gpu.scheduling/managed!=true')
   e2e_check "crash: a reservation left by a bind that died after the ledger write (watched and unwatched pod) is kept for the bind timeout and then released" \
     check_timeout_release "$RA_M" "$RA_P"
+  e2e_check "crash: the reaper fenced those pods before the release: a binding with their resourceVersion of before is refused (409), the pods stay unbound" \
+    check_late_binding_refused "$RA_M" "$RA_P"
   CUT=$(grep 'Error scheduling pod' "$(cluster_log sched1)" | grep 'pod="crash/' | grep -cE '/bind\\?": .*(EOF|connection reset)')
   rel() { grep 'released a reservation' "$(cluster_log ext1)" | grep 'pod=crash/' | grep -c "$1"; }
   e2e_note "crash: $KILLS kill -9 of ext1; requests cut off: $CUT /bind from sched1, $(jfield "$load" cut) from the direct client;" \

@@ -53,6 +53,22 @@ static void test_pod_whole_gpus_summed(void **state)
 				   &c, err), 0);
 	assert_int_equal(c.mode, CLAIM_EXCLUSIVE);
 	assert_int_equal(c.count, 3);
+	assert_string_equal(c.pod_version, "");       /* a pod without one: its binding carries none */
+}
+
+/* The pod's resourceVersion, the precondition of its binding; one too long to be one is not taken. */
+static void test_pod_version(void **state)
+{
+	(void)state;
+	struct claim c;
+	char err[256];
+	assert_int_equal(pod_claim("{\"metadata\":{\"resourceVersion\":\"48213\"},\"spec\":{\"containers\":["
+				   "{\"name\":\"a\",\"resources\":{\"limits\":{\"gpu.scheduling/gpu\":\"1\"}}}]}}", &c, err), 0);
+	assert_string_equal(c.pod_version, "48213");
+	assert_int_equal(pod_claim("{\"metadata\":{\"resourceVersion\":\"123456789012345678901234567890123\"},"
+				   "\"spec\":{\"containers\":[{\"name\":\"a\",\"resources\":{\"limits\":"
+				   "{\"gpu.scheduling/gpu\":\"1\"}}}]}}", &c, err), 0);
+	assert_string_equal(c.pod_version, "");
 }
 
 static void test_pod_init_container_max(void **state)
@@ -509,6 +525,7 @@ static void test_claim_pack(void **state)
 	snprintf(c.gang, sizeof(c.gang), "wl/pg/0");
 	c.gang_size = 16;
 	c.gang_timeout_s = 90;
+	snprintf(c.pod_version, sizeof(c.pod_version), "184467");
 	struct buf packed;
 	buf_init(&packed, 4096);
 	assert_int_equal(claim_pack(&c, &packed), 0);
@@ -548,6 +565,7 @@ static void test_claim_pack(void **state)
 	assert_string_equal(back.gang, c.gang);
 	assert_int_equal(back.gang_size, c.gang_size);
 	assert_int_equal(back.gang_timeout_s, c.gang_timeout_s);
+	assert_string_equal(back.pod_version, "184467");
 	claim_release(&back);
 	claim_release(&c);
 	free(buf);
@@ -719,6 +737,7 @@ int main(void)
 		cmocka_unit_test(test_pod_allocated_versions),
 		cmocka_unit_test(test_pod_without_gpus),
 		cmocka_unit_test(test_pod_whole_gpus_summed),
+		cmocka_unit_test(test_pod_version),
 		cmocka_unit_test(test_pod_init_container_max),
 		cmocka_unit_test(test_pod_sidecars_added),
 		cmocka_unit_test(test_pod_sidecar_shares),

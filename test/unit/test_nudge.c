@@ -288,7 +288,7 @@ static void test_nudges_the_pod_that_fits(void **state)
 	assert_int_equal(requests(&g.f), 1);
 	assert_string_equal(g.f.path[0], "/api/v1/namespaces/ml/pods/first");
 	assert_string_equal(g.f.type[0], "application/merge-patch+json");
-	assert_non_null(strstr(g.f.body[0], "{\"metadata\":{\"uid\":\"u-first\",\"annotations\":{\"" NUDGE_ANNOTATION "\":\""));
+	assert_non_null(strstr(g.f.body[0], "{\"metadata\":{\"uid\":\"u-first\",\"annotations\":{\"" ANN_NUDGED "\":\""));
 	assert_int_equal(count(g.n, NUDGE_SENT), 1);
 	/*
 	 * The pod got its node: filter forgets it (here its GPU stays free).
