@@ -8,8 +8,8 @@
  * ones before it, get one annotation PATCHed, as the token bucket allows.
  */
 #include "nudge.h"
-#include "api.h"
 
+#include "api.h"
 #include "buf.h"
 #include "cache.h"
 #include "clock.h"

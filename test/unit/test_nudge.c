@@ -9,6 +9,7 @@
  */
 #include "testutil.h"
 
+#include "api.h"
 #include "cache.h"
 #include "fit.h"
 #include "kube.h"
