@@ -719,12 +719,14 @@ static void release_all(struct reserve *r, struct pass *ps)
 			}
 		}
 		char err[256];
-		bool ok = !reserve_release(r, ps->rel[i].at.node, uids, ids, n, err, sizeof(err));
+		unsigned char what[64];
+		bool ok = !reserve_release(r, ps->rel[i].at.node, uids, ids, n, what, err, sizeof(err));
 		if (!ok)
 			log_warn("reaper: cannot release now; retrying next pass", "node=%s error=\"%s\"", ps->rel[i].at.node, LOG_Q(err));
 		for (int k = 0; k < n; k++) {
 			struct release *x = &ps->rel[idx[k]];
-			if (ok) {
+			/* (an entry reserved again since the pass looked, or gone already, was not released) */
+			if (ok && what[k] == RESV_REMOVED) {
 				metrics_inc(M_RELEASED, x->reason);
 				log_info("released a reservation", "pod=%s/%s node=%s reason=\"%s\"", x->at.ns, x->at.pod,
 					 x->at.node, LOG_Q(reason_names[x->reason]));

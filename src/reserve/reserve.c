@@ -199,6 +199,7 @@ static void bind_failed(struct reserve *r, const struct bind_ctx *b, const char 
 {
 	const struct bind_request *req = b->req;
 	char why[512], rel_err[256];
+	unsigned char what = 0;
 	snprintf(why, sizeof(why), "%s", err);
 	if (posted == BINDING_UNKNOWN) {
 		/* The pod may be bound here with these devices: released now, they could go to
@@ -232,10 +233,10 @@ static void bind_failed(struct reserve *r, const struct bind_ctx *b, const char 
 			cache_unlock(r->o.cache);
 			reserve_delete_reservation(r, req->ns, req->uid, req->node);
 		}
-	} else if (reserve_release(r, req->node, &uid, &mine, 1, rel_err, sizeof(rel_err))) {
+	} else if (reserve_release(r, req->node, &uid, &mine, 1, &what, rel_err, sizeof(rel_err))) {
 		log_warn("cannot release a failed bind's reservation now; the reaper will", "pod=%s/%s error=\"%s\"",
 			 req->ns, req->name, LOG_Q(rel_err));
-	} else {
+	} else if (what == RESV_REMOVED) {
 		metrics_inc(M_RELEASED, REL_BIND_FAILED);
 	}
 	reserve_claim_status(r, req->ns, req->claim->gpuclaim, "Failed", req->node, "", pod, why);
@@ -248,11 +249,14 @@ static void release_moved(struct reserve *r, const struct bind_request *req, con
 	const char *uid = req->uid;
 	char rel_err[256];
 	struct resv_id was = resv_id_of(old);
-	if (reserve_release(r, where, &uid, &was, 1, rel_err, sizeof(rel_err))) {
+	unsigned char what = 0;
+	if (reserve_release(r, where, &uid, &was, 1, &what, rel_err, sizeof(rel_err))) {
 		log_warn("cannot release a moved pod's older reservation now; the reaper will", "pod=%s/%s node=%s error=\"%s\"",
 			 req->ns, req->name, where, LOG_Q(rel_err));
 		return;
 	}
+	if (what != RESV_REMOVED)
+		return;     /* (gone already, or made again since) */
 	metrics_inc(M_RELEASED, REL_BIND_FAILED);
 	log_info("released a reservation", "pod=%s/%s node=%s reason=\"bound to %s instead\"", req->ns, req->name, where,
 		 req->node);

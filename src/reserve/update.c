@@ -224,7 +224,7 @@ static bool released_anyway(struct reserve *r, const char *node, const char *con
 }
 
 int reserve_release(struct reserve *r, const char *node, const char *const *uids, const struct resv_id *ids, int n,
-		    char *err, size_t errlen)
+		    unsigned char *what_out, char *err, size_t errlen)
 {
 	unsigned char *what = calloc((size_t)n + 1, 1);
 	char (*ns)[64] = calloc((size_t)n + 1, sizeof(*ns));
@@ -250,6 +250,8 @@ int reserve_release(struct reserve *r, const char *node, const char *const *uids
 		for (int k = 0; k < n; k++)
 			if (what[k] == RESV_REMOVED && strncmp(uids[k], LEDGER_PLACE_PREFIX, sizeof(LEDGER_PLACE_PREFIX) - 1))
 				reserve_delete_reservation(r, ns[k], uids[k], node);
+		if (what_out)
+			memcpy(what_out, what, (size_t)n);
 	}
 	free(what);
 	free(ns);

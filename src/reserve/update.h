@@ -23,16 +23,18 @@ int reserve_ledger_update(struct reserve *r, const char *node, ledger_edit_fn ed
 			  char *err, size_t errlen);
 /* A token for one bind try (or repair): never 0, and unique in this replica. */
 uint32_t reserve_new_token(struct reserve *r);
+/* What a release did with each entry: removed it, kept it (another version), or 0: none was there. */
+enum { RESV_REMOVED = 1, RESV_KEPT = 2 };
 /*
  * Removes the pods' reservations on the node (ledger, cache, their Leases).
  * With ids, only entries that are still version ids[k] (since and token): a
  * reservation another try of the bind took over, or made again after the
- * caller looked, stays.
+ * caller looked, stays. With what (n of them), what became of each once it
+ * returned 0: only an entry RESV_REMOVED was released.
  */
 int reserve_release(struct reserve *r, const char *node, const char *const *uids, const struct resv_id *ids, int n,
-		    char *err, size_t errlen);
+		    unsigned char *what, char *err, size_t errlen);
 /* A release's edit: removes the entries of uids still at version ids[k] (all, ids NULL). */
-enum { RESV_REMOVED = 1, RESV_KEPT = 2 };   /* what became of each entry; 0: not there */
 struct remove_ctx {
 	const char *const *uids;
 	const struct resv_id *ids;
