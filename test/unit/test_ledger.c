@@ -1016,6 +1016,93 @@ static void test_release_spares_another_try(void **state)
 	cache_free(c);
 }
 
+/* An API server of one ledger, n1's: a GET answers it, a PUT replaces it; anything else is a 404. */
+struct one_ledger {
+	struct buf lease;
+	int puts;
+};
+
+static int one_ledger_transport(void *ctx, const char *method, const char *path, const char *body,
+				const char *content_type, long timeout_s, struct kube_response *r, char *err,
+				size_t errlen)
+{
+	(void)content_type;
+	(void)timeout_s;
+	(void)err;
+	(void)errlen;
+	struct one_ledger *s = ctx;
+	buf_clear(&r->body);
+	r->status = 404;
+	if (strstr(path, "/leases/gpu-ledger.n1") && (!strcmp(method, "GET") || !strcmp(method, "PUT"))) {
+		if (!strcmp(method, "PUT")) {
+			s->puts++;
+			buf_clear(&s->lease);
+			buf_adds(&s->lease, body);
+		}
+		r->status = 200;
+		buf_adds(&r->body, buf_cstr(&s->lease));
+	} else {
+		buf_adds(&r->body, "{\"kind\":\"Status\",\"code\":404,\"reason\":\"NotFound\"}");
+	}
+	return 0;
+}
+
+/*
+ * A release reports what became of each entry, so that only one it removed
+ * is logged, counted and told to the pod as released: an entry another try
+ * took over since the caller looked stays (and nothing is written), one at
+ * the caller's version goes, and one not there is neither.
+ */
+static void test_release_reports_what_it_removed(void **state)
+{
+	(void)state;
+	struct one_ledger s = { .puts = 0 };
+	buf_init(&s.lease, 1 << 16);
+	struct kube_client *client = kube_client_new_transport(one_ledger_transport, &s);
+	struct cache *c = cache_new();
+	struct reserve_opts o = { .client = client, .cache = c, .ns = "gpu-system", .identity = "r1" };
+	struct reserve *r = reserve_new(&o);
+	struct try_rig t;
+	try_rig_up(&t);
+	clock_virtual_set(1000000000000LL, 1800000000);
+	struct ledger l;
+	ledger_init(&l, "n1");
+	char err[256];
+	struct bind_ctx one = try_of(r, &t), two = try_of(r, &t);
+	assert_int_equal(reserve_edit_reserve(&one, &l, err, sizeof(err)), LEDGER_WRITE);
+	assert_int_equal(reserve_edit_reserve(&two, &l, err, sizeof(err)), LEDGER_WRITE);   /* try 2's version now */
+	struct buf lease;
+	buf_init(&lease, 1 << 16);
+	assert_int_equal(ledger_encode(&l, "gpu-system", "r1", &lease), 0);
+	cJSON *stored = cJSON_Parse(buf_cstr(&lease));     /* as stored: with a version */
+	cJSON_AddStringToObject(cJSON_GetObjectItem(stored, "metadata"), "resourceVersion", "7");
+	char *text = cJSON_PrintUnformatted(stored);
+	buf_adds(&s.lease, text);
+	free(text);
+	cJSON_Delete(stored);
+	buf_release(&lease);
+	const char *uid = "u9", *absent = "u-none";
+	struct resv_id was = resv_id_of(&one.entry.a), now = resv_id_of(&two.entry.a);
+	unsigned char what = 0;
+	assert_int_equal(reserve_release(r, "n1", &uid, &was, 1, &what, err, sizeof(err)), 0);
+	assert_int_equal(what, RESV_KEPT);
+	assert_int_equal(s.puts, 0);
+	assert_int_equal(reserve_release(r, "n1", &absent, NULL, 1, &what, err, sizeof(err)), 0);
+	assert_int_equal(what, 0);
+	assert_int_equal(s.puts, 0);
+	assert_int_equal(reserve_release(r, "n1", &uid, &now, 1, &what, err, sizeof(err)), 0);
+	assert_int_equal(what, RESV_REMOVED);
+	assert_int_equal(s.puts, 1);
+	assert_null(strstr(buf_cstr(&s.lease), "\"u9\""));
+	clock_real();
+	ledger_release(&l);
+	gpu_node_free(t.devices);
+	reserve_free(r);
+	cache_free(c);
+	kube_client_free(client);
+	buf_release(&s.lease);
+}
+
 /*
  * An edit decided again on a new ledger version (a 409) forgets what it
  * decided on the last one: a try that found the pod's entry in the watched
@@ -1357,6 +1444,7 @@ int main(void)
 		cmocka_unit_test(test_deleted_is_a_hint),
 		cmocka_unit_test(test_unbound_late_is_read_first),
 		cmocka_unit_test(test_release_spares_another_try),
+		cmocka_unit_test(test_release_reports_what_it_removed),
 		cmocka_unit_test(test_edit_decided_again_forgets),
 		cmocka_unit_test(test_adopt_the_bound_devices),
 		cmocka_unit_test(test_watch_reads_allocation_versions),
