@@ -938,10 +938,19 @@ bool reserve_gang_incomplete(struct reserve *r, const struct api_pod_ref *pod, c
 	return incomplete;
 }
 
+/* A place is not taken within this long of its gang's timeout (a quarter of it at most): replicas' clocks differ. */
+#define PLACE_TAKE_MARGIN_S 5
+
 bool reserve_gang_can_take(struct reserve *r, const struct gpu_node *devices, const struct ledger_entry *e,
 			   const char *ns, const struct claim *c)
 {
 	if (!ledger_entry_is_place(e) || strcmp(e->gang, c->gang) || strcmp(e->ns, ns))
+		return false;
+	/* A place past its gang's timeout is a reaper's to release: taken now, the gang's other
+	 * places could go in the same pass and leave the gang with this member alone. */
+	int timeout = e->gang_timeout_s ? e->gang_timeout_s : r->o.gang_timeout_s;
+	int margin = timeout / 4 < PLACE_TAKE_MARGIN_S ? timeout / 4 : PLACE_TAKE_MARGIN_S;
+	if (clock_wall_s() - (int64_t)e->a.since > timeout - margin)
 		return false;
 	char id[17], why[256];
 	ledger_gang_id(ns, c->gang, id);
