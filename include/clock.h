@@ -21,6 +21,8 @@ int64_t clock_mono_ms(void);
 int64_t clock_mono_ns(void);
 /* Wall-clock (CLOCK_REALTIME) whole seconds since the epoch, as time(NULL). */
 int64_t clock_wall_s(void);
+/* clock_wall_s() as RFC 3339 in UTC, "2026-11-29T01:02:03Z", the times written into API objects. */
+void clock_wall_rfc3339(char *out, size_t size);
 /*
  * Makes the clock virtual: from now on clock_mono_ns() is mono_ns and
  * clock_wall_s() is wall_s (call again to move time; each replica of a

@@ -21,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define SLOTS 1024
 
@@ -101,14 +100,6 @@ static bool same(const struct item *a, const struct item *b)
 
 /* ---- the API calls ---- */
 
-static void timestamp(char *out, size_t size)
-{
-	time_t t = (time_t)clock_wall_s();
-	struct tm tm;
-	gmtime_r(&t, &tm);
-	strftime(out, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 /* "/api/v1/namespaces/ns/pods" or "/apis/group/version/..." with the kind's plural; name appended. */
 static void object_path(const struct item *it, char *out, size_t size)
 {
@@ -170,7 +161,7 @@ static int patch(struct events *e, struct seen *s, int count, char *err, size_t 
 {
 	char path[600], ts[32], body[160];
 	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events/%s", s->ns, s->name);
-	timestamp(ts, sizeof(ts));
+	clock_wall_rfc3339(ts, sizeof(ts));
 	snprintf(body, sizeof(body), "{\"count\":%d,\"lastTimestamp\":\"%s\"}", s->count + count, ts);
 	long status;
 	if (call(e, "PATCH", path, body, "application/merge-patch+json", &status, NULL, err, errlen))
@@ -186,7 +177,7 @@ static int patch(struct events *e, struct seen *s, int count, char *err, size_t 
 static char *event_json(struct events *e, const struct item *it, const char *ns)
 {
 	char ts[32], gen[300];
-	timestamp(ts, sizeof(ts));
+	clock_wall_rfc3339(ts, sizeof(ts));
 	snprintf(gen, sizeof(gen), "%.240s.", it->name);
 	cJSON *ev = cJSON_CreateObject();
 	cJSON_AddStringToObject(ev, "apiVersion", "v1");

@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define MAX_WRITES_A_PASS 10000
 
@@ -31,14 +30,6 @@ struct nodesum_writer {
 	pthread_t thread;
 };
 
-static void now_rfc3339(char *out, size_t size)
-{
-	time_t now = (time_t)clock_wall_s();
-	struct tm tm;
-	gmtime_r(&now, &tm);
-	strftime(out, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 /* PATCHes one node's status.allocation; the result as the metric's label (NSUM_*), why it failed in err. */
 static int write_one(struct nodesum_writer *w, const struct nodesum_due *d, char *err, size_t errlen)
 {
@@ -48,7 +39,7 @@ static int write_one(struct nodesum_writer *w, const struct nodesum_due *d, char
 	struct kube_response r;
 	kube_response_init(&r);
 	char ts[32];
-	now_rfc3339(ts, sizeof(ts));
+	clock_wall_rfc3339(ts, sizeof(ts));
 	int result = NSUM_FAILED;
 	if (buf_adds(&path, "/apis/gpu.scheduling/v1/gpunodestatuses/") || kube_escape(&path, d->object) ||
 	    nodesum_patch(&d->sum, ts, w->identity, &body)) {

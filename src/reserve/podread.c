@@ -8,7 +8,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 int reserve_read_pod(struct reserve *r, const char *ns, const char *name, const char *uid, cJSON **out)
 {
@@ -39,10 +38,7 @@ int reserve_fence_pod(struct reserve *r, const char *ns, const char *name, const
 		      const char *node)
 {
 	char path[768], when[32], err[256] = "", msg[200];
-	time_t now = (time_t)clock_wall_s();
-	struct tm tm;
-	gmtime_r(&now, &tm);
-	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	clock_wall_rfc3339(when, sizeof(when));
 	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns, name);
 	struct buf body;
 	buf_init(&body, 1024);

@@ -82,6 +82,14 @@ int64_t clock_wall_s(void)
 	return (int64_t)time(NULL);
 }
 
+void clock_wall_rfc3339(char *out, size_t size)
+{
+	time_t now = (time_t)clock_wall_s();
+	struct tm tm;
+	gmtime_r(&now, &tm);
+	strftime(out, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
 struct timespec clock_deadline_ms(int64_t ms)
 {
 	struct timespec t;
