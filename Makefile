@@ -101,7 +101,8 @@ deps: $(DEPS_STAMP) $(TEST_DEPS_STAMP)
 $(DEPS_STAMP):
 	$(call install_missing,$(BUILD_PKGS))
 # Also when the Makefile changes: a package added to a list is installed on machines set up before.
-$(TEST_DEPS_STAMP): Makefile
+# After the build's packages: two apt-get at once (make -j) fail on apt's lock.
+$(TEST_DEPS_STAMP): Makefile | $(DEPS_STAMP)
 	$(call install_missing,$(TEST_PKGS))
 
 $(OBJ)/%.o: %.c $(HDRS) | $(DEPS_STAMP)

@@ -542,7 +542,7 @@ static bool plan_rollback(struct reserve *r, const char *id, const struct gang_i
 	}
 	for (int i = 0; ok && i < in->nnodes; i++) {
 		char err[256];
-		if (reserve_release(r, in->nodes[i], uids, NULL, in->total, NULL, err, sizeof(err))) {
+		if (reserve_take_back(r, in->nodes[i], uids, in->total, err, sizeof(err))) {
 			log_warn("cannot take a gang's unfinished places back now; retrying next pass", "node=%s error=\"%s\"",
 				 in->nodes[i], LOG_Q(err));
 			ok = false;
@@ -630,7 +630,7 @@ static bool unwrite(struct reserve *r, const struct gang_plan *p, const struct g
 			uids[k - s] = names[k - s];
 		}
 		char err[256];
-		if (reserve_release(r, nodes[p->slots[s].node]->name, uids, NULL, e - s, NULL, err, sizeof(err))) {
+		if (reserve_take_back(r, nodes[p->slots[s].node]->name, uids, e - s, err, sizeof(err))) {
 			log_warn("cannot take back a gang's places now; a reaper will", "node=%s error=\"%s\"",
 				 nodes[p->slots[s].node]->name, LOG_Q(err));
 			ok = false;

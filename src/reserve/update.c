@@ -183,7 +183,7 @@ int reserve_edit_remove(void *ctx, struct ledger *l, char *err, size_t errlen)
 		rc->what[k] = RESV_REMOVED;
 		removed++;
 	}
-	return removed ? LEDGER_WRITE : LEDGER_UNCHANGED;
+	return removed || rc->fence ? LEDGER_WRITE : LEDGER_UNCHANGED;
 }
 
 /* Whether the node's ledger, as stored now, holds an entry of uid: 1, 0, or -1 (cannot tell). */
@@ -223,8 +223,8 @@ static bool released_anyway(struct reserve *r, const char *node, const char *con
 	return gone;
 }
 
-int reserve_release(struct reserve *r, const char *node, const char *const *uids, const struct resv_id *ids, int n,
-		    unsigned char *what_out, char *err, size_t errlen)
+static int release(struct reserve *r, const char *node, const char *const *uids, const struct resv_id *ids, int n,
+		   bool fence, unsigned char *what_out, char *err, size_t errlen)
 {
 	unsigned char *what = calloc((size_t)n + 1, 1);
 	char (*ns)[64] = calloc((size_t)n + 1, sizeof(*ns));
@@ -234,7 +234,7 @@ int reserve_release(struct reserve *r, const char *node, const char *const *uids
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	struct remove_ctx rc = { uids, ids, what, ns, n };
+	struct remove_ctx rc = { uids, ids, what, ns, n, fence };
 	int res = reserve_ledger_update(r, node, reserve_edit_remove, &rc, err, errlen);
 	if (res < 0 && released_anyway(r, node, uids, what, n)) {
 		log_info("a release went through; its answer was lost", "node=%s error=\"%s\"", node, LOG_Q(err));
@@ -256,6 +256,17 @@ int reserve_release(struct reserve *r, const char *node, const char *const *uids
 	free(what);
 	free(ns);
 	return res < 0 ? -1 : 0;
+}
+
+int reserve_release(struct reserve *r, const char *node, const char *const *uids, const struct resv_id *ids, int n,
+		    unsigned char *what, char *err, size_t errlen)
+{
+	return release(r, node, uids, ids, n, false, what, err, errlen);
+}
+
+int reserve_take_back(struct reserve *r, const char *node, const char *const *uids, int n, char *err, size_t errlen)
+{
+	return release(r, node, uids, NULL, n, true, NULL, err, errlen);
 }
 
 /*

@@ -34,6 +34,13 @@ enum { RESV_REMOVED = 1, RESV_KEPT = 2 };
  */
 int reserve_release(struct reserve *r, const char *node, const char *const *uids, const struct resv_id *ids, int n,
 		    unsigned char *what, char *err, size_t errlen);
+/*
+ * Takes a gang's places back from the node (all versions), and writes its
+ * ledger even when none is there: a write of those places that is still
+ * under way (sent, its answer lost) then fails on the ledger's version, or
+ * on its existence (a create), instead of leaving places no plan knows.
+ */
+int reserve_take_back(struct reserve *r, const char *node, const char *const *uids, int n, char *err, size_t errlen);
 /* A release's edit: removes the entries of uids still at version ids[k] (all, ids NULL). */
 struct remove_ctx {
 	const char *const *uids;
@@ -41,6 +48,7 @@ struct remove_ctx {
 	unsigned char *what;
 	char (*ns)[64];                      /* the namespace of each removed entry */
 	int n;
+	bool fence;                          /* write even when nothing is removed (reserve_take_back) */
 };
 int reserve_edit_remove(void *ctx, struct ledger *l, char *err, size_t errlen);
 /* Deletes the pod's reservation Lease of that node once its ledger entry there is gone. */

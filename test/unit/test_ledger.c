@@ -971,7 +971,7 @@ static int release_try(struct ledger *l, struct resv_id id)
 	const char *uid = "u9";
 	unsigned char what[1] = { 0 };
 	char ns[1][64];
-	struct remove_ctx rc = { &uid, &id, what, ns, 1 };
+	struct remove_ctx rc = { &uid, &id, what, ns, 1, false };
 	char err[256];
 	reserve_edit_remove(&rc, l, err, sizeof(err));
 	return what[0];
@@ -1018,10 +1018,36 @@ static void test_release_spares_another_try(void **state)
 
 /* An API server of one ledger, n1's: a GET answers it, a PUT replaces it; anything else is a 404. */
 struct one_ledger {
-	struct buf lease;
-	int puts;
+	struct buf lease;       /* the ledger as stored; empty: none */
+	int puts, posts;
 };
 
+/* Stores body as the ledger, at a new resourceVersion (the count of writes). */
+static void one_ledger_store(struct one_ledger *s, const char *body)
+{
+	cJSON *obj = cJSON_Parse(body);
+	cJSON *meta = cJSON_GetObjectItem(obj, "metadata");
+	char rv[16];
+	snprintf(rv, sizeof(rv), "%d", 100 + s->puts + s->posts);
+	cJSON_DeleteItemFromObject(meta, "resourceVersion");
+	cJSON_AddStringToObject(meta, "resourceVersion", rv);
+	char *text = cJSON_PrintUnformatted(obj);
+	buf_clear(&s->lease);
+	buf_adds(&s->lease, text);
+	free(text);
+	cJSON_Delete(obj);
+}
+
+/* The stored ledger's resourceVersion. */
+static void one_ledger_version(struct one_ledger *s, char *out, size_t size)
+{
+	cJSON *obj = cJSON_Parse(buf_cstr(&s->lease));
+	const char *rv = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(obj, "metadata"), "resourceVersion"));
+	snprintf(out, size, "%s", rv ? rv : "");
+	cJSON_Delete(obj);
+}
+
+/* Serves the ledger of n1 (GET, PUT, and POST when there is none) and 404 for anything else. */
 static int one_ledger_transport(void *ctx, const char *method, const char *path, const char *body,
 				const char *content_type, long timeout_s, struct kube_response *r, char *err,
 				size_t errlen)
@@ -1031,19 +1057,26 @@ static int one_ledger_transport(void *ctx, const char *method, const char *path,
 	(void)err;
 	(void)errlen;
 	struct one_ledger *s = ctx;
+	bool stored = s->lease.len > 0;
 	buf_clear(&r->body);
 	r->status = 404;
-	if (strstr(path, "/leases/gpu-ledger.n1") && (!strcmp(method, "GET") || !strcmp(method, "PUT"))) {
+	size_t plen = strlen(path);
+	if (!strcmp(method, "POST") && plen > 7 && !strcmp(path + plen - 7, "/leases")) {
+		r->status = stored ? 409 : 201;
+		if (!stored) {
+			s->posts++;
+			one_ledger_store(s, body);
+		}
+	} else if (stored && strstr(path, "/leases/gpu-ledger.n1") && (!strcmp(method, "GET") || !strcmp(method, "PUT"))) {
 		if (!strcmp(method, "PUT")) {
 			s->puts++;
-			buf_clear(&s->lease);
-			buf_adds(&s->lease, body);
+			one_ledger_store(s, body);
 		}
 		r->status = 200;
-		buf_adds(&r->body, buf_cstr(&s->lease));
-	} else {
-		buf_adds(&r->body, "{\"kind\":\"Status\",\"code\":404,\"reason\":\"NotFound\"}");
 	}
+	buf_adds(&r->body, r->status == 409   ? "{\"kind\":\"Status\",\"code\":409,\"reason\":\"AlreadyExists\"}"
+			   : r->status == 404 ? "{\"kind\":\"Status\",\"code\":404,\"reason\":\"NotFound\"}"
+					      : buf_cstr(&s->lease));
 	return 0;
 }
 
@@ -1097,6 +1130,48 @@ static void test_release_reports_what_it_removed(void **state)
 	clock_real();
 	ledger_release(&l);
 	gpu_node_free(t.devices);
+	reserve_free(r);
+	cache_free(c);
+	kube_client_free(client);
+	buf_release(&s.lease);
+}
+
+/*
+ * Taking a gang's places back writes the node's ledger even when none of
+ * them is there: a write of those places whose answer was lost, carried
+ * out after the take-back, must then fail on the ledger's version or on
+ * its existence (DST seed 8556: a create carried out after the plan was
+ * rolled back left places no plan knew). A release of another pod writes
+ * nothing when its entry is not there.
+ */
+static void test_take_back_fences_late_place_writes(void **state)
+{
+	(void)state;
+	struct one_ledger s = { .puts = 0 };
+	buf_init(&s.lease, 1 << 16);
+	struct kube_client *client = kube_client_new_transport(one_ledger_transport, &s);
+	struct cache *c = cache_new();
+	struct reserve_opts o = { .client = client, .cache = c, .ns = "gpu-system", .identity = "r1" };
+	struct reserve *r = reserve_new(&o);
+	char err[256], place[64];
+	ledger_place_uid("0123456789abcdef", "0badcafe", 0, place, sizeof(place));
+	const char *uid = place;
+	unsigned char what = 9;
+	assert_int_equal(reserve_release(r, "n1", &uid, NULL, 1, &what, err, sizeof(err)), 0);
+	assert_int_equal(what, 0);
+	assert_int_equal(s.posts + s.puts, 0);
+	/* No ledger yet: the take-back makes it, empty, so that a late create of the places fails. */
+	assert_int_equal(reserve_take_back(r, "n1", &uid, 1, err, sizeof(err)), 0);
+	assert_int_equal(s.posts, 1);
+	assert_null(strstr(buf_cstr(&s.lease), place));
+	char before[32], after[32];
+	one_ledger_version(&s, before, sizeof(before));
+	/* A ledger without the places: written all the same, so a late update's version is stale. */
+	assert_int_equal(reserve_take_back(r, "n1", &uid, 1, err, sizeof(err)), 0);
+	assert_int_equal(s.puts, 1);
+	assert_null(strstr(buf_cstr(&s.lease), place));
+	one_ledger_version(&s, after, sizeof(after));
+	assert_string_not_equal(before, after);
 	reserve_free(r);
 	cache_free(c);
 	kube_client_free(client);
@@ -1445,6 +1520,7 @@ int main(void)
 		cmocka_unit_test(test_unbound_late_is_read_first),
 		cmocka_unit_test(test_release_spares_another_try),
 		cmocka_unit_test(test_release_reports_what_it_removed),
+		cmocka_unit_test(test_take_back_fences_late_place_writes),
 		cmocka_unit_test(test_edit_decided_again_forgets),
 		cmocka_unit_test(test_adopt_the_bound_devices),
 		cmocka_unit_test(test_watch_reads_allocation_versions),
