@@ -82,6 +82,10 @@
 # and CPU milliseconds per pod of kube-apiserver, etcd, kube-scheduler and
 # the extender (utime + stime from /proc/PID/stat before and after the
 # row's scheduling), which a busy neighbour disturbs less than wall time.
+# After it, what the run can tell apart: each row's per-round ratios to
+# plain and floor (and the extender's to --baseline-extender's) as a
+# geometric mean with a 90 % interval, and the rounds that the same
+# round-to-round spread would need to make that interval +-5 %.
 # A table of every round and row comes before it: the API server's write
 # requests per pod, the scheduler's mean scheduling attempt, the extender's
 # mean time per verb, its refused binds (kube-scheduler retries those pods),

@@ -94,6 +94,7 @@ the CA in CLUSTER_CA_FILE (as bench/e2e.sh exports them).
       large blocks), files (the program and its libraries).
 """
 import json
+import math
 import os
 import random
 import ssl
@@ -376,6 +377,57 @@ def fmt(v, spec="%.1f"):
 
 CPU_PARTS = ("apiserver", "etcd", "scheduler", "extender")
 
+# Student's t, 0.95 one-sided (a 90 % two-sided interval), by degrees of freedom.
+T90 = (6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812, 1.796, 1.782, 1.771, 1.761, 1.753,
+       1.746, 1.740, 1.734, 1.729, 1.725, 1.721, 1.717, 1.714, 1.711, 1.708, 1.706, 1.703, 1.701, 1.699, 1.697)
+
+
+def t90(df):
+    return T90[df - 1] if df <= len(T90) else 1.66
+
+
+def ratio_interval(ratios):
+    """The geometric mean of per-round ratios with its 90 % interval (t on
+    the logs), and how many rounds would make that interval +-5 % at the
+    same round-to-round spread; None when under two rounds."""
+    logs = [math.log(x) for x in ratios if x and x > 0]
+    n = len(logs)
+    if n < 2:
+        return None
+    mean = sum(logs) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1))
+    half = t90(n - 1) * sd / math.sqrt(n)
+    need = next((k for k in range(2, 1000) if t90(k - 1) * sd / math.sqrt(k) <= math.log(1.05)), None)
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half), need
+
+
+def resolution_table(rows, round_ratios, cpu_all):
+    """What this run can tell apart: each row's per-round ratios to plain
+    and floor (and the extender's to the baseline build), as a geometric
+    mean with a 90 % interval, and the rounds the same spread would need
+    for +-5 %."""
+    lines = []
+    for ref in ("plain", "floor", "baseline"):
+        for row in rows if ref != "baseline" else ["extender"]:
+            cells = []
+            for of in (lambda r: num(r["rate"]), cpu_all):
+                iv = ratio_interval(round_ratios(row, ref, of))
+                cells.append("-" if iv is None else "%.2f (%.2f-%.2f) | %s" % (
+                    iv[0], iv[1], iv[2], iv[3] if iv[3] else "> 999"))
+            if cells != ["-", "-"]:
+                lines.append("| %s / %s | %s | %s |" % (row, ref, cells[0], cells[1]))
+    if not lines:
+        return
+    print()
+    print("| ratio | pods/s: geometric mean (90 % interval) | rounds for +-5 % | CPU a pod: geometric mean "
+          "(90 % interval) | rounds for +-5 % |")
+    print("|---|---|---|---|---|")
+    for line in lines:
+        print(line)
+    print("ratio: the geometric mean of the per-round ratios, its 90 % interval from Student's t on their logs;")
+    print("rounds for +-5 %: how many rounds, at this run's round-to-round spread, would narrow that interval to")
+    print("+-5 %: what this machine needs to tell a 5 % difference apart")
+
 
 def cmd_table(argv):
     recs = [json.loads(line) for line in open(argv[0]) if line.strip()]
@@ -389,11 +441,13 @@ def cmd_table(argv):
     def cpu_all(r):
         return sum(num(r["cpu_" + p]) or 0.0 for p in CPU_PARTS)
 
-    def ratio_to(row, ref, of=lambda r: num(r["rate"])):
+    def round_ratios(row, ref, of):
         if ref not in by or row == ref:
-            return None
-        rs = [of(by[row][k]) / of(by[ref][k]) for k in by[row] if k in by[ref] and of(by[row][k]) and of(by[ref][k])]
-        return median(rs)
+            return []
+        return [of(by[row][k]) / of(by[ref][k]) for k in by[row] if k in by[ref] and of(by[row][k]) and of(by[ref][k])]
+
+    def ratio_to(row, ref, of=lambda r: num(r["rate"])):
+        return median(round_ratios(row, ref, of))
 
     print("| row | rounds | bound | pods/s median | min-max | spread | / plain | / floor | start-to-bound p50 / p99 s "
           "| CPU ms/pod apiserver / etcd / scheduler / extender | CPU ms/pod all | CPU / floor | API writes/pod "
@@ -424,6 +478,7 @@ def cmd_table(argv):
             fmt(median(num(r["writes"]) for r in rr), "%.2f"), verbs, double,
             fmt(median(num(r.get("apart")) for r in rr), "%.3f") + " / " +
             fmt(median(num(r.get("preferred")) for r in rr), "%.3f")))
+    resolution_table(rows, round_ratios, cpu_all)
     print()
     print("spread: (max - min) / median of the row's rounds, what the same build moves from round to round;")
     print("/ plain, / floor: the median over rounds of the row's pods/s over that round's plain (floor) row;")
@@ -730,7 +785,16 @@ def cmd_selftest(argv):
         if got != want:
             failed += 1
             print("check selftest: %s: got %s, want %s" % (name, got, want), file=sys.stderr)
-    print("check selftest: %d passed, %d failed" % (len(cases) - failed, failed))
+    # The table's intervals: none from one round, none wide from equal rounds, t on the logs otherwise.
+    intervals = [("one round", [2.0], None), ("equal rounds", [1.0, 1.0, 1.0], (1.0, 1.0, 1.0, 2)),
+                 ("halved and doubled", [0.5, 2.0], (1.0, math.exp(-4.3765), math.exp(4.3765), None))]
+    for name, ratios, want in intervals:
+        got = ratio_interval(ratios)
+        if (got is None) != (want is None) or (got and (got[3] != want[3] or
+                                                          any(abs(math.log(g / w)) > 1e-3 for g, w in zip(got[:3], want[:3])))):
+            failed += 1
+            print("check selftest: interval of %s: got %s, want %s" % (name, got, want), file=sys.stderr)
+    print("check selftest: %d passed, %d failed" % (len(cases) + len(intervals) - failed, failed))
     sys.exit(1 if failed else 0)
 
 

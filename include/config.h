@@ -51,6 +51,7 @@ struct config {
 	int gang_timeout_s;           /* a gang's unused places are released after this */
 	char gang_topology_key[128];  /* node label of the topology domains gangs keep to */
 	bool events;                  /* post Events on pods, PodGroups (include/events.h) */
+	bool normal_events;           /* the Normal ones too (GPUsAllocated a bound pod), not only Warnings */
 	int node_summary_interval_s;  /* GpuNodeStatus counts written at most this often a node; 0: not written */
 	int node_summary_writes_per_s;   /* ... and at most this many writes a second, all nodes together */
 	bool nudge;                   /* nudge waiting pods when GPUs free (include/nudge.h) */

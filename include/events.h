@@ -47,6 +47,7 @@ struct events_opts {
 	int refill_s;              /* per object one more every this many seconds (0: 300) */
 	int window_s;              /* repeats within this long are counted on one Event (0: 600) */
 	long timeout_s;            /* each API call (0: 10) */
+	bool warnings_only;        /* Normal Events are not posted (a busy cluster's GPUsAllocated: a write a pod) */
 };
 
 /* Starts the recorder's thread; NULL (recorder off) when it cannot. */
@@ -57,7 +58,8 @@ void events_free(struct events *e);
 /*
  * Queues an Event (message: printf format). every_s > 0: at most one post
  * per object and reason in that many seconds, whatever the message.
- * False when dropped (queue full, recorder off); never blocks on the API.
+ * False when dropped (queue full, recorder off, a Normal Event to a
+ * recorder of warnings only); never blocks on the API.
  */
 bool events_post(struct events *e, const struct events_object *o, enum events_type type, const char *reason,
 		 int every_s, const char *fmt, ...) __attribute__((format(printf, 6, 7)));

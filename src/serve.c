@@ -298,7 +298,8 @@ static int start_cluster(struct server *s)
 		return -1;
 	}
 	if (s->cfg.events) {
-		struct events_opts eo = { .component = "gpu-extender", .instance = s->cfg.identity };
+		struct events_opts eo = { .component = "gpu-extender", .instance = s->cfg.identity,
+					  .warnings_only = !s->cfg.normal_events };
 		s->events = events_new(s->client, &eo);
 	}
 	struct reserve_opts ro = {

@@ -58,6 +58,7 @@ struct events {
 	char component[64], instance[254];
 	int cap, burst, refill_s, window_s;
 	long timeout_s;
+	bool warnings_only;
 	pthread_t thread;
 
 	pthread_mutex_t mu;        /* guards the ring, stop and busy */
@@ -361,6 +362,7 @@ struct events *events_new(struct kube_client *kube, const struct events_opts *o)
 	e->refill_s = or_default(o->refill_s, 300);
 	e->window_s = or_default(o->window_s, 600);
 	e->timeout_s = o->timeout_s > 0 ? o->timeout_s : 10;
+	e->warnings_only = o->warnings_only;
 	e->ring = calloc((size_t)e->cap, sizeof(*e->ring));
 	e->seen = calloc(SLOTS, sizeof(*e->seen));
 	e->buckets = calloc(SLOTS, sizeof(*e->buckets));
@@ -430,10 +432,16 @@ static bool enqueue(struct events *e, const struct events_object *o, enum events
 	return queued;
 }
 
+/* Whether the recorder posts Events of this type at all. */
+static bool wanted(const struct events *e, enum events_type type)
+{
+	return e && !(e->warnings_only && type == EVENTS_NORMAL);
+}
+
 bool events_post(struct events *e, const struct events_object *o, enum events_type type, const char *reason,
 		 int every_s, const char *fmt, ...)
 {
-	if (!e || !o)
+	if (!wanted(e, type) || !o)
 		return false;
 	va_list ap;
 	va_start(ap, fmt);
@@ -445,7 +453,7 @@ bool events_post(struct events *e, const struct events_object *o, enum events_ty
 bool events_pod(struct events *e, const char *ns, const char *name, const char *uid, enum events_type type,
 		const char *reason, int every_s, const char *fmt, ...)
 {
-	if (!e)
+	if (!wanted(e, type))
 		return false;
 	struct events_object o = { .api_version = "v1", .kind = "Pod", .ns = ns, .name = name, .uid = uid };
 	va_list ap;

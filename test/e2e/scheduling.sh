@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A real kube-scheduler calls the extender for real pods in a real API server:
 # placement, allocation annotations, FailedScheduling reasons, binpack vs spread,
-# GpuClaims, the ledgers, release on delete, and a GPU sidecar counted as
-# Kubernetes counts it (beside the main container, not instead of it).
+# GpuClaims, the ledgers, release on delete, a GPU sidecar counted as
+# Kubernetes counts it (beside the main container, not instead of it), and
+# an extender that posts only Warning Events (normalEvents: false).
 set -u
 cd "$(dirname "$0")/../.."
 . test/cluster/cluster.sh
@@ -201,5 +202,26 @@ print(",".join(str(d) for d in sorted(d for r in json.loads(l["metadata"]["annot
   [[ $held == "$(tr , '\n' <<<"${alloc#*:}" | sort -n | paste -sd,)" ]] || { echo "ledger of $node holds [$held] for the pod, binding says ${alloc#*:}"; return 1; }
 }
 e2e_check "a 1-GPU sidecar beside a 1-GPU container reserves 2 devices (binding and ledger)" check_sidecar
+
+# --- normalEvents: false posts the Warnings only (docs/operations.md, "Events") ---
+cluster_stop_scheduler sched
+cluster_kill ext
+QUIET_UP=0
+e2e_start_extender ext-quiet --reap-interval 2 --normal-events=false && e2e_start_scheduler sched-quiet "$E2E_URL" &&
+  QUIET_UP=1
+check_warnings_only() {
+  ((QUIET_UP)) || { echo "the extender (--normal-events=false) or its scheduler did not start"; return 1; }
+  e2e_pod ml quiet '{"gpu.scheduling/gpu":"1"}'
+  cluster_wait 20 "quiet bound" bound ml quiet || return 1
+  # Posted in the order queued: once a later Warning is there, a GPUsAllocated of quiet would be too.
+  e2e_pod ml huge2 '{"gpu.scheduling/gpu":"16"}'
+  cluster_wait 20 "GPUClaimUnsatisfiable on huge2" described huge2 "GPUClaimUnsatisfiable" || return 1
+  local mine
+  mine=$(kubectl -n ml get events --field-selector "reportingComponent=gpu-extender,involvedObject.name=quiet" \
+    -o jsonpath='{range .items[*]}{.reason} {.message}{"\n"}{end}')
+  [[ -z $mine ]] || { echo "Events of the extender on quiet: $mine"; return 1; }
+  [[ -n $(e2e_ann ml quiet gpu.scheduling/allocated) ]] || { echo "quiet has no allocation annotation"; return 1; }
+}
+e2e_check "normalEvents false: no GPUsAllocated on a bound pod, a Warning still posted" check_warnings_only
 
 e2e_summary

@@ -71,16 +71,21 @@ struct rig {
 	struct events *e;
 };
 
-static void rig_up(struct rig *g, int queue, int burst)
+static void rig_up_opts(struct rig *g, const struct events_opts *o)
 {
 	memset(g, 0, sizeof(*g));
 	pthread_mutex_init(&g->f.mu, NULL);
 	pthread_cond_init(&g->f.cv, NULL);
 	g->c = kube_client_new_transport(answer, &g->f);
 	assert_non_null(g->c);
-	struct events_opts o = { .component = "gpu-extender", .instance = "replica-1", .queue = queue, .burst = burst };
-	g->e = events_new(g->c, &o);
+	g->e = events_new(g->c, o);
 	assert_non_null(g->e);
+}
+
+static void rig_up(struct rig *g, int queue, int burst)
+{
+	struct events_opts o = { .component = "gpu-extender", .instance = "replica-1", .queue = queue, .burst = burst };
+	rig_up_opts(g, &o);
 }
 
 static void rig_down(struct rig *g)
@@ -303,6 +308,25 @@ static void test_off(void **state)
 	assert_int_equal(c[EVENTS_SENT], 0);
 }
 
+/* A recorder of warnings only posts no Normal Event (GPUsAllocated), and every Warning. */
+static void test_warnings_only(void **state)
+{
+	(void)state;
+	struct rig g;
+	struct events_opts o = { .component = "gpu-extender", .instance = "replica-1", .warnings_only = true };
+	rig_up_opts(&g, &o);
+	assert_false(events_pod(g.e, "ml", "p1", "u1", EVENTS_NORMAL, "GPUsAllocated", 0, "node n1: GPUs 0"));
+	struct events_object group = { .api_version = "scheduling.x-k8s.io/v1alpha1", .kind = "PodGroup", .ns = "ml",
+				       .name = "g", .uid = "u3" };
+	assert_false(events_post(g.e, &group, EVENTS_NORMAL, "GangWaiting", 30, "gang g waits"));
+	assert_true(events_pod(g.e, "ml", "p2", "u2", EVENTS_WARNING, "GPUClaimUnsatisfiable", 60, "no node fits"));
+	assert_true(events_idle(g.e, 5000));
+	assert_int_equal(g.f.n, 1);
+	assert_non_null(strstr(g.f.body[0], "GPUClaimUnsatisfiable"));
+	assert_int_equal(count(g.e, EVENTS_SENT), 1);
+	rig_down(&g);
+}
+
 /* Both programs' metric tables name the recorder's results, in its order. */
 static void test_metric_rows_are_the_results(void **state)
 {
@@ -337,6 +361,7 @@ int main(void)
 		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_uid_read),
 		cmocka_unit_test(test_off),
+		cmocka_unit_test(test_warnings_only),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

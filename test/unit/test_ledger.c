@@ -1080,6 +1080,32 @@ static int one_ledger_transport(void *ctx, const char *method, const char *path,
 	return 0;
 }
 
+/* A reservation module whose API server is one_ledger_transport. */
+struct one_rig {
+	struct one_ledger s;
+	struct kube_client *client;
+	struct cache *c;
+	struct reserve *r;
+};
+
+static void one_rig_up(struct one_rig *g)
+{
+	memset(g, 0, sizeof(*g));
+	buf_init(&g->s.lease, 1 << 16);
+	g->client = kube_client_new_transport(one_ledger_transport, &g->s);
+	g->c = cache_new();
+	struct reserve_opts o = { .client = g->client, .cache = g->c, .ns = "gpu-system", .identity = "r1" };
+	g->r = reserve_new(&o);
+}
+
+static void one_rig_down(struct one_rig *g)
+{
+	reserve_free(g->r);
+	cache_free(g->c);
+	kube_client_free(g->client);
+	buf_release(&g->s.lease);
+}
+
 /*
  * A release reports what became of each entry, so that only one it removed
  * is logged, counted and told to the pod as released: an entry another try
@@ -1089,12 +1115,9 @@ static int one_ledger_transport(void *ctx, const char *method, const char *path,
 static void test_release_reports_what_it_removed(void **state)
 {
 	(void)state;
-	struct one_ledger s = { .puts = 0 };
-	buf_init(&s.lease, 1 << 16);
-	struct kube_client *client = kube_client_new_transport(one_ledger_transport, &s);
-	struct cache *c = cache_new();
-	struct reserve_opts o = { .client = client, .cache = c, .ns = "gpu-system", .identity = "r1" };
-	struct reserve *r = reserve_new(&o);
+	struct one_rig g;
+	one_rig_up(&g);
+	struct reserve *r = g.r;
 	struct try_rig t;
 	try_rig_up(&t);
 	clock_virtual_set(1000000000000LL, 1800000000);
@@ -1110,7 +1133,7 @@ static void test_release_reports_what_it_removed(void **state)
 	cJSON *stored = cJSON_Parse(buf_cstr(&lease));     /* as stored: with a version */
 	cJSON_AddStringToObject(cJSON_GetObjectItem(stored, "metadata"), "resourceVersion", "7");
 	char *text = cJSON_PrintUnformatted(stored);
-	buf_adds(&s.lease, text);
+	buf_adds(&g.s.lease, text);
 	free(text);
 	cJSON_Delete(stored);
 	buf_release(&lease);
@@ -1119,21 +1142,18 @@ static void test_release_reports_what_it_removed(void **state)
 	unsigned char what = 0;
 	assert_int_equal(reserve_release(r, "n1", &uid, &was, 1, &what, err, sizeof(err)), 0);
 	assert_int_equal(what, RESV_KEPT);
-	assert_int_equal(s.puts, 0);
+	assert_int_equal(g.s.puts, 0);
 	assert_int_equal(reserve_release(r, "n1", &absent, NULL, 1, &what, err, sizeof(err)), 0);
 	assert_int_equal(what, 0);
-	assert_int_equal(s.puts, 0);
+	assert_int_equal(g.s.puts, 0);
 	assert_int_equal(reserve_release(r, "n1", &uid, &now, 1, &what, err, sizeof(err)), 0);
 	assert_int_equal(what, RESV_REMOVED);
-	assert_int_equal(s.puts, 1);
-	assert_null(strstr(buf_cstr(&s.lease), "\"u9\""));
+	assert_int_equal(g.s.puts, 1);
+	assert_null(strstr(buf_cstr(&g.s.lease), "\"u9\""));
 	clock_real();
 	ledger_release(&l);
 	gpu_node_free(t.devices);
-	reserve_free(r);
-	cache_free(c);
-	kube_client_free(client);
-	buf_release(&s.lease);
+	one_rig_down(&g);
 }
 
 /*
@@ -1147,35 +1167,29 @@ static void test_release_reports_what_it_removed(void **state)
 static void test_take_back_fences_late_place_writes(void **state)
 {
 	(void)state;
-	struct one_ledger s = { .puts = 0 };
-	buf_init(&s.lease, 1 << 16);
-	struct kube_client *client = kube_client_new_transport(one_ledger_transport, &s);
-	struct cache *c = cache_new();
-	struct reserve_opts o = { .client = client, .cache = c, .ns = "gpu-system", .identity = "r1" };
-	struct reserve *r = reserve_new(&o);
+	struct one_rig g;
+	one_rig_up(&g);
+	struct reserve *r = g.r;
 	char err[256], place[64];
 	ledger_place_uid("0123456789abcdef", "0badcafe", 0, place, sizeof(place));
 	const char *uid = place;
 	unsigned char what = 9;
 	assert_int_equal(reserve_release(r, "n1", &uid, NULL, 1, &what, err, sizeof(err)), 0);
 	assert_int_equal(what, 0);
-	assert_int_equal(s.posts + s.puts, 0);
+	assert_int_equal(g.s.posts + g.s.puts, 0);
 	/* No ledger yet: the take-back makes it, empty, so that a late create of the places fails. */
 	assert_int_equal(reserve_take_back(r, "n1", &uid, 1, err, sizeof(err)), 0);
-	assert_int_equal(s.posts, 1);
-	assert_null(strstr(buf_cstr(&s.lease), place));
+	assert_int_equal(g.s.posts, 1);
+	assert_null(strstr(buf_cstr(&g.s.lease), place));
 	char before[32], after[32];
-	one_ledger_version(&s, before, sizeof(before));
+	one_ledger_version(&g.s, before, sizeof(before));
 	/* A ledger without the places: written all the same, so a late update's version is stale. */
 	assert_int_equal(reserve_take_back(r, "n1", &uid, 1, err, sizeof(err)), 0);
-	assert_int_equal(s.puts, 1);
-	assert_null(strstr(buf_cstr(&s.lease), place));
-	one_ledger_version(&s, after, sizeof(after));
+	assert_int_equal(g.s.puts, 1);
+	assert_null(strstr(buf_cstr(&g.s.lease), place));
+	one_ledger_version(&g.s, after, sizeof(after));
 	assert_string_not_equal(before, after);
-	reserve_free(r);
-	cache_free(c);
-	kube_client_free(client);
-	buf_release(&s.lease);
+	one_rig_down(&g);
 }
 
 /*
