@@ -171,7 +171,4 @@ struct agent_run_opts {
  */
 int agent_run(const struct agent_run_opts *o);
 
-/* The current UTC time as RFC 3339 ("2026-01-02T03:04:05Z"), for status.lastUpdated. */
-void agent_rfc3339_now(char *buf, size_t len);
-
 #endif

@@ -64,6 +64,9 @@ void events_free(struct events *e);
 bool events_post(struct events *e, const struct events_object *o, enum events_type type, const char *reason,
 		 int every_s, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
+/* Whether the recorder posts Events of this type (false: NULL, or Normal to one of warnings only). */
+bool events_wants(const struct events *e, enum events_type type);
+
 /* Shortcut for a pod (uid may be NULL). */
 bool events_pod(struct events *e, const char *ns, const char *name, const char *uid, enum events_type type,
 		const char *reason, int every_s, const char *fmt, ...) __attribute__((format(printf, 8, 9)));

@@ -9,6 +9,7 @@
 #define GPU_COMMIT "unknown"
 #endif
 #include "agent_publish.h"
+#include "clock.h"
 #include "devplugin.h"
 
 #include "log.h"
@@ -353,7 +354,7 @@ static int cmd_detect(const struct opts *o, bool labels)
 		} else {
 			char ts[32];
 			if (!o->no_timestamp)
-				agent_rfc3339_now(ts, sizeof(ts));
+				clock_wall_rfc3339(ts, sizeof(ts));
 			char *json = agent_gns_json(node, o->no_timestamp ? NULL : ts, !o->compact);
 			if (!json) {
 				fprintf(stderr, "gpu-agent: out of memory\n");

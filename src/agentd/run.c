@@ -75,14 +75,6 @@ static void signals_remove(void)
 	}
 }
 
-void agent_rfc3339_now(char *buf, size_t len)
-{
-	time_t t = time(NULL);
-	struct tm tm;
-	gmtime_r(&t, &tm);
-	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 /* xorshift64*: jitter only, seeded from the kernel. */
 static double next_random(uint64_t *s)
 {
@@ -191,7 +183,7 @@ static int64_t publish_round(struct run_loop *l, int drc, bool force, int64_t st
 {
 	const char *name = l->o->node;
 	char ts[32], err[1600];
-	agent_rfc3339_now(ts, sizeof(ts));
+	clock_wall_rfc3339(ts, sizeof(ts));
 	struct agent_pub_result res;
 	int64_t now = clock_mono_ms();
 	if (!agent_publish(&l->pub, l->node, ts, now, l->resync_ms, force, &res, err, sizeof(err))) {

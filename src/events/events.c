@@ -432,8 +432,7 @@ static bool enqueue(struct events *e, const struct events_object *o, enum events
 	return queued;
 }
 
-/* Whether the recorder posts Events of this type at all. */
-static bool wanted(const struct events *e, enum events_type type)
+bool events_wants(const struct events *e, enum events_type type)
 {
 	return e && !(e->warnings_only && type == EVENTS_NORMAL);
 }
@@ -441,7 +440,7 @@ static bool wanted(const struct events *e, enum events_type type)
 bool events_post(struct events *e, const struct events_object *o, enum events_type type, const char *reason,
 		 int every_s, const char *fmt, ...)
 {
-	if (!wanted(e, type) || !o)
+	if (!events_wants(e, type) || !o)
 		return false;
 	va_list ap;
 	va_start(ap, fmt);
@@ -453,7 +452,7 @@ bool events_post(struct events *e, const struct events_object *o, enum events_ty
 bool events_pod(struct events *e, const char *ns, const char *name, const char *uid, enum events_type type,
 		const char *reason, int every_s, const char *fmt, ...)
 {
-	if (!wanted(e, type))
+	if (!events_wants(e, type))
 		return false;
 	struct events_object o = { .api_version = "v1", .kind = "Pod", .ns = ns, .name = name, .uid = uid };
 	va_list ap;

@@ -134,8 +134,7 @@ static int classify(struct reserve *r, const char *node, const struct alloc_rec 
 	*late = false;
 	/* A gang's place has no pod: it goes when no member took it in time. */
 	if (ledger_uid_is_place(uid))
-		return now - e->since > (e->gang_timeout_s ? e->gang_timeout_s : r->o.gang_timeout_s) ? REL_GANG_TIMEOUT
-											     : -1;
+		return now - e->since > reserve_place_timeout(r, e->gang_timeout_s) ? REL_GANG_TIMEOUT : -1;
 	if (strmap_get(&r->gone, uid))
 		return REL_POD_GONE;    /* a fresh read said so */
 	if (p && p->finished)

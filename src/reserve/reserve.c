@@ -36,8 +36,8 @@ static bool pod_seen(struct reserve *r, const char *uid, char *node, size_t size
 static void tell_bound(struct reserve *r, const struct bind_request *req, const struct gpu_node *n,
 		       const struct alloc *a, const char *ids)
 {
-	if (!r->o.events)
-		return;
+	if (!events_wants(r->o.events, EVENTS_NORMAL))
+		return;     /* nothing built on the bind's path for an Event not posted */
 	char uuids[384] = "", share[64] = "";
 	size_t len = 0;
 	for (const char *p = ids; *p && len < sizeof(uuids);) {

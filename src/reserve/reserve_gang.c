@@ -941,6 +941,11 @@ bool reserve_gang_incomplete(struct reserve *r, const struct api_pod_ref *pod, c
 /* A place is not taken within this long of its gang's timeout (a quarter of it at most): replicas' clocks differ. */
 #define PLACE_TAKE_MARGIN_S 5
 
+int reserve_place_timeout(const struct reserve *r, int own_s)
+{
+	return own_s ? own_s : r->o.gang_timeout_s;
+}
+
 bool reserve_gang_can_take(struct reserve *r, const struct gpu_node *devices, const struct ledger_entry *e,
 			   const char *ns, const struct claim *c)
 {
@@ -948,7 +953,7 @@ bool reserve_gang_can_take(struct reserve *r, const struct gpu_node *devices, co
 		return false;
 	/* A place past its gang's timeout is a reaper's to release: taken now, the gang's other
 	 * places could go in the same pass and leave the gang with this member alone. */
-	int timeout = e->gang_timeout_s ? e->gang_timeout_s : r->o.gang_timeout_s;
+	int timeout = reserve_place_timeout(r, e->gang_timeout_s);
 	int margin = timeout / 4 < PLACE_TAKE_MARGIN_S ? timeout / 4 : PLACE_TAKE_MARGIN_S;
 	if (clock_wall_s() - (int64_t)e->a.since > timeout - margin)
 		return false;

@@ -32,6 +32,8 @@ bool reserve_gang_incomplete(struct reserve *r, const struct api_pod_ref *pod, c
  * a free place of its gang, of a plan seen Written, whose devices hold c's
  * whole claim (devices: the node's, unused).
  */
+/* A place's gang timeout: its own (the gang's gangTimeoutSeconds), else the extender's. */
+int reserve_place_timeout(const struct reserve *r, int own_s);
 bool reserve_gang_can_take(struct reserve *r, const struct gpu_node *devices, const struct ledger_entry *e,
 			   const char *ns, const struct claim *c);
 /* A member's bind took a place of its gang over: Bound once none is left. */
