@@ -4,8 +4,10 @@
 // Filter passes one node, the first named with fewer than 8 pods counted on
 // it (the count is kept in memory only, as kube-scheduler does not count the
 // GPUs, which it ignores); bind posts the pod's Binding, as this project's
-// extender does, in JSON over HTTP/2. No ledger, no watches, no reasons for
-// the nodes it drops. What kube-scheduler and the API server spend for a pod
+// extender does, in JSON over HTTP/2, at most 64 at once (the extender's bind
+// threads) and again after a 429's Retry-After (as client-go does), so that
+// the API server's priority and fairness queues refuse none of them for good.
+// No ledger, no watches, no reasons for the nodes it drops. What kube-scheduler and the API server spend for a pod
 // in this row is what any extender in the loop costs them; the rest of the
 // extender row's cost is this project's.
 //
@@ -25,12 +27,17 @@ import (
 	"log"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 )
 
-const perNode = 8
+const (
+	perNode       = 8
+	bindsInFlight = 64 // as many as the extender's bind threads
+	maxRetries    = 10 // client-go's for a 429
+)
 
 type filterArgs struct {
 	NodeNames *[]string
@@ -52,6 +59,7 @@ type floor struct {
 	api    string
 	token  string
 	client *http.Client
+	slots  chan struct{} // a bind in flight holds one
 }
 
 func (f *floor) filter(w http.ResponseWriter, r *http.Request) {
@@ -87,21 +95,38 @@ func (f *floor) bind(w http.ResponseWriter, r *http.Request) {
 		"target":   map[string]string{"apiVersion": "v1", "kind": "Node", "name": args.Node},
 	})
 	url := fmt.Sprintf("%s/api/v1/namespaces/%s/pods/%s/binding", f.api, args.PodNamespace, args.PodName)
-	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+f.token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := f.client.Do(req)
-	msg := ""
-	if err != nil {
-		msg = err.Error()
-	} else {
+	f.slots <- struct{}{}
+	msg := f.post(url, body)
+	<-f.slots
+	writeJSON(w, map[string]string{"Error": msg})
+}
+
+// post sends the Binding, again after a 429's Retry-After (a second if it
+// names none), as client-go does; "" when the API server took it.
+func (f *floor) post(url string, body []byte) string {
+	for attempt := 0; ; attempt++ {
+		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+f.token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := f.client.Do(req)
+		if err != nil {
+			return err.Error()
+		}
 		reply, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode/100 != 2 {
-			msg = fmt.Sprintf("binding: HTTP %d: %s", resp.StatusCode, reply)
+		if resp.StatusCode == http.StatusTooManyRequests && attempt < maxRetries {
+			wait, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+			if err != nil || wait < 1 {
+				wait = 1
+			}
+			time.Sleep(time.Duration(wait) * time.Second)
+			continue
 		}
+		if resp.StatusCode/100 != 2 {
+			return fmt.Sprintf("binding: HTTP %d: %s", resp.StatusCode, reply)
+		}
+		return ""
 	}
-	writeJSON(w, map[string]string{"Error": msg})
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -135,7 +160,8 @@ func main() {
 		MaxIdleConnsPerHost: 64,
 	}
 	f := &floor{counts: map[string]int{}, api: os.Getenv("CLUSTER_API_URL"),
-		token: strings.TrimSpace(string(token)), client: &http.Client{Transport: transport, Timeout: 30 * time.Second}}
+		token: strings.TrimSpace(string(token)), client: &http.Client{Transport: transport, Timeout: 30 * time.Second},
+		slots: make(chan struct{}, bindsInFlight)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/filter", f.filter)
 	mux.HandleFunc("/bind", f.bind)
