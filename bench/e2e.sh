@@ -13,8 +13,9 @@
 # first binding). Rows:
 #   plain      kube-scheduler alone; the pods ask for example.com/gpu
 #   floor      bench/floor, the least an extender that binds can cost (filter
-#              passes one node with room, bind posts the Binding; no ledger, no
-#              watches); what kube-scheduler and the API server spend on any
+#              passes one node with room, bind posts the Binding, 64 at most in
+#              flight and a 429 posted again after its Retry-After, as client-go
+#              does; no ledger, no watches); what kube-scheduler and the API server spend on any
 #              extender in the loop. Built with Go into the harness's cache;
 #              --no-floor leaves it out.
 #   keep-all   the extender with filterKeepsBest 0: filter passes every node
@@ -244,6 +245,11 @@ cpu_s() {
   cat $pids 2>/dev/null | sed 's/^.*) //' | awk -v hz="$(getconf CLK_TCK)" '{ s += $12 + $13 } END { printf "%.3f", s / hz }'
 }
 CPU_OF=(kube-apiserver etcd kube-scheduler 'gpu-extender|floor-extender|gpushare-ext|hami-scheduler')
+# An --extender or --baseline-extender of another name counts under its own (the kernel keeps 15 characters).
+for bin in "$EXT" "$BASE"; do
+  name=$(basename "$bin" | cut -c1-15)
+  [[ -n $bin && "|${CPU_OF[3]}|" != *"|$name|"* ]] && CPU_OF[3]+="|$name"
+done
 CPU_KEYS=(apiserver etcd scheduler extender)
 
 # pprof_row LABEL: CPU profiles of kube-apiserver and the row's kube-scheduler, a second into the row.
@@ -340,7 +346,7 @@ run_row() {
   local rate bound lat50 lat99
   read -r rate bound < <(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%.1f" % r.get("rate", 0), r["bound"])' "$out")
   read -r lat50 lat99 < <(load latency "$out" "$start")
-  local refused conflicts conns events held
+  local refused conflicts conns events held choices
   refused=$(awk '/^gpu_extender_binds_total/ && !/result="ok"/ { s += $2 } END { print s + 0 }' <<<"$ext_metrics")
   conflicts=$(awk '/^gpu_extender_reservation_conflicts_total/ { s += $2 } END { print s + 0 }' <<<"$ext_metrics")
   conns=$(awk '/^gpu_extender_connections_refused_total/ { s += $2; n++ } END { print n ? s : "-" }' <<<"$ext_metrics")
@@ -348,7 +354,10 @@ run_row() {
   events=$(awk '/^gpu_extender_events_total/ { if ($1 ~ /sent|patched/) s += $2; else if ($1 ~ /dropped|limited/) d += $2 }
     END { print s + 0 "/" d + 0 }' <<<"$ext_metrics")
   held=$(awk '/^gpu_extender_filter_waits_total/ { s += $2; n++ } END { print n ? s : "-" }' <<<"$ext_metrics")
-  [[ -n $bin && -z $peer ]] || refused=- conflicts=- conns=- events=- held=-
+  # The nodes filters chose alone whose count lapsed (no bind in 5 s) or was never made (the node filled meanwhile)
+  choices=$(awk '/^gpu_extender_filter_choices_total/ { n++; if ($1 ~ /expired/) e += $2; else if ($1 ~ /uncounted/) u += $2 }
+    END { print n ? e + 0 "/" u + 0 : "-" }' <<<"$ext_metrics")
+  [[ -n $bin && -z $peer ]] || refused=- conflicts=- conns=- events=- held=- choices=-
   [[ -n $bin && -z $peer ]] && RATINGS+=("$label: $(awk '/^gpu_extender_prioritize_ratings_total/ { n[$1] += $2 }
     END { f = n["gpu_extender_prioritize_ratings_total{source=\"filter\"}"]; m = n["gpu_extender_prioritize_ratings_total{source=\"made\"}"]
       if (f + m) printf "%d of %d from the filter'"'"'s ratings", f, f + m; else print "none (or a build without the count)" }' <<<"$ext_metrics")")
@@ -358,8 +367,8 @@ run_row() {
   fms=$(metric_mean "$ext_metrics" gpu_extender_request_duration_seconds 'verb="filter"')
   pms=$(metric_mean "$ext_metrics" gpu_extender_request_duration_seconds 'verb="prioritize"')
   bms=$(metric_mean "$ext_metrics" gpu_extender_request_duration_seconds 'verb="bind"')
-  ROWS+=("$(printf '| %-12s | %5s/%s | %7s | %11s | %6s | %8s | %8s | %8s | %8s | %7s | %7s | %7s | %9s | %5s | %s | %s / %s |' "$label" "$bound" "$PODS" "$rate" \
-    "$lat50/$lat99" "$writes" "$attempt" "$fms" "$pms" "$bms" "$refused" "$conflicts" "$conns" "$events" "$held" "$cpu" "$double" "$unrecorded")")
+  ROWS+=("$(printf '| %-12s | %5s/%s | %7s | %11s | %6s | %8s | %8s | %8s | %8s | %7s | %7s | %7s | %9s | %5s | %7s | %s | %s / %s |' "$label" "$bound" "$PODS" "$rate" \
+    "$lat50/$lat99" "$writes" "$attempt" "$fms" "$pms" "$bms" "$refused" "$conflicts" "$conns" "$events" "$held" "$choices" "$cpu" "$double" "$unrecorded")")
   printf '{"row":"%s","round":%d,"pods":%d,"bound":%d,"rate":"%s","lat_p50":"%s","lat_p99":"%s","writes":"%s","attempt_ms":"%s","filter_ms":"%s","prioritize_ms":"%s","bind_ms":"%s","double":"%s","unrecorded":"%s","partial_gangs":"%s","apart":"%s","preferred":"%s"%s}\n' \
     "$row" "$ROUND" "$PODS" "$bound" "$rate" "$lat50" "$lat99" "$writes" "$attempt" "$fms" "$pms" "$bms" "$double" "$unrecorded" "$partial" "$apart" "$preferred" "$cpu_json" >>"$ROUNDS_FILE"
   echo "  round $ROUND $row: $bound/$PODS bound, $rate pods/s, CPU s apiserver/etcd/scheduler/extender $cpu${check:+, double allocations $double (unrecorded $unrecorded)${MIXED:+, gangs partly bound $partial}}${CURVE:+, honoured: anti-affinity $apart, node affinity $preferred}"
@@ -527,8 +536,8 @@ done
 
 echo
 echo "Every round (ROW-rN: round N), in the order they ran:"
-echo "| row | bound | pods/s | start-to-bound p50/p99 s | API writes/pod | scheduling attempt ms | filter ms | prioritize ms | bind ms | binds refused | ledger 409s | connections refused | Events posted/dropped | filters held | CPU s: apiserver/etcd/scheduler/extender | double allocations / unrecorded |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| row | bound | pods/s | start-to-bound p50/p99 s | API writes/pod | scheduling attempt ms | filter ms | prioritize ms | bind ms | binds refused | ledger 409s | connections refused | Events posted/dropped | filters held | choices expired/uncounted | CPU s: apiserver/etcd/scheduler/extender | double allocations / unrecorded |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${ROWS[@]}"
 echo
 echo "API requests per pod, by verb and resource:"

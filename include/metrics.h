@@ -30,6 +30,7 @@ enum metric_counter {
 	M_RATINGS,             /* nodes prioritize rated, by source: filter (kept from the pod's filter), made */
 	M_NODE_SUMMARY_WRITES, /* GpuNodeStatus counts written (nodesum.h), by result: NSUM_* */
 	M_FILTER_WAITS,        /* filters that waited for queued binds (backlog.h), reason: binds_queued */
+	M_FILTER_CHOICES,      /* what became of the nodes filters chose alone, by result: CHOICE_* */
 	M_COUNTER_COUNT
 };
 
@@ -37,6 +38,7 @@ enum { GANG_RESERVED = 0, GANG_NO_FIT, GANG_WAITING, GANG_CONFLICT, GANG_ROLLED_
 enum { RES_NODES = 0, RES_GNS, RES_GPUCLAIMS, RES_PODS, RES_LEASES, RES_COUNT };
 enum { RATINGS_KEPT = 0, RATINGS_MADE };
 enum { NSUM_WRITTEN = 0, NSUM_GONE, NSUM_FAILED };
+enum { CHOICE_BOUND = 0, CHOICE_ELSEWHERE, CHOICE_EXPIRED, CHOICE_UNCOUNTED };
 enum { REL_POD_GONE = 0, REL_POD_FINISHED, REL_BIND_TIMEOUT, REL_BIND_FAILED, REL_GANG_TIMEOUT, REL_POD_ELSEWHERE };
 
 /* Records one served request: its verb, HTTP status and duration. */

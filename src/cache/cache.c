@@ -528,6 +528,58 @@ uint64_t cache_uid_bits(const char *uid)
 	return (1ULL << (h & 63)) | (1ULL << ((h >> 6) & 63)) | (1ULL << ((h >> 12) & 63)) | (1ULL << ((h >> 18) & 63));
 }
 
+/* Whether device d can take a's part of it beside what it holds already. */
+static bool device_takes(const struct gpu_device *d, const struct alloc *a)
+{
+	if (!gpu_usable(d) || d->exclusive)
+		return false;
+	if (a->mode == CLAIM_SHARED)
+		return gpu_free_mib(d) >= a->mem_mib && gpu_free_core(d) >= a->core;
+	return !d->shared;
+}
+
+/*
+ * A bind in flight, counted on the devices its filter chose: the ledger may
+ * have given one of them to another pod since (it decides without the binds
+ * in flight). Such a device moves to one that can take it, so that the view
+ * counts every pod once: a device held twice would leave another looking
+ * free, and the next filter send a pod there that its bind refuses. (Which
+ * device does not matter: the pod's record, when it comes, replaces this.)
+ */
+static void assumed_relocate(const struct gpu_node *n, struct alloc *a)
+{
+	if (a->mode != CLAIM_EXCLUSIVE && a->mode != CLAIM_SHARED)
+		return;
+	int ids[GPU_MAX_DEVICES];
+	bool moved = false, taken[GPU_MAX_DEVICES] = { false };
+	for (int k = 0; k < a->ndev; k++) {
+		ids[k] = alloc_id(a, k);
+		int i = gpu_node_find_device(n, ids[k]);
+		if (i >= 0)
+			taken[i] = true;
+	}
+	for (int k = 0; k < a->ndev; k++) {
+		int i = gpu_node_find_device(n, ids[k]);
+		if (i < 0 || device_takes(&n->dev[i], a))
+			continue;
+		for (int j = 0; j < n->ndev; j++) {
+			if (!taken[j] && device_takes(&n->dev[j], a)) {
+				taken[j] = true;
+				ids[k] = n->dev[j].id;
+				moved = true;
+				break;
+			}
+		}
+	}
+	struct alloc b = *a;
+	b.ndev = 0;
+	for (int k = 0; moved && k < a->ndev; k++)
+		if (alloc_add_id(&b, ids[k]))
+			return;   /* ids too far apart to record: left as they were */
+	if (moved)
+		*a = b;
+}
+
 /*
  * Lays a node's view out in two blocks. The hot one holds what requests
  * read, in the order they read it: header, node, devices and islands (a
@@ -587,28 +639,32 @@ static struct cache_node *view_layout(struct arena *hot, struct arena *cold, con
 		gpu_clear_usage(&dev[i]);
 	if (nisland)
 		memcpy(islands, g->islands, (size_t)nisland * sizeof(*islands));
-	if (own) {
-		if (len)
-			memcpy(allocs, src_recs(s), len);
-		char *end = (char *)allocs + len;
-		for (int i = 0; i < s->nassumed; i++)
-			if (assumed_counts(s, &s->assumed[i])) {
-				alloc_rec_pack(&s->assumed[i], NULL, 0, (struct alloc_rec *)end);
-				end += ((struct alloc_rec *)end)->size;
-			}
-	} else if (s->block) {
+	if (own && len)
+		memcpy(allocs, src_recs(s), len);
+	else if (!own && s->block)
 		v->block = block_hold(s->block);
-	}
 	v->node = n;
 	v->allocs = allocs;
 	v->nallocs = nallocs;
 	v->nassumed = (uint16_t)(nallocs - s->nallocs);
 	const struct alloc_rec *r = allocs;
-	for (int i = 0; i < nallocs; i++, r = alloc_rec_next(r)) {
+	for (int i = 0; i < s->nallocs; i++, r = alloc_rec_next(r)) {
 		struct alloc a;
 		alloc_rec_unpack(r, &a);
 		alloc_apply(n, &a);
 		v->uid_bits |= cache_uid_bits(alloc_rec_uid(r));
+	}
+	/* The binds in flight after the records, each where the view still has room. */
+	char *end = (char *)allocs + len;
+	for (int i = 0; own && i < s->nassumed; i++) {
+		if (!assumed_counts(s, &s->assumed[i]))
+			continue;
+		struct alloc a = s->assumed[i];
+		assumed_relocate(n, &a);
+		alloc_apply(n, &a);
+		alloc_rec_pack(&a, NULL, 0, (struct alloc_rec *)end);
+		end += ((struct alloc_rec *)end)->size;
+		v->uid_bits |= cache_uid_bits(a.uid);
 	}
 	v->state = gpu_node_state_digest(n);
 	fit_whole_count(n, &v->whole);

@@ -6,6 +6,7 @@
  */
 #include "extender_impl.h"
 #include "clock.h"
+#include "metrics.h"
 
 bool extender_assume_devices(struct extender *x, const struct api_pod_ref *pod, const char *node,
 			     const struct claim *c)
@@ -34,21 +35,53 @@ void extender_forget_assumed(struct extender *x, const char *uid, const char *no
 	cache_unlock(x->o.cache);
 }
 
-void extender_forget_choices(struct extender *x, const char *uid)
+static void forget_expired_choices(struct extender *x)
 {
 	struct choice old[16];
-	if (uid && choices_take(&x->choices, uid, &old[0]))
-		extender_forget_assumed(x, old[0].uid, old[0].node);
 	int n;
-	while ((n = choices_take_expired(&x->choices, clock_mono_ms(), old, 16)) > 0)
+	while ((n = choices_take_expired(&x->choices, clock_mono_ms(), old, 16)) > 0) {
+		metrics_add(M_FILTER_CHOICES, CHOICE_EXPIRED, (uint64_t)n);
 		for (int i = 0; i < n; i++)
 			extender_forget_assumed(x, old[i].uid, old[i].node);
+	}
+}
+
+void extender_forget_choices(struct extender *x, const char *uid)
+{
+	struct choice old;
+	if (uid && choices_take(&x->choices, uid, &old)) {
+		metrics_inc(M_FILTER_CHOICES, CHOICE_ELSEWHERE);
+		extender_forget_assumed(x, old.uid, old.node);
+	}
+	forget_expired_choices(x);
+}
+
+/*
+ * The filter's devices stay counted, now as the bind's: were they forgotten
+ * and the bind's counted after, a filter running between the two would see
+ * the node one pod emptier and send a pod there that its bind refuses.
+ */
+bool extender_choice_to_bind(struct extender *x, const char *uid, const char *node)
+{
+	struct choice old;
+	bool kept = false;
+	if (choices_take(&x->choices, uid, &old)) {
+		kept = !strcmp(old.node, node);
+		metrics_inc(M_FILTER_CHOICES, kept ? CHOICE_BOUND : CHOICE_ELSEWHERE);
+		if (!kept)
+			extender_forget_assumed(x, old.uid, old.node);
+	}
+	forget_expired_choices(x);
+	return kept;
 }
 
 void extender_assume_choice(struct extender *x, const struct api_pod_ref *pod, const char *node,
 			    const struct claim *c)
 {
-	if (extender_assume_devices(x, pod, node, c) &&
-	    !choices_put(&x->choices, pod->uid, node, clock_mono_ms() + CHOICE_TTL_MS))
+	if (!extender_assume_devices(x, pod, node, c)) {
+		metrics_inc(M_FILTER_CHOICES, CHOICE_UNCOUNTED);
+	} else if (!choices_put(&x->choices, pod->uid, node, clock_mono_ms() + CHOICE_TTL_MS)) {
+		metrics_inc(M_FILTER_CHOICES, CHOICE_UNCOUNTED);
 		extender_forget_assumed(x, pod->uid, node);   /* full: not counted rather than never forgotten */
+	}
 }

@@ -226,6 +226,8 @@ bool extender_assume_devices(struct extender *x, const struct api_pod_ref *pod, 
 void extender_forget_assumed(struct extender *x, const char *uid, const char *node);
 /* Stops counting the pod's earlier choice (uid NULL: none), and every choice expired. */
 void extender_forget_choices(struct extender *x, const char *uid);
+/* At a bind's arrival: true when its filter's choice was this node, whose devices then count as the bind's. */
+bool extender_choice_to_bind(struct extender *x, const char *uid, const char *node);
 /* A filter passed the pod to one node only: its devices there count until its bind arrives. */
 void extender_assume_choice(struct extender *x, const struct api_pod_ref *pod, const char *node,
 			    const struct claim *c);

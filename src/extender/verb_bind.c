@@ -47,10 +47,9 @@ void extender_bind_arrive(void *ctx, const struct http_request *req)
 	struct claim c;
 	claim_init(&c);
 	bool have_args = bind_args(root, &a);
-	if (have_args && x->assume_choices)
-		extender_forget_choices(x, a.uid);      /* the bind's own assumption below replaces the filter's */
+	bool counted = have_args && x->assume_choices && extender_choice_to_bind(x, a.uid, a.node);
 	/* (A gang member's devices are its gang's place, counted already.) */
-	if (have_args && pending_get(&x->pending, a.uid, &c) && claim_wants_gpu(&c) && !c.gang[0]) {
+	if (have_args && !counted && pending_get(&x->pending, a.uid, &c) && claim_wants_gpu(&c) && !c.gang[0]) {
 		/* kube-scheduler places its next pods while this bind waits on the API
 		 * server: they must see these devices taken. */
 		struct api_pod_ref pod = { .ns = a.ns, .name = a.name, .uid = a.uid };

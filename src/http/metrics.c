@@ -71,6 +71,13 @@ static const struct metric_family families[] = {
 	  "GPU pods' filters that waited because binds queued (bindQueueLimitMs).",
 	  "kube-scheduler's cycle held back while the oldest bind in flight had waited over the limit: the API "
 	  "server takes binds slower than the scheduler places pods.", SRC_COUNTER, M_FILTER_WAITS },
+	{ "gpu_extender_filter_choices_total", "counter", "result", { "bound", "elsewhere", "expired", "uncounted" },
+	  "Nodes a filter passed alone (filterKeepsBest 1), whose devices count as the pod's until its bind arrives, "
+	  "by what became of them.",
+	  "`bound`: the bind came for that node; `elsewhere`: the pod was filtered again or bound elsewhere; "
+	  "`expired`: no bind within 5 s; `uncounted`: the node filled between the filter's rating and its count. "
+	  "The last two let the next pods' filters send one pod too many to a node, which its bind refuses.",
+	  SRC_COUNTER, M_FILTER_CHOICES },
 	{ "gpu_extender_prioritize_ratings_total", "counter", "source", { "filter", "made" },
 	  "Nodes prioritize rated, by where the rating came from: the pod's filter (its node unchanged since), "
 	  "or made.", NULL, SRC_COUNTER, M_RATINGS },

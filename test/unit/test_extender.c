@@ -492,16 +492,149 @@ static void test_filter_choice_counts_until_bind(void **state)
 	extender_free(x);
 }
 
-/* The count of filters that waited for queued binds, from the metrics page. */
-static long filter_waits(void)
+/* A binder that records the pod on one chosen device: a ledger that chose another device than the filter. */
+struct record_at {
+	struct cache *cache;
+	int id;
+};
+
+static int record_at_bind(void *ctx, const struct bind_request *req, char *err, size_t errlen)
+{
+	(void)err, (void)errlen;
+	struct record_at *at = ctx;
+	struct alloc a = { .mode = CLAIM_EXCLUSIVE };
+	snprintf(a.uid, sizeof(a.uid), "%s", req->uid);
+	alloc_add_id(&a, at->id);
+	cache_lock(at->cache);
+	int rc = cache_add_alloc(at->cache, req->node, &a);
+	cache_unlock(at->cache);
+	return rc ? BIND_ERROR : BIND_OK;
+}
+
+/* The first device id of the pod's allocation on node in the current snapshot, or -1. */
+static int device_of(struct cache *c, const char *node, const char *uid)
+{
+	struct snapshot *s = cache_acquire(c);
+	const struct cache_node *cn = snapshot_find(s, node);
+	int id = -1;
+	const struct alloc_rec *r = cn->allocs;
+	for (int i = 0; i < cn->nallocs; i++, r = alloc_rec_next(r))
+		if (!strcmp(alloc_rec_uid(r), uid)) {
+			struct alloc a;
+			alloc_rec_unpack(r, &a);
+			id = alloc_id(&a, 0);
+		}
+	snapshot_release(s);
+	return id;
+}
+
+/*
+ * The ledger gives a pod another device than its filter counted (it does not
+ * know the other binds in flight), here the device a second pod's filter
+ * counted: the node's view still counts each pod once. A device held twice
+ * would leave one looking free, and the next filter send a pod too many.
+ */
+static void test_assumed_devices_never_overlap_records(void **state)
+{
+	struct fixture *f = *state;
+	struct record_at at = { .cache = f->cache };
+	struct extender_opts o = {
+		.cache = f->cache, .res = &f->res, .default_policy = POLICY_BINPACK,
+		.bind = record_at_bind, .bind_ctx = &at, .assume_binds = true, .filter_keeps_best = 1,
+	};
+	struct extender *x = extender_new(&o);
+	int st;
+	const char *one = "\"gpu.scheduling/gpu\":\"1\"";
+	const char *expect[] = { "small", "big", "big" };
+	const char *uids[] = { "s1", "q1", "q2" };
+	for (int i = 0; i < 3; i++) {
+		cJSON *r = call(extender_filter, x, args(uids[i], "", one), &st);
+		assert_string_equal(only_node(r), expect[i]);
+		cJSON_Delete(r);
+	}
+	at.id = device_of(f->cache, "big", "q1");
+	assert_true(at.id >= 0);
+	const char *bind = "{\"PodName\":\"q2\",\"PodNamespace\":\"ml\",\"PodUID\":\"q2\",\"Node\":\"big\"}";
+	struct http_request req = { "POST", "/", bind, strlen(bind), NULL };
+	extender_bind_arrive(x, &req);
+	cJSON *r = call(extender_bind, x, bind, &st);
+	assert_string_equal(cJSON_GetObjectItem(r, "Error")->valuestring, "");
+	cJSON_Delete(r);
+	assert_int_equal(device_of(f->cache, "big", "q2"), at.id);   /* the record, on q1's counted device */
+	struct snapshot *s = cache_acquire(f->cache);
+	const struct gpu_node *big = snapshot_find(s, "big")->node;
+	int held = 0;
+	for (int d = 0; d < big->ndev; d++)
+		held += big->dev[d].exclusive > 0;
+	assert_int_equal(held, 2);
+	snapshot_release(s);
+	/* Two of big's four GPUs are free: a 3-GPU pod fits nowhere. */
+	r = call(extender_filter, x, args("r3", "", "\"gpu.scheduling/gpu\":\"3\""), &st);
+	assert_string_equal(only_node(r), "");
+	cJSON_Delete(r);
+	extender_free(x);
+}
+
+/* A counter's value on the metrics page (the series as it is printed), or -1. */
+static long counter(const char *series)
 {
 	struct buf b;
 	buf_init(&b, 1 << 24);
 	metrics_render(&b, &(struct metrics_gauges){ 0 });
-	const char *line = strstr(buf_cstr(&b), "gpu_extender_filter_waits_total{reason=\"binds_queued\"} ");
-	long n = line ? strtol(strchr(line, '}') + 2, NULL, 10) : -1;
+	const char *line = strstr(buf_cstr(&b), series);
+	long n = line ? strtol(line + strlen(series) + 1, NULL, 10) : -1;
 	buf_release(&b);
 	return n;
+}
+
+static long filter_waits(void)
+{
+	return counter("gpu_extender_filter_waits_total{reason=\"binds_queued\"}");
+}
+
+static void count_gained(void *ctx, const char *node)
+{
+	(void)node;
+	(*(int *)ctx)++;
+}
+
+/*
+ * A bind's arrival keeps its filter's devices counted: at no moment does
+ * the node look a pod emptier (a filter running then would send it another
+ * pod, which its bind refuses), and no GPU is told freed.
+ */
+static void test_bind_arrival_keeps_the_filters_devices(void **state)
+{
+	struct fixture *f = *state;
+	struct extender_opts o = {
+		.cache = f->cache, .res = &f->res, .default_policy = POLICY_BINPACK,
+		.bind = record_bind, .bind_ctx = f->cache, .assume_binds = true, .filter_keeps_best = 1,
+	};
+	struct extender *x = extender_new(&o);
+	int st, gained = 0;
+	cJSON *r = call(extender_filter, x, args("c1", "", "\"gpu.scheduling/gpu\":\"1\""), &st);
+	assert_string_equal(only_node(r), "small");
+	cJSON_Delete(r);
+	cache_on_gained(f->cache, count_gained, &gained);
+	const char *bound = "gpu_extender_filter_choices_total{result=\"bound\"}";
+	long bound_before = counter(bound);
+	const char *bind = "{\"PodName\":\"c1\",\"PodNamespace\":\"ml\",\"PodUID\":\"c1\",\"Node\":\"small\"}";
+	struct http_request req = { "POST", "/", bind, strlen(bind), NULL };
+	extender_bind_arrive(x, &req);
+	assert_int_equal(gained, 0);
+	assert_int_equal(counter(bound), bound_before + 1);
+	struct snapshot *s = cache_acquire(f->cache);
+	assert_int_equal(snapshot_find(s, "small")->node->dev[0].exclusive, 1);
+	snapshot_release(s);
+	r = call(extender_bind, x, bind, &st);
+	assert_string_equal(cJSON_GetObjectItem(r, "Error")->valuestring, "");
+	cJSON_Delete(r);
+	s = cache_acquire(f->cache);
+	assert_int_equal(snapshot_find(s, "small")->nallocs, 1);   /* the bind's record, nothing assumed besides */
+	assert_int_equal(snapshot_find(s, "small")->node->dev[0].exclusive, 1);
+	snapshot_release(s);
+	cache_on_gained(f->cache, NULL, NULL);
+	extender_free(x);
 }
 
 /* Milliseconds a filter of the pod took. */
@@ -814,6 +947,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_not_ready_refuses, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_own_reservation_not_counted, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_filter_choice_counts_until_bind, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bind_arrival_keeps_the_filters_devices, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_assumed_devices_never_overlap_records, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_filter_waits_for_queued_binds, setup, teardown),
 		cmocka_unit_test(test_choices_expire_and_stay_bounded),
 	};
