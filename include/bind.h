@@ -44,10 +44,12 @@ int bind_alloc(struct alloc *a, const struct bind_request *req, const struct gpu
  * pod. Steered and ok: only the nodes that hold a place of its gang (its
  * places are reserved first if the gang has none). Steered and not ok: no
  * node now, and reason says why (the gang does not fit, or waits for its
- * members).
+ * members); retry when another try may place it with nothing else changed
+ * (its gang's free places are on nodes the request did not name, or its
+ * plan is being written).
  */
 struct gang_route {
-	bool steered, ok;
+	bool steered, ok, retry;
 	int n;
 	char (*nodes)[254];          /* malloc'd by the gang fn; the caller frees it */
 	char reason[320];

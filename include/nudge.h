@@ -21,6 +21,8 @@
  *   (gpu.scheduling/nudged, a JSON merge patch): an update of an
  *   unscheduled pod, which moves it out of kube-scheduler's unschedulable
  *   queue (to its backoff queue while the pod's backoff lasts);
+ * - a gang member that only another try may place (nudge_retry) is
+ *   nudged at once, without waiting for GPUs to free;
  * - at most `rate` PATCHes a second (a token bucket of `rate` tokens); a
  *   pod is nudged at most once a second.
  *
@@ -55,6 +57,15 @@ void nudge_free(struct nudge *n);
 
 /* Filter: no node fits the pod (not a gang member): remember its claim. A mutex and a copy. */
 void nudge_waiting(struct nudge *n, const struct api_pod_ref *pod, const struct claim *c);
+/*
+ * Filter: a gang member no node of this request fits that another try may
+ * place with nothing else changed: its gang's free places are on nodes
+ * kube-scheduler did not name (it names a sample of the nodes that pass its
+ * own filters, percentageOfNodesToScore, from a new start each try), or its
+ * gang's plan is being written. Nudged at once, and again at each rejection:
+ * the last member of a gang has no sibling's bind to wake it.
+ */
+void nudge_retry(struct nudge *n, const struct api_pod_ref *pod);
 /* Filter: the pod fits a node: forget it. A load when nothing waits. */
 void nudge_forget(struct nudge *n, const char *uid);
 /* The cache's hook (cache_on_gained): node's devices gained. ctx is the nudger. */

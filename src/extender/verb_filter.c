@@ -27,6 +27,7 @@ struct filter_job {
 	struct prio_job rates;     /* what rating points to */
 	bool oom;
 	bool gang;                 /* its gang's route decided (the gang's own Events tell why) */
+	bool gang_retry;           /* no node now, but another try may place it (gang_route.retry) */
 };
 
 /* Whether node i is in the reply's list of nodes that pass. */
@@ -164,6 +165,7 @@ static bool route_gang(struct extender *x, struct filter_job *j)
 		free(route.nodes);
 		return false;
 	}
+	j->gang_retry = !route.ok && route.retry;
 	int32_t elsewhere = -1, why = -1;
 	for (int i = 0; i < a->n; i++) {
 		bool here = false;
@@ -473,19 +475,22 @@ static void tell_unsatisfiable(struct extender *x, const struct filter_job *j)
 /*
  * The nudger learns which GPU pods wait (no node fits: kube-scheduler
  * keeps them until an event it watches) and which no longer do. A gang
- * member waits for its gang, not for GPUs alone: not told.
+ * member waits for its gang, not for GPUs alone: told only when another
+ * try may place it as things are (nudge_retry).
  */
 static void tell_nudger(struct extender *x, const struct filter_job *j)
 {
 	const struct verb_args *a = j->l.a;
-	if (!x->o.nudge || j->oom || j->gang || !a->claim_ok || !claim_wants_gpu(&a->claim) || !a->ref.uid)
+	if (!x->o.nudge || j->oom || !a->claim_ok || !claim_wants_gpu(&a->claim) || !a->ref.uid)
 		return;
 	for (int i = 0; i < a->n; i++)
 		if (passes(j, i)) {
 			nudge_forget(x->o.nudge, a->ref.uid);
 			return;
 		}
-	if (a->n > 0)
+	if (j->gang && j->gang_retry)
+		nudge_retry(x->o.nudge, &a->ref);
+	else if (!j->gang && a->n > 0)
 		nudge_waiting(x->o.nudge, &a->ref, &a->claim);
 }
 

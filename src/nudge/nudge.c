@@ -32,6 +32,7 @@
 /* A pod no node fitted, as filter last saw it. */
 struct waiter {
 	char uid[64], ns[64], name[254];
+	bool retry;                /* a gang member that another try may place (nudge_retry): no claim, nudged at once */
 	uint64_t since;            /* order of the first rejection: the oldest are nudged first */
 	int64_t seen_ms;           /* last rejected */
 	int64_t nudged_ms;         /* last nudged; 0: never */
@@ -45,6 +46,7 @@ struct cand {
 	char uid[64], ns[64], name[254];
 	uint64_t since;
 	const char *node;          /* the node it fits on (the snapshot's name), or NULL */
+	bool retry;
 };
 
 struct nudge {
@@ -59,6 +61,7 @@ struct nudge {
 	int ngained;
 	bool all;                  /* more nodes gained than noted: look at every node */
 	int64_t gained_wall_ms;    /* when the first of those was noted */
+	bool retries;              /* gang members to nudge at once (nudge_retry) */
 	bool stop, busy;
 
 	/* the thread's own */
@@ -158,9 +161,37 @@ static int put_new(struct nudge *n, struct waiter *w)
 	return 0;
 }
 
+/* Under mu: the pod's waiter as filter rejected it now (bytes: its packed claim, taken; NULL for a retry). */
+static void note(struct nudge *n, const struct api_pod_ref *pod, unsigned char *bytes, size_t len, bool retry)
+{
+	int64_t now = clock_mono_ms();
+	struct waiter *w = strmap_get(&n->waiters, pod->uid);
+	if (!w && (w = calloc(1, sizeof(*w)))) {
+		snprintf(w->uid, sizeof(w->uid), "%s", pod->uid);
+		snprintf(w->ns, sizeof(w->ns), "%s", pod->ns ? pod->ns : "");
+		snprintf(w->name, sizeof(w->name), "%s", pod->name);
+		w->since = n->waiters_made++;
+		if (put_new(n, w)) {
+			waiter_free(w);
+			w = NULL;
+		}
+	}
+	if (!w) {
+		free(bytes);
+		return;
+	}
+	free(w->claim);    /* its claim as seen last */
+	w->claim = bytes, w->len = len, w->seen_ms = now, w->retry = retry;
+}
+
+static bool pod_ok(const struct nudge *n, const struct api_pod_ref *pod)
+{
+	return n && pod->uid && pod->uid[0] && pod->name && strlen(pod->uid) < sizeof(((struct waiter *)0)->uid);
+}
+
 void nudge_waiting(struct nudge *n, const struct api_pod_ref *pod, const struct claim *c)
 {
-	if (!n || !pod->uid || !pod->uid[0] || !pod->name || strlen(pod->uid) >= sizeof(((struct waiter *)0)->uid))
+	if (!pod_ok(n, pod))
 		return;
 	struct buf packed;
 	buf_init(&packed, (size_t)1 << 20);
@@ -170,26 +201,20 @@ void nudge_waiting(struct nudge *n, const struct api_pod_ref *pod, const struct 
 	}
 	size_t len;
 	unsigned char *bytes = (unsigned char *)buf_detach(&packed, &len);
-	int64_t now = clock_mono_ms();
 	pthread_mutex_lock(&n->mu);
-	struct waiter *w = strmap_get(&n->waiters, pod->uid);
-	if (w) {
-		free(w->claim);    /* its claim as seen last */
-		w->claim = bytes, w->len = len, w->seen_ms = now;
-		bytes = NULL;
-	} else if ((w = calloc(1, sizeof(*w)))) {
-		snprintf(w->uid, sizeof(w->uid), "%s", pod->uid);
-		snprintf(w->ns, sizeof(w->ns), "%s", pod->ns ? pod->ns : "");
-		snprintf(w->name, sizeof(w->name), "%s", pod->name);
-		w->claim = bytes, w->len = len, w->seen_ms = now;
-		w->since = n->waiters_made++;
-		bytes = NULL;
-		if (put_new(n, w)) {
-			waiter_free(w);
-		}
-	}
+	note(n, pod, bytes, len, false);
 	pthread_mutex_unlock(&n->mu);
-	free(bytes);
+}
+
+void nudge_retry(struct nudge *n, const struct api_pod_ref *pod)
+{
+	if (!pod_ok(n, pod))
+		return;
+	pthread_mutex_lock(&n->mu);
+	note(n, pod, NULL, 0, true);
+	n->retries = true;
+	pthread_cond_signal(&n->wake);
+	pthread_mutex_unlock(&n->mu);
 }
 
 void nudge_forget(struct nudge *n, const char *uid)
@@ -269,8 +294,9 @@ static int candidates(struct nudge *n, int64_t now, struct cand **out)
 		struct waiter *w = v;
 		if (w->nudged_ms && w->nudged_ms >= w->seen_ms)
 			continue;
-		if (claim_unpack(w->claim, &c[nc].claim))
+		if (!w->retry && claim_unpack(w->claim, &c[nc].claim))
 			continue;
+		c[nc].retry = w->retry;
 		memcpy(c[nc].uid, w->uid, sizeof(w->uid));
 		memcpy(c[nc].ns, w->ns, sizeof(w->ns));
 		memcpy(c[nc].name, w->name, sizeof(w->name));
@@ -429,16 +455,20 @@ static int pass(struct nudge *n, char **gained, int ng, bool all, int64_t gained
 		struct snapshot *s = cache_acquire(n->o.cache);
 		place(s, gained, ng, all, c, nc);
 		int fit = 0;
-		for (int i = 0; i < nc; i++)
+		for (int i = 0; i < nc; i++) {
+			if (c[i].retry)
+				c[i].node = "its gang's places";   /* nothing to fit: the next try names other nodes */
 			fit += c[i].node != NULL;
-		if (fit) {
+		}
+		if (fit && (ng || all)) {
 			char at[40];
 			timestamp_ms(gained_wall_ms, at, sizeof(at));
 			log_info("GPUs freed: nudging the waiting pods that fit now",
 				 "freed_at=%s nodes=%d first=%s waiting=%d fit=%d", at, all ? (int)s->n : ng,
 				 ng ? gained[0] : "", nc, fit);
-			limited = nudge_fitting(n, c, nc, gained_wall_ms);
 		}
+		if (fit)
+			limited = nudge_fitting(n, c, nc, gained_wall_ms);
 		snapshot_release(s);   /* (the candidates' node names are the snapshot's) */
 	}
 	for (int i = 0; i < nc; i++)
@@ -452,22 +482,24 @@ static void *run(void *arg)
 	struct nudge *n = arg;
 	pthread_mutex_lock(&n->mu);
 	while (!n->stop) {
-		if (!n->ngained && !n->all) {
+		if (!n->ngained && !n->all && !n->retries) {
 			n->busy = false;
 			pthread_cond_broadcast(&n->idle);
 			struct timespec until = clock_deadline_ms(SWEEP_MS);
 			pthread_cond_timedwait(&n->wake, &n->mu, &until);
-			if (!n->ngained && !n->all && !n->stop && clock_mono_ms() - n->swept_ms >= sweep_every(n))
+			if (!n->ngained && !n->all && !n->retries && !n->stop &&
+			    clock_mono_ms() - n->swept_ms >= sweep_every(n))
 				sweep(n, clock_mono_ms());
 			continue;
 		}
 		char *gained[GAINED_MAX];
 		int ng = n->ngained;
 		bool all = n->all;
-		int64_t wall = n->gained_wall_ms;
+		int64_t wall = n->ngained || n->all ? n->gained_wall_ms : wall_ms();
 		memcpy(gained, n->gained, (size_t)ng * sizeof(*gained));
 		n->ngained = 0;
 		n->all = false;
+		n->retries = false;
 		n->busy = true;
 		pthread_mutex_unlock(&n->mu);
 		int limited = pass(n, gained, ng, all, wall);
@@ -477,6 +509,7 @@ static void *run(void *arg)
 			for (int i = 0; i < ng && n->ngained < GAINED_MAX; i++)
 				n->gained[n->ngained++] = gained[i], gained[i] = NULL;
 			n->all = n->all || all;
+			n->retries = true;   /* (a retry held back by the bucket too) */
 			struct timespec until = clock_deadline_ms(1000 / (n->o.rate > 0 ? n->o.rate : 1) + 1);
 			pthread_cond_timedwait(&n->wake, &n->mu, &until);
 		}
@@ -557,9 +590,9 @@ bool nudge_idle(struct nudge *n, int timeout_ms)
 	struct timespec until = clock_deadline_ms(timeout_ms);
 	pthread_mutex_lock(&n->mu);
 	int rc = 0;
-	while (rc == 0 && (n->busy || n->ngained || n->all))
+	while (rc == 0 && (n->busy || n->ngained || n->all || n->retries))
 		rc = pthread_cond_timedwait(&n->idle, &n->mu, &until);
-	bool idle = !n->busy && !n->ngained && !n->all;
+	bool idle = !n->busy && !n->ngained && !n->all && !n->retries;
 	pthread_mutex_unlock(&n->mu);
 	return idle;
 }

@@ -784,10 +784,12 @@ static void reserve_places(struct reserve *r, const struct api_pod_ref *pod, con
 	if (locked) {
 		snprintf(out->reason, sizeof(out->reason), "gang %s/%s is being reserved by %s; retrying", pod->ns, gang,
 			 locked > 0 ? holder : in.nodes ? err : "out of memory");
+		out->retry = true;
 		metrics_inc(M_GANGS, GANG_CONFLICT);
 	} else if (write_plan(r, pod, c, gang, id, &in, members, timeout, &p, nodes, &lock, err, sizeof(err))) {
 		snprintf(out->reason, sizeof(out->reason), "gang %s/%s could not be reserved whole (%s); retrying", pod->ns,
 			 gang, err);
+		out->retry = true;
 		metrics_inc(M_GANGS, GANG_CONFLICT);
 	} else {
 		plan_is_written(r, id, in.plan);
@@ -839,6 +841,7 @@ static bool route_places(const struct api_pod_ref *pod, const struct claim *c, c
 	else if (!out->n)
 		snprintf(out->reason, sizeof(out->reason), "the places of gang %s/%s are on other nodes", pod->ns, c->gang);
 	out->ok = out->n > 0;
+	out->retry = !out->n && !why[0];   /* kube-scheduler names other nodes at its next try */
 	return out->ok;
 }
 
@@ -875,6 +878,7 @@ void reserve_gang_route(void *ctx, const struct api_pod_ref *pod, const struct c
 		/* Places of a plan not Written: being written, or to be taken back (the reaper). */
 		snprintf(out->reason, sizeof(out->reason),
 			 "gang %s/%s is being reserved (its places are not all written yet); retrying", pod->ns, c->gang);
+		out->retry = true;
 	} else if (v.places) {
 		route_places(pod, c, &v, nodes, n, out);
 	} else {

@@ -238,6 +238,16 @@ static void test_filter_unsatisfiable_event(void **state)
  * once however often it is rejected; when it fits it is forgotten; a pod
  * without GPUs, or whose claim is invalid, is never remembered.
  */
+/* A gang whose free places are all on nodes the request did not name. */
+static void places_elsewhere(void *ctx, const struct api_pod_ref *pod, const struct claim *c,
+			     const struct gpu_node *const *nodes, int n, struct gang_route *out)
+{
+	(void)ctx, (void)pod, (void)c, (void)nodes, (void)n;
+	memset(out, 0, sizeof(*out));
+	out->steered = out->retry = true;
+	snprintf(out->reason, sizeof(out->reason), "the places of gang ml/g are on other nodes");
+}
+
 static void test_filter_tells_nudger(void **state)
 {
 	struct fixture *f = *state;
@@ -259,6 +269,17 @@ static void test_filter_tells_nudger(void **state)
 	assert_int_equal(nudge_waiting_count(nd), 1);
 	cJSON_Delete(call(extender_filter, x, args("w8", "", "\"gpu.scheduling/gpu\":\"2\""), &st));   /* now it fits */
 	assert_int_equal(nudge_waiting_count(nd), 0);
+	extender_free(x);
+	/* A gang member that another try may place (its places on nodes not named): nudged at once. */
+	o.gang = places_elsewhere;
+	x = extender_new(&o);
+	const char *member = ",\"labels\":{\"" LABEL_POD_GROUP "\":\"g\"}";
+	cJSON_Delete(call(extender_filter, x, args("m4", member, "\"gpu.scheduling/gpu\":\"1\""), &st));
+	assert_int_equal(nudge_waiting_count(nd), 1);
+	assert_true(nudge_idle(nd, 5000));
+	uint64_t counts[NUDGE_NRESULT];
+	nudge_counts(nd, counts);
+	assert_int_equal(counts[NUDGE_SENT] + counts[NUDGE_FAILED], 1);
 	extender_free(x);
 	nudge_free(nd);
 	kube_client_free(c);

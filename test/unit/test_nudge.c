@@ -376,6 +376,34 @@ static void test_rate_limited(void **state)
 	rig_down(&g);
 }
 
+/*
+ * A gang member whose gang's places are on nodes its request did not name:
+ * nudged at once, no GPU freed (its siblings bound, no event is left to
+ * wake it); once a rejection, and not kept for GPUs that free later.
+ */
+static void test_retry_nudged_at_once(void **state)
+{
+	(void)state;
+	struct rig g;
+	rig_up(&g, 2, NULL);
+	struct api_pod_ref member = { .ns = "ml", .name = "member-3", .uid = "u-m3" };
+	nudge_retry(g.n, &member);
+	assert_true(nudge_idle(g.n, 5000));
+	assert_int_equal(requests(&g.f), 1);
+	assert_string_equal(g.f.path[0], "/api/v1/namespaces/ml/pods/member-3");
+	assert_non_null(strstr(g.f.body[0], "{\"metadata\":{\"uid\":\"u-m3\",\"annotations\":{\"" ANN_NUDGED "\":\""));
+	free_gpu(&g, 0);                           /* nudged since its rejection: not again */
+	assert_true(nudge_idle(g.n, 5000));
+	assert_int_equal(requests(&g.f), 1);
+	usleep(2000);
+	nudge_retry(g.n, &member);                 /* rejected again: nudged again */
+	assert_true(nudge_idle(g.n, 5000));
+	assert_int_equal(requests(&g.f), 2);
+	nudge_forget(g.n, "u-m3");                 /* placed */
+	assert_int_equal(nudge_waiting_count(g.n), 0);
+	rig_down(&g);
+}
+
 /* Nothing waits: a free costs the cache's writer one load, and nothing is sent. Off (NULL): nothing at all. */
 static void test_idle_and_off(void **state)
 {
@@ -425,6 +453,7 @@ int main(void)
 		cmocka_unit_test(test_gone_and_failed),
 		cmocka_unit_test(test_table_bounded_and_aged),
 		cmocka_unit_test(test_rate_limited),
+		cmocka_unit_test(test_retry_nudged_at_once),
 		cmocka_unit_test(test_idle_and_off),
 		cmocka_unit_test(test_metric_rows),
 	};
