@@ -15,8 +15,8 @@
 #   floor      bench/floor, the least an extender that binds can cost (filter
 #              passes one node with room, bind posts the Binding, 64 at most in
 #              flight and a 429 posted again after its Retry-After, as client-go
-#              does; no ledger, no watches); what kube-scheduler and the API server spend on any
-#              extender in the loop. Built with Go into the harness's cache;
+#              does; no ledger, no watches); what kube-scheduler and the API
+#              server spend on any extender in the loop. Built with Go into the harness's cache;
 #              --no-floor leaves it out.
 #   keep-all   the extender with filterKeepsBest 0: filter passes every node
 #              that fits, kube-scheduler scores them all (prioritize and its

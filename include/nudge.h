@@ -22,7 +22,8 @@
  *   unscheduled pod, which moves it out of kube-scheduler's unschedulable
  *   queue (to its backoff queue while the pod's backoff lasts);
  * - a gang member that only another try may place (nudge_retry) is
- *   nudged at once, without waiting for GPUs to free;
+ *   nudged when it has not been tried for a while, without waiting for
+ *   GPUs to free;
  * - at most `rate` PATCHes a second (a token bucket of `rate` tokens); a
  *   pod is nudged at most once a second.
  *
@@ -48,6 +49,7 @@ struct nudge_opts {
 	int keep;                  /* waiting pods remembered at most (0: 4096) */
 	int keep_s;                /* a pod not rejected again within this long is forgotten (0: 900) */
 	long timeout_s;            /* each API call (0: 10) */
+	int retry_delay_ms;        /* a gang member's first retry (nudge_retry) waits this long, doubled after each (0: 1500) */
 };
 
 /* Starts the nudger's thread; NULL when it cannot (then nothing is nudged). */
@@ -62,8 +64,12 @@ void nudge_waiting(struct nudge *n, const struct api_pod_ref *pod, const struct 
  * place with nothing else changed: its gang's free places are on nodes
  * kube-scheduler did not name (it names a sample of the nodes that pass its
  * own filters, percentageOfNodesToScore, from a new start each try), or its
- * gang's plan is being written. Nudged at once, and again at each rejection:
- * the last member of a gang has no sibling's bind to wake it.
+ * gang's plan is being written. Nudged once it has not been tried again for
+ * longer than kube-scheduler's backoff for it (retry_delay_ms after its
+ * first rejection, doubled after each, at most ten times): its siblings'
+ * binds wake it meanwhile, and a nudge that lands during a try changes the
+ * pod's resourceVersion and fails its binding. The last member of a gang
+ * has no sibling's bind left to wake it.
  */
 void nudge_retry(struct nudge *n, const struct api_pod_ref *pod);
 /* Filter: the pod fits a node: forget it. A load when nothing waits. */

@@ -32,7 +32,8 @@
 /* A pod no node fitted, as filter last saw it. */
 struct waiter {
 	char uid[64], ns[64], name[254];
-	bool retry;                /* a gang member that another try may place (nudge_retry): no claim, nudged at once */
+	bool retry;                /* a gang member that another try may place (nudge_retry): no claim */
+	int tries;                 /* its rejections so (kube-scheduler's backoff doubles with each) */
 	uint64_t since;            /* order of the first rejection: the oldest are nudged first */
 	int64_t seen_ms;           /* last rejected */
 	int64_t nudged_ms;         /* last nudged; 0: never */
@@ -61,7 +62,7 @@ struct nudge {
 	int ngained;
 	bool all;                  /* more nodes gained than noted: look at every node */
 	int64_t gained_wall_ms;    /* when the first of those was noted */
-	bool retries;              /* gang members to nudge at once (nudge_retry) */
+	int64_t retry_due_ms;      /* when the first gang member waiting for a retry is due; 0: none */
 	bool stop, busy;
 
 	/* the thread's own */
@@ -162,7 +163,8 @@ static int put_new(struct nudge *n, struct waiter *w)
 }
 
 /* Under mu: the pod's waiter as filter rejected it now (bytes: its packed claim, taken; NULL for a retry). */
-static void note(struct nudge *n, const struct api_pod_ref *pod, unsigned char *bytes, size_t len, bool retry)
+static struct waiter *note(struct nudge *n, const struct api_pod_ref *pod, unsigned char *bytes, size_t len,
+			   bool retry)
 {
 	int64_t now = clock_mono_ms();
 	struct waiter *w = strmap_get(&n->waiters, pod->uid);
@@ -178,10 +180,26 @@ static void note(struct nudge *n, const struct api_pod_ref *pod, unsigned char *
 	}
 	if (!w) {
 		free(bytes);
-		return;
+		return NULL;
 	}
 	free(w->claim);    /* its claim as seen last */
 	w->claim = bytes, w->len = len, w->seen_ms = now, w->retry = retry;
+	w->tries = retry ? w->tries + 1 : 0;
+	return w;
+}
+
+/*
+ * How long after its last rejection a gang member is nudged: past the
+ * backoff kube-scheduler gives it (doubling with each failed try, to ten
+ * times the first), so that a try its siblings' binds set off comes first
+ * and the nudge wakes only a member nothing else will.
+ */
+static int64_t retry_wait(const struct nudge *n, const struct waiter *w)
+{
+	int64_t ms = n->o.retry_delay_ms;
+	for (int k = 1; k < w->tries && ms < 10LL * n->o.retry_delay_ms; k++)
+		ms *= 2;
+	return ms < 10LL * n->o.retry_delay_ms ? ms : 10LL * n->o.retry_delay_ms;
 }
 
 static bool pod_ok(const struct nudge *n, const struct api_pod_ref *pod)
@@ -211,10 +229,27 @@ void nudge_retry(struct nudge *n, const struct api_pod_ref *pod)
 	if (!pod_ok(n, pod))
 		return;
 	pthread_mutex_lock(&n->mu);
-	note(n, pod, NULL, 0, true);
-	n->retries = true;
+	struct waiter *w = note(n, pod, NULL, 0, true);
+	int64_t due = w ? w->seen_ms + retry_wait(n, w) : 0;
+	if (w && (!n->retry_due_ms || due < n->retry_due_ms))
+		n->retry_due_ms = due;
 	pthread_cond_signal(&n->wake);
 	pthread_mutex_unlock(&n->mu);
+}
+
+/* Under mu: when the next gang member not nudged since its rejection is due; 0: none waits. */
+static int64_t next_retry_due(struct nudge *n)
+{
+	int64_t due = 0;
+	const char *k;
+	void *v;
+	for (size_t pos = 0; strmap_next(&n->waiters, &pos, &k, &v);) {
+		const struct waiter *w = v;
+		int64_t at = w->seen_ms + retry_wait(n, w);
+		if (w->retry && !(w->nudged_ms && w->nudged_ms >= w->seen_ms) && (!due || at < due))
+			due = at;
+	}
+	return due;
 }
 
 void nudge_forget(struct nudge *n, const char *uid)
@@ -294,6 +329,8 @@ static int candidates(struct nudge *n, int64_t now, struct cand **out)
 		struct waiter *w = v;
 		if (w->nudged_ms && w->nudged_ms >= w->seen_ms)
 			continue;
+		if (w->retry && now - w->seen_ms < retry_wait(n, w))
+			continue;   /* kube-scheduler may try it again meanwhile: a nudge during a try fails its binding */
 		if (!w->retry && claim_unpack(w->claim, &c[nc].claim))
 			continue;
 		c[nc].retry = w->retry;
@@ -482,13 +519,15 @@ static void *run(void *arg)
 	struct nudge *n = arg;
 	pthread_mutex_lock(&n->mu);
 	while (!n->stop) {
-		if (!n->ngained && !n->all && !n->retries) {
+		int64_t now = clock_mono_ms();
+		bool retry_due = n->retry_due_ms && now >= n->retry_due_ms;
+		if (!n->ngained && !n->all && !retry_due) {
 			n->busy = false;
 			pthread_cond_broadcast(&n->idle);
-			struct timespec until = clock_deadline_ms(SWEEP_MS);
+			int64_t wait = n->retry_due_ms && n->retry_due_ms - now < SWEEP_MS ? n->retry_due_ms - now : SWEEP_MS;
+			struct timespec until = clock_deadline_ms(wait);
 			pthread_cond_timedwait(&n->wake, &n->mu, &until);
-			if (!n->ngained && !n->all && !n->retries && !n->stop &&
-			    clock_mono_ms() - n->swept_ms >= sweep_every(n))
+			if (!n->ngained && !n->all && !n->stop && clock_mono_ms() - n->swept_ms >= sweep_every(n))
 				sweep(n, clock_mono_ms());
 			continue;
 		}
@@ -499,17 +538,16 @@ static void *run(void *arg)
 		memcpy(gained, n->gained, (size_t)ng * sizeof(*gained));
 		n->ngained = 0;
 		n->all = false;
-		n->retries = false;
 		n->busy = true;
 		pthread_mutex_unlock(&n->mu);
 		int limited = pass(n, gained, ng, all, wall);
 		pthread_mutex_lock(&n->mu);
+		n->retry_due_ms = next_retry_due(n);   /* those not due yet, rejected again, or held by the bucket */
 		if (limited && !n->stop) {
 			/* Tried again once the bucket has a token: the nodes noted once more. */
 			for (int i = 0; i < ng && n->ngained < GAINED_MAX; i++)
 				n->gained[n->ngained++] = gained[i], gained[i] = NULL;
 			n->all = n->all || all;
-			n->retries = true;   /* (a retry held back by the bucket too) */
 			struct timespec until = clock_deadline_ms(1000 / (n->o.rate > 0 ? n->o.rate : 1) + 1);
 			pthread_cond_timedwait(&n->wake, &n->mu, &until);
 		}
@@ -536,6 +574,7 @@ struct nudge *nudge_new(const struct nudge_opts *o)
 	n->o.keep = o->keep > 0 ? o->keep : 4096;
 	n->o.keep_s = o->keep_s > 0 ? o->keep_s : 900;
 	n->o.timeout_s = o->timeout_s > 0 ? o->timeout_s : 10;
+	n->o.retry_delay_ms = o->retry_delay_ms > 0 ? o->retry_delay_ms : 1500;
 	pthread_mutex_init(&n->mu, NULL);
 	pthread_cond_init(&n->wake, NULL);
 	pthread_cond_init(&n->idle, NULL);
@@ -590,9 +629,9 @@ bool nudge_idle(struct nudge *n, int timeout_ms)
 	struct timespec until = clock_deadline_ms(timeout_ms);
 	pthread_mutex_lock(&n->mu);
 	int rc = 0;
-	while (rc == 0 && (n->busy || n->ngained || n->all || n->retries))
+	while (rc == 0 && (n->busy || n->ngained || n->all || n->retry_due_ms))
 		rc = pthread_cond_timedwait(&n->idle, &n->mu, &until);
-	bool idle = !n->busy && !n->ngained && !n->all && !n->retries;
+	bool idle = !n->busy && !n->ngained && !n->all && !n->retry_due_ms;
 	pthread_mutex_unlock(&n->mu);
 	return idle;
 }

@@ -254,7 +254,7 @@ static void test_filter_tells_nudger(void **state)
 	struct event_sink k = { .posts = 0 };
 	pthread_mutex_init(&k.mu, NULL);
 	struct kube_client *c = kube_client_new_transport(take_event, &k);
-	struct nudge_opts no = { .cache = f->cache, .kube = c };
+	struct nudge_opts no = { .cache = f->cache, .kube = c, .retry_delay_ms = 1 };
 	struct nudge *nd = nudge_new(&no);
 	assert_non_null(nd);
 	struct extender_opts o = { .cache = f->cache, .res = &f->res, .default_policy = POLICY_BINPACK,
@@ -270,7 +270,7 @@ static void test_filter_tells_nudger(void **state)
 	cJSON_Delete(call(extender_filter, x, args("w8", "", "\"gpu.scheduling/gpu\":\"2\""), &st));   /* now it fits */
 	assert_int_equal(nudge_waiting_count(nd), 0);
 	extender_free(x);
-	/* A gang member that another try may place (its places on nodes not named): nudged at once. */
+	/* A gang member that another try may place (its places on nodes not named): nudged when not tried again. */
 	o.gang = places_elsewhere;
 	x = extender_new(&o);
 	const char *member = ",\"labels\":{\"" LABEL_POD_GROUP "\":\"g\"}";

@@ -378,16 +378,23 @@ static void test_rate_limited(void **state)
 
 /*
  * A gang member whose gang's places are on nodes its request did not name:
- * nudged at once, no GPU freed (its siblings bound, no event is left to
- * wake it); once a rejection, and not kept for GPUs that free later.
+ * nudged once it was not tried again for retry_delay_ms, no GPU freed (its
+ * siblings bound, no event is left to wake it); once a rejection, and not
+ * kept for GPUs that free later.
  */
-static void test_retry_nudged_at_once(void **state)
+static void test_retry_nudged_when_not_tried(void **state)
 {
 	(void)state;
 	struct rig g;
-	rig_up(&g, 2, NULL);
+	struct nudge_opts o = { .retry_delay_ms = 300 };
+	rig_up(&g, 2, &o);
 	struct api_pod_ref member = { .ns = "ml", .name = "member-3", .uid = "u-m3" };
 	nudge_retry(g.n, &member);
+	usleep(150 * 1000);
+	assert_int_equal(requests(&g.f), 0);      /* kube-scheduler may still try it: no nudge under a try */
+	nudge_retry(g.n, &member);                 /* tried and rejected again: the wait starts over, doubled */
+	usleep(200 * 1000);
+	assert_int_equal(requests(&g.f), 0);
 	assert_true(nudge_idle(g.n, 5000));
 	assert_int_equal(requests(&g.f), 1);
 	assert_string_equal(g.f.path[0], "/api/v1/namespaces/ml/pods/member-3");
@@ -453,7 +460,7 @@ int main(void)
 		cmocka_unit_test(test_gone_and_failed),
 		cmocka_unit_test(test_table_bounded_and_aged),
 		cmocka_unit_test(test_rate_limited),
-		cmocka_unit_test(test_retry_nudged_at_once),
+		cmocka_unit_test(test_retry_nudged_when_not_tried),
 		cmocka_unit_test(test_idle_and_off),
 		cmocka_unit_test(test_metric_rows),
 	};
