@@ -655,7 +655,7 @@ static struct cache_node *view_layout(struct arena *hot, struct arena *cold, con
 		v->uid_bits |= cache_uid_bits(alloc_rec_uid(r));
 	}
 	/* The binds in flight after the records, each where the view still has room. */
-	char *end = (char *)allocs + len;
+	char *end = own ? (char *)allocs + len : NULL;   /* (allocs is NULL for a node with none) */
 	for (int i = 0; own && i < s->nassumed; i++) {
 		if (!assumed_counts(s, &s->assumed[i]))
 			continue;
